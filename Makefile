@@ -1,0 +1,49 @@
+# Entry points. `make demo` and `make test` work on a fresh machine: they install what is
+# missing (scripts/deps.sh), build, start a local S3 server and run.
+BUILD ?= build
+JOBS ?= 2
+CMAKE_FLAGS ?= -DS3D_WERROR=ON
+
+.PHONY: all deps build test test-unit demo bench sanitize format-check install clean gpu-check
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build:
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Every test: C unit and integration tests (each its own process) and the Python tests,
+# against a Ceph RGW started for the run.
+test: deps build
+	@scripts/with-rgw.sh tests/run-tests.sh $(BUILD)
+
+# Tests that need no server (integration tests skip themselves).
+test-unit: build
+	@env -u AWS_ENDPOINT_URL tests/run-tests.sh $(BUILD)
+
+# The same tests built with AddressSanitizer and UndefinedBehaviorSanitizer.
+sanitize:
+	@cmake -S . -B build-asan -DS3D_SANITIZE=ON -DS3D_WERROR=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@ASAN_OPTIONS=detect_leaks=1 S3D_NO_PYTEST=1 scripts/with-rgw.sh tests/run-tests.sh build-asan
+
+demo: deps build
+	@scripts/with-rgw.sh bench/demo.sh $(BUILD)
+
+bench: deps build
+	@scripts/with-rgw.sh bench/run.sh $(BUILD)
+
+gpu-check:
+	@scripts/gpu-check.sh
+
+format-check:
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+install: build
+	@cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,186 @@
+/* s3direct/checkpoint.h - tensors in the safetensors layout, between GPU or host memory and
+ * S3 objects or local files.
+ *
+ * A checkpoint is either one safetensors object/file, or a sharded checkpoint as Hugging Face
+ * writes it: NAME.safetensors.index.json ({"metadata": {"total_size": N}, "weight_map":
+ * {tensor: shard file}}) beside shards NAME-00001-of-0000N.safetensors.
+ *
+ * URIs: "s3://bucket/key" for S3, anything else is a local path.
+ *
+ * Memory: loads into host memory write straight into the destination; loads into GPU memory
+ * and saves from it pass through the client's staging pool, so host memory used is bounded
+ * by the pool's size whatever the checkpoint's size. */
+#ifndef S3DIRECT_CHECKPOINT_H
+#define S3DIRECT_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "s3direct/client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* safetensors dtypes. Values are ABI. */
+enum s3d_dtype {
+    S3D_DTYPE_INVALID = 0,
+    S3D_DTYPE_BOOL = 1,
+    S3D_DTYPE_U8,
+    S3D_DTYPE_I8,
+    S3D_DTYPE_I16,
+    S3D_DTYPE_U16,
+    S3D_DTYPE_F16,
+    S3D_DTYPE_BF16,
+    S3D_DTYPE_I32,
+    S3D_DTYPE_U32,
+    S3D_DTYPE_F32,
+    S3D_DTYPE_F64,
+    S3D_DTYPE_I64,
+    S3D_DTYPE_U64,
+    S3D_DTYPE_C64,
+    S3D_DTYPE_F8_E4M3,
+    S3D_DTYPE_F8_E5M2,
+    S3D_DTYPE_F8_E8M0,
+    S3D_DTYPE_F8_E4M3FNUZ,
+    S3D_DTYPE_F8_E5M2FNUZ,
+    S3D_DTYPE_F4,
+    S3D_DTYPE_F6_E2M3,
+    S3D_DTYPE_F6_E3M2,
+    S3D_DTYPE_COUNT_ /* not a dtype */
+};
+
+/* "BF16" for S3D_DTYPE_BF16; NULL for an invalid value. Static. */
+S3D_API const char *s3d_dtype_name(int dtype);
+/* The dtype named by name[0..len); S3D_DTYPE_INVALID if unknown. */
+S3D_API int s3d_dtype_from_name(const char *name, size_t len);
+/* Bits per element (1 for BOOL is not used: BOOL is 8; F4 is 4, F6_* are 6). 0 if invalid. */
+S3D_API int s3d_dtype_bits(int dtype);
+/* Bytes of a tensor of this dtype and shape, with the sub-byte rule of safetensors (the
+ * element count times the bit width must be a multiple of 8). S3D_EFMT_SHAPE for a negative
+ * dimension or an overflow, S3D_EFMT_SIZE_MISMATCH for a bit count that is not whole bytes. */
+S3D_API int s3d_dtype_nbytes(int dtype, const int64_t *shape, int32_t ndim, uint64_t *out);
+
+/* ---- reading -------------------------------------------------------------------------- */
+
+struct s3d_reader;
+
+/* One tensor of an open checkpoint. Strings and arrays are owned by the reader. */
+struct s3d_tensor_info {
+    const char *name;
+    int32_t dtype;           /* enum s3d_dtype */
+    int32_t ndim;
+    const int64_t *shape;    /* ndim entries */
+    uint64_t nbytes;
+    uint32_t shard;          /* index into the reader's shards; 0 for a single file */
+    uint64_t offset;         /* absolute byte offset of the data in its shard */
+    int32_t has_crc32c;      /* 1 when the writer stored a CRC32C for it */
+    uint32_t crc32c;
+};
+
+/* Opens a checkpoint and reads its header(s) only: one ranged GET (or read) for a single
+ * object, the index plus each shard's header for a sharded checkpoint. Everything read is
+ * validated; a malformed header fails with its S3D_EFMT_* code and a message naming the tensor
+ * or field. uri may name a .safetensors object/file or a .safetensors.index.json. */
+S3D_API int s3d_reader_open(struct s3d_client *c, const char *uri, struct s3d_reader **out);
+S3D_API void s3d_reader_close(struct s3d_reader *r);
+
+/* Tensors, in data-offset order within each shard, shards in index order. */
+S3D_API size_t s3d_reader_num_tensors(const struct s3d_reader *r);
+S3D_API int s3d_reader_tensor(const struct s3d_reader *r, size_t i, struct s3d_tensor_info *out);
+/* Index of the tensor called name; S3D_ENOTENSOR if none. */
+S3D_API int s3d_reader_find(const struct s3d_reader *r, const char *name, size_t *out_index);
+/* __metadata__ entries (of the first shard for a sharded checkpoint), in header order. */
+S3D_API size_t s3d_reader_num_metadata(const struct s3d_reader *r);
+S3D_API int s3d_reader_metadata(const struct s3d_reader *r, size_t i, const char **key,
+                                const char **value);
+/* The value for key, or NULL. */
+S3D_API const char *s3d_reader_metadata_get(const struct s3d_reader *r, const char *key);
+S3D_API size_t s3d_reader_num_shards(const struct s3d_reader *r);
+/* URI of shard i and the size of its header (8-byte length field included). */
+S3D_API int s3d_reader_shard(const struct s3d_reader *r, size_t i, const char **uri,
+                             uint64_t *header_bytes, uint64_t *object_bytes);
+
+/* Where one tensor (or a byte range of it) goes. */
+struct s3d_tensor_dest {
+    size_t index;            /* tensor index in the reader */
+    void *ptr;               /* host pointer, or CUdeviceptr when device >= 0 */
+    int32_t device;          /* -1: host memory; >= 0: CUDA device ordinal */
+    uint64_t capacity;       /* bytes available at ptr; must be >= the bytes read */
+    uint64_t src_offset;     /* byte offset inside the tensor; 0 for the whole tensor */
+    uint64_t length;         /* bytes to read from src_offset; 0 = to the end of the tensor */
+};
+
+enum s3d_file_io {
+    S3D_FILE_IO_AUTO = 0,     /* cuFile for device memory when its driver opens, else DIRECT */
+    S3D_FILE_IO_CUFILE = 1,   /* GPUDirect Storage; S3D_ECUFILE if it cannot be used */
+    S3D_FILE_IO_DIRECT = 2,   /* O_DIRECT into the staging pool (buffered if the file system
+                                  refuses O_DIRECT) */
+    S3D_FILE_IO_BUFFERED = 3, /* plain page-cache reads and writes */
+};
+
+struct s3d_read_options {
+    uint32_t struct_size;     /* sizeof; 0 = current */
+    s3d_progress_fn progress; /* bytes of tensor data done / total */
+    void *progress_user;
+    struct s3d_cancel *cancel;
+    int32_t no_verify;        /* 1: skip the per-tensor CRC32C check (it needs whole tensors) */
+    int32_t file_io;          /* enum s3d_file_io */
+};
+
+/* Reads the chosen tensors in one planned transfer: only their byte ranges are fetched,
+ * adjacent ranges coalesced, at most max_concurrency requests in flight. Returns when every
+ * byte is in place: copies to GPU memory are complete (the device is synchronized with the
+ * library's streams) before it returns, so the caller may use the tensors on any stream.
+ * A whole tensor read is checked against its stored CRC32C unless no_verify; a mismatch fails
+ * with S3D_ECHECKSUM naming the tensor and the object. */
+S3D_API int s3d_reader_read(struct s3d_reader *r, const struct s3d_tensor_dest *dests,
+                            size_t n, const struct s3d_read_options *opts);
+
+/* ---- writing -------------------------------------------------------------------------- */
+
+/* One tensor to save: a contiguous byte span in host or device memory. */
+struct s3d_tensor_src {
+    const char *name;        /* UTF-8, unique within the checkpoint */
+    int32_t dtype;
+    int32_t ndim;
+    const int64_t *shape;
+    const void *ptr;         /* host pointer, or CUdeviceptr when device >= 0 */
+    int32_t device;          /* -1: host memory; >= 0: CUDA device ordinal */
+    uint64_t nbytes;         /* must equal s3d_dtype_nbytes(dtype, shape) */
+};
+
+struct s3d_metadata_entry {
+    const char *key;         /* NUL-terminated UTF-8; keys starting with "s3direct." are
+                                reserved for the library */
+    const char *value;
+};
+
+struct s3d_write_options {
+    uint32_t struct_size;     /* sizeof; 0 = current */
+    s3d_progress_fn progress; /* bytes of tensor data done / total */
+    void *progress_user;
+    struct s3d_cancel *cancel;
+    uint64_t max_shard_size;  /* 0: one object. Otherwise uri must end in
+                                 ".safetensors.index.json"; shards NAME-0000i-of-0000N
+                                 .safetensors are written beside it, each holding at most this
+                                 many data bytes (a larger tensor gets a shard of its own) */
+    int32_t no_checksum;      /* 1: store no per-tensor CRC32C */
+    int32_t file_io;          /* enum s3d_file_io */
+    uint64_t cuda_stream;     /* CUstream that produced the device tensors (0 = legacy default
+                                 stream): copies wait for the work queued on it so far */
+};
+
+/* Writes tensors and metadata as a safetensors checkpoint. Tensors are laid out in the order
+ * given. Atomic: on S3 each object appears only when complete (a multipart upload is aborted
+ * on failure) and the index is written after all shards; for files, each is written under a
+ * temporary name in the same folder, fsynced, and renamed. On failure the previous checkpoint
+ * at uri is left as it was. */
+S3D_API int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
+                                 const struct s3d_tensor_src *tensors, size_t n,
+                                 const struct s3d_metadata_entry *metadata, size_t n_metadata,
+                                 const struct s3d_write_options *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,119 @@
+/* s3direct/client.h - the client: configuration, connections, staging pool, GPU context.
+ *
+ * A client is created once per process (per fork: see s3d_client_new) and shared by threads.
+ * It owns the libcurl connection cache (keep-alive connections are reused by every transfer),
+ * the resolved configuration and credentials, and the staging pool of pinned buffers that
+ * bounds host memory for tensor loads and saves.
+ *
+ * Configuration is resolved as the AWS CLI does; for each setting the first source that has it
+ * wins:
+ *   1. the field in struct s3d_client_options (NULL / 0 = not set);
+ *   2. environment: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN (used as a
+ *      set, only when both key id and secret are present), AWS_REGION then
+ *      AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3 then AWS_ENDPOINT_URL, AWS_CA_BUNDLE;
+ *   3. the profile (options.profile, else AWS_PROFILE, else "default") in the shared
+ *      credentials file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials) and then
+ *      the config file (AWS_CONFIG_FILE, default ~/.aws/config, section "[profile NAME]" or
+ *      "[default]"): aws_access_key_id, aws_secret_access_key, aws_session_token, region,
+ *      endpoint_url, ca_bundle, and "s3 =" sub-section keys endpoint_url / addressing_style;
+ *   4. defaults: region "us-east-1", endpoint https://s3.REGION.amazonaws.com.
+ * Without credentials from any source, requests fail with S3D_ENOCREDS unless anonymous. */
+#ifndef S3DIRECT_CLIENT_H
+#define S3DIRECT_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "s3direct/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct s3d_client;
+
+enum s3d_addressing {
+    S3D_ADDRESSING_AUTO = 0,    /* virtual-hosted for AWS endpoints, path-style otherwise */
+    S3D_ADDRESSING_PATH = 1,    /* http://endpoint/bucket/key */
+    S3D_ADDRESSING_VIRTUAL = 2, /* http://bucket.endpoint/key */
+};
+
+enum s3d_payload_signing {
+    S3D_PAYLOAD_AUTO = 0,     /* signed SHA-256 over plain http, UNSIGNED-PAYLOAD over https */
+    S3D_PAYLOAD_SIGNED = 1,   /* always hash the body into the signature */
+    S3D_PAYLOAD_UNSIGNED = 2, /* always UNSIGNED-PAYLOAD */
+};
+
+/* Zero or NULL in any field means "default"; the default is given beside each field.
+ * Strings are NUL-terminated and copied by s3d_client_new. New fields are added at the end:
+ * set struct_size to sizeof(struct s3d_client_options) so older libraries can tell. */
+struct s3d_client_options {
+    uint32_t struct_size;          /* sizeof(struct s3d_client_options); 0 = current size */
+    const char *endpoint_url;      /* "http://127.0.0.1:8000"; default: resolved as above */
+    const char *region;            /* default: resolved as above, else "us-east-1" */
+    const char *profile;           /* default: AWS_PROFILE, else "default" */
+    const char *access_key_id;     /* with secret_access_key: overrides every other source */
+    const char *secret_access_key;
+    const char *session_token;
+    const char *ca_bundle;         /* PEM file of trusted CAs; default: AWS_CA_BUNDLE, system */
+    int32_t addressing;            /* enum s3d_addressing; default AUTO */
+    int32_t anonymous;             /* 1: send requests unsigned (public buckets) */
+    int32_t no_verify_ssl;         /* 1: do not verify TLS certificates (explicit only) */
+    int32_t payload_signing;       /* enum s3d_payload_signing; default AUTO */
+    uint32_t max_concurrency;      /* parallel requests per transfer; default 8 */
+    uint64_t part_size;            /* bytes per ranged GET / uploaded part; default 8 MiB */
+    uint64_t multipart_threshold;  /* uploads of at least this size use multipart; default
+                                      part_size */
+    uint64_t staging_bytes;        /* total size of the staging pool; default 256 MiB */
+    uint32_t max_attempts;         /* tries per request, first included; default 5 */
+    uint32_t deadline_ms;          /* per request, retries included; default 0 = none */
+    uint32_t connect_timeout_ms;   /* default 10000 */
+    uint32_t low_speed_time_s;     /* a transfer below low_speed_limit for this long is a
+                                      stall, retried; default 30 */
+    uint32_t low_speed_limit;      /* bytes per second; default 1024 */
+    int32_t device;                /* CUDA device for the staging pool's context: -1 = never
+                                      use a GPU; default 0 = find one at run time */
+};
+
+/* Creates a client. opts may be NULL (all defaults). On success stores it in *out and returns
+ * 0; on failure returns a negative S3D_E* code and *out is NULL. Configuration problems
+ * (unreadable config file, malformed endpoint URL) fail here; missing credentials do not
+ * (anonymous use stays possible) and fail the first signed request with S3D_ENOCREDS.
+ * A client must not be used in a child process after fork(): create a new one there. */
+S3D_API int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **out);
+/* Frees the client and its pool; waits for nothing (no transfer may be running). NULL ok. */
+S3D_API void s3d_client_free(struct s3d_client *client);
+
+/* What the client resolved, for display ("s3direct --debug", tests). NUL-terminated strings
+ * owned by the client. Thread-safe. */
+struct s3d_client_config {
+    const char *endpoint_url;
+    const char *region;
+    const char *access_key_id;      /* "" when none */
+    const char *credential_source;  /* "options", "env", "shared-credentials-file",
+                                        "config-file", "none", "anonymous" */
+    int32_t addressing;             /* the resolved mode: PATH or VIRTUAL */
+    uint32_t max_concurrency;
+    uint64_t part_size;
+    uint64_t multipart_threshold;
+    uint64_t staging_bytes;
+    int32_t gpu_available;          /* 1 when libcuda loaded and a device was found */
+};
+S3D_API int s3d_client_get_config(const struct s3d_client *client, struct s3d_client_config *out);
+
+/* A cancellation token. s3d_cancel_request may be called from any thread; every transfer
+ * given the token stops at its next check and returns S3D_ECANCELED. */
+struct s3d_cancel;
+S3D_API int s3d_cancel_new(struct s3d_cancel **out);
+S3D_API void s3d_cancel_request(struct s3d_cancel *cancel);
+S3D_API int s3d_cancel_requested(const struct s3d_cancel *cancel);
+S3D_API void s3d_cancel_free(struct s3d_cancel *cancel);
+
+/* Progress: called with bytes done so far and the total (0 when unknown). Runs on the thread
+ * that called the transfer function, between I/O steps, at most every few milliseconds.
+ * Return non-zero to cancel the transfer (it then returns S3D_ECANCELED). */
+typedef int (*s3d_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,75 @@
+/* s3direct/transfer.h - parallel transfers of plain bytes between S3 and memory or files.
+ *
+ * Downloads split the object (or range) into part_size ranges fetched with max_concurrency
+ * parallel ranged GETs over the client's reused keep-alive connections; each range is written
+ * straight into its place in the destination. An interrupted range resumes from its last
+ * received byte. Uploads below the client's multipart_threshold are one PutObject; larger ones
+ * are a multipart upload of part_size parts (raised automatically so that no upload needs more
+ * than 10,000 parts). A multipart upload that fails or is canceled is aborted: the object at
+ * that key stays what it was before.
+ *
+ * Memory: transfers to and from caller buffers use no staging memory. Transfers to and from
+ * files, and streams, hold at most max_concurrency x part_size bytes in flight.
+ *
+ * Every function runs on the calling thread and returns when the transfer is complete. */
+#ifndef S3DIRECT_TRANSFER_H
+#define S3DIRECT_TRANSFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "s3direct/client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Options shared by all transfers; NULL means all defaults. */
+struct s3d_transfer_options {
+    uint32_t struct_size;       /* sizeof; 0 = current */
+    s3d_progress_fn progress;   /* may be NULL */
+    void *progress_user;
+    struct s3d_cancel *cancel;  /* may be NULL */
+    uint32_t max_concurrency;   /* 0 = the client's */
+    uint64_t part_size;         /* 0 = the client's */
+    const char *content_type;   /* uploads; NULL = application/octet-stream */
+};
+
+/* Downloads [offset, offset + length) of the object into dst (dst_cap bytes). length
+ * UINT64_MAX means "to the end of the object". The number of bytes written is stored in
+ * *out_len (may be NULL). S3D_ETOOBIG if the range does not fit dst_cap; S3D_ERANGE if offset
+ * is past the end. */
+S3D_API int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char *key,
+                                   uint64_t offset, uint64_t length, void *dst, uint64_t dst_cap,
+                                   uint64_t *out_len, const struct s3d_transfer_options *opts);
+/* Downloads the whole object into a file, written at its final name only when complete
+ * (a temporary name in the same folder, then rename). path "-" writes to standard output. */
+S3D_API int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *key,
+                                 const char *path, const struct s3d_transfer_options *opts);
+S3D_API int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, const char *key,
+                                   const void *src, uint64_t len,
+                                   const struct s3d_transfer_options *opts);
+/* path "-" reads standard input (streamed, size unknown in advance). */
+S3D_API int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *key,
+                                 const char *path, const struct s3d_transfer_options *opts);
+/* Server-to-client-to-server copy, streamed through at most concurrency x part_size bytes. */
+S3D_API int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *src_key,
+                            const char *dst_bucket, const char *dst_key,
+                            const struct s3d_transfer_options *opts);
+
+/* An upload fed by successive writes of any size, for producers that do not know the size in
+ * advance (torch.save into s3direct.writer). Parts are uploaded in the background of the
+ * calling thread's writes; memory is bounded by concurrency x part_size. Nothing is visible at
+ * the key until s3d_upload_stream_finish returns 0; s3d_upload_stream_free without a
+ * successful finish aborts the upload. */
+struct s3d_upload_stream;
+S3D_API int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *key,
+                                  const struct s3d_transfer_options *opts,
+                                  struct s3d_upload_stream **out);
+S3D_API int s3d_upload_stream_write(struct s3d_upload_stream *s, const void *data, size_t len);
+S3D_API int s3d_upload_stream_finish(struct s3d_upload_stream *s);
+S3D_API void s3d_upload_stream_free(struct s3d_upload_stream *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# deps.sh - installs what building, testing and the demo need, from Debian and PyPI, if it is
+# missing. Idempotent and quiet when everything is there. Run as root.
+#   deps.sh [--no-python]
+set -euo pipefail
+apt_pkgs=(build-essential cmake pkg-config libcurl4-openssl-dev libssl-dev libjansson-dev
+          liburing-dev curl bc nginx-light ceph-mon ceph-osd radosgw ceph-common iproute2)
+need=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
+done
+# cmake may come from pip (it does on this kind of machine); then the Debian one is not needed.
+if command -v cmake >/dev/null 2>&1; then
+  need=("${need[@]/cmake}")
+fi
+need=($(printf '%s\n' "${need[@]}" | grep -v '^$' || true))
+if [ ${#need[@]} -gt 0 ]; then
+  echo "deps: apt-get install ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+[ "${1:-}" = "--no-python" ] && exit 0
+py_missing=()
+python3 -c 'import pytest' 2>/dev/null || py_missing+=(pytest)
+python3 -c 'import boto3' 2>/dev/null || py_missing+=(boto3)
+command -v aws >/dev/null 2>&1 || py_missing+=(awscli)
+python3 -c 'import safetensors' 2>/dev/null || py_missing+=(safetensors)
+python3 -c 'import tqdm' 2>/dev/null || py_missing+=(tqdm)
+python3 -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
+# PyTorch: the CPU build (2.13.0) that this kind of machine keeps on disk; any >= 2.1 works.
+python3 -c 'import torch' 2>/dev/null || py_missing+=("torch==2.13.0")
+if [ ${#py_missing[@]} -gt 0 ]; then
+  echo "deps: pip install ${py_missing[*]}"
+  python3 -m pip install -q "${py_missing[@]}"
+fi

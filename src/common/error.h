@@ -1,0 +1,37 @@
+/* error.h - recording the detail of a failure for s3d_last_error().
+ *
+ * Each failing path calls one of the s3d_fail* functions once, at the place that knows most
+ * about the failure, and returns what it returns:  return s3d_fail(S3D_EIO, "read %s: %s", ...).
+ * Callers higher up pass the code through unchanged; they add context with s3d_fail_prefix()
+ * only when the lower message would be ambiguous on its own. */
+#ifndef S3D_COMMON_ERROR_H
+#define S3D_COMMON_ERROR_H
+
+#include "s3direct/errors.h"
+
+/* Detail of an S3/HTTP failure; any field may be NULL or 0. */
+struct s3d_err_s3 {
+    const char *operation;
+    const char *bucket;
+    const char *key;
+    int http_status;
+    const char *s3_code;
+    const char *s3_message;
+    const char *request_id;
+};
+
+/* Sets the calling thread's last error to err with a printf-style message; returns err. */
+int s3d_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same with the S3 fields filled in. */
+int s3d_fail_s3(int err, const struct s3d_err_s3 *d, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Puts "prefix: " in front of the current message (keeps code and fields); returns err. */
+int s3d_fail_prefix(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Forgets the calling thread's last error. */
+void s3d_clear_error(void);
+
+/* Maps an errno value to an S3D_E* code (ENOENT -> S3D_ENOENT, ENOMEM -> S3D_ENOMEM, else
+ * S3D_EIO). */
+int s3d_err_from_errno(int e);
+
+#endif

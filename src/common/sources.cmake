@@ -1,0 +1,7 @@
+set(S3D_COMMON_SOURCES
+  src/common/alloc.c
+  src/common/dynbuf.c
+  src/common/error.c
+  src/common/log.c
+  src/common/version.c
+)

@@ -1,0 +1,2 @@
+set(S3D_FORMAT_SOURCES
+)

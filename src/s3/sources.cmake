@@ -1,0 +1,2 @@
+set(S3D_S3_SOURCES
+)

@@ -1,0 +1,62 @@
+/* testutil.c - helpers shared by the C tests. */
+#include "testutil.h"
+
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void t_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    exit(1);
+}
+
+void t_skip(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "SKIP: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    exit(T_EXIT_SKIP);
+}
+
+void t_fill_random(void *buf, size_t len, uint64_t seed)
+{
+    /* xorshift64*: fast, deterministic, good enough to catch misplaced bytes. */
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    unsigned char *p = buf;
+    size_t i = 0;
+    while (i + 8 <= len) {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        uint64_t v = x * 0x2545F4914F6CDD1Dull;
+        memcpy(p + i, &v, 8);
+        i += 8;
+    }
+    while (i < len) {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        p[i++] = (unsigned char)(x * 0x2545F4914F6CDD1Dull >> 56);
+    }
+}
+
+const char *t_tmpdir(void)
+{
+    static char dir[512];
+    if (dir[0] == '\0') {
+        const char *base = getenv("TMPDIR");
+        snprintf(dir, sizeof(dir), "%s/s3d-test-%ld", base && *base ? base : "/tmp",
+                 (long)getpid());
+        mkdir(dir, 0700);
+    }
+    return dir;
+}

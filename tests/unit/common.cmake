@@ -1,0 +1,2 @@
+s3d_test(test_errors unit/test_errors.c)
+s3d_test(test_dynbuf unit/test_dynbuf.c)

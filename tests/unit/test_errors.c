@@ -1,0 +1,55 @@
+/* test_errors.c - error names, messages and the per-thread detail. */
+#include <pthread.h>
+
+#include "common/error.h"
+#include "testutil.h"
+
+static void *other_thread(void *arg)
+{
+    (void)arg;
+    /* A failure on another thread must not touch this thread's detail. */
+    s3d_fail(S3D_EIO, "from the other thread");
+    return NULL;
+}
+
+int main(void)
+{
+    struct s3d_error_info info;
+    struct s3d_err_s3 d = {.operation = "GetObject", .bucket = "b", .key = "k",
+                           .http_status = 404, .s3_code = "NoSuchKey", .request_id = "rid"};
+    pthread_t th;
+
+    CHECK_STREQ(s3d_err_name(S3D_ENOSUCHKEY), "S3D_ENOSUCHKEY");
+    CHECK_STREQ(s3d_err_name(12345), "S3D_UNKNOWN");
+    CHECK_STREQ(s3d_strerror(S3D_ENOSUCHKEY), "no such key");
+    CHECK_STREQ(s3d_strerror(0), "success");
+
+    /* Codes are distinct and negative. */
+#define X_CHECK(name, value, desc) CHECK((value) < 0);
+    S3D_ERRNO_MAP(X_CHECK)
+#undef X_CHECK
+
+    CHECK(s3d_fail_s3(S3D_ENOSUCHKEY, &d, "GetObject s3://b/k: %s", "missing") ==
+          S3D_ENOSUCHKEY);
+    s3d_last_error(&info);
+    CHECK(info.code == S3D_ENOSUCHKEY);
+    CHECK(info.http_status == 404);
+    CHECK_STREQ(info.s3_code, "NoSuchKey");
+    CHECK_STREQ(info.request_id, "rid");
+    CHECK_STREQ(info.message, "GetObject s3://b/k: missing");
+
+    CHECK(pthread_create(&th, NULL, other_thread, NULL) == 0);
+    pthread_join(th, NULL);
+    CHECK_STREQ(s3d_last_error_message(), "GetObject s3://b/k: missing");
+
+    s3d_fail_prefix(S3D_ENOSUCHKEY, "loading %s", "ckpt");
+    CHECK_STREQ(s3d_last_error_message(), "loading ckpt: GetObject s3://b/k: missing");
+    s3d_last_error(&info);
+    CHECK_STREQ(info.bucket, "b");
+
+    CHECK(s3d_err_from_errno(2 /* ENOENT */) == S3D_ENOENT);
+    CHECK(s3d_version() == S3D_VERSION_HEX);
+    CHECK_STREQ(s3d_version_string(), S3D_VERSION_STRING);
+    printf("ok\n");
+    return 0;
+}
