@@ -1,0 +1,102 @@
+/* xfer.h - the parallel transfer engine (internal): many ranged GETs, or the parts of one
+ * multipart upload, driven with bounded concurrency on the calling thread over the client's
+ * reused connections. The public byte transfers (transfer.h) and the checkpoint pipeline
+ * (checkpoint.h) are both built on these two drivers.
+ *
+ * Threads: every hook runs on the thread that called the driver, never concurrently with
+ * another hook of the same call. Hooks return 0 to go on, or a negative S3D_E* code (after
+ * s3d_fail) to stop the whole transfer with that error. */
+#ifndef S3D_ENGINE_XFER_H
+#define S3D_ENGINE_XFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "s3direct/client.h"
+
+/* ---- downloads ------------------------------------------------------------------------- */
+
+struct s3d_get_job {
+    /* Set by the caller before the run. */
+    const char *bucket;
+    const char *key;
+    uint64_t offset;       /* first byte of the range in the object */
+    uint64_t length;       /* bytes; > 0 */
+    void *user;            /* the caller's, untouched */
+    /* Set by the prepare hook: the host memory that receives [offset, offset + length). */
+    void *dst;
+    /* Engine state; the caller zero-initializes. */
+    uint64_t received;     /* bytes written to dst so far (a retry resumes from here) */
+    int state;
+};
+
+struct s3d_get_hooks {
+    /* Called once per job, in array order, when a connection is free for it: set job->dst and
+     * return 0; or return 1 for "not yet" (no staging buffer free): the engine calls poll and
+     * asks again later, without starting later jobs first. May be NULL when every job->dst is
+     * set before the run. */
+    int (*prepare)(void *ctx, struct s3d_get_job *job);
+    /* Called once per job when all its bytes are in job->dst. May be NULL. */
+    int (*done)(void *ctx, struct s3d_get_job *job);
+    /* Called on every turn of the event loop (at least every few milliseconds while anything is
+     * outstanding, and repeatedly after the last job is done until it returns 0): lets the
+     * caller finish asynchronous work (GPU copies) and free staging buffers. Returns 1 while it
+     * still has work pending, 0 when idle. May be NULL. */
+    int (*poll)(void *ctx);
+    void *ctx;
+};
+
+/* Runs every job with at most max_concurrency ranged GETs in flight (0 = the client's).
+ * Transient failures are retried per job (resuming at offset + received), bounded by the
+ * client's attempts and deadline. A server that sends more or fewer bytes than asked is an
+ * S3D_EPROTO error. progress is reported in bytes over the sum of job lengths. */
+int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
+                 const struct s3d_get_hooks *hooks, uint32_t max_concurrency,
+                 s3d_progress_fn progress, void *progress_user, struct s3d_cancel *cancel);
+
+/* ---- uploads --------------------------------------------------------------------------- */
+
+/* One part of a multipart upload, as the producer hands it to the engine. */
+struct s3d_put_part {
+    uint32_t part_number;      /* 1 .. 10000, each number exactly once */
+    const struct iovec *iov;   /* the part's bytes, in order; must stay valid until released */
+    int iovcnt;
+    uint64_t length;           /* sum of the iov lengths; >= 5 MiB except for the last part */
+    void *user;                /* the producer's, handed back in release */
+};
+
+struct s3d_put_hooks {
+    /* Asked for the next part whenever a connection is free. Fill *part and return 0; return 1
+     * for "not yet" (e.g. a device-to-host copy still running: the engine calls poll and asks
+     * again); return 2 when every part has been handed out. Parts may be handed out in any
+     * order of part_number (a producer may hold part 1 back to the end). */
+    int (*next)(void *ctx, struct s3d_put_part *part);
+    /* Called once per part after the server accepted it: its memory may be reused. */
+    int (*release)(void *ctx, const struct s3d_put_part *part);
+    /* As in s3d_get_hooks. May be NULL. */
+    int (*poll)(void *ctx);
+    void *ctx;
+};
+
+struct s3d_put_options {
+    const char *content_type;  /* NULL = application/octet-stream */
+    uint32_t max_concurrency;  /* 0 = the client's */
+    uint64_t total_hint;       /* for progress; 0 if unknown */
+    s3d_progress_fn progress;
+    void *progress_user;
+    struct s3d_cancel *cancel;
+};
+
+/* Uploads one object as a multipart upload fed by hooks: CreateMultipartUpload, UploadPart for
+ * each part (retried alone on transient failure, a CRC32C of each part sent as
+ * x-amz-checksum-crc32c), CompleteMultipartUpload with the parts in number order. On any
+ * failure or cancellation the upload is aborted, so the key keeps its previous object. */
+int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char *key,
+                           const struct s3d_put_hooks *hooks, const struct s3d_put_options *o);
+
+/* Uploads one object with a single PutObject from an iovec (any size up to 5 GiB). */
+int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *key,
+                        const struct iovec *iov, int iovcnt, const struct s3d_put_options *o);
+
+#endif
