@@ -1,0 +1,119 @@
+/* config.h - resolved client configuration: options, environment, shared files, defaults
+ * (internal).
+ *
+ * s3d_config_resolve() applies the precedence written in include/s3direct/client.h, as the AWS
+ * CLI does. It reads the environment and at most two small files once; the result is a plain
+ * value the client keeps for its lifetime and reads from any thread without locking.
+ *
+ * Files: the shared credentials file has sections "[NAME]"; the config file has "[profile
+ * NAME]" (and "[default]" / "[profile default]" for the default profile). A key whose value is
+ * empty and whose following lines are indented opens a nested sub-section ("s3 =" then
+ * "  addressing_style = path"). Comments start with '#' or ';' at the start of a line (after
+ * blanks), or after a blank inside a value. Lines are capped at S3D_CONFIG_MAX_LINE bytes and
+ * files at S3D_CONFIG_MAX_FILE. A missing file is not an error; an unreadable, oversized or
+ * malformed one is S3D_ECONFIG with "FILE:LINE: what" in the message. */
+#ifndef S3D_S3_CONFIG_H
+#define S3D_S3_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/dynbuf.h"
+#include "s3direct/client.h"
+
+#define S3D_CONFIG_MAX_LINE 4096
+#define S3D_CONFIG_MAX_FILE (1024 * 1024)
+
+/* Every char * is owned (malloc'ed) by the struct and freed by s3d_config_free(); the const
+ * char * fields point to static strings. */
+struct s3d_config {
+    /* Endpoint, parsed. */
+    char *endpoint_url;        /* normalized: "SCHEME://HOST[:PORT]BASEPATH", no trailing '/'
+                                  (for display and s3d_client_get_config) */
+    int https;                 /* 1 for https, 0 for http */
+    char *host;                /* host name or IP as it goes in a URL: IPv6 keeps its
+                                  brackets ("[::1]"); lower-cased */
+    uint16_t port;             /* explicit port, else 443 / 80 */
+    int port_explicit;         /* 1 when the URL named a port */
+    int host_is_ip;            /* 1 for an IPv4 or bracketed IPv6 literal */
+    char *base_path;           /* "" or "/some/path" (no trailing '/'), kept as written; it is
+                                  part of every request path */
+    /* Region and credentials. */
+    char *region;              /* never NULL */
+    char *profile;             /* the profile used ("default" unless chosen) */
+    char *access_key_id;       /* NULL when no credentials were found (or anonymous) */
+    char *secret_access_key;   /* NULL exactly when access_key_id is NULL */
+    char *session_token;       /* NULL when none */
+    const char *credential_source; /* "options", "env", "shared-credentials-file",
+                                      "config-file", "none", "anonymous" */
+    /* Transport. */
+    char *ca_bundle;           /* PEM file; NULL = system default */
+    int no_verify_ssl;         /* options only */
+    int anonymous;             /* 1: do not sign; credentials are then NULL */
+    int addressing;            /* as configured: S3D_ADDRESSING_AUTO, _PATH or _VIRTUAL */
+    int payload_signing;       /* resolved: S3D_PAYLOAD_SIGNED or S3D_PAYLOAD_UNSIGNED */
+};
+
+/* Resolves the configuration for opts (NULL = all defaults) into *out (which it overwrites;
+ * on failure *out is left zeroed, so s3d_config_free on it is safe). Reads getenv() and the
+ * shared files. Returns 0, S3D_ECONFIG (malformed file, malformed endpoint URL, unknown
+ * addressing_style, an explicitly chosen profile found in neither file, an access key id given
+ * in options without its secret or the reverse), or S3D_ENOMEM. Missing credentials are not an
+ * error: access_key_id is NULL and credential_source "none". Not thread-safe against
+ * concurrent setenv(). */
+int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config *out);
+
+/* Frees the strings and zeroes *cfg. NULL ok. */
+void s3d_config_free(struct s3d_config *cfg);
+
+/* Parses an endpoint URL "http[s]://host[:port][/base/path][/]" into the endpoint fields of
+ * *out (endpoint_url, https, host, port, port_explicit, host_is_ip, base_path; any previous
+ * values of those fields are freed). Scheme is case-insensitive; IPv6 hosts in brackets; user
+ * info, query and fragment are refused. Returns 0, S3D_ECONFIG naming the URL and the problem,
+ * or S3D_ENOMEM. Used by s3d_config_resolve; exposed for tests. */
+int s3d_config_parse_endpoint(const char *url, struct s3d_config *out);
+
+/* 1 when a request for bucket should use virtual-hosted addressing (bucket.host), 0 for
+ * path-style (host/bucket). VIRTUAL: 1 when the bucket is DNS-compatible, else 0 (a bucket with
+ * '_' or capitals cannot be a host name); PATH: 0; AUTO: 1 when the endpoint host ends in
+ * "amazonaws.com", the bucket is DNS-compatible and, over https, contains no '.' (a dotted
+ * bucket would not match the wildcard certificate); 0 for custom endpoints and IP addresses.
+ * bucket NULL gives 0. */
+int s3d_config_virtual_host(const struct s3d_config *cfg, const char *bucket);
+
+/* The addressing mode shown by s3d_client_get_config: S3D_ADDRESSING_VIRTUAL when requests to
+ * an ordinary bucket would be virtual-hosted, S3D_ADDRESSING_PATH otherwise. */
+int s3d_config_addressing_resolved(const struct s3d_config *cfg);
+
+/* Builds, in one call, what an HTTP request to bucket/key needs:
+ *   url            "SCHEME://HOST[:PORT]PATH[?QUERY]"  (for CURLOPT_URL)
+ *   host_header    "HOST[:PORT]"  the Host header value, port only when explicit and not the
+ *                  scheme's default (what curl sends, and what is signed)
+ *   canonical_path the SigV4 canonical URI: base path, then "/bucket" (path-style), then
+ *                  "/" + key percent-encoded with '/' kept; "/" when that would be empty.
+ * bucket NULL = service-level request (ListBuckets): path "/" (plus base path).
+ * key NULL or "" = bucket-level request: path-style "/bucket", virtual-hosted "/".
+ * query is appended after '?' as given: it must already be canonical (see
+ * s3d_sigv4_canonical_query); NULL or "" = none. The three dynbufs are reset first, not freed;
+ * any of host_header and canonical_path may be NULL when not wanted. Returns 0, S3D_ETOOBIG /
+ * S3D_ENOMEM from a dynbuf (recorded). */
+int s3d_config_build_url(const struct s3d_config *cfg, const char *bucket, const char *key,
+                         const char *query, struct s3d_dynbuf *url,
+                         struct s3d_dynbuf *host_header, struct s3d_dynbuf *canonical_path);
+
+/* ---- INI parsing, exposed for tests and the fuzz target -------------------------------- */
+
+/* Called for each "key = value" line: section is the section header's text with blanks
+ * trimmed ("default", "profile dev"), sub is the nested sub-section key ("s3") or NULL, key
+ * and value are trimmed (value may be ""). All NUL-terminated and valid only during the call.
+ * Return 0 to go on, or a negative S3D_E* code (after s3d_fail) to stop. */
+typedef int (*s3d_ini_fn)(void *user, const char *section, const char *sub, const char *key,
+                          const char *value, int line);
+
+/* Parses an INI text of len bytes (it need not be NUL-terminated). name is used in error
+ * messages ("NAME:LINE: ..."). Returns 0, S3D_ECONFIG for a malformed line (a line that is
+ * neither a section header, a key = value pair, a comment nor blank; a key before any section;
+ * an unterminated "[" header; a line over S3D_CONFIG_MAX_LINE), or the callback's code. */
+int s3d_ini_parse(const char *text, size_t len, const char *name, s3d_ini_fn fn, void *user);
+
+#endif
