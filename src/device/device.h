@@ -1,0 +1,157 @@
+/* device.h - the GPU seen by the data path: the CUDA driver API and cuFile, both loaded with
+ * dlopen at run time (no CUDA at build time), with a host backend behind the same calls.
+ *
+ * One struct s3d_device per client, made by s3d_device_open. Backends:
+ *   - "cuda": libcuda.so.1 loaded, cuInit succeeded and at least one device exists;
+ *   - "host": no GPU (no driver, no device, or forced). Normal, not an error: host memory
+ *     works, any device ordinal fails with S3D_ENODEVICE;
+ *   - "emulated": the host backend pretending to be one GPU (ordinal 0) whose "device
+ *     memory" is host memory (a CUdeviceptr is a host address). Copies are deferred until the
+ *     stream is synchronized or an event recorded after them is queried or synchronized, and
+ *     an event's first query answers "pending": code that reuses a staging buffer before its
+ *     copy is known done reads wrong bytes in tests. For tests only.
+ * The pipeline is written once against these calls: on the host backend copies are memcpy
+ * and events are always complete.
+ *
+ * Device memory is named by a uint64_t (a CUdeviceptr). Streams and events belong to one
+ * device ordinal; every call that uses one first makes that device's primary context (the
+ * one PyTorch uses, retained once per device and cached) current on the calling thread, so
+ * any thread may call anything.
+ *
+ * Errors: every CUDA failure is S3D_ECUDA with the CUDA function's name and cuGetErrorString
+ * text in the message; dlopen/dlsym failures carry dlerror().
+ *
+ * Threads: all functions are thread-safe. A stream or event may be used by one thread at a
+ * time (the CUDA rule is looser; ours is what the emulated backend needs). */
+#ifndef S3D_DEVICE_DEVICE_H
+#define S3D_DEVICE_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct s3d_device;
+struct s3d_stream;
+struct s3d_event;
+
+enum s3d_device_flags {
+    S3D_DEVICE_FORCE_HOST = 1, /* never load libcuda (client option device = -1) */
+    S3D_DEVICE_EMULATE = 2,    /* the emulated backend described above (tests) */
+    S3D_DEVICE_NO_CUFILE = 4,  /* never load libcufile (cuFile reported unavailable) */
+};
+
+/* Opens the device layer: dlopen("libcuda.so.1"), cuInit(0), cuDeviceGetCount. A missing
+ * library, a failing cuInit or zero devices give the host backend and return 0 (the reason is
+ * kept: s3d_device_why_host). Nothing is retained or allocated on the GPU yet. Fails only on
+ * S3D_ENOMEM or S3D_EINVAL (unknown flags). *out is NULL on failure. */
+int s3d_device_open(unsigned flags, struct s3d_device **out);
+/* Releases the retained primary contexts and the libraries' handles (the libraries stay
+ * loaded: CUDA must not be unloaded from a running process). Every stream, event and host
+ * allocation must be freed first. NULL ok. */
+void s3d_device_free(struct s3d_device *dev);
+
+/* 1 when device ordinals can be used (cuda or emulated backend), else 0. NULL: 0. */
+int s3d_device_has_gpu(const struct s3d_device *dev);
+/* Number of CUDA devices (1 when emulated, 0 on the host backend). */
+int s3d_device_count(const struct s3d_device *dev);
+/* "cuda", "host" or "emulated". Static string. */
+const char *s3d_device_backend(const struct s3d_device *dev);
+/* Why the host backend was chosen ("libcuda.so.1: cannot open shared object file...",
+ * "cuInit: CUDA_ERROR_NO_DEVICE ...", "forced"); "" on the cuda backend. Owned by dev. */
+const char *s3d_device_why_host(const struct s3d_device *dev);
+
+/* Where ptr points: *is_device = 1 and *ordinal = the device for CUDA device memory (and
+ * managed memory), else *is_device = 0 and *ordinal = -1 (host memory, pinned or not, and any
+ * address CUDA does not know). Host and emulated backends: always host. Either out pointer
+ * may be NULL. Returns 0, or S3D_ECUDA when the driver fails for another reason. */
+int s3d_device_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device,
+                            int *ordinal);
+
+/* Makes the primary context of device ordinal current on the calling thread, retaining it
+ * on first use (once per device per s3d_device). S3D_ENODEVICE for an ordinal out of range
+ * or on the host backend; S3D_ECUDA. No-op on the emulated backend for ordinal 0. */
+int s3d_device_make_current(struct s3d_device *dev, int ordinal);
+
+/* ---- host memory ------------------------------------------------------------------- */
+
+/* size bytes of host memory, page-aligned (4096 at least), that the GPU copies from and to
+ * at full speed: cuMemHostAlloc(CU_MEMHOSTALLOC_PORTABLE) on the cuda backend (usable from
+ * every context), else page-aligned ordinary memory. Slow (milliseconds per tens of MiB when
+ * pinned): allocate once, reuse. *out is NULL on failure (S3D_ENOMEM, S3D_ECUDA, S3D_EINVAL
+ * for size 0). */
+int s3d_device_host_alloc(struct s3d_device *dev, size_t size, void **out);
+/* Frees what s3d_device_host_alloc returned; size must be the size allocated. NULL ok. */
+void s3d_device_host_free(struct s3d_device *dev, void *p, size_t size);
+/* Pins existing host memory (cuMemHostRegister, PORTABLE) so copies from and to it run at
+ * pinned speed; no-op on the other backends. Unregister before freeing the memory. */
+int s3d_device_host_register(struct s3d_device *dev, void *p, size_t size);
+void s3d_device_host_unregister(struct s3d_device *dev, void *p);
+
+/* ---- streams, copies, events --------------------------------------------------------- */
+
+/* A non-blocking stream (CU_STREAM_NON_BLOCKING: it does not synchronize with the legacy
+ * default stream) on device ordinal. *out is NULL on failure. */
+int s3d_device_stream_new(struct s3d_device *dev, int ordinal, struct s3d_stream **out);
+/* Waits for the stream's work, then destroys it. NULL ok. */
+void s3d_device_stream_free(struct s3d_device *dev, struct s3d_stream *s);
+/* The stream's device ordinal. */
+int s3d_device_stream_ordinal(const struct s3d_stream *s);
+
+/* Queues a copy of n bytes host -> device (src should be pinned memory: from the pool or
+ * s3d_device_host_alloc; pageable memory works but is slow and synchronous). src must stay
+ * valid and unchanged until an event recorded after the copy is complete. n == 0: no-op. */
+int s3d_device_copy_htod(struct s3d_device *dev, struct s3d_stream *s, uint64_t dst,
+                         const void *src, size_t n);
+/* Queues a copy of n bytes device -> host; dst holds the bytes only once an event recorded
+ * after the copy is complete (or after s3d_device_stream_sync). */
+int s3d_device_copy_dtoh(struct s3d_device *dev, struct s3d_stream *s, void *dst, uint64_t src,
+                         size_t n);
+/* Blocks until everything queued on s is done (emulated: performs the deferred copies). */
+int s3d_device_stream_sync(struct s3d_device *dev, struct s3d_stream *s);
+
+/* A timing-free event (CU_EVENT_DISABLE_TIMING) on device ordinal. */
+int s3d_device_event_new(struct s3d_device *dev, int ordinal, struct s3d_event **out);
+void s3d_device_event_free(struct s3d_device *dev, struct s3d_event *e); /* NULL ok */
+/* Captures the work queued on s so far; the event completes when that work is done. */
+int s3d_device_event_record(struct s3d_device *dev, struct s3d_event *e, struct s3d_stream *s);
+/* 1 when the recorded work is done (or nothing was ever recorded), 0 while pending,
+ * or a negative S3D_E* code (S3D_ECUDA: the work failed). Never blocks. */
+int s3d_device_event_query(struct s3d_device *dev, struct s3d_event *e);
+/* Blocks until the recorded work is done. */
+int s3d_device_event_sync(struct s3d_device *dev, struct s3d_event *e);
+/* Makes s wait (on the GPU, without blocking the calling thread) for the work queued so far on
+ * the caller's CUstream caller_stream (0: the legacy default stream; a per-thread default
+ * stream handle, 2, works too): an event is recorded on caller_stream and s waits on it.
+ * This is how saves wait for the kernels that produce the tensors. No-op on other backends. */
+int s3d_device_wait_external(struct s3d_device *dev, struct s3d_stream *s,
+                             uint64_t caller_stream);
+
+/* ---- cuFile (GPUDirect Storage) -------------------------------------------------------- */
+
+struct s3d_cufile;
+
+/* Whether cuFile can be used: loads libcufile.so.0 and calls cuFileDriverOpen the first time
+ * (once per process; the driver is never closed while the process runs). Returns 1 when
+ * usable; 0 when not (no GPU, library missing, driver or nvidia-fs refusing), with the reason
+ * in *why (static or owned by the process; why may be NULL) - not an error. */
+int s3d_cufile_available(struct s3d_device *dev, const char **why);
+/* Registers an open file with cuFile (cuFileHandleRegister). The fd should be opened with
+ * O_DIRECT (GDS mode needs it; compatibility mode works without); it stays owned by the
+ * caller and must outlive the handle. S3D_ECUFILE on refusal, S3D_ENOTSUP when cuFile is not
+ * available. *out is NULL on failure. */
+int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out);
+/* cuFileHandleDeregister. NULL ok. */
+void s3d_cufile_close(struct s3d_cufile *f);
+/* Registers [dptr, dptr + len) of device ordinal's memory for cuFile (optional: speeds up
+ * repeated I/O to one buffer). Deregister with the same dptr before freeing the memory. */
+int s3d_cufile_buf_register(struct s3d_device *dev, int ordinal, uint64_t dptr, size_t len);
+int s3d_cufile_buf_deregister(struct s3d_device *dev, int ordinal, uint64_t dptr);
+/* Reads len bytes at file_off straight into device memory at dptr (on device ordinal, made
+ * current first). Loops over short transfers; stops early only at end of file. Stores the
+ * bytes read in *out_n. S3D_ECUFILE (cuFile status named) or S3D_EIO (errno named). */
+int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
+                    uint64_t file_off, uint64_t *out_n);
+/* Writes len bytes from device memory at dptr to the file at file_off; all or an error. */
+int s3d_cufile_write(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
+                     uint64_t file_off);
+
+#endif

@@ -1,0 +1,102 @@
+/* fileio.h - local file reads and writes for the tensor pipeline (checkpoint reader and
+ * writer on local paths): byte ranges of a file into host or GPU memory, and segments of host
+ * or GPU memory into a file that appears atomically.
+ *
+ * Paths taken (mode is enum s3d_file_io from s3direct/checkpoint.h):
+ *   read, host destination: pread straight into the destination (no staging), in pieces
+ *     whose CRC is summed while they are still in cache.
+ *   read, device destination: cuFile straight into GPU memory when mode is CUFILE, or AUTO
+ *     and s3d_cufile_available(); a requested CRC is then computed by a second pass that
+ *     copies the bytes back device -> pool chunk (the CRC is never skipped). Otherwise the
+ *     ranges are read in 4 KiB-aligned windows with O_DIRECT into staging-pool chunks
+ *     (over-reading to block edges; adjacent ranges share windows), their CRC summed in the
+ *     chunk, and copied host -> device asynchronously while the next window is read (up to 4
+ *     chunks in flight). A file system that refuses O_DIRECT (EINVAL: tmpfs) or mode
+ *     BUFFERED reads the same windows with buffered pread.
+ *   write: host segments are written from their memory; device segments are copied device
+ *     -> pool chunks (after waiting for the caller's CUDA stream) and written from there, up
+ *     to 4 chunks in flight; or written with cuFileWrite when mode is CUFILE, or AUTO and
+ *     cuFile is available. Writes go through the page cache; commit fsyncs.
+ * CUFILE mode fails with S3D_ECUFILE when cuFile is not available (the reason in the message).
+ *
+ * Errors name the path and the offset: S3D_ENOENT / S3D_EACCESS / S3D_EIO from the OS,
+ * S3D_EFMT_TRUNCATED when the file is shorter than a range needs, S3D_ECANCELED.
+ *
+ * Threads: each call runs on the calling thread and returns when done; calls on different
+ * files or writers may run on different threads at once (they share the pool, whose chunks
+ * bound the memory). A writer is used by one thread at a time. */
+#ifndef S3D_ENGINE_FILEIO_H
+#define S3D_ENGINE_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3direct/client.h"
+
+struct s3d_device;
+struct s3d_pool;
+
+/* Options shared by reads and writers. NULL means all defaults. */
+struct s3d_file_io_opts {
+    int32_t mode;              /* enum s3d_file_io; 0 = AUTO */
+    s3d_progress_fn progress;  /* may be NULL. Reads: bytes of ranges done / their sum.
+                                  Writers: bytes written so far / progress_total */
+    void *progress_user;
+    struct s3d_cancel *cancel; /* may be NULL */
+    uint64_t progress_total;   /* writers: the total given to progress (0 = unknown) */
+    uint64_t cuda_stream;      /* writers: the CUstream that produced device segments
+                                  (0 = legacy default stream); copies wait for its work */
+};
+
+/* One byte range of the file and where it goes. */
+struct s3d_file_range {
+    uint64_t file_offset;
+    uint64_t length;           /* 0 is allowed (nothing read; crc is 0) */
+    void *dst;                 /* host pointer, or CUdeviceptr when device >= 0 */
+    int32_t device;            /* -1: host memory; >= 0: CUDA device ordinal */
+    uint32_t *crc_out;         /* if not NULL: CRC32C of the range's bytes */
+};
+
+/* Reads every range of the file at path into its destination. Ranges may come in any order
+ * and may overlap in the file; destinations must not overlap. When it returns 0 every byte
+ * is in place (copies to GPUs are complete) and every crc_out is set. The whole file size is
+ * checked first: a range past the end fails with S3D_EFMT_TRUNCATED before any byte moves.
+ * pool may be NULL when no range has a device destination and mode is not DIRECT. */
+int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const char *path,
+                         const struct s3d_file_range *ranges, size_t n,
+                         const struct s3d_file_io_opts *opts);
+
+/* One piece of memory to write. */
+struct s3d_file_seg {
+    const void *src;           /* host pointer, or CUdeviceptr when device >= 0 */
+    uint64_t length;
+    int32_t device;            /* -1: host memory; >= 0: CUDA device ordinal */
+};
+
+struct s3d_file_writer;
+
+/* Creates a temporary file ".NAME.XXXXXX.tmp" in path's folder (created with mode 0644 as
+ * umask allows); path itself is untouched until commit. opts is copied (NULL: defaults).
+ * *out is NULL on failure. */
+int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const char *path,
+                         const struct s3d_file_io_opts *opts, struct s3d_file_writer **out);
+/* Writes the segments one after the other starting at file offset offset. crc_out, if not
+ * NULL, has n entries and receives each segment's CRC32C. Returns when the bytes are handed
+ * to the kernel (or cuFile) and every source may be reused. */
+int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
+                          const struct s3d_file_seg *segs, size_t n, uint32_t *crc_out);
+/* Writes len bytes of host memory at offset (the safetensors header, written last). */
+int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset, const void *buf,
+                           size_t len);
+/* Makes the file durable and visible: fsync, rename over path, fsync of the folder. After a
+ * failed commit the previous file at path is intact and the temporary file is removed. The
+ * writer must still be freed. */
+int s3d_file_writer_commit(struct s3d_file_writer *w);
+/* Removes the temporary file unless committed. Idempotent. */
+void s3d_file_writer_abort(struct s3d_file_writer *w);
+/* Aborts (if not committed) and frees. NULL ok. */
+void s3d_file_writer_free(struct s3d_file_writer *w);
+/* The temporary file's path (tests). Owned by w. */
+const char *s3d_file_writer_tmp_path(const struct s3d_file_writer *w);
+
+#endif
