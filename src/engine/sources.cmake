@@ -1,2 +1,3 @@
 set(S3D_ENGINE_SOURCES
+  src/engine/client.c
 )

@@ -1,0 +1,133 @@
+/* client.c - the client object, its configuration and cancel tokens. */
+#include "engine/client_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/error.h"
+
+/* The last struct s3d_client_options field an older caller could have known: we read only
+ * the prefix of the struct that the caller's struct_size covers. */
+static void copy_options(const struct s3d_client_options *in, struct s3d_client_options *out)
+{
+    size_t n = sizeof(*out);
+    memset(out, 0, sizeof(*out));
+    if (in == NULL)
+        return;
+    if (in->struct_size != 0 && in->struct_size < n)
+        n = in->struct_size;
+    memcpy(out, in, n);
+}
+
+int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **out)
+{
+    struct s3d_client_options o;
+    struct s3d_client *c;
+    int rc;
+
+    if (out == NULL)
+        return s3d_fail(S3D_EINVAL, "s3d_client_new: out is NULL");
+    *out = NULL;
+    copy_options(opts, &o);
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory creating the client");
+    c->max_concurrency = o.max_concurrency ? o.max_concurrency : S3D_DEFAULT_CONCURRENCY;
+    c->part_size = o.part_size ? o.part_size : S3D_DEFAULT_PART_SIZE;
+    c->multipart_threshold = o.multipart_threshold ? o.multipart_threshold : c->part_size;
+    c->staging_bytes = o.staging_bytes ? o.staging_bytes : (256ull << 20);
+    c->device_opt = o.device;
+    c->pid = getpid();
+    if (c->max_concurrency > 1024) {
+        free(c);
+        return s3d_fail(S3D_EINVAL, "max_concurrency %u is over 1024", o.max_concurrency);
+    }
+    rc = s3d_s3ctx_init(&c->s3, &o, c->max_concurrency);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    pthread_mutex_init(&c->lazy_lock, NULL);
+    *out = c;
+    return 0;
+}
+
+void s3d_client_free(struct s3d_client *c)
+{
+    if (c == NULL)
+        return;
+    /* The pool and the device are freed by their owners' code through these slots; until
+     * those land, nothing creates them. */
+    s3d_s3ctx_cleanup(&c->s3);
+    pthread_mutex_destroy(&c->lazy_lock);
+    free(c);
+}
+
+int s3d_client_check(const struct s3d_client *c)
+{
+    pid_t now;
+    if (c == NULL)
+        return s3d_fail(S3D_EINVAL, "client is NULL");
+    now = getpid();
+    if (now != c->pid)
+        return s3d_fail(S3D_EINVAL,
+                        "client created in process %ld used in process %ld after fork(): "
+                        "create a new client in the child",
+                        (long)c->pid, (long)now);
+    return 0;
+}
+
+int s3d_client_get_config(const struct s3d_client *c, struct s3d_client_config *out)
+{
+    const struct s3d_config *cfg;
+    if (out == NULL)
+        return s3d_fail(S3D_EINVAL, "s3d_client_get_config: out is NULL");
+    memset(out, 0, sizeof(*out));
+    if (c == NULL)
+        return s3d_fail(S3D_EINVAL, "client is NULL");
+    cfg = &c->s3.cfg;
+    out->endpoint_url = cfg->endpoint_url;
+    out->region = cfg->region;
+    out->access_key_id = cfg->access_key_id ? cfg->access_key_id : "";
+    out->credential_source = cfg->credential_source ? cfg->credential_source : "none";
+    out->addressing = s3d_config_addressing_resolved(cfg);
+    out->max_concurrency = c->max_concurrency;
+    out->part_size = c->part_size;
+    out->multipart_threshold = c->multipart_threshold;
+    out->staging_bytes = c->staging_bytes;
+    out->gpu_available = 0; /* set from the device handle once the device layer opens it */
+    return 0;
+}
+
+int s3d_cancel_new(struct s3d_cancel **out)
+{
+    struct s3d_cancel *t;
+    if (out == NULL)
+        return s3d_fail(S3D_EINVAL, "s3d_cancel_new: out is NULL");
+    t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        *out = NULL;
+        return s3d_fail(S3D_ENOMEM, "out of memory creating a cancel token");
+    }
+    atomic_init(&t->requested, 0);
+    *out = t;
+    return 0;
+}
+
+void s3d_cancel_request(struct s3d_cancel *cancel)
+{
+    if (cancel != NULL)
+        atomic_store_explicit(&cancel->requested, 1, memory_order_release);
+}
+
+int s3d_cancel_requested(const struct s3d_cancel *cancel)
+{
+    return s3d_cancel_is_set(cancel);
+}
+
+void s3d_cancel_free(struct s3d_cancel *cancel)
+{
+    free(cancel);
+}

@@ -1,0 +1,62 @@
+/* client_impl.h - struct s3d_client and struct s3d_cancel (internal to the library).
+ *
+ * Thread model: everything in the client is read-only after s3d_client_new except the members
+ * named below with their lock. Transfers from several threads share the client; each takes
+ * its own multi handle from s3.idle (see s3/s3ctx.h), so nothing on the data path locks
+ * except that pool and libcurl's share. */
+#ifndef S3D_ENGINE_CLIENT_IMPL_H
+#define S3D_ENGINE_CLIENT_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "s3/s3ctx.h"
+#include "s3direct/client.h"
+
+/* Defaults of the client options (client.h). part_size and concurrency: measured against the
+ * local RGW, see docs/internals/engine.md. */
+#define S3D_DEFAULT_CONCURRENCY 8u
+#define S3D_DEFAULT_PART_SIZE (8ull << 20)
+#define S3D_MIN_PART_SIZE (5ull << 20)       /* S3's minimum for all parts but the last */
+#define S3D_MAX_PARTS 10000u
+#define S3D_MAX_SINGLE_PUT (5ull << 30)
+
+struct s3d_pool;
+struct s3d_device;
+
+struct s3d_client {
+    struct s3d_s3ctx s3;          /* config, connections; thread-safe */
+    pid_t pid;                    /* the process that created it (fork check) */
+    uint32_t max_concurrency;
+    uint64_t part_size;
+    uint64_t multipart_threshold;
+    uint64_t staging_bytes;
+    int32_t device_opt;           /* client option device: -1 never, >= 0 ordinal hint */
+
+    /* Created on first use by whoever needs them (the checkpoint pipeline: staging pool;
+     * the device layer: the GPU handle), under lazy_lock; freed by s3d_client_free (pool
+     * first, then device). NULL until then. */
+    pthread_mutex_t lazy_lock;
+    struct s3d_pool *pool;
+    struct s3d_device *device;
+};
+
+struct s3d_cancel {
+    atomic_int requested;
+};
+
+/* 0 when c may be used by the calling process; S3D_EINVAL (recorded) when c is NULL or was
+ * created in another process (fork: create a new client in the child). Every public entry
+ * point that takes a client calls this first. */
+int s3d_client_check(const struct s3d_client *c);
+
+/* 1 when cancel (may be NULL) has been requested. Lock-free, any thread. */
+static inline int s3d_cancel_is_set(const struct s3d_cancel *cancel)
+{
+    return cancel != NULL && atomic_load_explicit(&((struct s3d_cancel *)cancel)->requested,
+                                                  memory_order_acquire) != 0;
+}
+
+#endif

@@ -1,0 +1,356 @@
+/* http.c - requests over libcurl (see http.h).
+ *
+ * The body of an upload is read by curl straight from the caller's iovec, and the body of a
+ * download is written by curl's write callback straight into the caller's memory: the only
+ * user-space copy on the data path is the one from curl's receive buffer to its destination.
+ * A server that sends more than the destination holds aborts the transfer (resp.overflow),
+ * which the caller reports as S3D_EPROTO; nothing is ever written past dst_cap. */
+#include "s3/http.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/compiler.h"
+#include "common/error.h"
+
+static size_t read_cb(char *buf, size_t size, size_t nmemb, void *ud)
+{
+    struct s3d_http_req *r = ud;
+    size_t want = size * nmemb, got = 0;
+    while (got < want && r->iov_idx < r->iovcnt) {
+        const struct iovec *v = &r->iov[r->iov_idx];
+        size_t n = S3D_MIN(want - got, v->iov_len - r->iov_off);
+        memcpy(buf + got, (const char *)v->iov_base + r->iov_off, n);
+        got += n;
+        r->iov_off += n;
+        if (r->iov_off == v->iov_len) {
+            r->iov_idx++;
+            r->iov_off = 0;
+        }
+    }
+    r->sent += got;
+    return got;
+}
+
+/* curl rewinds the body when it resends a request on a new connection (a kept-alive one the
+ * server had closed): without this, such a resend fails with CURLE_SEND_FAIL_REWIND. */
+static int seek_cb(void *ud, curl_off_t off, int origin)
+{
+    struct s3d_http_req *r = ud;
+    uint64_t left;
+    if (origin != SEEK_SET || off < 0 || (uint64_t)off > r->body_len)
+        return CURL_SEEKFUNC_FAIL;
+    r->iov_idx = 0;
+    r->iov_off = 0;
+    r->sent = (uint64_t)off;
+    left = (uint64_t)off;
+    while (r->iov_idx < r->iovcnt && left >= r->iov[r->iov_idx].iov_len) {
+        left -= r->iov[r->iov_idx].iov_len;
+        r->iov_idx++;
+    }
+    r->iov_off = (size_t)left;
+    return CURL_SEEKFUNC_OK;
+}
+
+static int status_ok(long status)
+{
+    return status >= 200 && status < 300;
+}
+
+static size_t write_cb(char *data, size_t size, size_t nmemb, void *ud)
+{
+    struct s3d_http_req *r = ud;
+    size_t n = size * nmemb;
+    if (status_ok(r->resp.status)) {
+        if (r->dst != NULL) {
+            if (n > r->dst_cap - r->resp.received || r->resp.received > r->dst_cap) {
+                r->resp.overflow = 1;
+                return 0;
+            }
+            memcpy((char *)r->dst + r->resp.received, data, n);
+            r->resp.received += n;
+            return n;
+        }
+        if (s3d_dynbuf_append(&r->resp.body, data, n) < 0) {
+            r->resp.body_toobig = 1;
+            return 0;
+        }
+        r->resp.received += n;
+        return n;
+    }
+    /* Error body: the <Code> is near the top; keep the first 64 KiB, drop the rest. */
+    if (r->resp.body.len < S3D_HTTP_MAX_ERROR_BODY)
+        (void)s3d_dynbuf_append(&r->resp.body, data,
+                                S3D_MIN(n, S3D_HTTP_MAX_ERROR_BODY - r->resp.body.len));
+    return n;
+}
+
+static void copy_value(char *dst, size_t cap, const char *v, size_t len)
+{
+    size_t n = S3D_MIN(len, cap - 1);
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+}
+
+static int name_is(const char *line, size_t name_len, const char *name)
+{
+    return strlen(name) == name_len && strncasecmp(line, name, name_len) == 0;
+}
+
+static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
+{
+    struct s3d_http_req *r = ud;
+    struct s3d_http_resp *h = &r->resp;
+    size_t len = size * nitems, name_len;
+    const char *colon, *v, *end;
+
+    h->header_bytes += len;
+    if (h->header_bytes > S3D_HTTP_MAX_HEADER_BYTES) {
+        h->header_toobig = 1;
+        return 0;
+    }
+    if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) {
+        /* A new response (after 100 Continue or on a resend): forget the previous one. */
+        const char *sp = memchr(line, ' ', len);
+        long st = 0;
+        if (sp != NULL) {
+            for (sp++; sp < line + len && isdigit((unsigned char)*sp); sp++)
+                st = st * 10 + (*sp - '0');
+        }
+        h->status = st;
+        h->has_content_length = 0;
+        h->etag[0] = h->request_id[0] = h->content_type[0] = h->last_modified[0] = '\0';
+        h->content_range[0] = h->checksum_crc32c[0] = '\0';
+        return len;
+    }
+    colon = memchr(line, ':', len);
+    if (colon == NULL)
+        return len;
+    name_len = (size_t)(colon - line);
+    v = colon + 1;
+    end = line + len;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    if (name_is(line, name_len, "etag"))
+        copy_value(h->etag, sizeof(h->etag), v, (size_t)(end - v));
+    else if (name_is(line, name_len, "x-amz-request-id"))
+        copy_value(h->request_id, sizeof(h->request_id), v, (size_t)(end - v));
+    else if (name_is(line, name_len, "content-type"))
+        copy_value(h->content_type, sizeof(h->content_type), v, (size_t)(end - v));
+    else if (name_is(line, name_len, "last-modified"))
+        copy_value(h->last_modified, sizeof(h->last_modified), v, (size_t)(end - v));
+    else if (name_is(line, name_len, "content-range"))
+        copy_value(h->content_range, sizeof(h->content_range), v, (size_t)(end - v));
+    else if (name_is(line, name_len, "x-amz-checksum-crc32c"))
+        copy_value(h->checksum_crc32c, sizeof(h->checksum_crc32c), v, (size_t)(end - v));
+    else if (name_is(line, name_len, "content-length")) {
+        uint64_t cl = 0;
+        const char *p = v;
+        int ok = p < end;
+        for (; p < end; p++) {
+            if (!isdigit((unsigned char)*p) || cl > (UINT64_MAX - 9) / 10) {
+                ok = 0;
+                break;
+            }
+            cl = cl * 10 + (uint64_t)(*p - '0');
+        }
+        h->has_content_length = ok;
+        h->content_length = ok ? cl : 0;
+    }
+    return len;
+}
+
+void s3d_http_req_cleanup(struct s3d_http_req *req)
+{
+    if (req != NULL)
+        s3d_dynbuf_free(&req->resp.body);
+}
+
+#define SETOPT(opt, val)                                  \
+    do {                                                  \
+        if (curl_easy_setopt(e, opt, val) != CURLE_OK)    \
+            goto fail_opt;                                \
+    } while (0)
+
+int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf *conf)
+{
+    const char *m = req->method;
+    size_t max = req->body_max ? req->body_max : S3D_HTTP_MAX_XML_BODY;
+
+    s3d_dynbuf_free(&req->resp.body);
+    memset(&req->resp, 0, sizeof(req->resp));
+    s3d_dynbuf_init(&req->resp.body, max);
+    req->iov_idx = 0;
+    req->iov_off = 0;
+    req->sent = 0;
+    req->errbuf[0] = '\0';
+
+    SETOPT(CURLOPT_URL, req->url);
+    SETOPT(CURLOPT_HTTPHEADER, req->headers);
+    SETOPT(CURLOPT_NOSIGNAL, 1L);
+    SETOPT(CURLOPT_ERRORBUFFER, req->errbuf);
+    SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    SETOPT(CURLOPT_TCP_NODELAY, 1L);
+    SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+    SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
+    SETOPT(CURLOPT_WRITEDATA, req);
+    SETOPT(CURLOPT_HEADERFUNCTION, header_cb);
+    SETOPT(CURLOPT_HEADERDATA, req);
+    SETOPT(CURLOPT_PRIVATE, req);
+    if (conf->share != NULL)
+        SETOPT(CURLOPT_SHARE, conf->share);
+    if (conf->connect_timeout_ms > 0)
+        SETOPT(CURLOPT_CONNECTTIMEOUT_MS, conf->connect_timeout_ms);
+    if (conf->low_speed_limit > 0 && conf->low_speed_time_s > 0) {
+        SETOPT(CURLOPT_LOW_SPEED_LIMIT, conf->low_speed_limit);
+        SETOPT(CURLOPT_LOW_SPEED_TIME, conf->low_speed_time_s);
+    }
+    if (req->timeout_ms > 0)
+        SETOPT(CURLOPT_TIMEOUT_MS, req->timeout_ms);
+    if (conf->buffer_size > 0)
+        SETOPT(CURLOPT_BUFFERSIZE, conf->buffer_size);
+    if (conf->no_verify_ssl) {
+        SETOPT(CURLOPT_SSL_VERIFYPEER, 0L);
+        SETOPT(CURLOPT_SSL_VERIFYHOST, 0L);
+    } else {
+        SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
+        SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+        if (conf->ca_bundle != NULL && conf->ca_bundle[0] != '\0')
+            SETOPT(CURLOPT_CAINFO, conf->ca_bundle);
+    }
+    if (conf->verbose)
+        SETOPT(CURLOPT_VERBOSE, 1L);
+
+    if (strcmp(m, "GET") == 0) {
+        SETOPT(CURLOPT_HTTPGET, 1L);
+    } else if (strcmp(m, "HEAD") == 0) {
+        SETOPT(CURLOPT_NOBODY, 1L);
+    } else if (strcmp(m, "PUT") == 0) {
+        SETOPT(CURLOPT_UPLOAD, 1L);
+        SETOPT(CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
+        SETOPT(CURLOPT_READFUNCTION, read_cb);
+        SETOPT(CURLOPT_READDATA, req);
+        SETOPT(CURLOPT_SEEKFUNCTION, seek_cb);
+        SETOPT(CURLOPT_SEEKDATA, req);
+    } else if (strcmp(m, "POST") == 0) {
+        SETOPT(CURLOPT_POST, 1L);
+        SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+        if (req->body_len > 0) {
+            SETOPT(CURLOPT_READFUNCTION, read_cb);
+            SETOPT(CURLOPT_READDATA, req);
+            SETOPT(CURLOPT_SEEKFUNCTION, seek_cb);
+            SETOPT(CURLOPT_SEEKDATA, req);
+        } else {
+            SETOPT(CURLOPT_POSTFIELDS, "");
+        }
+    } else if (strcmp(m, "DELETE") == 0) {
+        SETOPT(CURLOPT_CUSTOMREQUEST, "DELETE");
+    } else {
+        return s3d_fail(S3D_EINVAL, "HTTP method %s is not supported", m);
+    }
+    return 0;
+
+fail_opt:
+    return s3d_fail(S3D_ENOMEM, "setting up a %s request for %s failed", m, req->url);
+}
+
+int s3d_http_err_from_curl(CURLcode cc)
+{
+    switch (cc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return S3D_ECONNECT;
+    case CURLE_OPERATION_TIMEDOUT:
+        return S3D_ETIMEDOUT;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_USE_SSL_FAILED:
+        return S3D_ETLS;
+    case CURLE_OUT_OF_MEMORY:
+        return S3D_ENOMEM;
+    default:
+        return S3D_ENETWORK;
+    }
+}
+
+int s3d_http_err_from_status(long status, const char *s3_code, int is_object)
+{
+    static const struct {
+        const char *code;
+        int err;
+    } map[] = {
+        {"NoSuchKey", S3D_ENOSUCHKEY},
+        {"NoSuchBucket", S3D_ENOSUCHBUCKET},
+        {"AccessDenied", S3D_EACCESS},
+        {"AllAccessDisabled", S3D_EACCESS},
+        {"SignatureDoesNotMatch", S3D_ESIGNATURE},
+        {"InvalidAccessKeyId", S3D_EKEYID},
+        {"SlowDown", S3D_ESLOWDOWN},
+        {"InvalidRange", S3D_ERANGE},
+        {"NoSuchUpload", S3D_ENOUPLOAD},
+        {"BucketAlreadyOwnedByYou", S3D_EBUCKETEXISTS},
+        {"BucketAlreadyExists", S3D_EBUCKETEXISTS},
+        {"InternalError", S3D_ESERVER},
+        {"ServiceUnavailable", S3D_ESLOWDOWN},
+        {"RequestTimeout", S3D_ETIMEDOUT},
+        {"EntityTooLarge", S3D_ETOOBIG},
+        {"EntityTooSmall", S3D_EINVAL},
+        {"InvalidPart", S3D_EPROTO},
+        {"InvalidPartOrder", S3D_EPROTO},
+        {"InvalidDigest", S3D_ECHECKSUM},
+        {"BadDigest", S3D_ECHECKSUM},
+        {"InvalidBucketName", S3D_EINVAL},
+        {"BucketNotEmpty", S3D_EINVAL},
+    };
+    size_t i;
+    if (s3_code != NULL && s3_code[0] != '\0') {
+        for (i = 0; i < S3D_ARRAY_LEN(map); i++)
+            if (strcmp(s3_code, map[i].code) == 0)
+                return map[i].err;
+    }
+    switch (status) {
+    case 403:
+        return S3D_EACCESS;
+    case 404:
+        return is_object ? S3D_ENOSUCHKEY : S3D_ENOSUCHBUCKET;
+    case 416:
+        return S3D_ERANGE;
+    case 503:
+        return S3D_ESLOWDOWN;
+    case 409:
+        return S3D_EHTTP;
+    }
+    if (status >= 500)
+        return S3D_ESERVER;
+    return S3D_EHTTP;
+}
+
+const char *s3d_http_curl_detail(struct s3d_http_req *req, CURL *e, CURLcode cc)
+{
+    long os_err = 0;
+    if (cc == CURLE_COULDNT_CONNECT && e != NULL &&
+        curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_err) == CURLE_OK && os_err != 0) {
+        snprintf(req->errbuf, sizeof(req->errbuf), "%s", strerror((int)os_err));
+        return req->errbuf;
+    }
+    if (req->errbuf[0] != '\0')
+        return req->errbuf;
+    return curl_easy_strerror(cc);
+}

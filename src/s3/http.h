@@ -1,0 +1,105 @@
+/* http.h - one HTTP request over a libcurl easy handle: the body fed from memory through an
+ * iovec, the response body written straight into the caller's memory (bounds-checked) or into
+ * a capped buffer, response headers parsed with caps, and the translation of CURLcode and HTTP
+ * status into S3D_E* codes.
+ *
+ * This layer knows nothing of S3 signing or XML (s3ctx.h builds on it). A request is owned by
+ * one thread at a time; nothing here locks. */
+#ifndef S3D_S3_HTTP_H
+#define S3D_S3_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <curl/curl.h>
+
+#include "common/dynbuf.h"
+
+/* Caps on what a server may send us beyond object bytes. */
+#define S3D_HTTP_MAX_HEADER_BYTES (64u * 1024u)   /* all response header lines together */
+#define S3D_HTTP_MAX_ERROR_BODY (64u * 1024u)     /* error bodies: the rest is dropped */
+#define S3D_HTTP_MAX_XML_BODY (16u * 1024u * 1024u) /* 2xx XML bodies (listings) */
+
+/* What the response said, parsed from its headers. Strings are NUL-terminated, "" if absent;
+ * a longer value than its field is cut. */
+struct s3d_http_resp {
+    long status;                 /* of the last response; 0 when none came */
+    int has_content_length;
+    uint64_t content_length;
+    char etag[80];
+    char request_id[128];
+    char content_type[128];
+    char last_modified[64];
+    char content_range[96];
+    char checksum_crc32c[16];
+    uint64_t received;           /* body bytes of a 2xx response written to dst */
+    size_t header_bytes;
+    int overflow;                /* a 2xx body longer than dst_cap (protocol error) */
+    int header_toobig;           /* headers over S3D_HTTP_MAX_HEADER_BYTES */
+    int body_toobig;             /* a 2xx body over body.max without dst */
+    struct s3d_dynbuf body;      /* 2xx body when dst is NULL (capped at body_max), or the
+                                    error body (capped at S3D_HTTP_MAX_ERROR_BODY, the rest
+                                    dropped) */
+};
+
+/* Settings shared by every request of a client. */
+struct s3d_http_conf {
+    CURLSH *share;               /* DNS + TLS session cache; may be NULL */
+    long connect_timeout_ms;
+    long low_speed_limit;        /* bytes/s; 0 = no stall detection */
+    long low_speed_time_s;
+    long buffer_size;            /* CURLOPT_BUFFERSIZE; 0 = curl's default */
+    int no_verify_ssl;
+    const char *ca_bundle;       /* NULL = system CAs */
+    int verbose;                 /* CURLOPT_VERBOSE (S3D_LOG=debug) */
+};
+
+struct s3d_http_req {
+    /* Set by the caller. */
+    const char *method;          /* "GET", "PUT", "POST", "HEAD", "DELETE" */
+    const char *url;             /* NUL-terminated, already percent-encoded */
+    struct curl_slist *headers;  /* owned by the caller; must contain "Expect:" for bodies
+                                    (s3ctx adds it) and stay valid until finished */
+    const struct iovec *iov;     /* request body, NULL/0 for none; must stay valid until the
+                                    request is finished */
+    int iovcnt;
+    uint64_t body_len;           /* sum of iov lengths */
+    void *dst;                   /* receives a 2xx body; NULL = into resp.body */
+    uint64_t dst_cap;            /* bytes writable at dst */
+    size_t body_max;             /* cap of resp.body for a 2xx body without dst;
+                                    0 = S3D_HTTP_MAX_XML_BODY */
+    long timeout_ms;             /* whole request; 0 = none */
+    /* Internal state. */
+    int iov_idx;
+    size_t iov_off;
+    uint64_t sent;
+    char errbuf[CURL_ERROR_SIZE];
+    struct s3d_http_resp resp;
+};
+
+/* Prepares req (resets the response and the body cursor, keeps the caller's fields) and sets
+ * every option on the easy handle e, which must be fresh or curl_easy_reset. Returns 0, or
+ * S3D_ENOMEM / S3D_EINVAL (after s3d_fail). The caller then runs e (curl_multi or
+ * curl_easy_perform). */
+int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf *conf);
+
+/* Frees what the response holds (its body buffer). The request itself is the caller's. */
+void s3d_http_req_cleanup(struct s3d_http_req *req);
+
+/* The S3D_E* code for a transfer that curl finished with cc != CURLE_OK. os_errno is
+ * CURLINFO_OS_ERRNO. Couldn't connect -> S3D_ECONNECT, timeouts / low speed -> S3D_ETIMEDOUT,
+ * TLS -> S3D_ETLS, everything else -> S3D_ENETWORK. Pure. */
+int s3d_http_err_from_curl(CURLcode cc);
+
+/* The S3D_E* code for an HTTP error status (>= 300) with the S3 <Code> (NULL or "" when the
+ * body had none). is_object: the request named a key (404 without a code -> S3D_ENOSUCHKEY;
+ * otherwise S3D_ENOSUCHBUCKET for a bucket request). Pure. */
+int s3d_http_err_from_status(long status, const char *s3_code, int is_object);
+
+/* One line of description of a failed curl transfer for error messages: the OS error for
+ * connection failures ("Connection refused"), else curl's error buffer, else
+ * curl_easy_strerror. Returns a pointer into req->errbuf or a static string. */
+const char *s3d_http_curl_detail(struct s3d_http_req *req, CURL *e, CURLcode cc);
+
+#endif

@@ -1,0 +1,91 @@
+/* ops.h - the S3 operations, each one request (or one paged series) run on the calling thread
+ * with retries (s3d_s3_op_run). Internal: the public wrappers are in engine/api_object.c, the
+ * parallel data path in engine/xfer.c (which builds its UploadPart / ranged GET ops with the
+ * *_init helpers here and drives them itself).
+ *
+ * Strings are NUL-terminated; bucket and key are as the user wrote them (encoded here).
+ * Every function returns 0 or a negative S3D_E* code recorded with the detail of the failure
+ * (operation, bucket, key, HTTP status, S3 code, request id). Thread-safe: any number of
+ * threads may call these on one context. */
+#ifndef S3D_S3_OPS_H
+#define S3D_S3_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "s3/s3ctx.h"
+#include "s3direct/object.h"
+
+/* HeadObject. A missing key is S3D_ENOSUCHKEY (HEAD 404 has no body). */
+int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                struct s3d_object_info *out);
+
+/* GetObject of [offset, offset + length) into dst (length bytes, exactly; length > 0).
+ * S3D_ERANGE when offset is past the end, S3D_EPROTO when the server sends another size. */
+int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                     uint64_t offset, uint64_t length, void *dst);
+
+/* PutObject of the iovec (content_type NULL = application/octet-stream). etag_out (80 bytes)
+ * may be NULL. */
+int s3d_op_put(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+               const struct iovec *iov, int iovcnt, const char *content_type, char *etag_out);
+
+/* Fills a zeroed op for a ranged GET of [first, last] into dst (last - first + 1 bytes). */
+void s3d_op_get_init(struct s3d_s3_op *op, const char *bucket, const char *key, uint64_t first,
+                     uint64_t last, void *dst);
+
+/* Fills a zeroed op for UploadPart; number_buf (>= 12 bytes) and crc_b64 (NULL = no checksum
+ * header) must outlive the op. */
+void s3d_op_upload_part_init(struct s3d_s3_op *op, const char *bucket, const char *key,
+                             const char *upload_id, uint32_t part_number, char *number_buf,
+                             const struct iovec *iov, int iovcnt, uint64_t length,
+                             const char *crc_b64);
+
+/* CreateMultipartUpload: stores the malloc'ed upload id in *upload_id. */
+int s3d_op_create_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                            const char *content_type, char **upload_id);
+
+/* One part for CompleteMultipartUpload. */
+struct s3d_op_part {
+    uint32_t part_number;
+    char etag[80];
+    char crc32c[16];   /* base64, "" for none */
+};
+
+/* CompleteMultipartUpload with parts in the order given (sort them by number first). A 200
+ * response carrying an <Error> body fails with that error. The ETag of the result is not
+ * required (Ceph RGW sends none). */
+int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                              const char *upload_id, const struct s3d_op_part *parts,
+                              size_t n);
+
+/* AbortMultipartUpload. NoSuchUpload is S3D_ENOUPLOAD. */
+int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                           const char *upload_id);
+
+/* ListMultipartUploads over every page. */
+int s3d_op_list_uploads(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,
+                        s3d_upload_list_fn fn, void *user);
+
+/* ListObjectsV2 over every page; delimiter NULL = recursive. */
+int s3d_op_list_objects(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,
+                        const char *delimiter, s3d_list_fn fn, void *user);
+
+/* DeleteObject (a missing key succeeds). */
+int s3d_op_delete_object(struct s3d_s3ctx *ctx, const char *bucket, const char *key);
+
+/* DeleteObjects, 1000 keys per request (Quiet, Content-MD5). Fails on the first key refused,
+ * naming it. */
+int s3d_op_delete_objects(struct s3d_s3ctx *ctx, const char *bucket, const char *const *keys,
+                          size_t n);
+
+/* CreateBucket (with a LocationConstraint outside us-east-1); DeleteBucket. */
+int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket);
+int s3d_op_delete_bucket(struct s3d_s3ctx *ctx, const char *bucket);
+
+/* A presigned URL into out (out_cap bytes, NUL included). */
+int s3d_op_presign(struct s3d_s3ctx *ctx, const char *method, const char *bucket,
+                   const char *key, uint32_t expires_s, char *out, size_t out_cap);
+
+#endif

@@ -1,0 +1,508 @@
+/* s3ctx.c - the S3 context and one signed request (see s3ctx.h). */
+#include "s3/s3ctx.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/alloc.h"
+#include "common/compiler.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "s3/xml.h"
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
+{
+    struct s3d_s3ctx *ctx = ud;
+    (void)h;
+    (void)access;
+    if ((int)data >= 0 && data < CURL_LOCK_DATA_LAST)
+        pthread_mutex_lock(&ctx->share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ud)
+{
+    struct s3d_s3ctx *ctx = ud;
+    (void)h;
+    if ((int)data >= 0 && data < CURL_LOCK_DATA_LAST)
+        pthread_mutex_unlock(&ctx->share_locks[data]);
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init_once(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
+                   uint32_t max_conns)
+{
+    int rc, i;
+    memset(ctx, 0, sizeof(*ctx));
+    pthread_once(&curl_once, curl_init_once);
+    if (curl_init_rc != CURLE_OK)
+        return s3d_fail(S3D_ENOMEM, "curl_global_init failed: %s",
+                        curl_easy_strerror(curl_init_rc));
+    rc = s3d_config_resolve(opts, &ctx->cfg);
+    if (rc < 0)
+        return rc;
+    for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&ctx->share_locks[i], NULL);
+    pthread_mutex_init(&ctx->pool_lock, NULL);
+    ctx->share = curl_share_init();
+    if (ctx->share == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "curl_share_init failed");
+        goto fail;
+    }
+    if (curl_share_setopt(ctx->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+        curl_share_setopt(ctx->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+        curl_share_setopt(ctx->share, CURLSHOPT_USERDATA, ctx) != CURLSHE_OK ||
+        curl_share_setopt(ctx->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
+        curl_share_setopt(ctx->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) !=
+            CURLSHE_OK) {
+        rc = s3d_fail(S3D_ENOMEM, "setting up the curl share failed");
+        goto fail;
+    }
+    ctx->max_attempts = opts && opts->max_attempts ? opts->max_attempts
+                                                   : S3D_DEFAULT_MAX_ATTEMPTS;
+    ctx->deadline_ms = opts ? opts->deadline_ms : 0;
+    ctx->max_host_connections = max_conns;
+    ctx->http.share = ctx->share;
+    ctx->http.connect_timeout_ms = opts && opts->connect_timeout_ms
+                                       ? (long)opts->connect_timeout_ms
+                                       : (long)S3D_DEFAULT_CONNECT_TIMEOUT_MS;
+    ctx->http.low_speed_time_s = opts && opts->low_speed_time_s
+                                     ? (long)opts->low_speed_time_s
+                                     : (long)S3D_DEFAULT_LOW_SPEED_TIME_S;
+    ctx->http.low_speed_limit = opts && opts->low_speed_limit ? (long)opts->low_speed_limit
+                                                              : (long)S3D_DEFAULT_LOW_SPEED_LIMIT;
+    ctx->http.buffer_size = S3D_DEFAULT_CURL_BUFFER;
+    {
+        /* Measurement hook (benchmarks only): S3D_CURL_BUFFER=bytes. */
+        const char *b = getenv("S3D_CURL_BUFFER");
+        if (b != NULL && atol(b) > 0)
+            ctx->http.buffer_size = atol(b);
+    }
+    ctx->http.no_verify_ssl = ctx->cfg.no_verify_ssl;
+    ctx->http.ca_bundle = ctx->cfg.ca_bundle;
+    ctx->http.verbose = getenv("S3D_CURL_VERBOSE") != NULL;
+    return 0;
+
+fail:
+    if (ctx->share != NULL)
+        curl_share_cleanup(ctx->share);
+    for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&ctx->share_locks[i]);
+    pthread_mutex_destroy(&ctx->pool_lock);
+    s3d_config_free(&ctx->cfg);
+    memset(ctx, 0, sizeof(*ctx));
+    return rc;
+}
+
+void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx)
+{
+    size_t j;
+    int i;
+    if (ctx == NULL || ctx->share == NULL)
+        return;
+    for (j = 0; j < ctx->n_idle; j++)
+        curl_multi_cleanup(ctx->idle[j]);
+    free(ctx->idle);
+    curl_share_cleanup(ctx->share);
+    for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&ctx->share_locks[i]);
+    pthread_mutex_destroy(&ctx->pool_lock);
+    s3d_config_free(&ctx->cfg);
+    memset(ctx, 0, sizeof(*ctx));
+}
+
+CURLM *s3d_s3ctx_multi_acquire(struct s3d_s3ctx *ctx)
+{
+    CURLM *m = NULL;
+    long keep;
+    pthread_mutex_lock(&ctx->pool_lock);
+    if (ctx->n_idle > 0)
+        m = ctx->idle[--ctx->n_idle];
+    pthread_mutex_unlock(&ctx->pool_lock);
+    if (m != NULL)
+        return m;
+    m = curl_multi_init();
+    if (m == NULL) {
+        s3d_fail(S3D_ENOMEM, "curl_multi_init failed");
+        return NULL;
+    }
+    /* Keep every connection a transfer opened (transfers may ask for more than the client's
+     * concurrency), so the next transfer finds them warm. */
+    keep = S3D_MAX(ctx->max_host_connections * 2, 64L);
+    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, keep);
+    return m;
+}
+
+void s3d_s3ctx_multi_release(struct s3d_s3ctx *ctx, CURLM *m)
+{
+    CURLM **grown;
+    if (m == NULL)
+        return;
+    pthread_mutex_lock(&ctx->pool_lock);
+    if (ctx->n_idle == ctx->cap_idle) {
+        size_t cap = ctx->cap_idle ? ctx->cap_idle * 2 : 8;
+        grown = s3d_reallocarray(ctx->idle, cap, sizeof(*grown));
+        if (grown == NULL) {
+            pthread_mutex_unlock(&ctx->pool_lock);
+            curl_multi_cleanup(m);
+            return;
+        }
+        ctx->idle = grown;
+        ctx->cap_idle = cap;
+    }
+    ctx->idle[ctx->n_idle++] = m;
+    pthread_mutex_unlock(&ctx->pool_lock);
+}
+
+void s3d_s3ctx_retry_policy(const struct s3d_s3ctx *ctx, struct s3d_retry_policy *out)
+{
+    out->max_attempts = ctx->max_attempts;
+    out->base_ms = S3D_RETRY_BASE_MS;
+    out->cap_ms = S3D_RETRY_CAP_MS;
+    out->deadline_ms = ctx->deadline_ms ? s3d_now_ms() + ctx->deadline_ms : 0;
+    /* Tests shorten the backoff so that retry paths stay quick (S3D_RETRY_BASE_MS=ms). */
+    {
+        const char *b = getenv("S3D_RETRY_BASE_MS");
+        if (b != NULL && atol(b) > 0)
+            out->base_ms = (uint32_t)atol(b);
+    }
+}
+
+/* ---- ops ---------------------------------------------------------------------------------- */
+
+int s3d_s3_op_add_header(struct s3d_s3_op *op, const char *name, const char *value)
+{
+    if (op->n_headers >= S3D_OP_MAX_HEADERS)
+        return s3d_fail(S3D_EINVAL, "%s: too many headers", op->operation);
+    op->headers[op->n_headers].name = name;
+    op->headers[op->n_headers].value = value;
+    op->n_headers++;
+    return 0;
+}
+
+int s3d_s3_op_add_query(struct s3d_s3_op *op, const char *name, const char *value)
+{
+    if (op->n_query >= S3D_OP_MAX_QUERY)
+        return s3d_fail(S3D_EINVAL, "%s: too many query parameters", op->operation);
+    op->query[op->n_query].name = name;
+    op->query[op->n_query].value = value ? value : "";
+    op->n_query++;
+    return 0;
+}
+
+int s3d_s3_op_set_range(struct s3d_s3_op *op, uint64_t first, uint64_t last)
+{
+    size_t i;
+    snprintf(op->range_buf, sizeof(op->range_buf), "bytes=%" PRIu64 "-%" PRIu64, first, last);
+    for (i = 0; i < op->n_headers; i++)
+        if (strcmp(op->headers[i].name, "Range") == 0) {
+            op->headers[i].value = op->range_buf;
+            return 0;
+        }
+    return s3d_s3_op_add_header(op, "Range", op->range_buf);
+}
+
+static void op_bufs_init(struct s3d_s3_op *op)
+{
+    if (op->url.max == 0) {
+        s3d_dynbuf_init(&op->url, 16384);
+        s3d_dynbuf_init(&op->host, 1024);
+        s3d_dynbuf_init(&op->path, 8192);
+        s3d_dynbuf_init(&op->query_buf, 8192);
+        s3d_dynbuf_init(&op->sig, 8192);
+    }
+}
+
+static int slist_add(struct curl_slist **l, const char *line)
+{
+    struct curl_slist *n = curl_slist_append(*l, line);
+    if (n == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory building request headers");
+    *l = n;
+    return 0;
+}
+
+static int slist_addf(struct curl_slist **l, const char *name, const char *value)
+{
+    char line[4096];
+    int n = snprintf(line, sizeof(line), "%s: %s", name, value);
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return s3d_fail(S3D_ETOOBIG, "request header %s is too long", name);
+    return slist_add(l, line);
+}
+
+int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
+{
+    const struct s3d_config *cfg = &ctx->cfg;
+    struct s3d_sigv4_request sr;
+    struct s3d_sigv4_creds cr;
+    int rc, has_ctype = 0;
+    size_t i;
+    char *line, *nl;
+
+    op_bufs_init(op);
+    s3d_dynbuf_reset(&op->url);
+    s3d_dynbuf_reset(&op->host);
+    s3d_dynbuf_reset(&op->path);
+    s3d_dynbuf_reset(&op->query_buf);
+    s3d_dynbuf_reset(&op->sig);
+    curl_slist_free_all(op->slist);
+    op->slist = NULL;
+    op->s3_code[0] = '\0';
+
+    rc = s3d_sigv4_canonical_query(op->query, op->n_query, &op->query_buf);
+    if (rc < 0)
+        return rc;
+    rc = s3d_config_build_url(cfg, op->bucket, op->key,
+                              op->query_buf.len ? op->query_buf.data : NULL, &op->url,
+                              &op->host, &op->path);
+    if (rc < 0)
+        return rc;
+
+    if (!cfg->anonymous) {
+        if (cfg->access_key_id == NULL || cfg->secret_access_key == NULL)
+            return s3d_fail(S3D_ENOCREDS,
+                            "%s: no credentials found (options, AWS_ACCESS_KEY_ID/"
+                            "AWS_SECRET_ACCESS_KEY, or the profile \"%s\")",
+                            op->operation, cfg->profile ? cfg->profile : "default");
+        if (op->payload_hash[0] == '\0') {
+            if (cfg->payload_signing == S3D_PAYLOAD_SIGNED && op->body_len > 0) {
+                rc = s3d_sha256_iov_hex(op->iov, op->iovcnt, op->payload_hash);
+                if (rc < 0)
+                    return rc;
+            } else if (cfg->payload_signing == S3D_PAYLOAD_SIGNED || op->body_len == 0) {
+                snprintf(op->payload_hash, sizeof(op->payload_hash), "%s", S3D_EMPTY_SHA256);
+            } else {
+                snprintf(op->payload_hash, sizeof(op->payload_hash), "%s",
+                         S3D_UNSIGNED_PAYLOAD);
+            }
+        }
+        memset(&sr, 0, sizeof(sr));
+        sr.method = op->method;
+        sr.host = op->host.data;
+        sr.canonical_path = op->path.data;
+        sr.query = op->query;
+        sr.n_query = op->n_query;
+        sr.headers = op->headers;
+        sr.n_headers = op->n_headers;
+        sr.payload_hash = op->payload_hash;
+        sr.region = cfg->region;
+        sr.now = time(NULL);
+        cr.access_key_id = cfg->access_key_id;
+        cr.secret_access_key = cfg->secret_access_key;
+        cr.session_token = cfg->session_token;
+        rc = s3d_sigv4_sign(&sr, &cr, &op->sig, NULL);
+        if (rc < 0)
+            return rc;
+    }
+
+    rc = slist_addf(&op->slist, "Host", op->host.data);
+    for (i = 0; rc == 0 && i < op->n_headers; i++) {
+        if (strcasecmp(op->headers[i].name, "Content-Type") == 0)
+            has_ctype = 1;
+        rc = slist_addf(&op->slist, op->headers[i].name, op->headers[i].value);
+    }
+    for (line = op->sig.data; rc == 0 && line != NULL && *line != '\0'; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (nl == NULL) {
+            rc = slist_add(&op->slist, line);
+            break;
+        }
+        *nl = '\0';
+        rc = slist_add(&op->slist, line);
+        *nl = '\n';
+    }
+    /* No 100-continue round trip before bodies; no form content type on POST. */
+    if (rc == 0)
+        rc = slist_add(&op->slist, "Expect:");
+    if (rc == 0 && !has_ctype)
+        rc = slist_add(&op->slist, "Content-Type:");
+    if (rc < 0)
+        return rc;
+
+    op->req.method = op->method;
+    op->req.url = op->url.data;
+    op->req.headers = op->slist;
+    op->req.iov = op->iov;
+    op->req.iovcnt = op->iovcnt;
+    op->req.body_len = op->body_len;
+    op->req.dst = op->dst;
+    op->req.dst_cap = op->dst_cap;
+    if (op->req.body_max == 0)
+        op->req.body_max = S3D_XML_MAX_BODY;
+    return s3d_http_setup(e, &op->req, &ctx->http);
+}
+
+static const char *or_empty(const char *s)
+{
+    return s ? s : "";
+}
+
+int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLcode cc)
+{
+    struct s3d_http_resp *r = &op->req.resp;
+    struct s3d_err_s3 d;
+    struct s3d_xml_error xe;
+    int err, is_object = op->key != NULL && op->key[0] != '\0';
+    const char *b = or_empty(op->bucket), *k = or_empty(op->key);
+    char where[1400];
+
+    memset(&d, 0, sizeof(d));
+    d.operation = op->operation;
+    d.bucket = op->bucket;
+    d.key = op->key;
+    d.http_status = (int)r->status;
+    d.request_id = r->request_id;
+    if (op->bucket != NULL)
+        snprintf(where, sizeof(where), "%s s3://%s%s%s", op->operation, b, is_object ? "/" : "",
+                 k);
+    else
+        snprintf(where, sizeof(where), "%s", op->operation);
+
+    if (r->overflow)
+        return s3d_fail_s3(S3D_EPROTO, &d,
+                           "%s: the server sent more than the %" PRIu64 " bytes asked (HTTP %ld)",
+                           where, op->dst_cap, r->status);
+    if (r->header_toobig)
+        return s3d_fail_s3(S3D_EPROTO, &d, "%s: response headers over %u bytes", where,
+                           S3D_HTTP_MAX_HEADER_BYTES);
+    if (r->body_toobig)
+        return s3d_fail_s3(S3D_ETOOBIG, &d, "%s: response body over %zu bytes", where,
+                           op->req.body_max);
+    if (cc != CURLE_OK) {
+        const char *detail = s3d_http_curl_detail(&op->req, e, cc);
+        err = s3d_http_err_from_curl(cc);
+        d.http_status = 0;
+        if (err == S3D_ECONNECT)
+            return s3d_fail_s3(err, &d, "%s: could not connect to %s: %s", where,
+                               ctx->cfg.endpoint_url, detail);
+        return s3d_fail_s3(err, &d, "%s: %s (after %" PRIu64 " bytes) from %s", where, detail,
+                           r->received, ctx->cfg.endpoint_url);
+    }
+    if (r->status >= 200 && r->status < 300) {
+        if (op->dst != NULL && op->exact_length && r->received != op->dst_cap)
+            return s3d_fail_s3(S3D_EPROTO, &d,
+                               "%s: the server sent %" PRIu64 " bytes, %" PRIu64 " expected",
+                               where, r->received, op->dst_cap);
+        return 0;
+    }
+
+    /* An HTTP error: the <Error> body names the cause; HEAD responses have no body. */
+    memset(&xe, 0, sizeof(xe));
+    if (r->body.len > 0 && s3d_xml_is_error(r->body.data, r->body.len)) {
+        if (s3d_xml_parse_error(r->body.data, r->body.len, &xe) < 0)
+            memset(&xe, 0, sizeof(xe));
+    }
+    if (xe.code != NULL)
+        snprintf(op->s3_code, sizeof(op->s3_code), "%s", xe.code);
+    err = s3d_http_err_from_status(r->status, op->s3_code, is_object);
+    d.s3_code = op->s3_code;
+    d.s3_message = xe.message;
+    if (r->request_id[0] == '\0' && xe.request_id != NULL)
+        d.request_id = xe.request_id;
+    err = s3d_fail_s3(err, &d, "%s: HTTP %ld%s%s%s%s (request id %s)", where, r->status,
+                      op->s3_code[0] ? " " : "", op->s3_code,
+                      xe.message && xe.message[0] ? ": " : "", or_empty(xe.message),
+                      d.request_id && d.request_id[0] ? d.request_id : "none");
+    s3d_xml_error_free(&xe);
+    return err;
+}
+
+int s3d_s3_op_transient(const struct s3d_s3_op *op, int err)
+{
+    return s3d_retry_is_transient(err, (int)op->req.resp.status, op->s3_code);
+}
+
+static void sleep_ms(uint64_t ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
+{
+    struct s3d_retry_policy pol;
+    CURLM *m = NULL;
+    CURL *e = NULL;
+    uint32_t attempt = 0;
+    int rc;
+
+    s3d_s3ctx_retry_policy(ctx, &pol);
+    m = s3d_s3ctx_multi_acquire(ctx);
+    if (m == NULL)
+        return S3D_ENOMEM;
+    e = curl_easy_init();
+    if (e == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "curl_easy_init failed");
+        goto out;
+    }
+    for (;;) {
+        CURLMsg *msg;
+        CURLcode cc = CURLE_OK;
+        int running = 1, left;
+        uint64_t delay;
+
+        attempt++;
+        curl_easy_reset(e);
+        if (pol.deadline_ms != 0) {
+            uint64_t now = s3d_now_ms();
+            op->req.timeout_ms = now < pol.deadline_ms ? (long)(pol.deadline_ms - now) : 1;
+        }
+        rc = s3d_s3_op_prepare(ctx, op, e);
+        if (rc < 0)
+            goto out;
+        if (curl_multi_add_handle(m, e) != CURLM_OK) {
+            rc = s3d_fail(S3D_ENOMEM, "curl_multi_add_handle failed");
+            goto out;
+        }
+        while (running) {
+            if (curl_multi_perform(m, &running) != CURLM_OK)
+                break;
+            if (running)
+                curl_multi_poll(m, NULL, 0, 1000, NULL);
+        }
+        while ((msg = curl_multi_info_read(m, &left)) != NULL)
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == e)
+                cc = msg->data.result;
+        curl_multi_remove_handle(m, e);
+        rc = s3d_s3_op_result(ctx, op, e, cc);
+        if (rc == 0)
+            break;
+        if (!s3d_retry_decide(&pol, attempt, rc, (int)op->req.resp.status, op->s3_code,
+                              s3d_now_ms(), s3d_retry_random(), &delay))
+            break;
+        S3D_DEBUG("%s: attempt %u failed (%s), retrying in %" PRIu64 " ms", op->operation,
+                  attempt, s3d_last_error_message(), delay);
+        sleep_ms(delay);
+    }
+out:
+    if (e != NULL)
+        curl_easy_cleanup(e);
+    s3d_s3ctx_multi_release(ctx, m);
+    return rc;
+}
+
+void s3d_s3_op_cleanup(struct s3d_s3_op *op)
+{
+    if (op == NULL)
+        return;
+    curl_slist_free_all(op->slist);
+    op->slist = NULL;
+    s3d_http_req_cleanup(&op->req);
+    s3d_dynbuf_free(&op->url);
+    s3d_dynbuf_free(&op->host);
+    s3d_dynbuf_free(&op->path);
+    s3d_dynbuf_free(&op->query_buf);
+    s3d_dynbuf_free(&op->sig);
+}

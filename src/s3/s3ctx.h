@@ -1,0 +1,131 @@
+/* s3ctx.h - the S3 context of a client: the resolved configuration, the libcurl connection
+ * cache, and one signed S3 request (an "op") built, run, retried and judged.
+ *
+ * Connections. libcurl keeps connections in the connection cache of a multi handle. The
+ * context keeps a pool of idle multi handles: a thread that runs requests takes one
+ * (s3d_s3ctx_multi_acquire), adds its easy handles to it, and gives it back with its
+ * kept-alive connections inside, for the next caller on any thread. A multi handle is used
+ * by one thread at a time, so the connection cache itself is never shared between concurrent
+ * threads (libcurl documents sharing CURL_LOCK_DATA_CONNECT between concurrent threads as
+ * unsafe in the 7.8x series we build against). DNS results and TLS sessions are shared by
+ * every handle through one CURLSH with a mutex per data kind, so a new connection skips the
+ * resolve and resumes its TLS session.
+ *
+ * Threads: s3d_s3ctx_* functions are thread-safe; an op belongs to one thread. */
+#ifndef S3D_S3_S3CTX_H
+#define S3D_S3_S3CTX_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <curl/curl.h>
+
+#include "common/dynbuf.h"
+#include "s3/config.h"
+#include "s3/http.h"
+#include "s3/retry.h"
+#include "s3/sigv4.h"
+#include "s3direct/client.h"
+
+#define S3D_DEFAULT_MAX_ATTEMPTS 5u
+#define S3D_DEFAULT_CONNECT_TIMEOUT_MS 10000u
+#define S3D_DEFAULT_LOW_SPEED_TIME_S 30u
+#define S3D_DEFAULT_LOW_SPEED_LIMIT 1024u
+/* CURLOPT_BUFFERSIZE: the write callback's chunk. Measured in docs/internals/retry.md; larger
+ * buffers mean fewer callbacks per part. */
+#define S3D_DEFAULT_CURL_BUFFER (256L * 1024L)
+
+struct s3d_s3ctx {
+    struct s3d_config cfg;        /* read-only after init */
+    struct s3d_http_conf http;    /* read-only after init */
+    uint32_t max_attempts;
+    uint32_t deadline_ms;         /* per request, retries included; 0 = none */
+    long max_host_connections;    /* CURLMOPT_MAX_HOST_CONNECTIONS of each multi */
+    CURLSH *share;
+    pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+    /* Idle multi handles (with their connections), guarded by pool_lock. */
+    pthread_mutex_t pool_lock;
+    CURLM **idle;
+    size_t n_idle, cap_idle;
+};
+
+/* Resolves the configuration (s3d_config_resolve) and creates the share. max_conns is the
+ * client's concurrency. Returns 0 or an S3D_E* code (recorded); on failure *ctx needs no
+ * cleanup. */
+int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
+                   uint32_t max_conns);
+/* Closes every idle connection and frees the context. No multi may be out. NULL ok. */
+void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx);
+
+/* An idle multi handle (with its connections) or a new one; NULL only on out of memory
+ * (recorded as S3D_ENOMEM). The caller owns it until s3d_s3ctx_multi_release, which it must
+ * call with no easy handle left attached. */
+CURLM *s3d_s3ctx_multi_acquire(struct s3d_s3ctx *ctx);
+void s3d_s3ctx_multi_release(struct s3d_s3ctx *ctx, CURLM *m);
+
+/* The retry policy of one request starting now (deadline from the client's deadline_ms). */
+void s3d_s3ctx_retry_policy(const struct s3d_s3ctx *ctx, struct s3d_retry_policy *out);
+
+/* ---- one S3 request ----------------------------------------------------------------------- */
+
+#define S3D_OP_MAX_QUERY 8
+#define S3D_OP_MAX_HEADERS 8
+
+struct s3d_s3_op {
+    /* Set by the caller (zero the struct first; strings must outlive the op). */
+    const char *operation;        /* "GetObject", for messages */
+    const char *method;
+    const char *bucket;           /* NULL: service-level */
+    const char *key;              /* NULL or "": bucket-level */
+    struct s3d_kv query[S3D_OP_MAX_QUERY];   /* unencoded parameters */
+    size_t n_query;
+    struct s3d_kv headers[S3D_OP_MAX_HEADERS]; /* signed and sent (Range, Content-Type,
+                                                 Content-MD5, x-amz-checksum-crc32c...) */
+    size_t n_headers;
+    const struct iovec *iov;      /* request body; NULL/0 for none */
+    int iovcnt;
+    uint64_t body_len;
+    void *dst;                    /* 2xx body destination; NULL = op->req.resp.body */
+    uint64_t dst_cap;
+    int exact_length;             /* with dst: the 2xx body must be exactly dst_cap bytes */
+    /* Results, valid after s3d_s3_op_result. */
+    struct s3d_http_req req;      /* req.resp: status, headers, body */
+    char s3_code[64];             /* <Code> of an error body, "" if none */
+    char payload_hash[65];        /* computed once, reused by retries */
+    /* Internal. */
+    struct s3d_dynbuf url, host, path, query_buf, sig;
+    struct curl_slist *slist;
+    char range_buf[64];
+};
+
+/* Builds the URL, signs the request (now), and sets up the easy handle e (fresh or reset).
+ * May be called again on the same op for a retry (it re-signs). Returns 0 or an S3D_E* code
+ * (recorded). */
+int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e);
+
+/* Judges a finished transfer: returns 0 for a 2xx response that fits what was asked, or the
+ * S3D_E* code of the failure after recording it once with s3d_fail_s3 (operation, bucket,
+ * key, HTTP status, S3 code and message, request id). cc is curl's result for e. */
+int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLcode cc);
+
+/* 1 when the failure just judged by s3d_s3_op_result (returned as err) may be retried. */
+int s3d_s3_op_transient(const struct s3d_s3_op *op, int err);
+
+/* Runs op to completion on the calling thread with retries (new signature per attempt,
+ * backoff with full jitter, the client's attempts and deadline). Returns 0 or the S3D_E*
+ * code of the last failure (recorded). */
+int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op);
+
+/* Frees what the op holds. The op may then be reused after zeroing. NULL ok. */
+void s3d_s3_op_cleanup(struct s3d_s3_op *op);
+
+/* Adds a header to sign and send; name and value must outlive the op. S3D_EINVAL when full. */
+int s3d_s3_op_add_header(struct s3d_s3_op *op, const char *name, const char *value);
+/* Adds a query parameter (unencoded); name and value must outlive the op. */
+int s3d_s3_op_add_query(struct s3d_s3_op *op, const char *name, const char *value);
+/* Sets the Range header to bytes=first-last (into op's own storage). */
+int s3d_s3_op_set_range(struct s3d_s3_op *op, uint64_t first, uint64_t last);
+
+#endif
