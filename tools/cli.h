@@ -1,0 +1,171 @@
+/* cli.h - what the s3direct command files share: parsed options, the client built from them,
+ * error reporting, size and time formatting, and the progress bar.
+ *
+ * The CLI uses only the public API (include/s3direct/). Everything here runs on the main
+ * thread; nothing is thread-safe. */
+#ifndef S3D_CLI_H
+#define S3D_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "s3direct/s3direct.h"
+
+/* Exit codes: 0 success, 1 the operation failed, 2 the command line was wrong. */
+#define CLI_EXIT_OK    0
+#define CLI_EXIT_FAIL  1
+#define CLI_EXIT_USAGE 2
+
+/* Flags a command accepts beyond the common ones (bit mask, see struct cli_command). */
+enum {
+    CLI_F_RECURSIVE = 1 << 0,
+    CLI_F_EXPIRES = 1 << 1,
+    CLI_F_CONTENT_TYPE = 1 << 2,
+    CLI_F_HUMAN = 1 << 3,
+    CLI_F_SUMMARIZE = 1 << 4,
+    CLI_F_METHOD = 1 << 5,
+    CLI_F_DRYRUN = 1 << 6,
+    CLI_F_NO_VERIFY = 1 << 7,
+    CLI_F_BATCH = 1 << 8,
+};
+
+#define CLI_MAX_ARGS 8
+
+struct cli_progress;
+
+/* Everything the command line said. Strings point into argv. */
+struct cli_opts {
+    /* common (every command) */
+    const char *endpoint_url;
+    const char *profile;
+    const char *region;
+    const char *ca_bundle;
+    int no_sign_request;
+    int no_verify_ssl;
+    uint32_t concurrency;     /* 0 = library default */
+    uint64_t part_size;       /* 0 = library default */
+    int progress;             /* -1 auto (TTY), 0 off, 1 on */
+    int quiet;
+    int debug;
+    /* per command */
+    int recursive;
+    uint32_t expires_in;      /* presign; 3600 unless given */
+    const char *content_type; /* cp uploads */
+    const char *method;       /* presign; "GET" unless given */
+    int human;                /* ls */
+    int summarize;            /* ls */
+    int dryrun;               /* cp, rm */
+    int no_verify;            /* verify: only read, skip the CRC32C check (for timing) */
+    uint64_t batch_bytes;     /* verify: host memory per batch; 0 = default */
+    /* positional arguments */
+    const char *args[CLI_MAX_ARGS];
+    int nargs;
+};
+
+struct cli_command {
+    const char *name;
+    const char *summary;      /* one line for "s3direct --help" */
+    const char *usage;        /* the command's own help text (without the common flags) */
+    unsigned flags;           /* CLI_F_* it accepts */
+    int min_args, max_args;
+    int (*run)(const struct cli_opts *o);
+};
+
+/* The commands, defined in their cmd_*.c files. */
+extern const struct cli_command cli_cmd_cp, cli_cmd_ls, cli_cmd_rm, cli_cmd_stat, cli_cmd_mb,
+    cli_cmd_rb, cli_cmd_presign, cli_cmd_info, cli_cmd_verify;
+
+/* ---- options.c ------------------------------------------------------------------------ */
+
+/* Parses argv[0..argc) (the words after the command name) into *o for command cmd. Prints
+ * one "s3direct CMD: ..." line to stderr and returns CLI_EXIT_USAGE on a bad command line;
+ * returns -1 after printing the help when --help/-h was given; 0 otherwise. o must have been
+ * set by cli_opts_init (common flags given before the command are kept). */
+int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_opts *o);
+/* Parses the common flags that precede the command name; returns how many words it took, or
+ * -1 (message printed) on a bad flag. Stops at the first word that is not a common flag. */
+int cli_parse_common(int argc, char **argv, struct cli_opts *o);
+void cli_opts_init(struct cli_opts *o);
+/* Prints the help of cmd (usage, its flags, the common flags) to f. */
+void cli_print_command_help(const struct cli_command *cmd, FILE *f);
+/* The help paragraph of the common flags, shared by every command and the main help. */
+extern const char cli_common_help[];
+
+/* "64MiB", "8M", "1.5G", "4096", "512k" -> bytes. k/M/G/T (also KB/KiB...) are powers of
+ * 1024, as the AWS CLI reads them. 0 on success, -1 for anything else or overflow. */
+int cli_parse_size(const char *s, uint64_t *out);
+/* Decimal unsigned integer in [lo, hi]; 0 on success, -1 otherwise. */
+int cli_parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out);
+
+/* ---- common.c ------------------------------------------------------------------------- */
+
+/* Creates the client the options describe. On failure prints the error line and returns the
+ * negative S3D_E* code (*out NULL). */
+int cli_client(const struct cli_opts *o, struct s3d_client **out);
+/* Prints "s3direct: <library message>" (or the code's description when the library left
+ * none) to stderr and returns CLI_EXIT_FAIL. rc is the negative code returned. */
+int cli_fail(int rc);
+/* Prints "s3direct: <printf message>" to stderr and returns CLI_EXIT_FAIL. */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "s3direct CMD: <message>" and "see s3direct CMD --help" to stderr; CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Every object under a prefix, from a recursive listing (folder markers ending in '/' are
+ * kept; callers decide). Owned arrays; free with cli_keys_free. */
+struct cli_keys {
+    char **keys;
+    uint64_t *sizes;
+    size_t n, cap;
+    int oom;
+};
+/* Lists bucket/prefix recursively into *out (zeroed first). On failure prints the error line,
+ * frees what was gathered and returns the negative code. */
+int cli_list_keys(struct s3d_client *c, const char *bucket, const char *prefix,
+                  struct cli_keys *out);
+void cli_keys_free(struct cli_keys *k);
+/* The transfer options every command uses: progress (and Ctrl-C) through p. */
+void cli_transfer_opts(const struct cli_opts *o, struct cli_progress *p,
+                       struct s3d_transfer_options *t);
+
+/* 1 if s starts with "s3://". */
+int cli_is_s3(const char *s);
+/* Splits an s3:// URI into the caller's buffers (bucket: 64 bytes, key: 1025 bytes). Prints the
+ * error on failure and returns the negative code. */
+#define CLI_BUCKET_CAP 64
+#define CLI_KEY_CAP    1025
+int cli_split_uri(const char *uri, char *bucket, char *key);
+
+/* "1.5 GiB" style into buf (cap >= 16). */
+const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
+/* "2026-12-02 16:38:24" (UTC) into buf (cap >= 24); "-" for 0. */
+const char *cli_format_time(int64_t epoch_s, char *buf, size_t cap);
+
+/* ---- progress.c ----------------------------------------------------------------------- */
+
+/* A progress bar on stderr: one line redrawn with \r, at most every 100 ms, with bytes done
+ * and total, percentage, rate and ETA. Shown when o->progress is 1, or -1 and stderr is a
+ * TTY; never with --quiet. */
+struct cli_progress {
+    int enabled;
+    int drawn;               /* a line is on screen and needs ending */
+    double start;            /* monotonic seconds */
+    double last_draw;
+    uint64_t last_done;
+    char label[64];
+};
+void cli_progress_init(struct cli_progress *p, const struct cli_opts *o, const char *label);
+/* The s3d_progress_fn: user is a struct cli_progress * (may be disabled). Returns non-zero,
+ * which cancels the transfer, once Ctrl-C was pressed (see cli_install_sigint). */
+int cli_progress_cb(void *user, uint64_t done, uint64_t total);
+/* Ends the line (draws the final state once when something was drawn). */
+void cli_progress_finish(struct cli_progress *p, int ok);
+/* Makes the first SIGINT cancel the running transfer cleanly (the progress callback returns
+ * non-zero); a second one kills the process. */
+void cli_install_sigint(void);
+/* 1 once SIGINT arrived. */
+int cli_interrupted(void);
+/* Monotonic seconds. */
+double cli_now(void);
+
+#endif

@@ -1,0 +1,196 @@
+/* common.c - the client built from the options, error lines, URIs and formatting. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+int cli_client(const struct cli_opts *o, struct s3d_client **out)
+{
+    struct s3d_client_options co;
+    struct s3d_client_config cfg;
+    int rc;
+
+    memset(&co, 0, sizeof(co));
+    co.struct_size = sizeof(co);
+    co.endpoint_url = o->endpoint_url;
+    co.region = o->region;
+    co.profile = o->profile;
+    co.ca_bundle = o->ca_bundle;
+    co.anonymous = o->no_sign_request;
+    co.no_verify_ssl = o->no_verify_ssl;
+    co.max_concurrency = o->concurrency;
+    co.part_size = o->part_size;
+    /* The CLI moves bytes between S3 and files or memory only: no GPU context is needed, and
+     * skipping the driver probe keeps start-up quick on GPU machines. */
+    co.device = -1;
+    rc = s3d_client_new(&co, out);
+    if (rc < 0) {
+        *out = NULL;
+        return cli_fail(rc), rc;
+    }
+    if (o->debug && s3d_client_get_config(*out, &cfg) == 0) {
+        fprintf(stderr,
+                "s3direct: endpoint %s, region %s, credentials from %s%s%s, %s-style, "
+                "concurrency %u, part size %llu, multipart threshold %llu\n",
+                cfg.endpoint_url, cfg.region, cfg.credential_source,
+                cfg.access_key_id[0] ? " key " : "", cfg.access_key_id,
+                cfg.addressing == S3D_ADDRESSING_VIRTUAL ? "virtual-host" : "path",
+                cfg.max_concurrency, (unsigned long long)cfg.part_size,
+                (unsigned long long)cfg.multipart_threshold);
+    }
+    return 0;
+}
+
+int cli_fail(int rc)
+{
+    const char *m = s3d_last_error_message();
+
+    if (m == NULL || m[0] == '\0')
+        m = s3d_strerror(rc);
+    fprintf(stderr, "s3direct: %s\n", m);
+    return CLI_EXIT_FAIL;
+}
+
+int cli_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("s3direct: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CLI_EXIT_FAIL;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "s3direct %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see: s3direct %s --help)\n", cmd);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_is_s3(const char *s)
+{
+    return strncmp(s, "s3://", 5) == 0;
+}
+
+int cli_split_uri(const char *uri, char *bucket, char *key)
+{
+    int rc = s3d_uri_parse(uri, bucket, CLI_BUCKET_CAP, key, CLI_KEY_CAP);
+
+    if (rc < 0)
+        cli_fail(rc);
+    return rc;
+}
+
+const char *cli_human_size(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    int u = 0;
+
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+const char *cli_format_time(int64_t epoch_s, char *buf, size_t cap)
+{
+    time_t t = (time_t)epoch_s;
+    struct tm tm;
+
+    if (epoch_s == 0 || gmtime_r(&t, &tm) == NULL) {
+        snprintf(buf, cap, "-");
+        return buf;
+    }
+    strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm);
+    return buf;
+}
+
+static int keys_cb(void *user, const struct s3d_list_entry *e)
+{
+    struct cli_keys *k = user;
+
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 256;
+        char **keys = realloc(k->keys, cap * sizeof(*keys));
+        uint64_t *sizes;
+        if (keys == NULL)
+            goto oom;
+        k->keys = keys;
+        sizes = realloc(k->sizes, cap * sizeof(*sizes));
+        if (sizes == NULL)
+            goto oom;
+        k->sizes = sizes;
+        k->cap = cap;
+    }
+    k->keys[k->n] = strdup(e->key);
+    if (k->keys[k->n] == NULL)
+        goto oom;
+    k->sizes[k->n++] = e->size;
+    return 0;
+oom:
+    k->oom = 1;
+    return 1; /* stops the listing */
+}
+
+int cli_list_keys(struct s3d_client *c, const char *bucket, const char *prefix,
+                  struct cli_keys *out)
+{
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    rc = s3d_list_objects(c, bucket, prefix, NULL, keys_cb, out);
+    if (rc < 0) {
+        cli_fail(rc);
+        cli_keys_free(out);
+        return rc;
+    }
+    /* keys_cb stops the listing (a success for the library) only when memory ran out. */
+    if (out->oom) {
+        cli_keys_free(out);
+        cli_error("out of memory listing s3://%s/%s", bucket, prefix);
+        return S3D_ENOMEM;
+    }
+    return 0;
+}
+
+void cli_keys_free(struct cli_keys *k)
+{
+    size_t i;
+
+    if (k == NULL)
+        return;
+    for (i = 0; i < k->n; i++)
+        free(k->keys[i]);
+    free(k->keys);
+    free(k->sizes);
+    memset(k, 0, sizeof(*k));
+}
+
+void cli_transfer_opts(const struct cli_opts *o, struct cli_progress *p,
+                       struct s3d_transfer_options *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->struct_size = sizeof(*t);
+    t->progress = cli_progress_cb;
+    t->progress_user = p;
+    t->max_concurrency = o->concurrency;
+    t->part_size = o->part_size;
+    t->content_type = o->content_type;
+}

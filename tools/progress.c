@@ -1,0 +1,123 @@
+/* progress.c - the one-line progress bar on stderr.
+ *
+ * The library calls the callback every few milliseconds; redrawing that often would cost more
+ * than the transfer's own CPU on a fast link, so the line is redrawn at most every 100 ms. The
+ * rate is the average since the start: steadier than an instantaneous one, and right for the
+ * ETA of a transfer whose speed does not change much. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define REDRAW_S 0.1
+
+double cli_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void cli_progress_init(struct cli_progress *p, const struct cli_opts *o, const char *label)
+{
+    memset(p, 0, sizeof(*p));
+    if (o->quiet)
+        p->enabled = 0;
+    else if (o->progress >= 0)
+        p->enabled = o->progress;
+    else
+        p->enabled = isatty(STDERR_FILENO);
+    p->start = cli_now();
+    snprintf(p->label, sizeof(p->label), "%s", label ? label : "");
+}
+
+static void fmt_eta(double s, char *buf, size_t cap)
+{
+    long t = (long)(s + 0.5);
+
+    if (s < 0 || s > 359999)
+        snprintf(buf, cap, "--:--");
+    else if (t >= 3600)
+        snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+    else
+        snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void draw(struct cli_progress *p, uint64_t done, uint64_t total, double now)
+{
+    char d[16], t[16], r[16], eta[16];
+    double el = now - p->start;
+    double rate = el > 0 ? (double)done / el : 0;
+
+    cli_human_size(done, d, sizeof(d));
+    cli_human_size((uint64_t)rate, r, sizeof(r));
+    if (total > 0) {
+        cli_human_size(total, t, sizeof(t));
+        fmt_eta(rate > 0 && total >= done ? (double)(total - done) / rate : -1, eta, sizeof(eta));
+        /* \033[K clears what a longer previous line left behind. */
+        fprintf(stderr, "\r%s%s%s / %s (%3d%%)  %s/s  ETA %s\033[K", p->label,
+                p->label[0] ? "  " : "", d, t, (int)(done * 100 / total), r, eta);
+    } else {
+        fprintf(stderr, "\r%s%s%s  %s/s\033[K", p->label, p->label[0] ? "  " : "", d, r);
+    }
+    fflush(stderr);
+    p->drawn = 1;
+    p->last_draw = now;
+    p->last_done = done;
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+void cli_install_sigint(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+int cli_interrupted(void)
+{
+    return interrupted;
+}
+
+int cli_progress_cb(void *user, uint64_t done, uint64_t total)
+{
+    struct cli_progress *p = user;
+    double now;
+
+    if (interrupted)
+        return 1; /* the library cancels: a multipart upload is aborted, temp files removed */
+    if (p == NULL || !p->enabled)
+        return 0;
+    now = cli_now();
+    if (p->drawn && now - p->last_draw < REDRAW_S && done != total)
+        return 0;
+    draw(p, done, total, now);
+    return 0;
+}
+
+void cli_progress_finish(struct cli_progress *p, int ok)
+{
+    if (p == NULL || !p->enabled || !p->drawn)
+        return;
+    if (ok)
+        fputc('\n', stderr);
+    else
+        fputs("\r\033[K", stderr); /* the error line replaces the bar */
+    fflush(stderr);
+    p->drawn = 0;
+}
