@@ -43,9 +43,9 @@ struct cli_opts {
     const char *ca_bundle;
     int no_sign_request;
     int no_verify_ssl;
-    uint32_t concurrency;     /* 0 = library default */
-    uint64_t part_size;       /* 0 = library default */
-    int progress;             /* -1 auto (TTY), 0 off, 1 on */
+    uint32_t concurrency; /* 0 = library default */
+    uint64_t part_size;   /* 0 = library default */
+    int progress;         /* -1 auto (TTY), 0 off, 1 on */
     int quiet;
     int debug;
     /* per command */
@@ -65,9 +65,9 @@ struct cli_opts {
 
 struct cli_command {
     const char *name;
-    const char *summary;      /* one line for "s3direct --help" */
-    const char *usage;        /* the command's own help text (without the common flags) */
-    unsigned flags;           /* CLI_F_* it accepts */
+    const char *summary; /* one line for "s3direct --help" */
+    const char *usage;   /* the command's own help text (without the common flags) */
+    unsigned flags;      /* CLI_F_* it accepts */
     int min_args, max_args;
     int (*run)(const struct cli_opts *o);
 };
@@ -148,8 +148,8 @@ const char *cli_format_time(int64_t epoch_s, char *buf, size_t cap);
  * TTY; never with --quiet. */
 struct cli_progress {
     int enabled;
-    int drawn;               /* a line is on screen and needs ending */
-    double start;            /* monotonic seconds */
+    int drawn;    /* a line is on screen and needs ending */
+    double start; /* monotonic seconds */
     double last_draw;
     uint64_t last_done;
     char label[64];

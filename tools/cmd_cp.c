@@ -50,8 +50,7 @@ static int ends_with_slash(const char *s)
 /* "dir" + "/" + "name" into out (PATH_MAX); -1 when too long (error printed). */
 static int join(char *out, size_t cap, const char *dir, const char *name)
 {
-    int n = snprintf(out, cap, "%s%s%s", dir, (dir[0] && !ends_with_slash(dir)) ? "/" : "",
-                     name);
+    int n = snprintf(out, cap, "%s%s%s", dir, (dir[0] && !ends_with_slash(dir)) ? "/" : "", name);
     if (n < 0 || (size_t)n >= cap) {
         cli_error("path too long: %s/%s", dir, name);
         return -1;
@@ -341,8 +340,10 @@ static int cp_one(struct cp_ctx *x, const char *src, const char *dst)
             return cli_error("%s is a folder (use --recursive)", src);
         if (dk[0] == '\0' || ends_with_slash(dk)) {
             if (strcmp(src, "-") == 0)
-                return cli_usage_error("cp", "uploading standard input needs a full key, not "
-                                             "%s", dst);
+                return cli_usage_error("cp",
+                                       "uploading standard input needs a full key, not "
+                                       "%s",
+                                       dst);
             n = snprintf(dk + strlen(dk), CLI_KEY_CAP - strlen(dk), "%s", base_name(src));
             if (n < 0 || strlen(dk) + 1 >= CLI_KEY_CAP)
                 return cli_error("key too long: %s%s", dst, base_name(src));

@@ -81,8 +81,7 @@ static int run(const struct cli_opts *o)
             cli_human_size(x.bytes, total, sizeof(total));
         else
             snprintf(total, sizeof(total), "%llu", (unsigned long long)x.bytes);
-        printf("\nTotal Objects: %llu\n   Total Size: %s\n", (unsigned long long)x.objects,
-               total);
+        printf("\nTotal Objects: %llu\n   Total Size: %s\n", (unsigned long long)x.objects, total);
     }
     if (fflush(stdout) != 0)
         return cli_error("writing the listing failed");

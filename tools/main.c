@@ -8,7 +8,7 @@
 #include "cli.h"
 
 static const struct cli_command *const commands[] = {
-    &cli_cmd_cp, &cli_cmd_ls, &cli_cmd_rm, &cli_cmd_stat, &cli_cmd_mb,
+    &cli_cmd_cp, &cli_cmd_ls,      &cli_cmd_rm,   &cli_cmd_stat,   &cli_cmd_mb,
     &cli_cmd_rb, &cli_cmd_presign, &cli_cmd_info, &cli_cmd_verify,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -24,15 +24,16 @@ static void print_help(FILE *f)
     for (i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(f, "\n%s", cli_common_help);
-    fprintf(f, "  --version            print the version of the tool and of the library\n\n"
-               "Examples:\n"
-               "  s3direct cp model.safetensors s3://bucket/models/\n"
-               "  s3direct cp s3://bucket/big.bin /dev/shm/big.bin --concurrency 16 --part-size 16M\n"
-               "  s3direct ls s3://bucket/models/ --recursive --human-readable\n"
-               "  s3direct info s3://bucket/models/model.safetensors\n\n"
-               "\"s3direct COMMAND --help\" describes each command. Configuration (keys, region,\n"
-               "endpoint) is read as the AWS CLI reads it: options, then AWS_* environment\n"
-               "variables, then ~/.aws/credentials and ~/.aws/config.\n");
+    fprintf(f,
+            "  --version            print the version of the tool and of the library\n\n"
+            "Examples:\n"
+            "  s3direct cp model.safetensors s3://bucket/models/\n"
+            "  s3direct cp s3://bucket/big.bin /dev/shm/big.bin --concurrency 16 --part-size 16M\n"
+            "  s3direct ls s3://bucket/models/ --recursive --human-readable\n"
+            "  s3direct info s3://bucket/models/model.safetensors\n\n"
+            "\"s3direct COMMAND --help\" describes each command. Configuration (keys, region,\n"
+            "endpoint) is read as the AWS CLI reads it: options, then AWS_* environment\n"
+            "variables, then ~/.aws/credentials and ~/.aws/config.\n");
 }
 
 int main(int argc, char **argv)

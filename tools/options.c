@@ -12,17 +12,34 @@
 #include "cli.h"
 
 enum opt_id {
-    O_ENDPOINT, O_PROFILE, O_REGION, O_NO_SIGN, O_CA_BUNDLE, O_NO_VERIFY_SSL, O_CONCURRENCY,
-    O_PART_SIZE, O_PROGRESS, O_NO_PROGRESS, O_QUIET, O_DEBUG,
-    O_RECURSIVE, O_EXPIRES, O_CONTENT_TYPE, O_HUMAN, O_SUMMARIZE, O_METHOD, O_DRYRUN,
-    O_NO_VERIFY, O_BATCH,
+    O_ENDPOINT,
+    O_PROFILE,
+    O_REGION,
+    O_NO_SIGN,
+    O_CA_BUNDLE,
+    O_NO_VERIFY_SSL,
+    O_CONCURRENCY,
+    O_PART_SIZE,
+    O_PROGRESS,
+    O_NO_PROGRESS,
+    O_QUIET,
+    O_DEBUG,
+    O_RECURSIVE,
+    O_EXPIRES,
+    O_CONTENT_TYPE,
+    O_HUMAN,
+    O_SUMMARIZE,
+    O_METHOD,
+    O_DRYRUN,
+    O_NO_VERIFY,
+    O_BATCH,
 };
 
 struct opt_def {
     const char *name;
-    char short_name;      /* 0 = none */
+    char short_name; /* 0 = none */
     int has_arg;
-    unsigned flag;        /* 0 = common to every command, else the CLI_F_* bit */
+    unsigned flag; /* 0 = common to every command, else the CLI_F_* bit */
     enum opt_id id;
 };
 
@@ -52,10 +69,10 @@ static const struct opt_def opt_defs[] = {
 
 const char cli_common_help[] =
     "Common options (before or after the command):\n"
-    "  --endpoint-url URL   S3 endpoint, e.g. http://127.0.0.1:8000 (default: AWS_ENDPOINT_URL_S3,\n"
-    "                       AWS_ENDPOINT_URL, the profile's endpoint_url, else AWS)\n"
-    "  --profile NAME       profile in ~/.aws/credentials and ~/.aws/config (default: AWS_PROFILE,\n"
-    "                       else \"default\")\n"
+    "  --endpoint-url URL   S3 endpoint, e.g. http://127.0.0.1:8000 (default:\n"
+    "                       AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile, else AWS)\n"
+    "  --profile NAME       profile in ~/.aws/credentials and ~/.aws/config\n"
+    "                       (default: AWS_PROFILE, else \"default\")\n"
     "  --region NAME        signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile,\n"
     "                       else us-east-1)\n"
     "  --no-sign-request    send requests unsigned (public buckets); no credentials are read\n"
@@ -159,12 +176,24 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
                  size_t cap)
 {
     switch (d->id) {
-    case O_ENDPOINT: o->endpoint_url = val; break;
-    case O_PROFILE: o->profile = val; break;
-    case O_REGION: o->region = val; break;
-    case O_NO_SIGN: o->no_sign_request = 1; break;
-    case O_CA_BUNDLE: o->ca_bundle = val; break;
-    case O_NO_VERIFY_SSL: o->no_verify_ssl = 1; break;
+    case O_ENDPOINT:
+        o->endpoint_url = val;
+        break;
+    case O_PROFILE:
+        o->profile = val;
+        break;
+    case O_REGION:
+        o->region = val;
+        break;
+    case O_NO_SIGN:
+        o->no_sign_request = 1;
+        break;
+    case O_CA_BUNDLE:
+        o->ca_bundle = val;
+        break;
+    case O_NO_VERIFY_SSL:
+        o->no_verify_ssl = 1;
+        break;
     case O_CONCURRENCY:
         if (cli_parse_u32(val, 1, 1024, &o->concurrency) != 0)
             goto bad;
@@ -173,21 +202,36 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
         if (cli_parse_size(val, &o->part_size) != 0 || o->part_size == 0)
             goto bad;
         break;
-    case O_PROGRESS: o->progress = 1; break;
-    case O_NO_PROGRESS: o->progress = 0; break;
-    case O_QUIET: o->quiet = 1; break;
-    case O_DEBUG: o->debug = 1; break;
-    case O_RECURSIVE: o->recursive = 1; break;
+    case O_PROGRESS:
+        o->progress = 1;
+        break;
+    case O_NO_PROGRESS:
+        o->progress = 0;
+        break;
+    case O_QUIET:
+        o->quiet = 1;
+        break;
+    case O_DEBUG:
+        o->debug = 1;
+        break;
+    case O_RECURSIVE:
+        o->recursive = 1;
+        break;
     case O_EXPIRES:
         if (cli_parse_u32(val, 1, 604800, &o->expires_in) != 0) {
-            snprintf(err, cap, "--expires-in: \"%s\" is not a number of seconds in 1..604800",
-                     val);
+            snprintf(err, cap, "--expires-in: \"%s\" is not a number of seconds in 1..604800", val);
             return -1;
         }
         break;
-    case O_CONTENT_TYPE: o->content_type = val; break;
-    case O_HUMAN: o->human = 1; break;
-    case O_SUMMARIZE: o->summarize = 1; break;
+    case O_CONTENT_TYPE:
+        o->content_type = val;
+        break;
+    case O_HUMAN:
+        o->human = 1;
+        break;
+    case O_SUMMARIZE:
+        o->summarize = 1;
+        break;
     case O_METHOD:
         if (strcmp(val, "GET") && strcmp(val, "PUT") && strcmp(val, "HEAD") &&
             strcmp(val, "DELETE")) {
@@ -196,8 +240,12 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
         }
         o->method = val;
         break;
-    case O_DRYRUN: o->dryrun = 1; break;
-    case O_NO_VERIFY: o->no_verify = 1; break;
+    case O_DRYRUN:
+        o->dryrun = 1;
+        break;
+    case O_NO_VERIFY:
+        o->no_verify = 1;
+        break;
     case O_BATCH:
         if (cli_parse_size(val, &o->batch_bytes) != 0 || o->batch_bytes == 0)
             goto bad;
