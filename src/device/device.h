@@ -86,6 +86,12 @@ void s3d_device_host_free(struct s3d_device *dev, void *p, size_t size);
 int s3d_device_host_register(struct s3d_device *dev, void *p, size_t size);
 void s3d_device_host_unregister(struct s3d_device *dev, void *p);
 
+/* ---- device memory (tests and benchmarks: the library itself never allocates any) ---- */
+
+/* size bytes of device memory on ordinal (cuMemAlloc; emulated: host memory). */
+int s3d_device_mem_alloc(struct s3d_device *dev, int ordinal, size_t size, uint64_t *out);
+void s3d_device_mem_free(struct s3d_device *dev, int ordinal, uint64_t dptr); /* 0 ok */
+
 /* ---- streams, copies, events --------------------------------------------------------- */
 
 /* A non-blocking stream (CU_STREAM_NON_BLOCKING: it does not synchronize with the legacy

@@ -1,2 +1,6 @@
 set(S3D_DEVICE_SOURCES
+  src/device/cuda_dl.c
+  src/device/cufile_dl.c
+  src/device/device.c
+  src/device/device_host.c
 )

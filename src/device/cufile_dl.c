@@ -1,0 +1,332 @@
+/* cufile_dl.c - GPUDirect Storage through cuFile, loaded with dlopen("libcufile.so.0").
+ *
+ * The cuFile driver is process-wide: it is opened once, on first use, and never closed while
+ * the process runs (closing it under other users, e.g. a second client or another library, is
+ * unsafe, and the process exit releases it). When the library or the driver is missing the
+ * reason is kept and every caller is told "not available", so AUTO falls back to O_DIRECT. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "device/device_impl.h"
+
+/* ---- the subset of cufile.h we use ----------------------------------------------------- */
+
+#define CUFILEOP_BASE_ERR 5000
+#define CU_FILE_SUCCESS 0
+#define CU_FILE_HANDLE_TYPE_OPAQUE_FD 1
+
+typedef struct {
+    int err;    /* CUfileOpError */
+    int cu_err; /* CUresult, for CU_FILE_CUDA_DRIVER_ERROR */
+} CUfileError_t;
+
+typedef struct {
+    int type; /* CUfileFileHandleType */
+    union {
+        int fd;
+        void *handle;
+    } handle;
+    const void *fs_ops; /* CUfileFSOps_t *; NULL for kernel file systems */
+} CUfileDescr_t;
+
+typedef void *CUfileHandle_t;
+
+struct cufile_fns {
+    CUfileError_t (*cuFileDriverOpen)(void);
+    CUfileError_t (*cuFileHandleRegister)(CUfileHandle_t *fh, CUfileDescr_t *descr);
+    void (*cuFileHandleDeregister)(CUfileHandle_t fh);
+    CUfileError_t (*cuFileBufRegister)(const void *base, size_t length, int flags);
+    CUfileError_t (*cuFileBufDeregister)(const void *base);
+    ssize_t (*cuFileRead)(CUfileHandle_t fh, void *base, size_t size, off_t file_offset,
+                          off_t buf_offset);
+    ssize_t (*cuFileWrite)(CUfileHandle_t fh, const void *base, size_t size, off_t file_offset,
+                           off_t buf_offset);
+};
+
+/* Process-wide state. Locked part: everything, under mu, until state != 0; afterwards
+ * read-only. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_state;            /* 0 not tried, 1 usable, -1 not available */
+static char g_why[512];
+static struct cufile_fns g_f;
+
+struct s3d_cufile {
+    struct s3d_device *dev;
+    CUfileHandle_t fh;
+    int fd;
+};
+
+static const char *op_name(int e)
+{
+    static const char *const names[] = {
+        "CU_FILE_SUCCESS", "CU_FILE_DRIVER_NOT_INITIALIZED", "CU_FILE_DRIVER_INVALID_PROPS",
+        "CU_FILE_DRIVER_UNSUPPORTED_LIMIT", "CU_FILE_DRIVER_VERSION_MISMATCH",
+        "CU_FILE_DRIVER_VERSION_READ_ERROR", "CU_FILE_DRIVER_CLOSING",
+        "CU_FILE_PLATFORM_NOT_SUPPORTED", "CU_FILE_IO_NOT_SUPPORTED",
+        "CU_FILE_DEVICE_NOT_SUPPORTED", "CU_FILE_NVFS_DRIVER_ERROR", "CU_FILE_CUDA_DRIVER_ERROR",
+        "CU_FILE_CUDA_POINTER_INVALID", "CU_FILE_CUDA_MEMORY_TYPE_INVALID",
+        "CU_FILE_CUDA_POINTER_RANGE_ERROR", "CU_FILE_CUDA_CONTEXT_MISMATCH",
+        "CU_FILE_INVALID_MAPPING_SIZE", "CU_FILE_INVALID_MAPPING_RANGE",
+        "CU_FILE_INVALID_FILE_TYPE", "CU_FILE_INVALID_FILE_OPEN_FLAG",
+        "CU_FILE_DIO_NOT_SET", "CU_FILE_?", "CU_FILE_INVALID_VALUE", "CU_FILE_MEMORY_ALREADY_REGISTERED",
+        "CU_FILE_MEMORY_NOT_REGISTERED", "CU_FILE_PERMISSION_DENIED",
+        "CU_FILE_DRIVER_ALREADY_OPEN", "CU_FILE_HANDLE_NOT_REGISTERED",
+        "CU_FILE_HANDLE_ALREADY_REGISTERED", "CU_FILE_DEVICE_NOT_FOUND",
+        "CU_FILE_INTERNAL_ERROR", "CU_FILE_GETNEWFD_FAILED", "CU_FILE_?",
+        "CU_FILE_NVFS_SETUP_ERROR", "CU_FILE_IO_DISABLED", "CU_FILE_BATCH_SUBMIT_FAILED",
+        "CU_FILE_GPU_MEMORY_PINNING_FAILED",
+    };
+    if (e == 0)
+        return names[0];
+    if (e > CUFILEOP_BASE_ERR && e - CUFILEOP_BASE_ERR < (int)(sizeof(names) / sizeof(names[0])))
+        return names[e - CUFILEOP_BASE_ERR];
+    return "CU_FILE_?";
+}
+
+static void describe(CUfileError_t st, char *buf, size_t cap)
+{
+    if (st.err == CUFILEOP_BASE_ERR + 11) /* CU_FILE_CUDA_DRIVER_ERROR */
+        snprintf(buf, cap, "%s (%d, CUresult %d)", op_name(st.err), st.err, st.cu_err);
+    else
+        snprintf(buf, cap, "%s (%d)", op_name(st.err), st.err);
+}
+
+static void try_open(void)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } syms[] = {
+#define SYM(f) {#f, offsetof(struct cufile_fns, f)}
+        SYM(cuFileDriverOpen),    SYM(cuFileHandleRegister), SYM(cuFileHandleDeregister),
+        SYM(cuFileBufRegister),   SYM(cuFileBufDeregister),  SYM(cuFileRead),
+        SYM(cuFileWrite),
+#undef SYM
+    };
+    void *lib = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *e = dlerror();
+        snprintf(g_why, sizeof(g_why), "%s", e ? e : "dlopen libcufile.so.0 failed");
+        g_state = -1;
+        return;
+    }
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        void *p;
+        dlerror();
+        p = dlsym(lib, syms[i].name);
+        if (p == NULL) {
+            const char *e = dlerror();
+            snprintf(g_why, sizeof(g_why), "libcufile.so.0: %s", e ? e : syms[i].name);
+            g_state = -1;
+            return; /* the library stays loaded: unloading it is not known to be safe */
+        }
+        memcpy((char *)&g_f + syms[i].off, &p, sizeof(p));
+    }
+    CUfileError_t st = g_f.cuFileDriverOpen();
+    if (st.err != CU_FILE_SUCCESS) {
+        char what[160];
+        describe(st, what, sizeof(what));
+        snprintf(g_why, sizeof(g_why), "cuFileDriverOpen: %s", what);
+        g_state = -1;
+        return;
+    }
+    g_state = 1;
+}
+
+int s3d_cufile_available(struct s3d_device *dev, const char **why)
+{
+    const char *reason = NULL;
+    int ok = 0;
+
+    if (dev == NULL || dev->cuda == NULL) {
+        reason = dev != NULL && dev->emu != NULL ? "emulated device" : "no GPU";
+    } else if (dev->flags & S3D_DEVICE_NO_CUFILE) {
+        reason = "cuFile disabled";
+    } else {
+        /* cuFileDriverOpen needs a CUDA context on the thread. */
+        void *prev = NULL;
+        if (s3d_cuda_ctx_enter(dev, 0, &prev) < 0) {
+            reason = "no CUDA context";
+        } else {
+            pthread_mutex_lock(&g_mu);
+            if (g_state == 0) {
+                try_open();
+                if (g_state < 0)
+                    S3D_INFO("cufile: not used: %s", g_why);
+            }
+            pthread_mutex_unlock(&g_mu);
+            s3d_cuda_ctx_leave(dev, 0, prev);
+            ok = g_state > 0;
+            reason = ok ? "" : g_why;
+        }
+    }
+    if (why != NULL)
+        *why = reason;
+    return ok;
+}
+
+static int not_available(struct s3d_device *dev)
+{
+    const char *why = NULL;
+    if (s3d_cufile_available(dev, &why))
+        return 0;
+    return s3d_fail(S3D_ENOTSUP, "cuFile not available: %s", why);
+}
+
+int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out)
+{
+    struct s3d_cufile *f;
+    CUfileDescr_t d;
+    CUfileError_t st;
+    void *prev = NULL;
+    int rc;
+
+    *out = NULL;
+    if ((rc = not_available(dev)) < 0)
+        return rc;
+    f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return s3d_fail(S3D_ENOMEM, "cufile: out of memory");
+    memset(&d, 0, sizeof(d));
+    d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
+    d.handle.fd = fd;
+    d.fs_ops = NULL;
+    if ((rc = s3d_cuda_ctx_enter(dev, 0, &prev)) < 0)
+        goto fail;
+    st = g_f.cuFileHandleRegister(&f->fh, &d);
+    s3d_cuda_ctx_leave(dev, 0, prev);
+    if (st.err != CU_FILE_SUCCESS) {
+        char what[160];
+        describe(st, what, sizeof(what));
+        rc = s3d_fail(S3D_ECUFILE, "cuFileHandleRegister(fd %d): %s", fd, what);
+        goto fail;
+    }
+    f->dev = dev;
+    f->fd = fd;
+    *out = f;
+    return 0;
+fail:
+    free(f);
+    return rc;
+}
+
+void s3d_cufile_close(struct s3d_cufile *f)
+{
+    if (f == NULL)
+        return;
+    g_f.cuFileHandleDeregister(f->fh);
+    free(f);
+}
+
+int s3d_cufile_buf_register(struct s3d_device *dev, int ordinal, uint64_t dptr, size_t len)
+{
+    CUfileError_t st;
+    void *prev = NULL;
+    int rc;
+    if ((rc = not_available(dev)) < 0)
+        return rc;
+    if ((rc = s3d_cuda_ctx_enter(dev, ordinal, &prev)) < 0)
+        return rc;
+    st = g_f.cuFileBufRegister((const void *)(uintptr_t)dptr, len, 0);
+    s3d_cuda_ctx_leave(dev, ordinal, prev);
+    if (st.err != CU_FILE_SUCCESS) {
+        char what[160];
+        describe(st, what, sizeof(what));
+        return s3d_fail(S3D_ECUFILE, "cuFileBufRegister(%zu bytes): %s", len, what);
+    }
+    return 0;
+}
+
+int s3d_cufile_buf_deregister(struct s3d_device *dev, int ordinal, uint64_t dptr)
+{
+    CUfileError_t st;
+    void *prev = NULL;
+    int rc;
+    if ((rc = not_available(dev)) < 0)
+        return rc;
+    if ((rc = s3d_cuda_ctx_enter(dev, ordinal, &prev)) < 0)
+        return rc;
+    st = g_f.cuFileBufDeregister((const void *)(uintptr_t)dptr);
+    s3d_cuda_ctx_leave(dev, ordinal, prev);
+    if (st.err != CU_FILE_SUCCESS) {
+        char what[160];
+        describe(st, what, sizeof(what));
+        return s3d_fail(S3D_ECUFILE, "cuFileBufDeregister: %s", what);
+    }
+    return 0;
+}
+
+/* cuFileRead/Write return bytes, -1 with errno for a file system error, or the negated
+ * CUfileOpError. */
+static int io_fail(const char *fn, ssize_t r, uint64_t off)
+{
+    if (r == -1) {
+        int e = errno;
+        return s3d_fail(s3d_err_from_errno(e) == S3D_ENOMEM ? S3D_ENOMEM : S3D_EIO,
+                        "%s at offset %llu: %s", fn, (unsigned long long)off, strerror(e));
+    }
+    return s3d_fail(S3D_ECUFILE, "%s at offset %llu: %s (%d)", fn, (unsigned long long)off,
+                    op_name((int)-r), (int)-r);
+}
+
+/* One cuFile call moves at most this much (cuFile splits internally as well; a bound keeps
+ * off_t arithmetic and progress granular). */
+#define IO_STEP (1ull << 30)
+
+int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
+                    uint64_t file_off, uint64_t *out_n)
+{
+    uint64_t done = 0;
+    void *prev = NULL;
+    int rc;
+
+    *out_n = 0;
+    if ((rc = s3d_cuda_ctx_enter(f->dev, ordinal, &prev)) < 0)
+        return rc;
+    while (done < len) {
+        size_t step = (size_t)(len - done < IO_STEP ? len - done : IO_STEP);
+        ssize_t r = g_f.cuFileRead(f->fh, (void *)(uintptr_t)dptr, step,
+                                   (off_t)(file_off + done), (off_t)done);
+        if (r < 0) {
+            rc = io_fail("cuFileRead", r, file_off + done);
+            break;
+        }
+        if (r == 0)
+            break; /* end of file */
+        done += (uint64_t)r;
+    }
+    s3d_cuda_ctx_leave(f->dev, ordinal, prev);
+    *out_n = done;
+    return rc;
+}
+
+int s3d_cufile_write(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
+                     uint64_t file_off)
+{
+    uint64_t done = 0;
+    void *prev = NULL;
+    int rc;
+
+    if ((rc = s3d_cuda_ctx_enter(f->dev, ordinal, &prev)) < 0)
+        return rc;
+    while (done < len) {
+        size_t step = (size_t)(len - done < IO_STEP ? len - done : IO_STEP);
+        ssize_t r = g_f.cuFileWrite(f->fh, (const void *)(uintptr_t)dptr, step,
+                                    (off_t)(file_off + done), (off_t)done);
+        if (r <= 0) {
+            rc = r == 0 ? s3d_fail(S3D_EIO, "cuFileWrite at offset %llu: wrote nothing",
+                                   (unsigned long long)(file_off + done))
+                        : io_fail("cuFileWrite", r, file_off + done);
+            break;
+        }
+        done += (uint64_t)r;
+    }
+    s3d_cuda_ctx_leave(f->dev, ordinal, prev);
+    return rc;
+}
