@@ -8,10 +8,24 @@
  * Files: the shared credentials file has sections "[NAME]"; the config file has "[profile
  * NAME]" (and "[default]" / "[profile default]" for the default profile). A key whose value is
  * empty and whose following lines are indented opens a nested sub-section ("s3 =" then
- * "  addressing_style = path"). Comments start with '#' or ';' at the start of a line (after
- * blanks), or after a blank inside a value. Lines are capped at S3D_CONFIG_MAX_LINE bytes and
- * files at S3D_CONFIG_MAX_FILE. A missing file is not an error; an unreadable, oversized or
- * malformed one is S3D_ECONFIG with "FILE:LINE: what" in the message. */
+ * "  addressing_style = path"). Comments are whole lines starting with '#' or ';' (after
+ * blanks); as in the AWS CLI (Python configparser) there are no inline comments: "k = v # x"
+ * has the value "v # x". Keys are case-insensitive (lower-cased), section names are not.
+ * "key: value" is accepted like "key = value". The last of repeated keys wins. Multi-line
+ * values (an indented line after a key that has a value) are refused. Lines are capped at
+ * S3D_CONFIG_MAX_LINE bytes and files at S3D_CONFIG_MAX_FILE. A missing file is not an error;
+ * an unreadable, oversized or malformed one is S3D_ECONFIG with "FILE:LINE: what" in the
+ * message.
+ *
+ * Endpoint precedence (as botocore, plus the nested profile form): options.endpoint_url,
+ * AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the "[services NAME]" section's "s3 =" endpoint_url
+ * for the profile's "services = NAME", the profile's nested "s3 =" endpoint_url, the profile's
+ * endpoint_url, then https://s3.REGION.amazonaws.com. Environment variables set to "" count as
+ * unset. "~/" at the start of AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE is expanded from
+ * HOME; with HOME unset and no explicit path, the files are skipped.
+ *
+ * HTTP layer note: key paths may hold "." and ".." segments (they are unreserved, so not
+ * encoded); set CURLOPT_PATH_AS_IS so curl sends the path exactly as signed. */
 #ifndef S3D_S3_CONFIG_H
 #define S3D_S3_CONFIG_H
 

@@ -1,4 +1,9 @@
 set(S3D_S3_SOURCES
+  src/s3/config.c
+  src/s3/sigv4.c
+  src/s3/timefmt.c
+  src/s3/uri.c
+  src/s3/xml.c
   src/s3/http.c
   src/s3/ops.c
   src/s3/retry.c

@@ -145,7 +145,9 @@ int s3d_xml_build_complete(const struct s3d_xml_part *parts, size_t n, struct s3
  * character other than tab, LF, CR) fails with S3D_EINVAL naming it. */
 int s3d_xml_build_delete(const char *const *keys, size_t n, int quiet, struct s3d_dynbuf *out);
 
-/* Appends s[0..len) to out with & < > " ' escaped. Returns 0 or a dynbuf error (recorded). */
+/* Appends s[0..len) to out escaped for element text: & < > become entities, and CR becomes
+ * &#13; (a parser would otherwise turn it into LF). Quotes need no escaping in text and are
+ * kept. Other bytes pass through unchanged. Returns 0 or a dynbuf error (recorded). */
 int s3d_xml_escape(struct s3d_dynbuf *out, const char *s, size_t len);
 
 #endif
