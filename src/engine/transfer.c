@@ -1,0 +1,722 @@
+/* transfer.c - the public byte transfers of transfer.h, built on the engine (xfer.h).
+ *
+ * Memory: buffer transfers read and write the caller's memory directly. File, stream and copy
+ * transfers go through at most max_concurrency buffers of part_size bytes ("slots"): a
+ * download job gets a slot in its prepare hook and gives it back once written; an upload part
+ * is read into a slot in the next hook and the slot comes back in release. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/compiler.h"
+#include "common/error.h"
+#include "engine/client_impl.h"
+#include "engine/xfer.h"
+#include "s3/ops.h"
+#include "s3/uri.h"
+#include "s3direct/transfer.h"
+
+struct topts {
+    s3d_progress_fn progress;
+    void *progress_user;
+    struct s3d_cancel *cancel;
+    uint32_t max_conc;
+    uint64_t part_size;
+    const char *content_type;
+};
+
+static int resolve_opts(struct s3d_client *c, const struct s3d_transfer_options *in,
+                        struct topts *o)
+{
+    struct s3d_transfer_options t;
+    size_t n = sizeof(t);
+    memset(&t, 0, sizeof(t));
+    if (in != NULL) {
+        if (in->struct_size != 0 && in->struct_size < n)
+            n = in->struct_size;
+        memcpy(&t, in, n);
+    }
+    o->progress = t.progress;
+    o->progress_user = t.progress_user;
+    o->cancel = t.cancel;
+    o->max_conc = t.max_concurrency ? t.max_concurrency : c->max_concurrency;
+    o->part_size = t.part_size ? t.part_size : c->part_size;
+    o->content_type = t.content_type;
+    if (o->max_conc > 1024)
+        return s3d_fail(S3D_EINVAL, "max_concurrency %u is over 1024", o->max_conc);
+    if (o->part_size > (5ull << 30))
+        return s3d_fail(S3D_EINVAL, "part_size %" PRIu64 " is over 5 GiB", o->part_size);
+    return 0;
+}
+
+static int check_args(struct s3d_client *c, const char *bucket, const char *key)
+{
+    int rc = s3d_client_check(c);
+    if (rc < 0)
+        return rc;
+    if (bucket == NULL || key == NULL || key[0] == '\0')
+        return s3d_fail(S3D_EINVAL, "bucket or key is empty");
+    return s3d_bucket_name_check(bucket, strlen(bucket));
+}
+
+/* The part size for an upload of total bytes: at least the wanted size and 5 MiB, raised so
+ * that no more than 10,000 parts are needed. */
+static uint64_t upload_part_size(uint64_t wanted, uint64_t total)
+{
+    uint64_t p = S3D_MAX(wanted, S3D_MIN_PART_SIZE);
+    uint64_t min_for_total = (total + S3D_MAX_PARTS - 1) / S3D_MAX_PARTS;
+    if (p < min_for_total)
+        p = (min_for_total + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+    return p;
+}
+
+/* ---- downloads ---------------------------------------------------------------------------- */
+
+static int make_jobs(const char *bucket, const char *key, uint64_t offset, uint64_t len,
+                     uint64_t part, struct s3d_get_job **out, size_t *n_out)
+{
+    uint64_t n = len == 0 ? 0 : (len + part - 1) / part, i;
+    struct s3d_get_job *jobs;
+    *out = NULL;
+    *n_out = 0;
+    if (n == 0)
+        return 0;
+    if (n > SIZE_MAX / sizeof(*jobs))
+        return s3d_fail(S3D_ETOOBIG, "too many ranges");
+    jobs = calloc((size_t)n, sizeof(*jobs));
+    if (jobs == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory planning %" PRIu64 " ranges", n);
+    for (i = 0; i < n; i++) {
+        jobs[i].bucket = bucket;
+        jobs[i].key = key;
+        jobs[i].offset = offset + i * part;
+        jobs[i].length = S3D_MIN(part, len - i * part);
+    }
+    *out = jobs;
+    *n_out = (size_t)n;
+    return 0;
+}
+
+int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char *key,
+                           uint64_t offset, uint64_t length, void *dst, uint64_t dst_cap,
+                           uint64_t *out_len, const struct s3d_transfer_options *opts)
+{
+    struct s3d_object_info info;
+    struct s3d_get_job *jobs = NULL;
+    struct topts o;
+    uint64_t len;
+    size_t n, i;
+    int rc;
+
+    if (out_len != NULL)
+        *out_len = 0;
+    rc = check_args(c, bucket, key);
+    if (rc == 0)
+        rc = resolve_opts(c, opts, &o);
+    if (rc < 0)
+        return rc;
+    if (dst == NULL && dst_cap > 0)
+        return s3d_fail(S3D_EINVAL, "s3d_download_to_buffer: dst is NULL");
+    rc = s3d_op_head(&c->s3, bucket, key, &info);
+    if (rc < 0)
+        return rc;
+    if (offset > info.size)
+        return s3d_fail(S3D_ERANGE, "s3://%s/%s: offset %" PRIu64 " is past the end (%" PRIu64
+                        " bytes)", bucket, key, offset, info.size);
+    len = S3D_MIN(length, info.size - offset);
+    if (len > dst_cap)
+        return s3d_fail(S3D_ETOOBIG, "s3://%s/%s: %" PRIu64 " bytes do not fit the %" PRIu64
+                        "-byte buffer", bucket, key, len, dst_cap);
+    rc = make_jobs(bucket, key, offset, len, o.part_size, &jobs, &n);
+    if (rc < 0)
+        return rc;
+    for (i = 0; i < n; i++)
+        jobs[i].dst = (char *)dst + (jobs[i].offset - offset);
+    rc = s3d_xfer_get(c, jobs, n, NULL, o.max_conc, o.progress, o.progress_user, o.cancel);
+    free(jobs);
+    if (rc == 0 && out_len != NULL)
+        *out_len = len;
+    return rc;
+}
+
+/* Slots of part_size bytes, at most max_conc of them, allocated on first use. */
+struct slots {
+    char **buf;
+    int *busy;
+    size_t n;
+    uint64_t size;
+};
+
+static int slots_init(struct slots *s, size_t n, uint64_t size)
+{
+    memset(s, 0, sizeof(*s));
+    s->buf = calloc(n, sizeof(*s->buf));
+    s->busy = calloc(n, sizeof(*s->busy));
+    s->n = n;
+    s->size = size;
+    if (s->buf == NULL || s->busy == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory");
+    return 0;
+}
+
+static char *slot_get(struct slots *s)
+{
+    size_t i;
+    for (i = 0; i < s->n; i++) {
+        if (s->busy[i])
+            continue;
+        if (s->buf[i] == NULL) {
+            s->buf[i] = malloc(s->size ? s->size : 1);
+            if (s->buf[i] == NULL)
+                return NULL;
+        }
+        s->busy[i] = 1;
+        return s->buf[i];
+    }
+    return NULL;
+}
+
+static void slot_put(struct slots *s, const void *p)
+{
+    size_t i;
+    for (i = 0; i < s->n; i++)
+        if (s->buf[i] == p)
+            s->busy[i] = 0;
+}
+
+static size_t slots_free_count(const struct slots *s)
+{
+    size_t i, k = 0;
+    for (i = 0; i < s->n; i++)
+        k += !s->busy[i];
+    return k;
+}
+
+static void slots_free(struct slots *s)
+{
+    size_t i;
+    for (i = 0; s->buf != NULL && i < s->n; i++)
+        free(s->buf[i]);
+    free(s->buf);
+    free(s->busy);
+    memset(s, 0, sizeof(*s));
+}
+
+static int write_all(int fd, const char *p, size_t n, int seekable, uint64_t off,
+                     const char *what)
+{
+    while (n > 0) {
+        ssize_t w = seekable ? pwrite(fd, p, n, (off_t)off) : write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return s3d_fail(s3d_err_from_errno(errno), "write %s at %" PRIu64 ": %s", what, off,
+                            strerror(errno));
+        }
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+struct file_dl {
+    struct slots slots;
+    int fd;
+    int seekable;
+    const char *what;
+    struct s3d_get_job *jobs;
+    size_t n_jobs;
+    size_t next_write;  /* stdout: the next job to write, in order */
+};
+
+static int dl_prepare(void *ctx, struct s3d_get_job *j)
+{
+    struct file_dl *f = ctx;
+    j->dst = slot_get(&f->slots);
+    if (j->dst == NULL)
+        return slots_free_count(&f->slots) > 0
+                   ? s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer",
+                              f->slots.size)
+                   : 1;
+    return 0;
+}
+
+static int dl_done(void *ctx, struct s3d_get_job *j)
+{
+    struct file_dl *f = ctx;
+    int rc = 0;
+    if (f->seekable) {
+        rc = write_all(f->fd, j->dst, (size_t)j->length, 1, j->offset, f->what);
+        slot_put(&f->slots, j->dst);
+        return rc;
+    }
+    /* A pipe: write the jobs in order; later ones keep their slot until their turn. */
+    j->state = 1;
+    while (rc == 0 && f->next_write < f->n_jobs && f->jobs[f->next_write].state == 1) {
+        struct s3d_get_job *w = &f->jobs[f->next_write++];
+        rc = write_all(f->fd, w->dst, (size_t)w->length, 0, w->offset, f->what);
+        slot_put(&f->slots, w->dst);
+        w->state = 2;
+    }
+    return rc;
+}
+
+int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *key,
+                         const char *path, const struct s3d_transfer_options *opts)
+{
+    struct s3d_object_info info;
+    struct s3d_get_hooks hooks;
+    struct file_dl f;
+    struct topts o;
+    char *tmp = NULL;
+    int to_stdout, rc;
+
+    memset(&f, 0, sizeof(f));
+    f.fd = -1;
+    rc = check_args(c, bucket, key);
+    if (rc == 0)
+        rc = resolve_opts(c, opts, &o);
+    if (rc < 0)
+        return rc;
+    if (path == NULL || path[0] == '\0')
+        return s3d_fail(S3D_EINVAL, "s3d_download_to_file: empty path");
+    to_stdout = strcmp(path, "-") == 0;
+    rc = s3d_op_head(&c->s3, bucket, key, &info);
+    if (rc < 0)
+        return rc;
+    if (to_stdout) {
+        f.fd = STDOUT_FILENO;
+        f.what = "standard output";
+        f.seekable = 0;
+    } else {
+        size_t len = strlen(path);
+        tmp = malloc(len + 32);
+        if (tmp == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory");
+        /* Same folder as the final name, so the rename is atomic. */
+        snprintf(tmp, len + 32, "%s.s3d-tmp-XXXXXX", path);
+        f.fd = mkstemp(tmp);
+        if (f.fd < 0) {
+            rc = s3d_fail(s3d_err_from_errno(errno), "create %s: %s", tmp, strerror(errno));
+            free(tmp);
+            return rc;
+        }
+        f.what = tmp;
+        f.seekable = 1;
+    }
+    rc = make_jobs(bucket, key, 0, info.size, o.part_size, &f.jobs, &f.n_jobs);
+    if (rc == 0)
+        rc = slots_init(&f.slots, S3D_MAX(o.max_conc, 1u), S3D_MIN(o.part_size, info.size));
+    if (rc == 0) {
+        memset(&hooks, 0, sizeof(hooks));
+        hooks.prepare = dl_prepare;
+        hooks.done = dl_done;
+        hooks.ctx = &f;
+        rc = s3d_xfer_get(c, f.jobs, f.n_jobs, &hooks, o.max_conc, o.progress, o.progress_user,
+                          o.cancel);
+    }
+    if (!to_stdout) {
+        if (rc == 0 && fchmod(f.fd, 0644) < 0)
+            rc = s3d_fail(s3d_err_from_errno(errno), "chmod %s: %s", tmp, strerror(errno));
+        if (rc == 0 && fsync(f.fd) < 0)
+            rc = s3d_fail(s3d_err_from_errno(errno), "fsync %s: %s", tmp, strerror(errno));
+        if (close(f.fd) < 0 && rc == 0)
+            rc = s3d_fail(s3d_err_from_errno(errno), "close %s: %s", tmp, strerror(errno));
+        if (rc == 0 && rename(tmp, path) < 0)
+            rc = s3d_fail(s3d_err_from_errno(errno), "rename %s to %s: %s", tmp, path,
+                          strerror(errno));
+        if (rc < 0)
+            unlink(tmp);
+    }
+    slots_free(&f.slots);
+    free(f.jobs);
+    free(tmp);
+    return rc;
+}
+
+/* ---- uploads ------------------------------------------------------------------------------ */
+
+struct buf_up {
+    const char *src;
+    uint64_t len, part, next_off;
+    uint32_t next_number;
+    struct iovec iov[1];   /* not used: each part points into iovs */
+    struct iovec *iovs;    /* one per part */
+};
+
+static int bufup_next(void *ctx, struct s3d_put_part *p)
+{
+    struct buf_up *b = ctx;
+    struct iovec *v;
+    if (b->next_off >= b->len)
+        return 2;
+    v = &b->iovs[b->next_number - 1];
+    v->iov_base = (void *)(b->src + b->next_off);
+    v->iov_len = (size_t)S3D_MIN(b->part, b->len - b->next_off);
+    p->part_number = b->next_number++;
+    p->iov = v;
+    p->iovcnt = 1;
+    p->length = v->iov_len;
+    b->next_off += v->iov_len;
+    return 0;
+}
+
+static void put_opts(const struct topts *o, uint64_t total, const char *content_type,
+                     struct s3d_put_options *po)
+{
+    memset(po, 0, sizeof(*po));
+    po->content_type = content_type ? content_type : o->content_type;
+    po->max_concurrency = o->max_conc;
+    po->total_hint = total;
+    po->progress = o->progress;
+    po->progress_user = o->progress_user;
+    po->cancel = o->cancel;
+}
+
+int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, const char *key,
+                           const void *src, uint64_t len, const struct s3d_transfer_options *opts)
+{
+    struct s3d_put_options po;
+    struct topts o;
+    int rc = check_args(c, bucket, key);
+    if (rc == 0)
+        rc = resolve_opts(c, opts, &o);
+    if (rc < 0)
+        return rc;
+    if (src == NULL && len > 0)
+        return s3d_fail(S3D_EINVAL, "s3d_upload_from_buffer: src is NULL");
+    put_opts(&o, len, NULL, &po);
+    if (len < c->multipart_threshold) {
+        struct iovec v = {.iov_base = (void *)src, .iov_len = (size_t)len};
+        return s3d_xfer_put_single(c, bucket, key, &v, 1, &po);
+    } else {
+        struct buf_up b;
+        struct s3d_put_hooks h;
+        memset(&b, 0, sizeof(b));
+        b.src = src;
+        b.len = len;
+        b.part = upload_part_size(o.part_size, len);
+        b.next_number = 1;
+        b.iovs = calloc((size_t)((len + b.part - 1) / b.part), sizeof(*b.iovs));
+        if (b.iovs == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory");
+        memset(&h, 0, sizeof(h));
+        h.next = bufup_next;
+        h.ctx = &b;
+        rc = s3d_xfer_put_multipart(c, bucket, key, &h, &po);
+        free(b.iovs);
+        return rc;
+    }
+}
+
+/* Parts read from a file descriptor in order, each into a slot. */
+struct fd_up {
+    struct slots slots;
+    int fd;
+    const char *what;
+    int eof;
+    uint32_t next_number;
+    uint64_t part;
+    struct iovec *iovs;    /* one per slot */
+    char *pending;         /* a slot already filled (the first part), or NULL */
+    uint64_t pending_len;
+};
+
+/* Reads up to n bytes (fewer only at end of input). */
+static int read_full(int fd, char *p, uint64_t n, uint64_t *got, int *eof, const char *what)
+{
+    *got = 0;
+    while (*got < n) {
+        ssize_t r = read(fd, p + *got, (size_t)S3D_MIN(n - *got, (uint64_t)(1u << 30)));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return s3d_fail(s3d_err_from_errno(errno), "read %s: %s", what, strerror(errno));
+        }
+        if (r == 0) {
+            *eof = 1;
+            break;
+        }
+        *got += (uint64_t)r;
+    }
+    return 0;
+}
+
+static int fdup_next(void *ctx, struct s3d_put_part *p)
+{
+    struct fd_up *f = ctx;
+    char *buf;
+    uint64_t got;
+    size_t idx;
+    int rc;
+    if (f->pending != NULL) {
+        buf = f->pending;
+        got = f->pending_len;
+        f->pending = NULL;
+    } else {
+        if (f->eof)
+            return 2;
+        buf = slot_get(&f->slots);
+        if (buf == NULL)
+            return slots_free_count(&f->slots) > 0 ? s3d_fail(S3D_ENOMEM, "out of memory") : 1;
+        rc = read_full(f->fd, buf, f->part, &got, &f->eof, f->what);
+        if (rc < 0)
+            return rc;
+        if (got == 0) {
+            slot_put(&f->slots, buf);
+            return 2;
+        }
+    }
+    if (f->next_number > S3D_MAX_PARTS)
+        return s3d_fail(S3D_ETOOBIG, "%s: more than %u parts of %" PRIu64 " bytes; raise "
+                        "part_size", f->what, S3D_MAX_PARTS, f->part);
+    for (idx = 0; idx < f->slots.n && f->slots.buf[idx] != buf; idx++) {
+    }
+    f->iovs[idx].iov_base = buf;
+    f->iovs[idx].iov_len = (size_t)got;
+    p->part_number = f->next_number++;
+    p->iov = &f->iovs[idx];
+    p->iovcnt = 1;
+    p->length = got;
+    p->user = buf;
+    return 0;
+}
+
+static int fdup_release(void *ctx, const struct s3d_put_part *p)
+{
+    struct fd_up *f = ctx;
+    slot_put(&f->slots, p->user);
+    return 0;
+}
+
+/* Uploads what fd yields: one PUT when it ends within the first part and below the
+ * threshold, else a multipart upload. size_hint 0 = unknown. */
+static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, int fd,
+                     const char *what, uint64_t size_hint, const struct topts *o,
+                     const char *content_type)
+{
+    struct s3d_put_options po;
+    struct s3d_put_hooks h;
+    struct fd_up f;
+    uint64_t first;
+    int rc;
+
+    memset(&f, 0, sizeof(f));
+    f.fd = fd;
+    f.what = what;
+    f.part = size_hint ? upload_part_size(o->part_size, size_hint)
+                       : S3D_MAX(o->part_size, S3D_MIN_PART_SIZE);
+    if (size_hint != 0 && size_hint < c->multipart_threshold)
+        f.part = size_hint; /* one PUT of the whole file */
+    f.next_number = 1;
+    rc = slots_init(&f.slots, S3D_MAX(o->max_conc, 1u), f.part);
+    if (rc < 0)
+        goto out;
+    f.iovs = calloc(f.slots.n, sizeof(*f.iovs));
+    if (f.iovs == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory");
+        goto out;
+    }
+    f.pending = slot_get(&f.slots);
+    if (f.pending == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer", f.part);
+        goto out;
+    }
+    rc = read_full(fd, f.pending, f.part, &first, &f.eof, what);
+    if (rc < 0)
+        goto out;
+    f.pending_len = first;
+    if (!f.eof && size_hint != 0 && first == size_hint) {
+        /* A regular file read to its size: check for the end without another part. */
+        char probe;
+        ssize_t r = read(fd, &probe, 1);
+        if (r == 0)
+            f.eof = 1;
+        else if (r > 0) {
+            rc = s3d_fail(S3D_EIO, "%s grew while being uploaded", what);
+            goto out;
+        }
+    }
+    put_opts(o, size_hint, content_type, &po);
+    if (f.eof && first < c->multipart_threshold) {
+        struct iovec v = {.iov_base = f.pending, .iov_len = (size_t)first};
+        po.total_hint = first;
+        rc = s3d_xfer_put_single(c, bucket, key, &v, 1, &po);
+        goto out;
+    }
+    memset(&h, 0, sizeof(h));
+    h.next = fdup_next;
+    h.release = fdup_release;
+    h.ctx = &f;
+    rc = s3d_xfer_put_multipart(c, bucket, key, &h, &po);
+out:
+    slots_free(&f.slots);
+    free(f.iovs);
+    return rc;
+}
+
+int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *key,
+                         const char *path, const struct s3d_transfer_options *opts)
+{
+    struct topts o;
+    struct stat st;
+    int fd, rc = check_args(c, bucket, key);
+    if (rc == 0)
+        rc = resolve_opts(c, opts, &o);
+    if (rc < 0)
+        return rc;
+    if (path == NULL || path[0] == '\0')
+        return s3d_fail(S3D_EINVAL, "s3d_upload_from_file: empty path");
+    if (strcmp(path, "-") == 0)
+        return upload_fd(c, bucket, key, STDIN_FILENO, "standard input", 0, &o, NULL);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return s3d_fail(s3d_err_from_errno(errno), "open %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) < 0) {
+        rc = s3d_fail(s3d_err_from_errno(errno), "stat %s: %s", path, strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        rc = s3d_fail(S3D_EINVAL, "%s is a directory", path);
+    } else {
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        rc = upload_fd(c, bucket, key, fd, path, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0,
+                       &o, NULL);
+    }
+    close(fd);
+    return rc;
+}
+
+/* ---- copy: ranged GETs of a window of parts, then those parts uploaded --------------------- */
+
+struct copy_ctx {
+    struct s3d_client *c;
+    const char *bucket, *key;
+    uint64_t size, part, next_off;
+    uint32_t next_number;
+    struct topts *o;
+    struct slots slots;
+    struct s3d_get_job *win;   /* the fetched window, one per slot */
+    size_t win_n, win_next;
+    struct iovec *iovs;
+};
+
+static int copy_next(void *ctx, struct s3d_put_part *p)
+{
+    struct copy_ctx *x = ctx;
+    struct s3d_get_job *j;
+    size_t k;
+    int rc;
+    if (x->win_next == x->win_n) {
+        if (x->next_off >= x->size)
+            return 2;
+        /* Fetch the next window only when every slot is back: memory stays bounded. */
+        if (slots_free_count(&x->slots) < x->slots.n)
+            return 1;
+        x->win_n = 0;
+        x->win_next = 0;
+        for (k = 0; k < x->slots.n && x->next_off < x->size; k++) {
+            j = &x->win[k];
+            memset(j, 0, sizeof(*j));
+            j->bucket = x->bucket;
+            j->key = x->key;
+            j->offset = x->next_off;
+            j->length = S3D_MIN(x->part, x->size - x->next_off);
+            j->dst = slot_get(&x->slots);
+            if (j->dst == NULL)
+                return s3d_fail(S3D_ENOMEM, "out of memory for a copy buffer");
+            x->next_off += j->length;
+            x->win_n++;
+        }
+        rc = s3d_xfer_get(x->c, x->win, x->win_n, NULL, x->o->max_conc, NULL, NULL,
+                          x->o->cancel);
+        if (rc < 0)
+            return rc;
+    }
+    j = &x->win[x->win_next];
+    x->iovs[x->win_next].iov_base = j->dst;
+    x->iovs[x->win_next].iov_len = (size_t)j->length;
+    p->part_number = x->next_number++;
+    p->iov = &x->iovs[x->win_next];
+    p->iovcnt = 1;
+    p->length = j->length;
+    p->user = j->dst;
+    x->win_next++;
+    return 0;
+}
+
+static int copy_release(void *ctx, const struct s3d_put_part *p)
+{
+    struct copy_ctx *x = ctx;
+    slot_put(&x->slots, p->user);
+    return 0;
+}
+
+int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *src_key,
+                    const char *dst_bucket, const char *dst_key,
+                    const struct s3d_transfer_options *opts)
+{
+    struct s3d_object_info info;
+    struct s3d_put_options po;
+    struct topts o;
+    int rc = check_args(c, src_bucket, src_key);
+    if (rc == 0)
+        rc = check_args(c, dst_bucket, dst_key);
+    if (rc == 0)
+        rc = resolve_opts(c, opts, &o);
+    if (rc < 0)
+        return rc;
+    rc = s3d_op_head(&c->s3, src_bucket, src_key, &info);
+    if (rc < 0)
+        return rc;
+    put_opts(&o, info.size, o.content_type ? o.content_type
+                            : (info.content_type[0] ? info.content_type : NULL), &po);
+    if (info.size < c->multipart_threshold) {
+        char *buf = malloc(info.size ? info.size : 1);
+        struct iovec v;
+        if (buf == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory");
+        if (info.size > 0)
+            rc = s3d_op_get_range(&c->s3, src_bucket, src_key, 0, info.size, buf);
+        if (rc == 0) {
+            v.iov_base = buf;
+            v.iov_len = (size_t)info.size;
+            rc = s3d_xfer_put_single(c, dst_bucket, dst_key, &v, 1, &po);
+        }
+        free(buf);
+        return rc;
+    } else {
+        struct copy_ctx x;
+        struct s3d_put_hooks h;
+        memset(&x, 0, sizeof(x));
+        x.c = c;
+        x.bucket = src_bucket;
+        x.key = src_key;
+        x.size = info.size;
+        x.part = upload_part_size(o.part_size, info.size);
+        x.next_number = 1;
+        x.o = &o;
+        rc = slots_init(&x.slots, S3D_MAX(o.max_conc, 1u), x.part);
+        x.win = calloc(x.slots.n, sizeof(*x.win));
+        x.iovs = calloc(x.slots.n, sizeof(*x.iovs));
+        if (rc == 0 && (x.win == NULL || x.iovs == NULL))
+            rc = s3d_fail(S3D_ENOMEM, "out of memory");
+        if (rc == 0) {
+            memset(&h, 0, sizeof(h));
+            h.next = copy_next;
+            h.release = copy_release;
+            h.ctx = &x;
+            rc = s3d_xfer_put_multipart(c, dst_bucket, dst_key, &h, &po);
+        }
+        slots_free(&x.slots);
+        free(x.win);
+        free(x.iovs);
+        return rc;
+    }
+}

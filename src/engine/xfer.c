@@ -1,0 +1,692 @@
+/* xfer.c - the parallel transfer engine (contract in xfer.h).
+ *
+ * One event loop on the calling thread drives up to N requests at once on a multi handle
+ * taken from the client (its kept-alive connections come with it). Each request is an
+ * "item": an op (s3/s3ctx.h), its easy handle, and its retry state. An item that fails with
+ * a transient error waits out its backoff in the WAITING state while the others go on; it
+ * restarts when its time has come and a connection is free (retries go before new work).
+ * A ranged GET that broke mid-body restarts at the first byte not yet received.
+ *
+ * Loop turn: cancel check -> restart due retries -> feed new work (prepare / next hooks) ->
+ * curl_multi_perform -> judge finished requests -> poll hook -> progress -> curl_multi_poll
+ * (short when a hook is waiting for its own work, else until the next retry or 100 ms).
+ *
+ * The same loop runs downloads (GET jobs), multipart parts, and single PUTs: the kinds differ
+ * only in how they feed, build an attempt, and finish. */
+#include "engine/xfer.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/compiler.h"
+#include "common/crc32c.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/client_impl.h"
+#include "s3/ops.h"
+
+enum item_state { ITEM_FREE = 0, ITEM_RUNNING, ITEM_WAITING };
+enum eng_kind { KIND_GET, KIND_PART, KIND_SINGLE };
+
+struct item {
+    int state;
+    CURL *e;                  /* created on first use, reset per attempt */
+    struct s3d_s3_op op;
+    uint32_t attempts;
+    uint64_t retry_at;
+    struct s3d_retry_policy pol;
+    /* GET */
+    struct s3d_get_job *job;
+    /* PUT */
+    struct s3d_put_part part;
+    int synthetic;            /* the empty part 1 of an upload that got no parts */
+    char number[12];
+    char crc[S3D_CRC32C_B64_LEN];
+};
+
+struct engine {
+    struct s3d_client *c;
+    enum eng_kind kind;
+    CURLM *m;
+    struct item *items;
+    size_t n_items;
+    size_t in_flight, waiting;
+    uint32_t max_conc;
+    s3d_progress_fn progress;
+    void *progress_user;
+    struct s3d_cancel *cancel;
+    int (*poll)(void *ctx);
+    void *hook_ctx;
+    uint64_t total;           /* for progress */
+    uint64_t done_bytes;      /* of finished items */
+    uint64_t last_progress_ms;
+    int feed_done;
+    int feed_blocked;         /* a hook said "not yet" this turn */
+    /* GET */
+    struct s3d_get_job *jobs;
+    size_t n_jobs, next_job;
+    const struct s3d_get_hooks *gh;
+    /* PUT */
+    const char *bucket, *key;
+    const char *upload_id;
+    const struct s3d_put_hooks *ph;
+    struct s3d_op_part *parts;  /* accepted parts */
+    size_t n_parts, cap_parts;
+    size_t handed_out;
+    unsigned char *seen;        /* part numbers handed out, 1..10000 */
+    const struct iovec *single_iov;
+    int single_iovcnt;
+    uint64_t single_len;
+    char etag[80];
+};
+
+static void item_reset(struct item *it)
+{
+    CURL *e = it->e;
+    s3d_s3_op_cleanup(&it->op);
+    memset(it, 0, sizeof(*it));
+    it->e = e;
+}
+
+/* Builds and starts one attempt of an item whose op fields are set. */
+static int start_attempt(struct engine *g, struct item *it)
+{
+    int rc;
+    if (it->e == NULL) {
+        it->e = curl_easy_init();
+        if (it->e == NULL)
+            return s3d_fail(S3D_ENOMEM, "curl_easy_init failed");
+    } else {
+        curl_easy_reset(it->e);
+    }
+    if (it->attempts == 0)
+        s3d_s3ctx_retry_policy(&g->c->s3, &it->pol);
+    it->attempts++;
+    if (g->kind == KIND_GET) {
+        struct s3d_get_job *j = it->job;
+        uint64_t first = j->offset + j->received, last = j->offset + j->length - 1;
+        rc = s3d_s3_op_set_range(&it->op, first, last);
+        if (rc < 0)
+            return rc;
+        it->op.dst = (char *)j->dst + j->received;
+        it->op.dst_cap = j->length - j->received;
+        it->op.exact_length = 1;
+    }
+    if (it->pol.deadline_ms != 0) {
+        uint64_t now = s3d_now_ms();
+        it->op.req.timeout_ms = now < it->pol.deadline_ms ? (long)(it->pol.deadline_ms - now)
+                                                          : 1;
+    }
+    rc = s3d_s3_op_prepare(&g->c->s3, &it->op, it->e);
+    if (rc < 0)
+        return rc;
+    curl_easy_setopt(it->e, CURLOPT_PRIVATE, it);
+    if (curl_multi_add_handle(g->m, it->e) != CURLM_OK)
+        return s3d_fail(S3D_ENOMEM, "curl_multi_add_handle failed");
+    if (it->state == ITEM_WAITING)
+        g->waiting--;
+    it->state = ITEM_RUNNING;
+    g->in_flight++;
+    return 0;
+}
+
+static struct item *free_item(struct engine *g)
+{
+    size_t i;
+    for (i = 0; i < g->n_items; i++)
+        if (g->items[i].state == ITEM_FREE)
+            return &g->items[i];
+    return NULL;
+}
+
+/* ---- feeding ------------------------------------------------------------------------------ */
+
+static int feed_get(struct engine *g, struct item *it)
+{
+    struct s3d_get_job *j;
+    int r;
+    if (g->next_job >= g->n_jobs)
+        return 2;
+    j = &g->jobs[g->next_job];
+    if (j->length == 0)
+        return s3d_fail(S3D_EINVAL, "GetObject s3://%s/%s: empty range at %" PRIu64, j->bucket,
+                        j->key, j->offset);
+    if (g->gh != NULL && g->gh->prepare != NULL) {
+        r = g->gh->prepare(g->gh->ctx, j);
+        if (r != 0)
+            return r;
+    }
+    if (j->dst == NULL)
+        return s3d_fail(S3D_EINVAL, "GetObject s3://%s/%s: no destination for the range at %" PRIu64,
+                        j->bucket, j->key, j->offset);
+    if (j->received > j->length)
+        return s3d_fail(S3D_EINVAL, "GetObject s3://%s/%s: job already past its length",
+                        j->bucket, j->key);
+    g->next_job++;
+    if (j->received == j->length) {
+        /* Nothing left (a caller re-running finished jobs). */
+        g->done_bytes += j->length;
+        if (g->gh != NULL && g->gh->done != NULL) {
+            r = g->gh->done(g->gh->ctx, j);
+            return r < 0 ? r : 0;
+        }
+        return 0;
+    }
+    item_reset(it);
+    it->job = j;
+    s3d_op_get_init(&it->op, j->bucket, j->key, j->offset + j->received,
+                    j->offset + j->length - 1, (char *)j->dst + j->received);
+    return start_attempt(g, it);
+}
+
+static int feed_part(struct engine *g, struct item *it)
+{
+    struct s3d_put_part p;
+    uint32_t crc = 0;
+    int r, i;
+
+    memset(&p, 0, sizeof(p));
+    r = g->ph->next(g->ph->ctx, &p);
+    if (r == 2 && g->handed_out == 0) {
+        /* S3 cannot complete an upload with no part: send one empty part. */
+        p.part_number = 1;
+        p.iov = NULL;
+        p.iovcnt = 0;
+        p.length = 0;
+        r = 0;
+        item_reset(it);
+        it->synthetic = 1;
+    } else if (r != 0) {
+        return r;
+    } else {
+        uint64_t sum = 0;
+        item_reset(it);
+        if (p.part_number < 1 || p.part_number > S3D_MAX_PARTS)
+            return s3d_fail(S3D_EINVAL, "UploadPart s3://%s/%s: part number %u not in 1..%u",
+                            g->bucket, g->key, p.part_number, S3D_MAX_PARTS);
+        if (g->seen[p.part_number])
+            return s3d_fail(S3D_EINVAL, "UploadPart s3://%s/%s: part number %u handed out twice",
+                            g->bucket, g->key, p.part_number);
+        for (i = 0; i < p.iovcnt; i++)
+            sum += p.iov[i].iov_len;
+        if (sum != p.length)
+            return s3d_fail(S3D_EINVAL,
+                            "UploadPart s3://%s/%s: part %u length %" PRIu64
+                            " is not the sum of its iovec (%" PRIu64 ")",
+                            g->bucket, g->key, p.part_number, p.length, sum);
+    }
+    g->seen[p.part_number] = 1;
+    g->handed_out++;
+    it->part = p;
+    for (i = 0; i < p.iovcnt; i++)
+        crc = s3d_crc32c(crc, p.iov[i].iov_base, p.iov[i].iov_len);
+    s3d_crc32c_base64(crc, it->crc);
+    s3d_op_upload_part_init(&it->op, g->bucket, g->key, g->upload_id, p.part_number, it->number,
+                            p.iov, p.iovcnt, p.length, it->crc);
+    return start_attempt(g, it);
+}
+
+static int feed_single(struct engine *g, struct item *it)
+{
+    uint64_t len = 0;
+    int i;
+    if (g->handed_out > 0)
+        return 2;
+    for (i = 0; i < g->single_iovcnt; i++)
+        len += g->single_iov[i].iov_len;
+    g->handed_out = 1;
+    item_reset(it);
+    it->op.operation = "PutObject";
+    it->op.method = "PUT";
+    it->op.bucket = g->bucket;
+    it->op.key = g->key;
+    it->op.iov = g->single_iov;
+    it->op.iovcnt = g->single_iovcnt;
+    it->op.body_len = len;
+    s3d_s3_op_add_header(&it->op, "Content-Type",
+                         g->upload_id ? g->upload_id : "application/octet-stream");
+    return start_attempt(g, it);
+}
+
+static int feed(struct engine *g, struct item *it)
+{
+    switch (g->kind) {
+    case KIND_GET:
+        return feed_get(g, it);
+    case KIND_PART:
+        return feed_part(g, it);
+    case KIND_SINGLE:
+        return feed_single(g, it);
+    }
+    return 2;
+}
+
+/* ---- finishing ---------------------------------------------------------------------------- */
+
+static int part_cmp(const void *a, const void *b)
+{
+    const struct s3d_op_part *x = a, *y = b;
+    return x->part_number < y->part_number ? -1 : x->part_number > y->part_number;
+}
+
+static int finish_ok(struct engine *g, struct item *it)
+{
+    int rc = 0;
+    switch (g->kind) {
+    case KIND_GET:
+        it->job->received = it->job->length;
+        g->done_bytes += it->job->length;
+        if (g->gh != NULL && g->gh->done != NULL)
+            rc = g->gh->done(g->gh->ctx, it->job);
+        break;
+    case KIND_PART: {
+        struct s3d_op_part *p;
+        if (it->op.req.resp.etag[0] == '\0') {
+            struct s3d_err_s3 d = {.operation = "UploadPart", .bucket = g->bucket,
+                                   .key = g->key, .http_status = (int)it->op.req.resp.status,
+                                   .request_id = it->op.req.resp.request_id};
+            return s3d_fail_s3(S3D_EPROTO, &d, "UploadPart s3://%s/%s part %u: no ETag in the "
+                               "response", g->bucket, g->key, it->part.part_number);
+        }
+        if (g->n_parts == g->cap_parts) {
+            size_t cap = g->cap_parts ? g->cap_parts * 2 : 64;
+            struct s3d_op_part *np = realloc(g->parts, cap * sizeof(*np));
+            if (np == NULL)
+                return s3d_fail(S3D_ENOMEM, "out of memory recording parts");
+            g->parts = np;
+            g->cap_parts = cap;
+        }
+        p = &g->parts[g->n_parts++];
+        memset(p, 0, sizeof(*p));
+        p->part_number = it->part.part_number;
+        snprintf(p->etag, sizeof(p->etag), "%s", it->op.req.resp.etag);
+        snprintf(p->crc32c, sizeof(p->crc32c), "%s", it->crc);
+        g->done_bytes += it->part.length;
+        if (!it->synthetic && g->ph->release != NULL)
+            rc = g->ph->release(g->ph->ctx, &it->part);
+        break;
+    }
+    case KIND_SINGLE:
+        snprintf(g->etag, sizeof(g->etag), "%s", it->op.req.resp.etag);
+        g->done_bytes += it->op.body_len;
+        break;
+    }
+    return rc;
+}
+
+/* A failed attempt: keep what arrived of a GET, then retry or give up. */
+static int finish_err(struct engine *g, struct item *it, int err)
+{
+    const struct s3d_http_resp *r = &it->op.req.resp;
+    uint64_t delay;
+    if (g->kind == KIND_GET && r->status == 206 && !r->overflow)
+        it->job->received += r->received;
+    if (!s3d_retry_decide(&it->pol, it->attempts, err, (int)r->status, it->op.s3_code,
+                          s3d_now_ms(), s3d_retry_random(), &delay)) {
+        if (it->attempts > 1 && s3d_s3_op_transient(&it->op, err))
+            s3d_fail_prefix(err, "after %u attempts", it->attempts);
+        return err;
+    }
+    S3D_DEBUG("%s s3://%s/%s: attempt %u failed (%s); retry in %" PRIu64 " ms",
+              it->op.operation, it->op.bucket, it->op.key, it->attempts,
+              s3d_last_error_message(), delay);
+    it->state = ITEM_WAITING;
+    it->retry_at = s3d_now_ms() + delay;
+    g->waiting++;
+    return 0;
+}
+
+static int check_range_status(struct engine *g, struct item *it)
+{
+    /* A server that ignores Range answers 200 with the whole object: right only when we
+     * asked from byte 0 (and then the length check catches a longer object). */
+    const struct s3d_http_resp *r = &it->op.req.resp;
+    if (g->kind == KIND_GET && r->status == 200 && it->job->offset + it->job->received != 0) {
+        struct s3d_err_s3 d = {.operation = "GetObject", .bucket = it->job->bucket,
+                               .key = it->job->key, .http_status = 200,
+                               .request_id = r->request_id};
+        return s3d_fail_s3(S3D_EPROTO, &d,
+                           "GetObject s3://%s/%s: the server ignored the Range header (HTTP "
+                           "200 for a range from byte %" PRIu64 ")",
+                           it->job->bucket, it->job->key, it->job->offset + it->job->received);
+    }
+    return 0;
+}
+
+static int drain(struct engine *g)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(g->m, &left)) != NULL) {
+        struct item *it = NULL;
+        int rc;
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&it);
+        CURLcode cc = msg->data.result;
+        curl_multi_remove_handle(g->m, it->e);
+        g->in_flight--;
+        it->state = ITEM_FREE;
+        rc = s3d_s3_op_result(&g->c->s3, &it->op, it->e, cc);
+        if (rc == 0)
+            rc = check_range_status(g, it);
+        if (rc == 0) {
+            rc = finish_ok(g, it);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        rc = finish_err(g, it, rc);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static uint64_t bytes_so_far(const struct engine *g)
+{
+    uint64_t b = g->done_bytes;
+    size_t i;
+    for (i = 0; i < g->n_items; i++) {
+        const struct item *it = &g->items[i];
+        if (it->state == ITEM_FREE)
+            continue;
+        if (g->kind == KIND_GET) {
+            b += it->job->received;
+            if (it->state == ITEM_RUNNING && it->op.req.resp.status == 206)
+                b += it->op.req.resp.received;
+        } else if (it->state == ITEM_RUNNING) {
+            b += it->op.req.sent;
+        }
+    }
+    return g->total && b > g->total ? g->total : b;
+}
+
+static int report_progress(struct engine *g, int force)
+{
+    uint64_t now;
+    if (g->progress == NULL)
+        return 0;
+    now = s3d_now_ms();
+    if (!force && now - g->last_progress_ms < 10)
+        return 0;
+    g->last_progress_ms = now;
+    if (g->progress(g->progress_user, bytes_so_far(g), g->total) != 0)
+        return s3d_fail(S3D_ECANCELED, "transfer canceled by the progress callback");
+    return 0;
+}
+
+/* The loop. Returns 0 when every item finished, else the first error (recorded). */
+static int run(struct engine *g)
+{
+    int rc = 0;
+    size_t i;
+
+    g->n_items = (size_t)g->max_conc * 2;
+    g->items = calloc(g->n_items, sizeof(*g->items));
+    if (g->items == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory starting a transfer");
+    g->m = s3d_s3ctx_multi_acquire(&g->c->s3);
+    if (g->m == NULL) {
+        rc = S3D_ENOMEM;
+        goto out;
+    }
+    for (;;) {
+        int running = 0;
+        long timeout = 100;
+        uint64_t now = s3d_now_ms();
+
+        if (s3d_cancel_is_set(g->cancel)) {
+            rc = s3d_fail(S3D_ECANCELED, "transfer canceled");
+            goto out;
+        }
+        /* Retries whose backoff is over go first. */
+        for (i = 0; i < g->n_items && g->in_flight < g->max_conc; i++) {
+            struct item *it = &g->items[i];
+            if (it->state == ITEM_WAITING && it->retry_at <= now) {
+                rc = start_attempt(g, it);
+                if (rc < 0)
+                    goto out;
+            }
+        }
+        g->feed_blocked = 0;
+        while (!g->feed_done && g->in_flight < g->max_conc) {
+            struct item *it = free_item(g);
+            int r;
+            if (it == NULL)
+                break;
+            r = feed(g, it);
+            if (r < 0) {
+                rc = r;
+                goto out;
+            }
+            if (r == 1) {
+                g->feed_blocked = 1;
+                break;
+            }
+            if (r == 2)
+                g->feed_done = 1;
+        }
+        if (g->feed_done && g->in_flight == 0 && g->waiting == 0)
+            break;
+        if (curl_multi_perform(g->m, &running) != CURLM_OK) {
+            rc = s3d_fail(S3D_ENOMEM, "curl_multi_perform failed");
+            goto out;
+        }
+        rc = drain(g);
+        if (rc < 0)
+            goto out;
+        if (g->poll != NULL) {
+            int p = g->poll(g->hook_ctx);
+            if (p < 0) {
+                rc = p;
+                goto out;
+            }
+            if (p > 0)
+                g->feed_blocked = 1;
+        }
+        rc = report_progress(g, 0);
+        if (rc < 0)
+            goto out;
+        if (g->feed_blocked)
+            timeout = 2;
+        for (i = 0; i < g->n_items; i++) {
+            const struct item *it = &g->items[i];
+            if (it->state == ITEM_WAITING) {
+                uint64_t t = s3d_now_ms();
+                long wait = it->retry_at > t ? (long)(it->retry_at - t) : 0;
+                timeout = S3D_MIN(timeout, wait);
+            }
+        }
+        if (g->in_flight > 0 || timeout > 0)
+            curl_multi_poll(g->m, NULL, 0, (int)timeout, NULL);
+    }
+    /* Everything transferred: let the caller finish its asynchronous work. */
+    while (g->poll != NULL) {
+        int p = g->poll(g->hook_ctx);
+        if (p < 0) {
+            rc = p;
+            goto out;
+        }
+        if (p == 0)
+            break;
+        if (s3d_cancel_is_set(g->cancel)) {
+            rc = s3d_fail(S3D_ECANCELED, "transfer canceled");
+            goto out;
+        }
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    rc = report_progress(g, 1);
+out:
+    for (i = 0; i < g->n_items; i++) {
+        struct item *it = &g->items[i];
+        if (it->state == ITEM_RUNNING)
+            curl_multi_remove_handle(g->m, it->e);
+        s3d_s3_op_cleanup(&it->op);
+        if (it->e != NULL)
+            curl_easy_cleanup(it->e);
+    }
+    free(g->items);
+    g->items = NULL;
+    s3d_s3ctx_multi_release(&g->c->s3, g->m);
+    g->m = NULL;
+    return rc;
+}
+
+/* ---- public (internal) entry points -------------------------------------------------------- */
+
+int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
+                 const struct s3d_get_hooks *hooks, uint32_t max_concurrency,
+                 s3d_progress_fn progress, void *progress_user, struct s3d_cancel *cancel)
+{
+    struct engine g;
+    size_t i;
+    int rc = s3d_client_check(c);
+    if (rc < 0)
+        return rc;
+    if (n > 0 && jobs == NULL)
+        return s3d_fail(S3D_EINVAL, "s3d_xfer_get: jobs is NULL");
+    memset(&g, 0, sizeof(g));
+    g.c = c;
+    g.kind = KIND_GET;
+    g.jobs = jobs;
+    g.n_jobs = n;
+    g.gh = hooks;
+    g.max_conc = max_concurrency ? max_concurrency : c->max_concurrency;
+    g.progress = progress;
+    g.progress_user = progress_user;
+    g.cancel = cancel;
+    g.poll = hooks ? hooks->poll : NULL;
+    g.hook_ctx = hooks ? hooks->ctx : NULL;
+    for (i = 0; i < n; i++)
+        g.total += jobs[i].length;
+    return run(&g);
+}
+
+/* Keeps the first failure's detail across the abort that follows it. */
+struct saved_err {
+    int code;
+    struct s3d_err_s3 d;
+    char message[1536], operation[64], bucket[256], key[1024], s3_code[128], s3_message[512],
+        request_id[160];
+};
+
+static void err_save(struct saved_err *s, int code)
+{
+    struct s3d_error_info e;
+    s3d_last_error(&e);
+    s->code = code;
+    snprintf(s->message, sizeof(s->message), "%s", e.message);
+    snprintf(s->operation, sizeof(s->operation), "%s", e.operation);
+    snprintf(s->bucket, sizeof(s->bucket), "%s", e.bucket);
+    snprintf(s->key, sizeof(s->key), "%s", e.key);
+    snprintf(s->s3_code, sizeof(s->s3_code), "%s", e.s3_code);
+    snprintf(s->s3_message, sizeof(s->s3_message), "%s", e.s3_message);
+    snprintf(s->request_id, sizeof(s->request_id), "%s", e.request_id);
+    memset(&s->d, 0, sizeof(s->d));
+    s->d.operation = s->operation;
+    s->d.bucket = s->bucket;
+    s->d.key = s->key;
+    s->d.http_status = e.http_status;
+    s->d.s3_code = s->s3_code;
+    s->d.s3_message = s->s3_message;
+    s->d.request_id = s->request_id;
+}
+
+static int err_restore(const struct saved_err *s)
+{
+    return s3d_fail_s3(s->code, &s->d, "%s", s->message);
+}
+
+int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char *key,
+                           const struct s3d_put_hooks *hooks, const struct s3d_put_options *o)
+{
+    struct engine g;
+    char *upload_id = NULL;
+    int rc = s3d_client_check(c);
+    if (rc < 0)
+        return rc;
+    if (hooks == NULL || hooks->next == NULL)
+        return s3d_fail(S3D_EINVAL, "s3d_xfer_put_multipart: no next hook");
+    memset(&g, 0, sizeof(g));
+    g.seen = calloc(S3D_MAX_PARTS + 1, 1);
+    if (g.seen == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory starting an upload");
+    if (o != NULL && s3d_cancel_is_set(o->cancel)) {
+        rc = s3d_fail(S3D_ECANCELED, "upload of s3://%s/%s canceled", bucket, key);
+        goto out;
+    }
+    rc = s3d_op_create_multipart(&c->s3, bucket, key, o ? o->content_type : NULL, &upload_id);
+    if (rc < 0)
+        goto out;
+    g.c = c;
+    g.kind = KIND_PART;
+    g.bucket = bucket;
+    g.key = key;
+    g.upload_id = upload_id;
+    g.ph = hooks;
+    g.max_conc = o && o->max_concurrency ? o->max_concurrency : c->max_concurrency;
+    g.total = o ? o->total_hint : 0;
+    g.progress = o ? o->progress : NULL;
+    g.progress_user = o ? o->progress_user : NULL;
+    g.cancel = o ? o->cancel : NULL;
+    g.poll = hooks->poll;
+    g.hook_ctx = hooks->ctx;
+    rc = run(&g);
+    if (rc == 0 && s3d_cancel_is_set(g.cancel))
+        rc = s3d_fail(S3D_ECANCELED, "upload of s3://%s/%s canceled", bucket, key);
+    if (rc == 0) {
+        qsort(g.parts, g.n_parts, sizeof(*g.parts), part_cmp);
+        rc = s3d_op_complete_multipart(&c->s3, bucket, key, upload_id, g.parts, g.n_parts);
+    }
+    if (rc < 0) {
+        /* The object at the key must stay what it was: abort, keep the first error. */
+        struct saved_err *se = malloc(sizeof(*se));
+        if (se != NULL)
+            err_save(se, rc);
+        if (s3d_op_abort_multipart(&c->s3, bucket, key, upload_id) < 0)
+            S3D_WARN("aborting upload %s of s3://%s/%s failed: %s", upload_id, bucket, key,
+                     s3d_last_error_message());
+        if (se != NULL) {
+            err_restore(se);
+            free(se);
+        }
+    }
+out:
+    free(upload_id);
+    free(g.parts);
+    free(g.seen);
+    return rc;
+}
+
+int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *key,
+                        const struct iovec *iov, int iovcnt, const struct s3d_put_options *o)
+{
+    struct engine g;
+    uint64_t len = 0;
+    int i, rc = s3d_client_check(c);
+    if (rc < 0)
+        return rc;
+    for (i = 0; i < iovcnt; i++)
+        len += iov[i].iov_len;
+    if (len > S3D_MAX_SINGLE_PUT)
+        return s3d_fail(S3D_ETOOBIG, "PutObject s3://%s/%s: %" PRIu64 " bytes is over the 5 GiB "
+                        "limit of one PUT", bucket, key, len);
+    memset(&g, 0, sizeof(g));
+    g.c = c;
+    g.kind = KIND_SINGLE;
+    g.bucket = bucket;
+    g.key = key;
+    /* upload_id carries the content type for a single PUT. */
+    g.upload_id = o && o->content_type ? o->content_type : NULL;
+    g.single_iov = iov;
+    g.single_iovcnt = iovcnt;
+    g.max_conc = 1;
+    g.total = len;
+    g.progress = o ? o->progress : NULL;
+    g.progress_user = o ? o->progress_user : NULL;
+    g.cancel = o ? o->cancel : NULL;
+    return run(&g);
+}
