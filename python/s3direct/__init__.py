@@ -1,0 +1,75 @@
+"""s3direct: PyTorch tensors between GPU or host memory and S3 or local files, as safetensors.
+
+All byte moving happens in the C library (libs3direct.so, found through S3D_LIBRARY, the
+package's _lib/, $S3D_BUILD_DIR or build/); this package describes tensors and calls it.
+
+    s3direct.save(state, "s3://bucket/ckpt.safetensors")
+    state = s3direct.load("s3://bucket/ckpt.safetensors", device="cuda")
+    s3direct.load_into({"model": model, "optim": optimizer}, uri)
+    fut = s3direct.save_async(state, uri); ...; fut.result()
+    torch.save(obj, s3direct.writer(uri)); torch.load(s3direct.reader(uri))
+    s3direct.dcp.S3DirectStorageWriter / S3DirectStorageReader  (torch.distributed.checkpoint)
+
+See docs/python.md.
+"""
+
+from __future__ import annotations
+
+from ._checkpoint import (
+    CheckpointReader,
+    load,
+    load_into,
+    open_checkpoint,
+    save,
+    save_async,
+)
+from .client import Client, default_client
+from .errors import (
+    AccessDenied,
+    BucketAlreadyExists,
+    Cancelled,
+    ChecksumMismatch,
+    ConfigError,
+    DeviceError,
+    FormatError,
+    InvalidAccessKeyId,
+    InvalidArgument,
+    NoCredentials,
+    NoSuchBucket,
+    NoSuchKey,
+    NotSupported,
+    PickleRefused,
+    S3DirectError,
+    SignatureDoesNotMatch,
+    StateMismatch,
+    TransferError,
+)
+from .streams import reader, writer
+
+__version__ = "0.1.0"
+
+
+def library_version() -> str:
+    """The version string of the loaded libs3direct.so."""
+    from . import _capi
+
+    return _capi.lib().s3d_version_string().decode()
+
+
+def __getattr__(name):
+    # torch.distributed.checkpoint is imported only when s3direct.dcp is used.
+    if name == "dcp":
+        import importlib
+
+        return importlib.import_module(".dcp", __name__)
+    raise AttributeError(f"module 's3direct' has no attribute {name!r}")
+
+
+__all__ = [
+    "save", "load", "load_into", "save_async", "open_checkpoint", "CheckpointReader",
+    "Client", "default_client", "reader", "writer", "library_version",
+    "S3DirectError", "NoSuchKey", "NoSuchBucket", "AccessDenied", "SignatureDoesNotMatch",
+    "InvalidAccessKeyId", "ChecksumMismatch", "FormatError", "TransferError", "ConfigError",
+    "NoCredentials", "DeviceError", "Cancelled", "NotSupported", "BucketAlreadyExists",
+    "InvalidArgument", "StateMismatch", "PickleRefused",
+]

@@ -1,0 +1,537 @@
+"""save / load / load_into / save_async: describe tensors, call the C checkpoint API.
+
+Python never touches tensor bytes here: it hands the C writer (data_ptr, device, dtype, shape)
+of each tensor and the C reader (data_ptr, capacity) of each freshly allocated or existing
+destination. See docs/python.md for the user-facing contract.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import os
+import threading
+
+import torch
+
+from . import _capi, _dtypes, _tree, errors
+from ._capi import enc
+from ._progress import Progress
+from .client import resolve
+
+INDEX_SUFFIX = ".safetensors.index.json"
+_RESERVED_PREFIX = "s3direct."
+
+
+# ---- tensor description ---------------------------------------------------------------------
+class _Src:
+    """A tensor ready for the C writer: contiguous, dense, on the CPU or a CUDA device."""
+
+    __slots__ = ("name", "tensor", "dtype", "device")
+
+    def __init__(self, name, tensor, dtype, device):
+        self.name, self.tensor, self.dtype, self.device = name, tensor, dtype, device
+
+
+def _prepare(t: torch.Tensor, name: str, path) -> _Src:
+    where = _tree.path_str(path)
+    if t.layout != torch.strided:
+        raise errors.InvalidArgument(errors.S3D_EINVAL,
+                                     f"tensor at {where} has layout {t.layout}; only dense "
+                                     f"(strided) tensors are stored")
+    if t.is_quantized:
+        raise errors.InvalidArgument(errors.S3D_EINVAL,
+                                     f"tensor at {where} is quantized; not storable as "
+                                     f"safetensors")
+    if t.device.type == "meta":
+        raise errors.InvalidArgument(errors.S3D_EINVAL, f"tensor at {where} is on the meta "
+                                     f"device (it has no data)")
+    code = _dtypes.to_s3d(t.dtype)
+    if code is None:
+        raise errors.InvalidArgument(errors.S3D_EINVAL,
+                                     f"tensor at {where} has dtype {t.dtype}, which safetensors "
+                                     f"cannot store")
+    t = t.detach()
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    if t.device.type not in ("cpu", "cuda"):
+        t = t.cpu()  # other accelerators: no device path in the C layer
+    if not t.is_contiguous():
+        t = t.contiguous()  # on its own device: never a host copy of a CUDA tensor
+    dev = -1 if t.device.type == "cpu" else t.device.index
+    return _Src(name, t, code, dev)
+
+
+class _SrcArray:
+    """The struct s3d_tensor_src array plus everything its pointers point into."""
+
+    def __init__(self, srcs):
+        n = len(srcs)
+        self.arr = (_capi.TensorSrc * max(n, 1))()
+        self._keep = []
+        for i, s in enumerate(srcs):
+            t = s.tensor
+            shape = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
+            name = enc(s.name)
+            self._keep += [shape, name, t]
+            e = self.arr[i]
+            e.name = name
+            e.dtype = s.dtype
+            e.ndim = t.dim()
+            e.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+            e.ptr = t.data_ptr() or None
+            e.device = s.device
+            e.nbytes = t.numel() * t.element_size()
+        self.n = n
+
+
+def _cuda_stream(srcs) -> int:
+    for s in srcs:
+        if s.device >= 0:
+            return torch.cuda.current_stream(s.device).cuda_stream
+    return 0
+
+
+def _metadata_entries(metadata, tree_json):
+    entries = []
+    for k, v in (metadata or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise errors.InvalidArgument(errors.S3D_EINVAL,
+                                         f"metadata must map str to str: {k!r}: {v!r:.40}")
+        if k.startswith(_RESERVED_PREFIX) or k == "__metadata__":
+            raise errors.InvalidArgument(errors.S3D_EINVAL,
+                                         f"metadata key {k!r} is reserved for s3direct")
+        entries.append((k, v))
+    if tree_json is not None:
+        entries.append((_tree.TREE_KEY, tree_json))
+    arr = (_capi.MetadataEntry * max(len(entries), 1))()
+    keep = []
+    for i, (k, v) in enumerate(entries):
+        kb, vb = enc(k), enc(v)
+        keep += [kb, vb]
+        arr[i].key, arr[i].value = kb, vb
+    return arr, len(entries), keep
+
+
+def _write(client, uri: str, srcs, metadata, tree_json, *, shard_size, checksum, progress,
+           cuda_stream):
+    lib = _capi.lib()
+    if shard_size and not uri.endswith(INDEX_SUFFIX):
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL,
+            f"shard_size needs a URI ending in {INDEX_SUFFIX} (the shards go beside it): {uri}")
+    arr = _SrcArray(srcs)
+    marr, nmeta, keep = _metadata_entries(metadata, tree_json)
+    with Progress(progress, f"save {os.path.basename(uri)}") as prog:
+        o = _capi.WriteOptions()
+        o.struct_size = ctypes.sizeof(o)
+        if prog.fn is not None:
+            o.progress = prog.fn
+        o.max_shard_size = int(shard_size or 0)
+        o.no_checksum = 0 if checksum else 1
+        o.cuda_stream = cuda_stream
+        rc = lib.s3d_checkpoint_write(client.handle, enc(uri), arr.arr, arr.n, marr, nmeta,
+                                      ctypes.byref(o))
+        lib.check(rc)
+    del keep
+
+
+def save(obj, uri, *, shard_size=None, metadata=None, checksum=True, progress=False,
+         client=None, allow_pickle=False) -> None:
+    """Saves obj (a tensor, a dict of tensors, or nested training state) to uri ("s3://bucket/
+    key" or a local path) as one safetensors object, or as a sharded checkpoint with an index
+    when shard_size (bytes per shard) is given. See docs/python.md."""
+    uri = os.fspath(uri)
+    flat = _tree.flatten(obj, allow_pickle=allow_pickle)
+    srcs = [_prepare(t, name, path) for name, path, t in flat.tensors]
+    _write(resolve(client), uri, srcs, metadata, flat.to_json(), shard_size=shard_size,
+           checksum=checksum, progress=progress, cuda_stream=_cuda_stream(srcs))
+
+
+# ---- save_async ------------------------------------------------------------------------------
+_executor = None
+_executor_pid = None
+_executor_lock = threading.Lock()
+
+
+def _get_executor():
+    global _executor, _executor_pid
+    with _executor_lock:
+        if _executor is None or _executor_pid != os.getpid():
+            _executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="s3direct-save")
+            _executor_pid = os.getpid()
+        return _executor
+
+
+def _snapshot(s: _Src) -> _Src:
+    t = s.tensor
+    if s.device >= 0:
+        # Device-side copy queued on the current stream; the writer waits on that stream.
+        c = torch.empty_like(t, memory_format=torch.contiguous_format)
+        c.copy_(t)
+    else:
+        pin = torch.cuda.is_available()
+        c = torch.empty(t.shape, dtype=t.dtype, pin_memory=pin)
+        c.copy_(t)
+    return _Src(s.name, c, s.dtype, s.device)
+
+
+def save_async(obj, uri, *, shard_size=None, metadata=None, checksum=True, progress=False,
+               client=None, allow_pickle=False) -> concurrent.futures.Future:
+    """Snapshots the tensors, then saves in a background thread. Returns a Future whose result()
+    is None or raises the save's exception. Snapshot: CPU tensors are copied into host memory
+    (pinned when CUDA is available); CUDA tensors into new device memory on the current stream.
+    The caller may modify its tensors as soon as this returns. Saves run one at a time, in
+    submission order."""
+    uri = os.fspath(uri)
+    c = resolve(client)
+    flat = _tree.flatten(obj, allow_pickle=allow_pickle)
+    srcs = [_snapshot(_prepare(t, name, path)) for name, path, t in flat.tensors]
+    stream = _cuda_stream(srcs)
+    tree_json = flat.to_json()
+    meta = dict(metadata or {})
+    _metadata_entries(meta, None)  # validate now, not in the background
+    return _get_executor().submit(_write, c, uri, srcs, meta, tree_json,
+                                  shard_size=shard_size, checksum=checksum, progress=progress,
+                                  cuda_stream=stream)
+
+
+# ---- reading ---------------------------------------------------------------------------------
+class TensorEntry:
+    """One tensor of an open checkpoint: index, name, s3d dtype, shape, nbytes."""
+
+    __slots__ = ("index", "name", "dtype", "shape", "nbytes")
+
+    def __init__(self, index, name, dtype, shape, nbytes):
+        self.index, self.name, self.dtype, self.shape, self.nbytes = (index, name, dtype, shape,
+                                                                      nbytes)
+
+    def torch_dtype(self, uri):
+        dt = _dtypes.to_torch(self.dtype)
+        if dt is None:
+            raise errors.NotSupported(
+                errors.S3D_ENOTSUP,
+                f"{uri}: tensor {self.name} has dtype {_dtypes.name(self.dtype)}, which this "
+                f"torch ({torch.__version__}) has no dtype for")
+        return dt
+
+
+class CheckpointReader:
+    """An open checkpoint (s3d_reader): its tensors and metadata; read() fills destinations.
+    Use as a context manager or call close()."""
+
+    def __init__(self, uri, client=None):
+        self.uri = os.fspath(uri)
+        self._lib = _capi.lib()
+        self._client = resolve(client)
+        h = ctypes.c_void_p()
+        self._lib.check(self._lib.s3d_reader_open(self._client.handle, enc(self.uri),
+                                                  ctypes.byref(h)))
+        self._h = h
+        self.tensors: list = []
+        self.by_name: dict = {}
+        info = _capi.TensorInfo()
+        for i in range(self._lib.s3d_reader_num_tensors(h)):
+            self._lib.check(self._lib.s3d_reader_tensor(h, i, ctypes.byref(info)))
+            name = info.name.decode("utf-8")
+            e = TensorEntry(i, name, info.dtype, tuple(info.shape[d] for d in range(info.ndim)),
+                            info.nbytes)
+            self.tensors.append(e)
+            self.by_name[name] = e
+
+    def metadata(self) -> dict:
+        out = {}
+        k, v = ctypes.c_char_p(), ctypes.c_char_p()
+        for i in range(self._lib.s3d_reader_num_metadata(self._h)):
+            self._lib.check(self._lib.s3d_reader_metadata(self._h, i, ctypes.byref(k),
+                                                          ctypes.byref(v)))
+            out[k.value.decode("utf-8")] = (v.value or b"").decode("utf-8")
+        return out
+
+    def shards(self) -> list:
+        """[(uri, header_bytes, object_bytes)] of each shard (one entry for a single file)."""
+        out = []
+        u, hb, ob = ctypes.c_char_p(), ctypes.c_uint64(), ctypes.c_uint64()
+        for i in range(self._lib.s3d_reader_num_shards(self._h)):
+            self._lib.check(self._lib.s3d_reader_shard(self._h, i, ctypes.byref(u),
+                                                       ctypes.byref(hb), ctypes.byref(ob)))
+            out.append((u.value.decode("utf-8"), hb.value, ob.value))
+        return out
+
+    def metadata_get(self, key: str):
+        v = self._lib.s3d_reader_metadata_get(self._h, enc(key))
+        return None if v is None else v.decode("utf-8")
+
+    def read(self, dests, *, progress=False, verify=True) -> None:
+        """dests: list of (TensorEntry, tensor, src_offset, length); each tensor contiguous on
+        the CPU or a CUDA device with room for the bytes. One planned transfer for all."""
+        n = len(dests)
+        if n == 0:
+            return
+        arr = (_capi.TensorDest * n)()
+        for i, (e, t, off, length) in enumerate(dests):
+            d = arr[i]
+            d.index = e.index
+            d.ptr = t.data_ptr() or None
+            d.device = -1 if t.device.type == "cpu" else t.device.index
+            d.capacity = t.numel() * t.element_size()
+            d.src_offset = off
+            d.length = length
+        with Progress(progress, f"load {os.path.basename(self.uri)}") as prog:
+            o = _capi.ReadOptions()
+            o.struct_size = ctypes.sizeof(o)
+            if prog.fn is not None:
+                o.progress = prog.fn
+            o.no_verify = 0 if verify else 1
+            rc = self._lib.s3d_reader_read(self._h, arr, n, ctypes.byref(o))
+            self._lib.check(rc)
+
+    def close(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            self._lib.s3d_reader_close(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def open_checkpoint(uri, *, client=None) -> CheckpointReader:
+    """Opens a checkpoint and reads its header(s) only (tensors, metadata)."""
+    return CheckpointReader(uri, client)
+
+
+def _tree_doc(r: CheckpointReader):
+    text = r.metadata_get(_tree.TREE_KEY)
+    return None if text is None else _tree.parse(text, r.uri)
+
+
+def _device(device):
+    d = torch.device(device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return d
+
+
+def _select(r, names, keys):
+    """Names among `names` that keys select: a key selects the tensor of that name and every
+    tensor under it (name + "."). Unknown keys -> KeyError listing them."""
+    if keys is None:
+        return list(names)
+    if isinstance(keys, str):
+        keys = [keys]
+    chosen, unknown = [], []
+    for k in keys:
+        hit = [n for n in names if n == k or n.startswith(k + ".")]
+        if not hit:
+            unknown.append(k)
+        chosen.extend(hit)
+    if unknown:
+        raise KeyError(f"{r.uri}: no tensor at {', '.join(map(repr, unknown))}")
+    return list(dict.fromkeys(chosen))
+
+
+def load(uri, *, device="cpu", keys=None, progress=False, client=None, allow_pickle=False,
+         verify=True):
+    """Loads what save() stored: the same structure, tensors allocated on device. A plain
+    safetensors file (no s3direct tree) gives a dict name -> tensor. keys: paths (tensor names
+    or prefixes such as "model") -> only those tensors are fetched, returned as a flat dict
+    name -> tensor."""
+    dev = _device(device)
+    alloc_dev = dev if dev.type in ("cpu", "cuda") else torch.device("cpu")
+    with CheckpointReader(uri, client) as r:
+        doc = _tree_doc(r)
+        if doc is not None:
+            tree_names = []
+            for path, tag, node in _tree.walk(doc["tree"]):
+                if tag == "p" and not allow_pickle and keys is None:
+                    raise errors.PickleRefused(
+                        errors.S3D_EINVAL,
+                        f"{r.uri}: leaf at {_tree.path_str(path)} is pickled; pass "
+                        f"allow_pickle=True only if you trust the checkpoint")
+                if tag == "t":
+                    if node["t"] not in r.by_name:
+                        raise errors.FormatError(
+                            errors.S3D_EFMT_METADATA,
+                            f"{r.uri}: the tree names tensor {node['t']!r}, which the file "
+                            f"does not hold")
+                    tree_names.append(node["t"])
+        else:
+            tree_names = [e.name for e in r.tensors]
+        chosen = _select(r, tree_names, keys)
+        out = {}
+        dests = []
+        for name in chosen:
+            e = r.by_name[name]
+            t = torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device=alloc_dev)
+            out[name] = t
+            dests.append((e, t, 0, 0))
+        r.read(dests, progress=progress, verify=verify)
+    if alloc_dev != dev:
+        out = {k: v.to(dev) for k, v in out.items()}
+    if doc is None or keys is not None:
+        return out
+    return _tree.unflatten(doc["tree"], out, allow_pickle=allow_pickle)
+
+
+# ---- load_into -------------------------------------------------------------------------------
+def _target_tensors(target):
+    """(names -> (path, tensor), [(path, optimizer)]) with the names save() would give."""
+    names = _tree.Flattened()
+    found, optims = {}, []
+
+    def walk(obj, path):
+        if isinstance(obj, torch.Tensor):
+            found[names.unique_name(path)] = (path, obj)
+        elif isinstance(obj, torch.nn.Module):
+            walk(obj.state_dict(), path)
+        elif isinstance(obj, torch.optim.Optimizer):
+            optims.append((path, obj))
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, path + (k,))
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(obj):
+                walk(v, path + (i,))
+
+    walk(target, ())
+    return found, optims
+
+
+def _subtree(node, path, uri):
+    for comp in path:
+        nxt = None
+        if isinstance(node, dict) and "d" in node:
+            for k, v in node["d"]:
+                if k == comp or str(k) == str(comp):
+                    nxt = v
+                    break
+        elif isinstance(node, dict) and ("l" in node or "T" in node):
+            items = node.get("l", node.get("T"))
+            if isinstance(comp, int) and 0 <= comp < len(items):
+                nxt = items[comp]
+        if nxt is None:
+            raise errors.StateMismatch(
+                f"load_into {uri}: the checkpoint has nothing at {_tree.path_str(path)} "
+                f"for the optimizer there", missing=[_tree.path_str(path)])
+        node = nxt
+    return node
+
+
+def _under(name: str, prefix: str) -> bool:
+    return prefix == "" or name == prefix or name.startswith(prefix + ".")
+
+
+def _opt_device(opt):
+    for g in opt.param_groups:
+        for p in g["params"]:
+            return p.device
+    return torch.device("cpu")
+
+
+def load_into(target, uri, *, strict=True, progress=False, client=None, allow_pickle=False,
+              verify=True):
+    """Loads a checkpoint into existing tensors, without allocating new ones.
+
+    target: an nn.Module (its state_dict tensors, which alias its parameters and buffers), a
+    state dict, or a nested structure of those, tensors, modules and optimizers (e.g.
+    {"model": model, "optim": optimizer}), matched by the names save() gives.
+    Optimizers: their state tensors do not exist before the first step, so for an optimizer the
+    matching part of the checkpoint is loaded (state tensors allocated on the device of its
+    first parameter) and given to optimizer.load_state_dict(), which restores state and
+    hyper-parameters.
+    strict: missing and unexpected tensors are errors; shape and dtype differences always are.
+    All problems are reported in ONE StateMismatch. Returns the checkpoint's structure with the
+    target's tensors in it (non-tensor leaves such as a step count come from the file)."""
+    found, optims = _target_tensors(target)
+    opt_prefixes = [(".".join(str(p) for p in path), path, opt) for path, opt in optims]
+    with CheckpointReader(uri, client) as r:
+        doc = _tree_doc(r)
+        if doc is not None:
+            file_names = [n["t"] for _, tag, n in _tree.walk(doc["tree"]) if tag == "t"]
+        else:
+            file_names = [e.name for e in r.tensors]
+            if optims:
+                raise errors.StateMismatch(
+                    f"load_into {r.uri}: a plain safetensors file has no optimizer state "
+                    f"(it was not written by s3direct.save)")
+        plain = [n for n in file_names if not any(_under(n, p) for p, _, _ in opt_prefixes)]
+        plain_set = set(plain)
+        missing = [n for n in found if n not in plain_set]
+        unexpected = [n for n in plain if n not in found]
+        mismatched = []
+        dests, copies, result = [], [], {}
+        for name in plain:
+            if name not in found:
+                continue
+            e = r.by_name[name]
+            t = found[name][1].detach()
+            want = _dtypes.to_torch(e.dtype)
+            if tuple(t.shape) != tuple(e.shape) or t.dtype != want:
+                mismatched.append(
+                    f"{name}: checkpoint {_dtypes.name(e.dtype)}{list(e.shape)}, target "
+                    f"{t.dtype}{list(t.shape)}".replace("torch.", ""))
+                continue
+            result[name] = found[name][1]
+            if t.is_contiguous() and t.device.type in ("cpu", "cuda"):
+                dests.append((e, t, 0, 0))
+            else:
+                tmp = torch.empty(e.shape, dtype=t.dtype,
+                                  device=t.device if t.device.type == "cuda" else "cpu")
+                dests.append((e, tmp, 0, 0))
+                copies.append((t, tmp))
+        problems = []
+        if mismatched:
+            problems.append(f"{len(mismatched)} mismatched: " + "; ".join(mismatched))
+        if strict and missing:
+            problems.append(f"{len(missing)} missing from the checkpoint: " + ", ".join(missing))
+        if strict and unexpected:
+            problems.append(f"{len(unexpected)} unexpected in the checkpoint: "
+                            + ", ".join(unexpected))
+        if problems:
+            raise errors.StateMismatch(f"load_into {r.uri}: " + " | ".join(problems),
+                                       missing=missing if strict else (),
+                                       unexpected=unexpected if strict else (),
+                                       mismatched=mismatched)
+        # Optimizer parts: allocate their tensors, read them in the same transfer.
+        opt_states = []
+        for prefix, path, opt in opt_prefixes:
+            sub = _subtree(doc["tree"], path, r.uri)
+            dev = _opt_device(opt)
+            loaded = {}
+            for _, tag, node in _tree.walk(sub):
+                if tag == "t":
+                    e = r.by_name[node["t"]]
+                    t = torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device=dev)
+                    loaded[e.name] = t
+                    dests.append((e, t, 0, 0))
+            opt_states.append((opt, sub, loaded))
+            result.update(loaded)
+        if doc is not None and not allow_pickle:
+            for path, tag, _ in _tree.walk(doc["tree"]):
+                if tag == "p":
+                    raise errors.PickleRefused(
+                        errors.S3D_EINVAL,
+                        f"{r.uri}: leaf at {_tree.path_str(path)} is pickled; pass "
+                        f"allow_pickle=True only if you trust the checkpoint")
+        r.read(dests, progress=progress, verify=verify)
+    for dst, tmp in copies:
+        with torch.no_grad():
+            dst.copy_(tmp)
+    for opt, sub, loaded in opt_states:
+        opt.load_state_dict(_tree.unflatten(sub, loaded, allow_pickle=allow_pickle))
+    if doc is None:
+        return result
+    return _tree.unflatten(doc["tree"], lambda name, path: result.get(name),
+                           allow_pickle=allow_pickle)

@@ -1,0 +1,222 @@
+"""Client: one s3d_client (connections, credentials, staging pool) per process.
+
+A client must not cross fork(): libcurl connections and CUDA contexts do not survive it. The
+default client (used when no ``client=`` is passed) is created lazily and created again in a
+child process (the pid is checked on every use); a Client made explicitly raises ConfigError
+when used in another process than the one that made it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+from . import _capi, errors
+from ._capi import enc
+
+_ADDRESSING = {None: 0, "auto": 0, "path": 1, "virtual": 2}
+_SIGNING = {None: 0, "auto": 0, "signed": 1, "unsigned": 2}
+
+
+class Client:
+    """Configuration not given here is resolved as the AWS CLI does (environment, then the
+    profile in ~/.aws/credentials and ~/.aws/config, then defaults); see client.h.
+
+    endpoint_url, region, profile: strings (None = resolved).
+    max_concurrency: parallel requests per transfer (default 8).
+    part_size: bytes per ranged GET / uploaded part (default 8 MiB).
+    staging_bytes: size of the pinned staging pool that bounds host memory for GPU transfers
+        (default 256 MiB).
+    access_key_id, secret_access_key, session_token: explicit credentials (override all else).
+    ca_bundle, addressing ("auto", "path", "virtual"), anonymous, verify_ssl,
+    payload_signing ("auto", "signed", "unsigned"), multipart_threshold, max_attempts,
+    deadline_ms, connect_timeout_ms, low_speed_time_s, low_speed_limit: see client.h.
+    device: CUDA device for the staging pool's context; -1 never uses a GPU; None finds one.
+    """
+
+    def __init__(self, endpoint_url=None, region=None, profile=None, max_concurrency=None,
+                 part_size=None, staging_bytes=None, *, access_key_id=None,
+                 secret_access_key=None, session_token=None, ca_bundle=None, addressing=None,
+                 anonymous=False, verify_ssl=True, payload_signing=None,
+                 multipart_threshold=None, max_attempts=None, deadline_ms=None,
+                 connect_timeout_ms=None, low_speed_time_s=None, low_speed_limit=None,
+                 device=None):
+        self._lib = _capi.lib()
+        self._handle = None
+        if addressing not in _ADDRESSING:
+            raise ValueError(f"addressing must be one of auto, path, virtual: {addressing!r}")
+        if payload_signing not in _SIGNING:
+            raise ValueError(f"payload_signing must be auto, signed or unsigned: "
+                             f"{payload_signing!r}")
+        o = _capi.ClientOptions()
+        o.struct_size = ctypes.sizeof(_capi.ClientOptions)
+        # Keep the encoded strings alive until s3d_client_new has copied them.
+        self._strings = [enc(endpoint_url), enc(region), enc(profile), enc(access_key_id),
+                         enc(secret_access_key), enc(session_token), enc(ca_bundle)]
+        (o.endpoint_url, o.region, o.profile, o.access_key_id, o.secret_access_key,
+         o.session_token, o.ca_bundle) = self._strings
+        o.addressing = _ADDRESSING[addressing]
+        o.anonymous = 1 if anonymous else 0
+        o.no_verify_ssl = 0 if verify_ssl else 1
+        o.payload_signing = _SIGNING[payload_signing]
+        o.max_concurrency = max_concurrency or 0
+        o.part_size = part_size or 0
+        o.multipart_threshold = multipart_threshold or 0
+        o.staging_bytes = staging_bytes or 0
+        o.max_attempts = max_attempts or 0
+        o.deadline_ms = deadline_ms or 0
+        o.connect_timeout_ms = connect_timeout_ms or 0
+        o.low_speed_time_s = low_speed_time_s or 0
+        o.low_speed_limit = low_speed_limit or 0
+        o.device = 0 if device is None else int(device)
+        h = ctypes.c_void_p()
+        self._lib.check(self._lib.s3d_client_new(ctypes.byref(o), ctypes.byref(h)))
+        self._strings = None
+        self._handle = h
+        self._pid = os.getpid()
+
+    @property
+    def handle(self) -> ctypes.c_void_p:
+        """The s3d_client pointer for C calls. ConfigError after close() or in a forked child."""
+        if self._handle is None:
+            raise errors.ConfigError(errors._CODES["ECONFIG"], "s3direct.Client is closed")
+        if self._pid != os.getpid():
+            raise errors.ConfigError(
+                errors._CODES["ECONFIG"],
+                "s3direct.Client was created in another process (before fork); create a new "
+                "Client in this process")
+        return self._handle
+
+    def config(self) -> dict:
+        """What the client resolved: endpoint_url, region, access_key_id, credential_source,
+        addressing, max_concurrency, part_size, multipart_threshold, staging_bytes,
+        gpu_available."""
+        cfg = _capi.ClientConfig()
+        self._lib.check(self._lib.s3d_client_get_config(self.handle, ctypes.byref(cfg)))
+        out = {}
+        for name, _ in _capi.ClientConfig._fields_:
+            v = getattr(cfg, name)
+            out[name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+        out["addressing"] = {1: "path", 2: "virtual"}.get(out["addressing"], "auto")
+        out["gpu_available"] = bool(out["gpu_available"])
+        return out
+
+    def close(self) -> None:
+        """Frees the client (no transfer may be running on it). Idempotent."""
+        h, self._handle = self._handle, None
+        if h is not None and self._pid == os.getpid():
+            self._lib.s3d_client_free(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ---- small S3 operations, used by the file-like objects, DCP and tests -------------------
+    def head(self, bucket: str, key: str) -> _capi.ObjectInfo:
+        info = _capi.ObjectInfo()
+        self._lib.check(self._lib.s3d_head_object(self.handle, enc(bucket), enc(key),
+                                                  ctypes.byref(info)))
+        return info
+
+    def create_bucket(self, bucket: str) -> None:
+        self._lib.check(self._lib.s3d_create_bucket(self.handle, enc(bucket)))
+
+    def delete_object(self, bucket: str, key: str) -> None:
+        self._lib.check(self._lib.s3d_delete_object(self.handle, enc(bucket), enc(key)))
+
+    def upload_bytes(self, bucket: str, key: str, data) -> None:
+        """Uploads a bytes-like object as one object (multipart when large)."""
+        ptr, n, keep = buffer_pointer(data)
+        self._lib.check(self._lib.s3d_upload_from_buffer(self.handle, enc(bucket), enc(key),
+                                                         ptr, n, None))
+        del keep
+
+    def download_into(self, bucket: str, key: str, offset: int, dst, length=None) -> int:
+        """Downloads [offset, offset + length) (length None: to the end, which must fit) into
+        the writable buffer dst; returns the number of bytes written."""
+        ptr, cap, keep = buffer_pointer(dst, writable=True)
+        n = ctypes.c_uint64()
+        want = (1 << 64) - 1 if length is None else length
+        self._lib.check(self._lib.s3d_download_to_buffer(
+            self.handle, enc(bucket), enc(key), offset, want, ptr, cap, ctypes.byref(n), None))
+        del keep
+        return n.value
+
+    def download_bytes(self, bucket: str, key: str) -> bytes:
+        size = self.head(bucket, key).size
+        buf = bytearray(size)
+        if size:
+            got = self.download_into(bucket, key, 0, buf, size)
+            if got != size:
+                raise errors.TransferError(
+                    errors._CODES["EPROTO"],
+                    f"s3://{bucket}/{key}: got {got} bytes, expected {size}")
+        return bytes(buf)
+
+
+def buffer_pointer(data, writable: bool = False):
+    """(address, length, keep-alive) of a bytes-like object without copying it. Read-only
+    buffers other than bytes need numpy (present with torch); otherwise they are copied."""
+    if isinstance(data, bytes) and not writable:
+        # c_char_p points into the bytes object itself.
+        p = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p)
+        return p.value, len(data), data
+    mv = memoryview(data).cast("B")
+    n = mv.nbytes
+    if n == 0:
+        return None, 0, mv
+    if not mv.readonly:
+        arr = (ctypes.c_char * n).from_buffer(mv)
+        return ctypes.addressof(arr), n, (arr, mv)
+    if writable:
+        raise TypeError("destination buffer is read-only")
+    try:
+        import numpy as np
+
+        a = np.frombuffer(mv, dtype=np.uint8)
+        return a.ctypes.data, n, (a, mv)
+    except ImportError:
+        b = mv.tobytes()
+        return buffer_pointer(b)
+
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def default_client() -> Client:
+    """The process's default client, created on first use and again after fork()."""
+    global _default
+    c = _default
+    if c is not None and c._pid == os.getpid() and c._handle is not None:
+        return c
+    with _default_lock:
+        c = _default
+        if c is None or c._pid != os.getpid() or c._handle is None:
+            _default = c = Client()
+        return c
+
+
+def resolve(client) -> Client:
+    return client if client is not None else default_client()
+
+
+def _after_fork_in_child():
+    # Drop the parent's default client without freeing it: its connections belong to the
+    # parent. Its __del__ sees the pid mismatch and does not call s3d_client_free.
+    global _default, _default_lock
+    _default = None
+    _default_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

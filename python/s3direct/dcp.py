@@ -1,0 +1,353 @@
+"""torch.distributed.checkpoint storage backed by s3direct: S3DirectStorageWriter and
+S3DirectStorageReader, for ``dcp.save(state_dict, storage_writer=...)`` and
+``dcp.load(state_dict, storage_reader=...)``.
+
+Layout under ``path`` (``s3://bucket/prefix`` or a local folder), mirroring FileSystemWriter:
+
+    __R_0.safetensors   every tensor item rank R wrote, one safetensors object per rank,
+                        written by the C writer (CUDA tensors streamed from device memory);
+                        tensor names are "<n>:<fqn>" (n: the item's position in the rank's plan)
+    __R_b<n>.bin        each byte item (non-tensor values DCP serializes with torch.save)
+    .metadata           DCP's Metadata object, pickled as FileSystemWriter does; written last
+                        by the coordinator, so a checkpoint is visible only when complete
+
+Reads: each rank opens the objects holding its items once (one header read each) and fetches
+only the byte ranges it needs in one planned transfer per object (s3d_reader_read): straight
+into the destination tensor when the requested chunk is a contiguous byte range of the stored
+tensor and the destination is contiguous with the same dtype; otherwise the stored tensor is
+read into a temporary and the chunk copied into the (narrowed) destination.
+
+The .metadata file is a pickle, as in every torch DCP storage: load checkpoints you trust.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import pickle
+import uuid
+from dataclasses import dataclass
+
+import torch
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+from torch.distributed.checkpoint.planner import (
+    LoadItemType,
+    LoadPlan,
+    LoadPlanner,
+    SavePlan,
+    SavePlanner,
+    WriteItemType,
+)
+from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
+from torch.futures import Future
+
+from . import _checkpoint, errors, streams
+from .client import resolve
+
+METADATA_NAME = ".metadata"
+
+__all__ = ["S3DirectStorageWriter", "S3DirectStorageReader"]
+
+
+@dataclass
+class _RankPrefix:
+    prefix: str
+
+
+@dataclass
+class S3DirectStorageInfo:
+    """Where one item lives: the object/file (relative to the checkpoint path), the tensor
+    name inside it (None for a byte item) and the byte length."""
+
+    relative_path: str
+    tensor: str | None
+    length: int
+
+
+class _Location:
+    def __init__(self, path, client):
+        p = os.fspath(path)
+        self.path = p.rstrip("/") if streams.is_s3(p) else p
+        self.client = client
+
+    @property
+    def s3(self) -> bool:
+        return streams.is_s3(self.path)
+
+    def join(self, name: str) -> str:
+        return f"{self.path}/{name}" if self.s3 else os.path.join(self.path, name)
+
+    def mkdir(self):
+        if not self.s3:
+            os.makedirs(self.path, exist_ok=True)
+
+    def exists(self, name: str) -> bool:
+        if not self.s3:
+            return os.path.exists(self.join(name))
+        b, k = streams.split_s3(self.join(name))
+        try:
+            resolve(self.client).head(b, k)
+            return True
+        except errors.NoSuchKey:
+            return False
+
+    def write_bytes(self, name: str, data) -> None:
+        """Atomic: an object is one PUT / multipart upload; a file is written and renamed."""
+        if self.s3:
+            b, k = streams.split_s3(self.join(name))
+            resolve(self.client).upload_bytes(b, k, data)
+        else:
+            with streams.writer(self.join(name)) as f:
+                f.write(data)
+
+    def read_bytes(self, name: str) -> bytes:
+        if self.s3:
+            b, k = streams.split_s3(self.join(name))
+            return resolve(self.client).download_bytes(b, k)
+        with open(self.join(name), "rb") as f:
+            return f.read()
+
+
+def _validate(checkpoint_id) -> bool:
+    try:
+        p = os.fspath(checkpoint_id)
+    except TypeError:
+        return False
+    return isinstance(p, str) and (p.startswith("s3://") or "://" not in p)
+
+
+class S3DirectStorageWriter(StorageWriter):
+    """path: s3://bucket/prefix or a local folder. client: an s3direct.Client (default: the
+    process's). checksum: store a CRC32C per tensor. overwrite: False refuses a path that
+    already holds a complete checkpoint."""
+
+    def __init__(self, path, *, client=None, checksum: bool = True, overwrite: bool = True):
+        super().__init__()
+        self._client = client
+        self.loc = _Location(path, client)
+        self.checksum = checksum
+        self.overwrite = overwrite
+        self.save_id = uuid.uuid4().hex
+        self.rank = None
+        self.is_coordinator = False
+        self.use_collectives = True
+
+    def reset(self, checkpoint_id=None) -> None:
+        if checkpoint_id:
+            self.loc = _Location(checkpoint_id, self._client)
+        self.save_id = uuid.uuid4().hex
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args, **kwargs) -> None:
+        self.is_coordinator = is_coordinator
+        self.rank = kwargs.get("rank")
+        self.use_collectives = kwargs.get("use_collectives", True)
+
+    def _metadata_name(self) -> str:
+        if not self.use_collectives and self.rank is not None:
+            return f"__{self.rank}{METADATA_NAME}"
+        return METADATA_NAME
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        self.loc.mkdir()
+        if not self.overwrite and self.loc.exists(self._metadata_name()):
+            raise RuntimeError(f"checkpoint already exists at {self.loc.path} and "
+                               f"overwrite=False")
+        if self.rank is not None and not self.use_collectives:
+            plan = dataclasses.replace(plan, storage_data=_RankPrefix(f"__{self.rank}_"))
+        return plan
+
+    def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        return [dataclasses.replace(p, storage_data=_RankPrefix(f"__{i}_"))
+                if p.storage_data is None else p for i, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
+        sd = plan.storage_data
+        prefix = sd.prefix if sd is not None else f"__{self.rank or 0}_"
+        results, srcs = [], []
+        tensor_obj = f"{prefix}0.safetensors"
+        nbytes_items = 0
+        for n, item in enumerate(plan.items):
+            if item.type == WriteItemType.BYTE_IO:
+                data = planner.resolve_data(item)
+                buf = data.getbuffer() if isinstance(data, io.BytesIO) else bytes(data)
+                name = f"{prefix}b{nbytes_items}.bin"
+                nbytes_items += 1
+                self.loc.write_bytes(name, buf)
+                results.append(WriteResult(index=item.index, size_in_bytes=len(buf),
+                                           storage_data=S3DirectStorageInfo(name, None,
+                                                                            len(buf))))
+                continue
+            t = planner.resolve_data(item)
+            tname = f"{n}:{item.index.fqn}"
+            src = _checkpoint._prepare(t, tname, (item.index.fqn,))
+            srcs.append(src)
+            size = src.tensor.numel() * src.tensor.element_size()
+            results.append(WriteResult(index=item.index, size_in_bytes=size,
+                                       storage_data=S3DirectStorageInfo(tensor_obj, tname,
+                                                                        size)))
+        if srcs:
+            _checkpoint._write(resolve(self._client), self.loc.join(tensor_obj), srcs, None,
+                               None, shard_size=None, checksum=self.checksum, progress=False,
+                               cuda_stream=_checkpoint._cuda_stream(srcs))
+        fut: Future = Future()
+        fut.set_result(results)
+        return fut
+
+    def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        storage_md = {}
+        for wr_list in results:
+            storage_md.update({wr.index: wr.storage_data for wr in wr_list})
+        metadata.storage_data = storage_md
+        metadata.storage_meta = self.storage_meta()
+        if hasattr(metadata, "version"):
+            metadata.version = "1.0.0"
+        self.loc.write_bytes(self._metadata_name(), pickle.dumps(metadata))
+
+    def storage_meta(self) -> StorageMeta | None:
+        return StorageMeta(checkpoint_id=self.loc.path, save_id=self.save_id)
+
+    @property
+    def checkpoint_id(self):
+        return self.loc.path
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
+        return _validate(checkpoint_id)
+
+
+def _contiguous_range(shape, offsets, lengths, elem: int):
+    """(byte offset, byte length) when the chunk [offsets, offsets + lengths) of a row-major
+    tensor of this shape is one contiguous byte range; None otherwise."""
+    nd = len(shape)
+    # The chunk is contiguous if, past the first dimension that is not length 1, every
+    # dimension is taken whole.
+    k = 0
+    while k < nd and lengths[k] == 1:
+        k += 1
+    for d in range(k + 1, nd):
+        if offsets[d] != 0 or lengths[d] != shape[d]:
+            return None
+    stride, start = 1, 0
+    for d in range(nd - 1, -1, -1):
+        start += offsets[d] * stride
+        stride *= shape[d]
+    count = 1
+    for x in lengths:
+        count *= x
+    return start * elem, count * elem
+
+
+class S3DirectStorageReader(StorageReader):
+    """path: s3://bucket/prefix or a local folder written by S3DirectStorageWriter. verify:
+    check the stored CRC32C of tensors read whole."""
+
+    def __init__(self, path, *, client=None, verify: bool = True):
+        super().__init__()
+        self._client = client
+        self.loc = _Location(path, client)
+        self.verify = verify
+        self.storage_data: dict = {}
+        self.load_id = uuid.uuid4().hex
+        self.rank = None
+
+    def reset(self, checkpoint_id=None) -> None:
+        self.storage_data = {}
+        if checkpoint_id:
+            self.loc = _Location(checkpoint_id, self._client)
+        self.load_id = uuid.uuid4().hex
+
+    def read_metadata(self, *args, **kwargs) -> Metadata:
+        rank = kwargs.get("rank")
+        name = METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}"
+        metadata = pickle.loads(self.loc.read_bytes(name))
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args,
+                              **kwargs) -> None:
+        self.storage_data = metadata.storage_data
+        self.rank = kwargs.get("rank")
+        if self.storage_data is None:
+            raise errors.FormatError(errors._CODES["EFMT_METADATA"],
+                                     f"{self.loc.path}: .metadata has no storage_data")
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        return plans
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
+        per_obj: dict = {}
+        for req in plan.items:
+            info = self.storage_data[req.storage_index]
+            per_obj.setdefault(info.relative_path, []).append(req)
+        for rel, reqs in per_obj.items():
+            byte_reqs = [r for r in reqs if r.type == LoadItemType.BYTE_IO]
+            tensor_reqs = [r for r in reqs if r.type != LoadItemType.BYTE_IO]
+            if byte_reqs:
+                data = self.loc.read_bytes(rel)
+                for req in byte_reqs:
+                    planner.load_bytes(req, io.BytesIO(data))
+            if tensor_reqs:
+                self._read_tensors(rel, tensor_reqs, planner)
+        fut: Future = Future()
+        fut.set_result(None)
+        return fut
+
+    def _read_tensors(self, rel, reqs, planner) -> None:
+        uri = self.loc.join(rel)
+        with _checkpoint.CheckpointReader(uri, resolve(self._client)) as r:
+            dests, post = [], []
+            for req in reqs:
+                info = self.storage_data[req.storage_index]
+                e = r.by_name.get(info.tensor)
+                if e is None:
+                    raise errors.FormatError(errors._CODES["ENOTENSOR"],
+                                             f"{uri}: no tensor {info.tensor!r}")
+                stored_dt = e.torch_dtype(uri)
+                target = planner.resolve_tensor(req).detach()
+                offsets = list(req.storage_offsets)
+                lengths = list(req.lengths)
+                if tuple(target.shape) != tuple(lengths):
+                    raise errors.StateMismatch(
+                        f"{uri}: {req.storage_index.fqn}: destination {list(target.shape)} "
+                        f"!= requested chunk {lengths}")
+                direct = (target.is_contiguous() and target.dtype == stored_dt
+                          and target.device.type in ("cpu", "cuda"))
+                rng = _contiguous_range(e.shape, offsets, lengths,
+                                        _dtypes_elem_size(stored_dt))
+                if direct and rng is not None:
+                    whole = rng == (0, e.nbytes)
+                    dests.append((e, target, 0 if whole else rng[0],
+                                  0 if whole else rng[1]))
+                    post.append((req, target, None))
+                else:
+                    dev = target.device if target.device.type == "cuda" else "cpu"
+                    tmp = torch.empty(e.shape, dtype=stored_dt, device=dev)
+                    dests.append((e, tmp, 0, 0))
+                    post.append((req, target, (tmp, offsets, lengths)))
+            r.read(dests, verify=self.verify)
+        for req, target, tmp in post:
+            if tmp is not None:
+                t, offsets, lengths = tmp
+                for d, (o, n) in enumerate(zip(offsets, lengths)):
+                    t = t.narrow(d, o, n)
+                target.copy_(t)
+            planner.commit_tensor(req, target)
+
+    @property
+    def checkpoint_id(self):
+        return self.loc.path
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
+        return _validate(checkpoint_id)
+
+
+def _dtypes_elem_size(dt: torch.dtype) -> int:
+    return torch.empty((), dtype=dt).element_size()
+

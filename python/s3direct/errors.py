@@ -1,0 +1,197 @@
+"""Exceptions raised by s3direct, one class per family of S3D_E* codes (include/s3direct/errors.h).
+
+Every exception from the C library is an S3DirectError carrying the detail the library recorded:
+``code`` (the negative S3D_E* value), ``name`` ("S3D_ENOSUCHKEY"), ``message`` (one complete
+line), ``http_status`` (0 when no HTTP response was involved), ``s3_code`` (the S3 <Code>),
+``s3_message``, ``request_id``, ``operation``, ``bucket`` and ``key`` (empty strings when
+unknown).
+
+Hierarchy::
+
+    S3DirectError
+    +-- NoSuchKey            object or local file does not exist (S3D_ENOSUCHKEY, S3D_ENOENT)
+    +-- NoSuchBucket
+    +-- AccessDenied         S3D_EACCESS
+    |   +-- SignatureDoesNotMatch   wrong secret key (S3D_ESIGNATURE)
+    |   +-- InvalidAccessKeyId      unknown key id (S3D_EKEYID)
+    +-- ChecksumMismatch     stored CRC32C differs from the bytes read
+    +-- FormatError          malformed safetensors header/index, truncated data, missing tensor
+    +-- TransferError        network, TLS, HTTP, server, retries exhausted, local I/O
+    +-- ConfigError          bad configuration or URI
+    |   +-- NoCredentials
+    +-- DeviceError          CUDA / cuFile / no such GPU
+    +-- Cancelled
+    +-- NotSupported
+    +-- BucketAlreadyExists
+    +-- InvalidArgument      (also a ValueError)
+    +-- StateMismatch        load_into: target and checkpoint disagree (also a ValueError)
+    +-- PickleRefused        a pickled leaf without allow_pickle=True (also a ValueError)
+"""
+
+from __future__ import annotations
+
+# Values from the S3D_ERRNO_MAP in errors.h (ABI: append only).
+_CODES = {
+    "EINVAL": -1, "ENOMEM": -2, "EIO": -3, "ENOENT": -4, "ECANCELED": -5, "ETOOBIG": -6,
+    "EURI": -7, "ECONFIG": -8, "ENOCREDS": -9, "ECONNECT": -10, "ETIMEDOUT": -11,
+    "ENETWORK": -12, "ETLS": -13, "EHTTP": -14, "ENOSUCHKEY": -15, "ENOSUCHBUCKET": -16,
+    "EACCESS": -17, "ESIGNATURE": -18, "EKEYID": -19, "ESLOWDOWN": -20, "ESERVER": -21,
+    "EPROTO": -22, "ERETRIES": -23, "ECHECKSUM": -24, "EBUCKETEXISTS": -25, "ENOUPLOAD": -26,
+    "ERANGE": -27, "ENOTSUP": -28, "ENODEVICE": -29, "ECUDA": -30, "ECUFILE": -31,
+    "EFMT_HEADER_SIZE": -40, "EFMT_JSON": -41, "EFMT_DTYPE": -42, "EFMT_SHAPE": -43,
+    "EFMT_OFFSETS": -44, "EFMT_OVERLAP": -45, "EFMT_HOLE": -46, "EFMT_SIZE_MISMATCH": -47,
+    "EFMT_DUPLICATE": -48, "EFMT_UTF8": -49, "EFMT_TRUNCATED": -50, "EFMT_METADATA": -51,
+    "EFMT_INDEX": -52, "EFMT_SHARD_PATH": -53, "EFMT_FIELD": -54, "ENOTENSOR": -55,
+    "EDEST": -56,
+}
+S3D_EINVAL = _CODES["EINVAL"]
+S3D_ENOTSUP = _CODES["ENOTSUP"]
+S3D_EDEST = _CODES["EDEST"]
+S3D_EFMT_METADATA = _CODES["EFMT_METADATA"]
+CODE_NAMES = {v: "S3D_" + n for n, v in _CODES.items()}
+
+
+class S3DirectError(Exception):
+    """Base of every s3direct error. ``str(e)`` is the library's one-line message."""
+
+    def __init__(self, code: int, message: str, *, name: str = "", http_status: int = 0,
+                 operation: str = "", bucket: str = "", key: str = "", s3_code: str = "",
+                 s3_message: str = "", request_id: str = ""):
+        super().__init__(message)
+        self.code = code
+        self.name = name or CODE_NAMES.get(code, "S3D_UNKNOWN")
+        self.message = message
+        self.http_status = http_status
+        self.operation = operation
+        self.bucket = bucket
+        self.key = key
+        self.s3_code = s3_code
+        self.s3_message = s3_message
+        self.request_id = request_id
+
+    def __reduce__(self):
+        # Picklable, so errors cross process boundaries (DCP, multiprocessing) intact.
+        return (_rebuild, (type(self), self.code, self.message, self.__dict__))
+
+
+def _rebuild(cls, code, message, state):
+    e = cls.__new__(cls)
+    Exception.__init__(e, message)
+    e.__dict__.update(state)
+    return e
+
+
+class NoSuchKey(S3DirectError):
+    pass
+
+
+class NoSuchBucket(S3DirectError):
+    pass
+
+
+class AccessDenied(S3DirectError):
+    pass
+
+
+class SignatureDoesNotMatch(AccessDenied):
+    pass
+
+
+class InvalidAccessKeyId(AccessDenied):
+    pass
+
+
+class ChecksumMismatch(S3DirectError):
+    pass
+
+
+class FormatError(S3DirectError):
+    pass
+
+
+class TransferError(S3DirectError):
+    pass
+
+
+class ConfigError(S3DirectError):
+    pass
+
+
+class NoCredentials(ConfigError):
+    pass
+
+
+class DeviceError(S3DirectError):
+    pass
+
+
+class Cancelled(S3DirectError):
+    pass
+
+
+class NotSupported(S3DirectError):
+    pass
+
+
+class BucketAlreadyExists(S3DirectError):
+    pass
+
+
+class InvalidArgument(S3DirectError, ValueError):
+    pass
+
+
+class StateMismatch(S3DirectError, ValueError):
+    """load_into: missing / unexpected keys, shape or dtype differences, all listed at once in
+    the message; also available as the lists ``missing``, ``unexpected`` and ``mismatched``."""
+
+    def __init__(self, message: str, missing=(), unexpected=(), mismatched=()):
+        super().__init__(S3D_EDEST, message)
+        self.missing = list(missing)
+        self.unexpected = list(unexpected)
+        self.mismatched = list(mismatched)
+
+
+class PickleRefused(S3DirectError, ValueError):
+    pass
+
+
+_c = _CODES
+_BY_CODE = {
+    _c["ENOSUCHKEY"]: NoSuchKey, _c["ENOENT"]: NoSuchKey,
+    _c["ENOSUCHBUCKET"]: NoSuchBucket,
+    _c["EACCESS"]: AccessDenied, _c["ESIGNATURE"]: SignatureDoesNotMatch,
+    _c["EKEYID"]: InvalidAccessKeyId,
+    _c["ECHECKSUM"]: ChecksumMismatch,
+    _c["ECONNECT"]: TransferError, _c["ETIMEDOUT"]: TransferError,
+    _c["ENETWORK"]: TransferError, _c["ETLS"]: TransferError, _c["EHTTP"]: TransferError,
+    _c["ESLOWDOWN"]: TransferError, _c["ESERVER"]: TransferError,
+    _c["EPROTO"]: TransferError, _c["ERETRIES"]: TransferError,
+    _c["ENOUPLOAD"]: TransferError, _c["ERANGE"]: TransferError, _c["EIO"]: TransferError,
+    _c["ECONFIG"]: ConfigError, _c["EURI"]: ConfigError, _c["ENOCREDS"]: NoCredentials,
+    _c["ENODEVICE"]: DeviceError, _c["ECUDA"]: DeviceError, _c["ECUFILE"]: DeviceError,
+    _c["ECANCELED"]: Cancelled, _c["ENOTSUP"]: NotSupported,
+    _c["EBUCKETEXISTS"]: BucketAlreadyExists,
+    _c["EINVAL"]: InvalidArgument, _c["EDEST"]: InvalidArgument,
+    _c["ENOTENSOR"]: FormatError,
+}
+
+# An S3 <Code> refines a generic code (an HTTP error the C side did not classify).
+_BY_S3_CODE = {
+    "NoSuchKey": NoSuchKey, "NoSuchBucket": NoSuchBucket, "AccessDenied": AccessDenied,
+    "SignatureDoesNotMatch": SignatureDoesNotMatch, "InvalidAccessKeyId": InvalidAccessKeyId,
+}
+
+
+def error_class(code: int, s3_code: str = "") -> type:
+    cls = _BY_CODE.get(code)
+    if cls is None and -54 <= code <= -40:
+        cls = FormatError
+    if cls in (None, TransferError, S3DirectError) and s3_code in _BY_S3_CODE:
+        cls = _BY_S3_CODE[s3_code]
+    return cls or S3DirectError
+
+
+def make_error(code: int, message: str, **fields) -> S3DirectError:
+    """The exception object for a negative S3D_E* code and its detail fields."""
+    return error_class(code, fields.get("s3_code", ""))(code, message, **fields)

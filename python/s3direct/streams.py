@@ -1,0 +1,246 @@
+"""File-like objects over S3 objects, for torch.save / torch.load and anything else that takes a
+file (as s3torchconnector's S3Checkpoint does).
+
+reader(uri): seekable, read-only. Reads are served from a read-ahead buffer that is refilled
+by ranged GETs (s3d_download_to_buffer); a read at least as large as the buffer goes straight
+into the caller's memory.
+writer(uri): write-only, not seekable. Bytes go to the C upload stream (s3d_upload_stream_*),
+which uploads parts in the background with memory bounded by concurrency x part_size. The
+object appears only when close() succeeds; leaving a ``with`` block by an exception, or
+abort(), discards the upload.
+
+Local paths work too: reader gives the builtin binary file; writer writes a temporary file in
+the same folder and renames it on close (the file appears only when complete).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+
+from . import _capi, errors
+from ._capi import enc
+from .client import buffer_pointer, resolve
+
+DEFAULT_READ_AHEAD = 8 << 20
+
+
+def is_s3(uri) -> bool:
+    return isinstance(uri, str) and uri.startswith("s3://")
+
+
+def split_s3(uri: str):
+    """(bucket, key) of an s3:// URI, parsed by the C library (s3d_uri_parse)."""
+    lib = _capi.lib()
+    b = ctypes.create_string_buffer(256)
+    k = ctypes.create_string_buffer(4096)
+    lib.check(lib.s3d_uri_parse(enc(uri), b, len(b), k, len(k)))
+    return b.value.decode("utf-8"), k.value.decode("utf-8")
+
+
+class S3Reader(io.RawIOBase):
+    def __init__(self, uri: str, *, client=None, read_ahead: int = DEFAULT_READ_AHEAD):
+        super().__init__()
+        self.uri = uri
+        self._client = resolve(client)
+        self._bucket, self._key = split_s3(uri)
+        self._size = self._client.head(self._bucket, self._key).size
+        self._pos = 0
+        self._ra = max(int(read_ahead), 1)
+        self._buf = bytearray()
+        self._buf_start = 0
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self._pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self._size + offset
+        else:
+            raise ValueError(f"invalid whence {whence}")
+        if pos < 0:
+            raise ValueError(f"negative seek position {pos}")
+        self._pos = pos
+        return pos
+
+    def _fetch(self, offset: int, dst) -> None:
+        want = len(dst)
+        got = self._client.download_into(self._bucket, self._key, offset, dst, want)
+        if got != want:
+            raise errors.TransferError(
+                errors._CODES["EPROTO"],
+                f"{self.uri}: ranged read at {offset} returned {got} of {want} bytes")
+
+    def readinto(self, b) -> int:
+        mv = memoryview(b).cast("B")
+        n = min(len(mv), max(self._size - self._pos, 0))
+        done = 0
+        while done < n:
+            pos = self._pos
+            bstart, bend = self._buf_start, self._buf_start + len(self._buf)
+            if bstart <= pos < bend:
+                k = min(n - done, bend - pos)
+                mv[done:done + k] = self._buf[pos - bstart:pos - bstart + k]
+            elif n - done >= self._ra:
+                k = n - done
+                self._fetch(pos, mv[done:done + k])
+            else:
+                fill = min(self._ra, self._size - pos)
+                buf = bytearray(fill)
+                self._fetch(pos, buf)
+                self._buf, self._buf_start = buf, pos
+                continue
+            done += k
+            self._pos += k
+        return done
+
+    def read(self, size=-1) -> bytes:
+        if size is None or size < 0:
+            size = max(self._size - self._pos, 0)
+        buf = bytearray(min(size, max(self._size - self._pos, 0)))
+        n = self.readinto(buf)
+        return bytes(buf) if n == len(buf) else bytes(buf[:n])
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+
+class S3Writer(io.RawIOBase):
+    def __init__(self, uri: str, *, client=None, part_size=None, max_concurrency=None,
+                 content_type=None):
+        super().__init__()
+        self.uri = uri
+        self._lib = _capi.lib()
+        self._client = resolve(client)
+        bucket, key = split_s3(uri)
+        o = _capi.TransferOptions()
+        o.struct_size = ctypes.sizeof(o)
+        o.part_size = part_size or 0
+        o.max_concurrency = max_concurrency or 0
+        ct = enc(content_type)
+        o.content_type = ct
+        h = ctypes.c_void_p()
+        self._lib.check(self._lib.s3d_upload_stream_new(self._client.handle, enc(bucket),
+                                                        enc(key), ctypes.byref(o),
+                                                        ctypes.byref(h)))
+        self._h = h
+        self._written = 0
+        self._done = False
+
+    def writable(self):
+        return True
+
+    def tell(self):
+        return self._written
+
+    def write(self, b) -> int:
+        if self._h is None:
+            raise ValueError("write to a closed s3direct writer")
+        ptr, n, keep = buffer_pointer(b)
+        if n:
+            self._lib.check(self._lib.s3d_upload_stream_write(self._h, ptr, n))
+        del keep
+        self._written += n
+        return n
+
+    def abort(self) -> None:
+        """Discards the upload: nothing appears at the key."""
+        h, self._h = self._h, None
+        if h is not None:
+            self._lib.s3d_upload_stream_free(h)
+        super().close()
+
+    def close(self) -> None:
+        """Completes the upload; the object is visible when this returns."""
+        h = self._h
+        if h is None:
+            super().close()
+            return
+        try:
+            self._lib.check(self._lib.s3d_upload_stream_finish(h))
+        finally:
+            self._h = None
+            self._lib.s3d_upload_stream_free(h)
+            super().close()
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
+
+    def __del__(self):
+        # Never complete an upload from the garbage collector: abort it.
+        try:
+            if self._h is not None:
+                self.abort()
+        except Exception:
+            pass
+
+
+class _LocalWriter(io.FileIO):
+    """Writes path.tmp-PID, renames to path on a clean close; deletes it otherwise."""
+
+    def __init__(self, path):
+        self._final = os.fspath(path)
+        self._tmp = f"{self._final}.tmp-{os.getpid()}-{id(self):x}"
+        super().__init__(self._tmp, "wb")
+
+    def abort(self):
+        if not self.closed:
+            super().close()
+        if os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+
+    def close(self):
+        if self.closed:
+            return
+        self.flush()
+        os.fsync(self.fileno())
+        super().close()
+        os.replace(self._tmp, self._final)
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
+
+    def __del__(self):
+        # A writer dropped without close() leaves no file behind.
+        try:
+            self.abort()
+        except Exception:
+            pass
+
+
+def reader(uri, *, client=None, read_ahead: int = DEFAULT_READ_AHEAD):
+    """A seekable binary file over the object (s3://...) or local file at uri."""
+    uri = os.fspath(uri)
+    if is_s3(uri):
+        return S3Reader(uri, client=client, read_ahead=read_ahead)
+    return open(uri, "rb")
+
+
+def writer(uri, *, client=None, part_size=None, max_concurrency=None, content_type=None):
+    """A write-only binary file whose bytes become the object (or file) at uri on close()."""
+    uri = os.fspath(uri)
+    if is_s3(uri):
+        return S3Writer(uri, client=client, part_size=part_size,
+                        max_concurrency=max_concurrency, content_type=content_type)
+    return _LocalWriter(uri)

@@ -1,0 +1,151 @@
+"""The ctypes layer: struct layouts match the C headers, version check, error mapping."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import REPO
+
+STRUCTS = {
+    # ctypes class name -> C struct name
+    "ErrorInfo": "s3d_error_info",
+    "ClientOptions": "s3d_client_options",
+    "ClientConfig": "s3d_client_config",
+    "ObjectInfo": "s3d_object_info",
+    "ListEntry": "s3d_list_entry",
+    "TransferOptions": "s3d_transfer_options",
+    "TensorInfo": "s3d_tensor_info",
+    "TensorDest": "s3d_tensor_dest",
+    "ReadOptions": "s3d_read_options",
+    "TensorSrc": "s3d_tensor_src",
+    "MetadataEntry": "s3d_metadata_entry",
+    "WriteOptions": "s3d_write_options",
+}
+
+
+def test_struct_layouts_match_headers(tmp_path):
+    """Compiles a program that prints sizeof and every offsetof from the real headers and
+    compares with the ctypes declarations, field by field."""
+    from s3direct import _capi
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "s3direct/s3direct.h"',
+             "int main(void) {"]
+    for cls_name, c_name in STRUCTS.items():
+        cls = getattr(_capi, cls_name)
+        lines.append(f'printf("{cls_name} =sizeof %zu\\n", sizeof(struct {c_name}));')
+        for field, _ in cls._fields_:
+            lines.append(f'printf("{cls_name} {field} %zu\\n", '
+                         f'offsetof(struct {c_name}, {field}));')
+    lines.append("return 0; }")
+    src = tmp_path / "layout.c"
+    src.write_text("\n".join(lines))
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-std=c11", "-I", os.path.join(REPO, "include"), str(src), "-o",
+                    str(exe)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    seen = 0
+    for line in out.splitlines():
+        cls_name, what, value = line.split()
+        cls = getattr(_capi, cls_name)
+        want = ctypes.sizeof(cls) if what == "=sizeof" else getattr(cls, what).offset
+        assert want == int(value), f"{cls_name}.{what}: ctypes {want}, C {value}"
+        seen += 1
+    assert seen == sum(len(getattr(_capi, c)._fields_) + 1 for c in STRUCTS)
+
+
+def test_dtype_enum_matches_library(lib_path):
+    from s3direct import _capi
+
+    lib = _capi.lib()
+    for value, name in enumerate(_capi.DTYPE_NAMES):
+        if value == 0:
+            continue
+        assert lib.s3d_dtype_name(value).decode() == name
+        assert lib.s3d_dtype_from_name(name.encode(), len(name)) == value
+
+
+def test_error_names_match_library(lib_path):
+    from s3direct import _capi, errors
+
+    lib = _capi.lib()
+    for code, name in errors.CODE_NAMES.items():
+        assert lib.s3d_err_name(code).decode() == name
+
+
+def test_version_check(lib_path):
+    import s3direct
+    from s3direct import _capi
+
+    lib = _capi.lib()
+    assert lib.version >> 16 == _capi.EXPECTED_VERSION >> 16
+    assert s3direct.library_version() == _capi._fmt_version(lib.s3d_version())
+
+
+def test_error_classes():
+    from s3direct import errors
+
+    c = errors._CODES
+    assert isinstance(errors.make_error(c["ENOSUCHKEY"], "x"), errors.NoSuchKey)
+    assert isinstance(errors.make_error(c["ESIGNATURE"], "x"), errors.AccessDenied)
+    assert isinstance(errors.make_error(c["EKEYID"], "x"), errors.AccessDenied)
+    assert isinstance(errors.make_error(c["EFMT_TRUNCATED"], "x"), errors.FormatError)
+    assert isinstance(errors.make_error(c["EFMT_JSON"], "x"), errors.FormatError)
+    assert isinstance(errors.make_error(c["ECHECKSUM"], "x"), errors.ChecksumMismatch)
+    assert isinstance(errors.make_error(c["ERETRIES"], "x"), errors.TransferError)
+    assert isinstance(errors.make_error(c["ENOCREDS"], "x"), errors.ConfigError)
+    # An HTTP error the C side left generic is refined by the S3 <Code>.
+    e = errors.make_error(c["EHTTP"], "x", s3_code="NoSuchBucket", http_status=404)
+    assert isinstance(e, errors.NoSuchBucket) and e.http_status == 404
+    # Pickling keeps class and fields (errors cross process boundaries).
+    import pickle
+
+    e2 = pickle.loads(pickle.dumps(errors.make_error(c["EACCESS"], "denied", bucket="b",
+                                                     request_id="r1")))
+    assert type(e2) is errors.AccessDenied
+    assert (e2.code, e2.bucket, e2.request_id, str(e2)) == (c["EACCESS"], "b", "r1", "denied")
+
+
+def test_failure_detail_reaches_exception(lib_path, tmp_path):
+    import s3direct
+
+    missing = tmp_path / "nope.safetensors"
+    with pytest.raises(s3direct.NoSuchKey) as ei:
+        s3direct.load(missing)
+    assert ei.value.code in (-4, -15)
+    assert "nope.safetensors" in str(ei.value)
+
+
+def test_client_config_and_fork(lib_path, s3_env):
+    import s3direct
+
+    c = s3direct.Client(endpoint_url=s3_env["AWS_ENDPOINT_URL"], max_concurrency=3,
+                        part_size=5 << 20)
+    cfg = c.config()
+    assert cfg["endpoint_url"].rstrip("/") == s3_env["AWS_ENDPOINT_URL"].rstrip("/")
+    assert cfg["max_concurrency"] == 3 and cfg["part_size"] == 5 << 20
+    d1 = s3direct.default_client()
+    assert s3direct.default_client() is d1
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: a new default client, the explicit one refuses
+        ok = s3direct.default_client() is not d1
+        try:
+            c.config()
+            ok = False
+        except s3direct.ConfigError:
+            pass
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.waitpid(pid, 0)
+    assert got == b"1"
+    c.close()
