@@ -49,7 +49,7 @@ static void fmt_eta(double s, char *buf, size_t cap)
 
 static void draw(struct cli_progress *p, uint64_t done, uint64_t total, double now)
 {
-    char d[16], t[16], r[16], eta[16];
+    char d[16], t[16], r[16], eta[32];
     double el = now - p->start;
     double rate = el > 0 ? (double)done / el : 0;
 

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# run.sh BUILD_DIR - `make bench`: GET and PUT of one large object, s3direct next to parallel
+# curl, `aws s3 cp` and boto3, against the S3 server of the environment (AWS_ENDPOINT_URL and
+# keys, as scripts/with-rgw.sh sets them) and GET against a private nginx serving the same
+# bytes from a file (scripts/nginx-origin.sh). Prints a Markdown table (median GB/s with min
+# and max, client CPU-seconds per GB) and the targets with PASS/MISS. Never part of the tests.
+#
+#   BENCH_RUNS=3        runs per client (the median is reported)
+#   BENCH_SIZE=1G       object size (numfmt --from=iec: 256M, 1G, ...)
+#   BENCH_NGINX_PORT=8090
+#   BENCH_SKIP="aws boto3"   clients to leave out (s3direct-mem s3direct-null s3direct-file
+#                       s3direct-put-mem s3direct-put-file curl8 aws boto3), e.g. for a quick run
+#   BENCH_KEEP=DIR      also copy the raw results (results.tsv) and the table into DIR
+#
+# How each client is measured:
+#   s3direct-mem / -put-mem  bench/s3d_bench.c (s3direct-bench): the public API to and from a
+#                 buffer touched in advance; wall and CPU time of each transfer in-process.
+#   s3direct-null / -file    the CLI as a process: `cp` to /dev/null (stdout) and to a file
+#                 on /dev/shm, `cp` of that file for PUT; wall time and the process's CPU.
+#   curl8         8 `curl -r` processes in parallel into /dev/null (signed with --aws-sigv4
+#                 for the S3 server, unsigned for nginx); CPU of all of them.
+#   aws           `aws s3 cp` (default settings) to/from /dev/shm, as a process.
+#   boto3         download_file / upload_file, default TransferConfig, timed in-process
+#                 (interpreter start and imports not counted).
+# Objects the run creates are deleted at the end; with radosgw-admin and CEPH_CONF at hand the
+# server's garbage collection is run as well, because the memstore OSD keeps overwritten and
+# deleted objects in RAM until it is.
+set -uo pipefail
+build=$(cd "${1:?usage: bench/run.sh BUILD_DIR}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+runs=${BENCH_RUNS:-3}
+size_arg=${BENCH_SIZE:-1G}
+port=${BENCH_NGINX_PORT:-8090}
+skip=" ${BENCH_SKIP:-} "
+bytes=$(numfmt --from=iec "$size_arg") || { echo "bench: bad BENCH_SIZE $size_arg" >&2; exit 2; }
+cli=$build/tools/s3direct
+sbench=$build/tools/s3direct-bench
+: "${AWS_ENDPOINT_URL:?bench: no S3 server in the environment (run it as: make bench)}"
+rgw=$AWS_ENDPOINT_URL
+for t in "$cli" "$sbench"; do
+  [ -x "$t" ] || { echo "bench: $t is missing: build first (make build)" >&2; exit 1; }
+done
+
+work=$(mktemp -d /dev/shm/s3direct-bench.XXXXXX)
+bucket=s3d-bench-$$-$(date +%s)
+key=bench/object.bin
+results=$work/results.tsv
+: >"$results"
+nginx_up=0
+
+gc() {
+  # Frees what overwrites and deletes left in the memstore OSD (it waits hours otherwise).
+  if command -v radosgw-admin >/dev/null && [ -n "${CEPH_CONF:-}" ]; then
+    timeout 120 radosgw-admin -c "$CEPH_CONF" gc process --include-all >/dev/null 2>&1 || true
+  fi
+}
+cleanup() {
+  [ $nginx_up -eq 1 ] && "$root/scripts/nginx-origin.sh" stop "$port"
+  AWS_ENDPOINT_URL=$rgw aws s3 rb "s3://$bucket" --force >/dev/null 2>&1
+  gc
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+skipped() { [[ "$skip" == *" $1 "* ]]; }
+say() { printf '%s\n' "$*" >&2; }
+
+# record SCENARIO TOOL SECONDS CPU
+record() {
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$bytes" >>"$results"
+  if [ "$3" = FAIL ]; then
+    say "  $(printf '%-10s %-18s' "$1" "$2") FAILED"
+  else
+    say "  $(printf '%-10s %-18s %6.3f GB/s  %5.2f CPU-s/GB' "$1" "$2" \
+      "$(echo "$bytes / 1000000000 / $3" | bc -l)" "$(echo "$4 * 1000000000 / $bytes" | bc -l)")"
+  fi
+}
+
+# timed SCENARIO TOOL CMD... : runs CMD $runs times as a process; wall clock from the shell,
+# CPU (user+sys of CMD and its children) from /usr/bin/time. Removes $work/dl.bin after each.
+timed() {
+  local scen=$1 tool=$2 i t0 t1 u s
+  shift 2
+  skipped "$tool" && return 0
+  for ((i = 0; i < runs; i++)); do
+    rm -f "$work/dl.bin"
+    t0=$EPOCHREALTIME
+    if /usr/bin/time -f '%U %S' -o "$work/time" "$@" >"$work/out" 2>"$work/err"; then
+      t1=$EPOCHREALTIME
+      read -r u s < <(tail -n 1 "$work/time")
+      record "$scen" "$tool" "$(echo "$t1 - $t0" | bc -l)" "$(echo "$u + $s" | bc -l)"
+    else
+      record "$scen" "$tool" FAIL 0
+      tail -n 3 "$work/err" | sed 's/^/    | /' >&2
+    fi
+    rm -f "$work/dl.bin"
+    [ -n "${after_run:-}" ] && $after_run
+  done
+  return 0
+}
+
+# inproc SCENARIO TOOL CMD... : CMD (given "--runs N" appended) runs the transfers itself and
+# prints "run I seconds S cpu C bytes B" per run. With $after_run set, CMD runs once per run
+# (--runs 1) and $after_run between.
+inproc() {
+  local scen=$1 tool=$2 n=0 i w s c
+  shift 2
+  skipped "$tool" && return 0
+  : >"$work/out"
+  if [ -n "${after_run:-}" ]; then
+    for ((i = 0; i < runs; i++)); do
+      "$@" --runs 1 >>"$work/out" 2>"$work/err"
+      $after_run
+    done
+  else
+    "$@" --runs "$runs" >"$work/out" 2>"$work/err"
+  fi
+  while read -r w _ _ s _ c _; do
+    [ "$w" = run ] || continue
+    record "$scen" "$tool" "$s" "$c"
+    n=$((n + 1))
+  done <"$work/out"
+  if [ $n -lt "$runs" ]; then
+    for ((; n < runs; n++)); do record "$scen" "$tool" FAIL 0; done
+    tail -n 3 "$work/err" | sed 's/^/    | /' >&2
+  fi
+  return 0
+}
+
+say "bench: $size_arg object ($bytes bytes), $runs runs per client, server $rgw, work in $work"
+head -c "$bytes" /dev/urandom >"$work/src.bin" || exit 1
+aws s3 mb "s3://$bucket" >/dev/null || { say "bench: cannot create bucket $bucket"; exit 1; }
+aws s3 cp --quiet "$work/src.bin" "s3://$bucket/$key" || { say "bench: setup upload failed"; exit 1; }
+
+# One untimed download, compared byte for byte: a fast wrong answer is no result.
+if "$cli" cp -q --no-progress "s3://$bucket/$key" "$work/dl.bin" 2>"$work/err" &&
+   cmp -s "$work/src.bin" "$work/dl.bin"; then
+  say "bench: s3direct download verified (identical bytes)"
+else
+  say "bench: s3direct download did not return the uploaded bytes: $(tail -n 1 "$work/err")"
+fi
+rm -f "$work/dl.bin"
+
+export CURL_SIGV4_REGION=${AWS_DEFAULT_REGION:-us-east-1}
+get_phase() { # SCENARIO ENDPOINT SIGNED
+  local scen=$1 ep=$2 signed=$3
+  AWS_ENDPOINT_URL=$ep inproc "$scen" s3direct-mem "$sbench" get "$bucket" "$key"
+  timed "$scen" s3direct-null "$cli" cp -q --no-progress --endpoint-url "$ep" \
+    "s3://$bucket/$key" /dev/null
+  timed "$scen" s3direct-file "$cli" cp -q --no-progress --endpoint-url "$ep" \
+    "s3://$bucket/$key" "$work/dl.bin"
+  if [ "$signed" = 1 ]; then
+    CURL_SIGV4_KEY=$AWS_ACCESS_KEY_ID CURL_SIGV4_SECRET=$AWS_SECRET_ACCESS_KEY \
+      timed "$scen" curl8 "$here/curl_ranges.sh" "$ep/$bucket/$key" "$bytes" 8
+  else
+    timed "$scen" curl8 "$here/curl_ranges.sh" "$ep/$bucket/$key" "$bytes" 8
+  fi
+  timed "$scen" aws aws s3 cp --quiet --endpoint-url "$ep" "s3://$bucket/$key" "$work/dl.bin"
+  inproc "$scen" boto3 python3 "$here/boto3_xfer.py" get "$bucket" "$key" "$work/dl.bin" \
+    --endpoint-url "$ep"
+}
+
+say "GET from the S3 server ($rgw)"
+get_phase "GET rgw" "$rgw" 1
+
+mkdir -p "$work/origin/$bucket/$(dirname "$key")"
+ln "$work/src.bin" "$work/origin/$bucket/$key"
+if nginx_url=$("$root/scripts/nginx-origin.sh" start "$work/origin" "$port"); then
+  nginx_up=1
+  say "GET from nginx ($nginx_url, the same bytes from a file)"
+  get_phase "GET nginx" "$nginx_url" 0
+  "$root/scripts/nginx-origin.sh" stop "$port"
+  nginx_up=0
+else
+  say "bench: nginx could not be started; GET nginx skipped"
+fi
+
+# PUT: every client writes its own key; each overwrite leaves garbage in the memstore OSD, so
+# the server's garbage collection runs after every run (untimed).
+aws s3 rm --quiet "s3://$bucket/$key"
+gc
+say "PUT to the S3 server ($rgw)"
+after_run=gc
+inproc "PUT rgw" s3direct-put-mem "$sbench" put "$bucket" bench/put-mem.bin --size "$bytes"
+timed "PUT rgw" s3direct-put-file "$cli" cp -q --no-progress "$work/src.bin" \
+  "s3://$bucket/bench/put-file.bin"
+timed "PUT rgw" aws aws s3 cp --quiet "$work/src.bin" "s3://$bucket/bench/put-aws.bin"
+inproc "PUT rgw" boto3 python3 "$here/boto3_xfer.py" put "$bucket" bench/put-boto3.bin \
+  "$work/src.bin"
+after_run=
+
+echo
+python3 "$here/report.py" "$results" "$size_arg" | tee "$work/table.md"
+if [ -n "${BENCH_KEEP:-}" ]; then
+  mkdir -p "$BENCH_KEEP" && cp "$results" "$work/table.md" "$BENCH_KEEP/"
+fi
