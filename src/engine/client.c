@@ -1,5 +1,6 @@
 /* client.c - the client object, its configuration and cancel tokens. */
 #include "engine/client_impl.h"
+#include "engine/resources.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,7 @@ void s3d_client_free(struct s3d_client *c)
 {
     if (c == NULL)
         return;
-    /* The pool and the device are freed by their owners' code through these slots; until
-     * those land, nothing creates them. */
+    s3d_client_free_resources(c); /* staging pool, then the device layer */
     s3d_s3ctx_cleanup(&c->s3);
     pthread_mutex_destroy(&c->lazy_lock);
     free(c);

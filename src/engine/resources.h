@@ -1,0 +1,22 @@
+/* resources.h - the client's lazily created device handle and staging pool.
+ *
+ * Plain byte transfers need neither, so a client allocates no pinned memory until the first
+ * tensor load or save asks for it. Both live until s3d_client_free. */
+#ifndef S3D_ENGINE_RESOURCES_H
+#define S3D_ENGINE_RESOURCES_H
+
+struct s3d_client;
+struct s3d_device;
+struct s3d_pool;
+
+/* The client's device layer, opened on first call (host backend when there is no GPU, or
+ * when the client option device is -1). The environment variable S3D_DEVICE_EMULATE=1 selects
+ * the emulated GPU of device.h: for tests only. Thread-safe. */
+int s3d_client_device(struct s3d_client *c, struct s3d_device **out);
+/* The client's staging pool (staging_bytes total in part_size chunks), created on first call
+ * through the device layer (pinned when a GPU is there). Thread-safe. */
+int s3d_client_pool(struct s3d_client *c, struct s3d_pool **out);
+/* Frees the pool, then the device layer. Called by s3d_client_free only. */
+void s3d_client_free_resources(struct s3d_client *c);
+
+#endif
