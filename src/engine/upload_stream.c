@@ -1,0 +1,359 @@
+/* upload_stream.c - s3d_upload_stream_*: an upload fed by writes of any size.
+ *
+ * The writing thread copies into part_size buffers; each full buffer is queued for a worker
+ * thread that runs the multipart engine (s3d_xfer_put_multipart) and hands queued buffers to
+ * it as parts. Buffers come back through the release hook. At most max_concurrency buffers
+ * exist, so memory is bounded whatever the stream's length; a writer that finds none free
+ * waits for one. A stream that ends inside its first buffer is sent as one PutObject from the
+ * calling thread and no worker is ever started.
+ *
+ * Locking: mu guards everything below "shared"; the writer owns cur/cur_len; the worker owns
+ * the engine. Order: mu is the only lock. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/compiler.h"
+#include "common/error.h"
+#include "engine/client_impl.h"
+#include "engine/xfer.h"
+#include "s3/uri.h"
+#include "s3direct/transfer.h"
+
+struct worker_err {
+    int code;
+    int http_status;
+    char message[1536], operation[64], bucket[256], key[1024], s3_code[128], s3_message[512],
+        request_id[160];
+};
+
+struct qent {
+    char *buf;
+    uint64_t len;
+    uint32_t number;
+};
+
+struct s3d_upload_stream {
+    struct s3d_client *c;
+    char *bucket, *key, *content_type;
+    struct s3d_put_options po;
+    uint64_t part;
+    size_t n_slots;
+    /* Writer-owned. */
+    char *cur;
+    uint64_t cur_len;
+    uint64_t total;
+    uint32_t next_number;
+    int started, finished, failed;
+    pthread_t th;
+    /* Shared, under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char **bufs;
+    int *busy;
+    struct qent *q;
+    size_t q_head, q_len;
+    struct iovec *iovs;     /* one per slot, for the part being uploaded from it */
+    int eof, abort, worker_done, worker_rc;
+    struct worker_err werr;
+};
+
+static void werr_save(struct worker_err *w, int code)
+{
+    struct s3d_error_info e;
+    s3d_last_error(&e);
+    w->code = code;
+    w->http_status = e.http_status;
+    snprintf(w->message, sizeof(w->message), "%s", e.message);
+    snprintf(w->operation, sizeof(w->operation), "%s", e.operation);
+    snprintf(w->bucket, sizeof(w->bucket), "%s", e.bucket);
+    snprintf(w->key, sizeof(w->key), "%s", e.key);
+    snprintf(w->s3_code, sizeof(w->s3_code), "%s", e.s3_code);
+    snprintf(w->s3_message, sizeof(w->s3_message), "%s", e.s3_message);
+    snprintf(w->request_id, sizeof(w->request_id), "%s", e.request_id);
+}
+
+static int werr_restore(const struct worker_err *w)
+{
+    struct s3d_err_s3 d = {.operation = w->operation, .bucket = w->bucket, .key = w->key,
+                           .http_status = w->http_status, .s3_code = w->s3_code,
+                           .s3_message = w->s3_message, .request_id = w->request_id};
+    return s3d_fail_s3(w->code, &d, "%s", w->message);
+}
+
+/* Under mu. */
+static char *slot_get_locked(struct s3d_upload_stream *s, int *oom)
+{
+    size_t i;
+    *oom = 0;
+    for (i = 0; i < s->n_slots; i++) {
+        if (s->busy[i])
+            continue;
+        if (s->bufs[i] == NULL) {
+            s->bufs[i] = malloc((size_t)s->part);
+            if (s->bufs[i] == NULL) {
+                *oom = 1;
+                return NULL;
+            }
+        }
+        s->busy[i] = 1;
+        return s->bufs[i];
+    }
+    return NULL;
+}
+
+static size_t slot_index(const struct s3d_upload_stream *s, const void *p)
+{
+    size_t i;
+    for (i = 0; i < s->n_slots; i++)
+        if (s->bufs[i] == p)
+            return i;
+    return 0;
+}
+
+static int st_next(void *ctx, struct s3d_put_part *p)
+{
+    struct s3d_upload_stream *s = ctx;
+    int r;
+    pthread_mutex_lock(&s->mu);
+    if (s->abort) {
+        pthread_mutex_unlock(&s->mu);
+        return s3d_fail(S3D_ECANCELED, "upload stream to s3://%s/%s abandoned", s->bucket,
+                        s->key);
+    }
+    if (s->q_len > 0) {
+        struct qent e = s->q[s->q_head];
+        size_t idx = slot_index(s, e.buf);
+        s->q_head = (s->q_head + 1) % s->n_slots;
+        s->q_len--;
+        s->iovs[idx].iov_base = e.buf;
+        s->iovs[idx].iov_len = (size_t)e.len;
+        p->part_number = e.number;
+        p->iov = &s->iovs[idx];
+        p->iovcnt = 1;
+        p->length = e.len;
+        p->user = e.buf;
+        r = 0;
+    } else {
+        r = s->eof ? 2 : 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+static int st_release(void *ctx, const struct s3d_put_part *p)
+{
+    struct s3d_upload_stream *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    s->busy[slot_index(s, p->user)] = 0;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+static void *worker(void *arg)
+{
+    struct s3d_upload_stream *s = arg;
+    struct s3d_put_hooks h;
+    int rc;
+    memset(&h, 0, sizeof(h));
+    h.next = st_next;
+    h.release = st_release;
+    h.ctx = s;
+    rc = s3d_xfer_put_multipart(s->c, s->bucket, s->key, &h, &s->po);
+    pthread_mutex_lock(&s->mu);
+    if (rc < 0)
+        werr_save(&s->werr, rc);
+    s->worker_rc = rc;
+    s->worker_done = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *key,
+                          const struct s3d_transfer_options *opts,
+                          struct s3d_upload_stream **out)
+{
+    struct s3d_transfer_options t;
+    struct s3d_upload_stream *s;
+    size_t n = sizeof(t);
+    int rc;
+
+    if (out == NULL)
+        return s3d_fail(S3D_EINVAL, "s3d_upload_stream_new: out is NULL");
+    *out = NULL;
+    rc = s3d_client_check(c);
+    if (rc < 0)
+        return rc;
+    if (bucket == NULL || key == NULL || key[0] == '\0')
+        return s3d_fail(S3D_EINVAL, "bucket or key is empty");
+    rc = s3d_bucket_name_check(bucket, strlen(bucket));
+    if (rc < 0)
+        return rc;
+    memset(&t, 0, sizeof(t));
+    if (opts != NULL) {
+        if (opts->struct_size != 0 && opts->struct_size < n)
+            n = opts->struct_size;
+        memcpy(&t, opts, n);
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory");
+    s->c = c;
+    s->bucket = s3d_strdup(bucket);
+    s->key = s3d_strdup(key);
+    s->content_type = s3d_strdup(t.content_type);
+    s->part = S3D_MAX(t.part_size ? t.part_size : c->part_size, S3D_MIN_PART_SIZE);
+    s->n_slots = S3D_MAX(t.max_concurrency ? t.max_concurrency : c->max_concurrency, 2u);
+    s->po.content_type = s->content_type;
+    s->po.max_concurrency = t.max_concurrency;
+    s->po.progress = t.progress;
+    s->po.progress_user = t.progress_user;
+    s->po.cancel = t.cancel;
+    s->next_number = 1;
+    s->bufs = calloc(s->n_slots, sizeof(*s->bufs));
+    s->busy = calloc(s->n_slots, sizeof(*s->busy));
+    s->q = calloc(s->n_slots, sizeof(*s->q));
+    s->iovs = calloc(s->n_slots, sizeof(*s->iovs));
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (s->bucket == NULL || s->key == NULL || (t.content_type && !s->content_type) ||
+        s->bufs == NULL || s->busy == NULL || s->q == NULL || s->iovs == NULL) {
+        s3d_upload_stream_free(s);
+        return s3d_fail(S3D_ENOMEM, "out of memory");
+    }
+    *out = s;
+    return 0;
+}
+
+/* Queues the writer's full (or last) buffer for the worker, starting it on the first. */
+static int enqueue_cur(struct s3d_upload_stream *s)
+{
+    int rc = 0;
+    if (s->next_number > S3D_MAX_PARTS)
+        return s3d_fail(S3D_ETOOBIG, "upload stream to s3://%s/%s: more than %u parts of %"
+                        PRIu64 " bytes; raise part_size", s->bucket, s->key, S3D_MAX_PARTS,
+                        s->part);
+    pthread_mutex_lock(&s->mu);
+    s->q[(s->q_head + s->q_len) % s->n_slots] =
+        (struct qent){.buf = s->cur, .len = s->cur_len, .number = s->next_number++};
+    s->q_len++;
+    pthread_mutex_unlock(&s->mu);
+    s->cur = NULL;
+    s->cur_len = 0;
+    if (!s->started) {
+        if (pthread_create(&s->th, NULL, worker, s) != 0)
+            return s3d_fail(S3D_ENOMEM, "could not start the upload thread");
+        s->started = 1;
+    }
+    return rc;
+}
+
+int s3d_upload_stream_write(struct s3d_upload_stream *s, const void *data, size_t len)
+{
+    const char *p = data;
+    int rc;
+    if (s == NULL || (data == NULL && len > 0))
+        return s3d_fail(S3D_EINVAL, "s3d_upload_stream_write: NULL argument");
+    if (s->finished || s->failed)
+        return s3d_fail(S3D_EINVAL, "upload stream to s3://%s/%s is %s", s->bucket, s->key,
+                        s->finished ? "finished" : "failed");
+    while (len > 0) {
+        uint64_t n;
+        if (s->cur == NULL) {
+            int oom = 0;
+            pthread_mutex_lock(&s->mu);
+            while ((s->cur = slot_get_locked(s, &oom)) == NULL && !oom && !s->worker_done)
+                pthread_cond_wait(&s->cv, &s->mu);
+            if (s->cur == NULL) {
+                int wrc = s->worker_done ? s->worker_rc : 0;
+                pthread_mutex_unlock(&s->mu);
+                s->failed = 1;
+                if (oom)
+                    return s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer",
+                                    s->part);
+                if (wrc < 0)
+                    return werr_restore(&s->werr);
+                return s3d_fail(S3D_EPROTO, "upload stream ended early");
+            }
+            pthread_mutex_unlock(&s->mu);
+        }
+        n = S3D_MIN((uint64_t)len, s->part - s->cur_len);
+        memcpy(s->cur + s->cur_len, p, (size_t)n);
+        s->cur_len += n;
+        s->total += n;
+        p += n;
+        len -= (size_t)n;
+        if (s->cur_len == s->part) {
+            rc = enqueue_cur(s);
+            if (rc < 0) {
+                s->failed = 1;
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+int s3d_upload_stream_finish(struct s3d_upload_stream *s)
+{
+    int rc;
+    if (s == NULL)
+        return s3d_fail(S3D_EINVAL, "s3d_upload_stream_finish: stream is NULL");
+    if (s->finished || s->failed)
+        return s3d_fail(S3D_EINVAL, "upload stream to s3://%s/%s is %s", s->bucket, s->key,
+                        s->finished ? "finished" : "failed");
+    if (!s->started && s->total < s->c->multipart_threshold) {
+        struct iovec v = {.iov_base = s->cur, .iov_len = (size_t)s->cur_len};
+        s->po.total_hint = s->total;
+        rc = s3d_xfer_put_single(s->c, s->bucket, s->key, &v, s->cur ? 1 : 0, &s->po);
+        s->finished = rc == 0;
+        s->failed = rc < 0;
+        return rc;
+    }
+    if (s->cur_len > 0) {
+        rc = enqueue_cur(s);
+        if (rc < 0) {
+            s->failed = 1;
+            return rc;
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    s->eof = 1;
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL);
+    s->started = 0;
+    rc = s->worker_rc < 0 ? werr_restore(&s->werr) : 0;
+    s->finished = rc == 0;
+    s->failed = rc < 0;
+    return rc;
+}
+
+void s3d_upload_stream_free(struct s3d_upload_stream *s)
+{
+    size_t i;
+    if (s == NULL)
+        return;
+    if (s->started) {
+        /* Not finished: the worker's next hook fails, and the engine aborts the upload. */
+        pthread_mutex_lock(&s->mu);
+        s->abort = 1;
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->th, NULL);
+    }
+    for (i = 0; s->bufs != NULL && i < s->n_slots; i++)
+        free(s->bufs[i]);
+    free(s->bufs);
+    free(s->busy);
+    free(s->q);
+    free(s->iovs);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->bucket);
+    free(s->key);
+    free(s->content_type);
+    free(s);
+}
