@@ -1,5 +1,7 @@
 set(S3D_ENGINE_SOURCES
   src/engine/client.c
+  src/engine/fileio.c
+  src/engine/pool.c
   src/engine/api_object.c
   src/engine/transfer.c
   src/engine/upload_stream.c

@@ -1,0 +1,265 @@
+/* pool.c - the staging pool.
+ *
+ * Layout (defaults: 256 MiB total, 8 MiB chunks, blocks of at most 64 MiB):
+ *
+ *   blocks[0]  (s3d_device_host_alloc: pinned, page-aligned)
+ *   +----------+----------+----------+----------+----------+----------+----------+----------+
+ *   | chunk 0  | chunk 1  | chunk 2  | chunk 3  | chunk 4  | chunk 5  | chunk 6  | chunk 7  |
+ *   +----------+----------+----------+----------+----------+----------+----------+----------+
+ *   blocks[1]
+ *   +----------+----------+-- ... --+----------+
+ *   | chunk 8  | chunk 9  |          | chunk 15 |      ... up to blocks[3]: 32 chunks in all
+ *   +----------+----------+-- ... --+----------+
+ *
+ *   free[]:  stack of free chunk indices (LIFO: a chunk just put back is warm in cache)
+ *   out[i]:  1 while chunk i is handed out (catches a double put)
+ *
+ * Pinning is slow and pinned memory is scarce, so the whole pool is allocated once, in a few
+ * blocks (one huge pinned allocation fails more often than several moderate ones), and never
+ * grows. Chunk size is a multiple of 4096 and blocks are page-aligned, so every chunk is
+ * aligned for O_DIRECT.
+ *
+ * Threads: the locked part (free[], n_free, out[], in_use, high_water) is under mu; cv
+ * signals a put. Everything else is set at creation and read-only. mu is a leaf lock. */
+#include "engine/pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "device/device.h"
+#include "s3direct/client.h"
+
+#define BLOCK_TARGET (64ull << 20)
+#define ALIGN 4096ull
+
+struct pool_block {
+    unsigned char *base;
+    size_t size;
+    size_t first; /* index of its first chunk */
+};
+
+struct s3d_pool {
+    struct s3d_device *dev;
+    size_t chunk_size;
+    size_t n_chunks;
+    size_t n_blocks;
+    struct pool_block *blocks;
+    /* locked part */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t *free_idx;
+    size_t n_free;
+    unsigned char *out;
+    size_t in_use, high_water;
+};
+
+int s3d_pool_new(struct s3d_device *dev, uint64_t total_bytes, uint64_t chunk_bytes,
+                 struct s3d_pool **out)
+{
+    struct s3d_pool *p;
+    uint64_t n_chunks, per_block;
+    int rc;
+
+    *out = NULL;
+    if (total_bytes == 0)
+        total_bytes = S3D_POOL_DEFAULT_TOTAL;
+    if (chunk_bytes == 0)
+        chunk_bytes = S3D_POOL_DEFAULT_CHUNK;
+    if (chunk_bytes > (4ull << 30))
+        return s3d_fail(S3D_EINVAL, "staging pool: chunk of %llu bytes is over 4 GiB",
+                        (unsigned long long)chunk_bytes);
+    chunk_bytes = (chunk_bytes + ALIGN - 1) & ~(ALIGN - 1);
+    n_chunks = total_bytes / chunk_bytes;
+    if (n_chunks < 2)
+        n_chunks = 2; /* one chunk cannot overlap a read with a copy */
+    if (n_chunks > (1u << 20))
+        return s3d_fail(S3D_EINVAL, "staging pool: %llu chunks is too many",
+                        (unsigned long long)n_chunks);
+    per_block = BLOCK_TARGET / chunk_bytes;
+    if (per_block == 0)
+        per_block = 1;
+
+    p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return s3d_fail(S3D_ENOMEM, "staging pool: out of memory");
+    p->dev = dev;
+    p->chunk_size = (size_t)chunk_bytes;
+    p->n_chunks = (size_t)n_chunks;
+    p->n_blocks = (size_t)((n_chunks + per_block - 1) / per_block);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->blocks = calloc(p->n_blocks, sizeof(*p->blocks));
+    p->free_idx = calloc(p->n_chunks, sizeof(*p->free_idx));
+    p->out = calloc(p->n_chunks, 1);
+    if (p->blocks == NULL || p->free_idx == NULL || p->out == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "staging pool: out of memory");
+        goto fail;
+    }
+    for (size_t b = 0, first = 0; b < p->n_blocks; b++) {
+        size_t k = (size_t)(n_chunks - first < per_block ? n_chunks - first : per_block);
+        void *base = NULL;
+        rc = s3d_device_host_alloc(dev, k * p->chunk_size, &base);
+        if (rc < 0) {
+            s3d_fail_prefix(rc, "staging pool of %zu x %zu bytes", p->n_chunks, p->chunk_size);
+            goto fail;
+        }
+        p->blocks[b] = (struct pool_block){base, k * p->chunk_size, first};
+        first += k;
+    }
+    /* Push in reverse so that chunk 0 is handed out first (tests read addresses in order). */
+    for (size_t i = 0; i < p->n_chunks; i++)
+        p->free_idx[i] = p->n_chunks - 1 - i;
+    p->n_free = p->n_chunks;
+    *out = p;
+    return 0;
+fail:
+    s3d_pool_free(p);
+    return rc;
+}
+
+void s3d_pool_free(struct s3d_pool *p)
+{
+    if (p == NULL)
+        return;
+    if (p->blocks != NULL)
+        for (size_t b = 0; b < p->n_blocks; b++)
+            s3d_device_host_free(p->dev, p->blocks[b].base, p->blocks[b].size);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->blocks);
+    free(p->free_idx);
+    free(p->out);
+    free(p);
+}
+
+static void *chunk_addr(const struct s3d_pool *p, size_t idx)
+{
+    for (size_t b = 0; b < p->n_blocks; b++) {
+        const struct pool_block *bl = &p->blocks[b];
+        if (idx < bl->first + bl->size / p->chunk_size)
+            return bl->base + (idx - bl->first) * p->chunk_size;
+    }
+    return NULL;
+}
+
+/* Index of the chunk holding ptr, or (size_t)-1. */
+static size_t chunk_index(const struct s3d_pool *p, const void *ptr)
+{
+    const unsigned char *c = ptr;
+    for (size_t b = 0; b < p->n_blocks; b++) {
+        const struct pool_block *bl = &p->blocks[b];
+        if (bl->base != NULL && c >= bl->base && c < bl->base + bl->size)
+            return bl->first + (size_t)(c - bl->base) / p->chunk_size;
+    }
+    return (size_t)-1;
+}
+
+/* Takes a free chunk. Called with mu held and n_free > 0. */
+static void *take_locked(struct s3d_pool *p)
+{
+    size_t idx = p->free_idx[--p->n_free];
+    p->out[idx] = 1;
+    p->in_use++;
+    if (p->in_use > p->high_water)
+        p->high_water = p->in_use;
+    return chunk_addr(p, idx);
+}
+
+void *s3d_pool_try_get(struct s3d_pool *p)
+{
+    void *c = NULL;
+    pthread_mutex_lock(&p->mu);
+    if (p->n_free > 0)
+        c = take_locked(p);
+    pthread_mutex_unlock(&p->mu);
+    return c;
+}
+
+void *s3d_pool_get(struct s3d_pool *p, struct s3d_cancel *cancel)
+{
+    void *c = NULL;
+    pthread_mutex_lock(&p->mu);
+    while (p->n_free == 0) {
+        if (cancel != NULL && s3d_cancel_requested(cancel))
+            goto out;
+        if (cancel == NULL) {
+            pthread_cond_wait(&p->cv, &p->mu);
+        } else {
+            /* A cancel request does not signal cv: look at it every 20 ms. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 20 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        }
+    }
+    c = take_locked(p);
+out:
+    pthread_mutex_unlock(&p->mu);
+    return c;
+}
+
+void s3d_pool_put(struct s3d_pool *p, void *chunk)
+{
+    size_t idx;
+    if (p == NULL || chunk == NULL)
+        return;
+    idx = chunk_index(p, chunk);
+    if (idx == (size_t)-1)
+        abort(); /* not ours: memory corruption would follow, stop here */
+    pthread_mutex_lock(&p->mu);
+    if (!p->out[idx])
+        abort(); /* put twice */
+    p->out[idx] = 0;
+    p->in_use--;
+    p->free_idx[p->n_free++] = idx;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+size_t s3d_pool_chunk_size(const struct s3d_pool *p)
+{
+    return p->chunk_size;
+}
+
+size_t s3d_pool_chunk_count(const struct s3d_pool *p)
+{
+    return p->n_chunks;
+}
+
+size_t s3d_pool_free_count(struct s3d_pool *p)
+{
+    size_t n;
+    pthread_mutex_lock(&p->mu);
+    n = p->n_free;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+size_t s3d_pool_high_water(struct s3d_pool *p)
+{
+    size_t n;
+    pthread_mutex_lock(&p->mu);
+    n = p->high_water;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+void s3d_pool_reset_high_water(struct s3d_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->high_water = p->in_use;
+    pthread_mutex_unlock(&p->mu);
+}
+
+int s3d_pool_owns(const struct s3d_pool *p, const void *ptr)
+{
+    return p != NULL && ptr != NULL && chunk_index(p, ptr) != (size_t)-1;
+}
