@@ -1,0 +1,38 @@
+/* tproxy.h - a tiny TCP proxy for tests: forwards 127.0.0.1:PORT to an upstream HTTP server
+ * and can break one connection for real, or slow traffic down, so that retry, resume and
+ * cancel paths run against real failed requests.
+ *
+ * It also records, per request, the request line and the Range header it saw going to the
+ * server (HTTP/1.1 parsing of the client side: header block, then Content-Length body). */
+#ifndef S3D_TEST_TPROXY_H
+#define S3D_TEST_TPROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct tproxy_opts {
+    int64_t cut_s2c_after;  /* close one connection once this many response bytes have gone
+                               to the client in total; -1 = never */
+    int64_t cut_c2s_after;  /* the same for request bytes going to the server; -1 = never */
+    int delay_us;           /* sleep this long after each forwarded chunk (<= 64 KiB) */
+};
+
+struct tproxy;
+
+/* Starts listening on an ephemeral port of 127.0.0.1, forwarding to up_host:up_port. Exits the
+ * test (t_fail) on failure. */
+struct tproxy *tproxy_start(const char *up_host, int up_port, const struct tproxy_opts *o);
+/* "http://127.0.0.1:PORT" */
+const char *tproxy_url(const struct tproxy *p);
+/* Connections cut so far (0 or 1). */
+int tproxy_cuts(struct tproxy *p);
+/* The log so far: one line per request ("PUT /b/k?partNumber=1&uploadId=..." then, when
+ * present, " Range: bytes=A-B"). Owned by the proxy; valid until the next call. */
+const char *tproxy_log(struct tproxy *p);
+/* Stops accepting, closes all connections, frees. */
+void tproxy_stop(struct tproxy *p);
+
+/* Parses host and port out of an "http://host:port" URL (tests' AWS_ENDPOINT_URL). */
+void tproxy_parse_endpoint(const char *url, char *host, size_t cap, int *port);
+
+#endif
