@@ -3,3 +3,5 @@ s3d_test(test_sigv4 unit/test_sigv4.c)
 # http/retry (owner: http): pure tables, no network.
 s3d_test(test_retry unit/test_retry.c)
 s3d_test(test_http_map unit/test_http_map.c)
+s3d_test(test_uri unit/test_uri.c)
+s3d_test(test_xml unit/test_xml.c)
