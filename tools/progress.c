@@ -104,7 +104,7 @@ int cli_progress_cb(void *user, uint64_t done, uint64_t total)
     if (p == NULL || !p->enabled)
         return 0;
     now = cli_now();
-    if (p->drawn && now - p->last_draw < REDRAW_S && done != total)
+    if (p->drawn && (done == p->last_done || (now - p->last_draw < REDRAW_S && done != total)))
         return 0;
     draw(p, done, total, now);
     return 0;

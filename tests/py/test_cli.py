@@ -1,0 +1,347 @@
+"""The s3direct command-line tool against the S3 server of the environment.
+
+Runs $S3D_BUILD_DIR/tools/s3direct (else build/tools/s3direct) as a process and checks exit
+codes, stdout, the one-line error on stderr, and the bytes on the server through boto3 (an
+independent client). Skipped when the tool is not built or no server is configured."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import stat
+import subprocess
+import time
+import uuid
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MiB = 1 << 20
+
+COMMON_FLAGS = ["--endpoint-url", "--profile", "--region", "--no-sign-request", "--ca-bundle",
+                "--no-verify-ssl", "--concurrency", "--part-size", "--progress",
+                "--no-progress", "--quiet", "--help"]
+COMMAND_FLAGS = {
+    "cp": ["--recursive", "--content-type", "--dryrun"],
+    "ls": ["--recursive", "--human-readable", "--summarize"],
+    "rm": ["--recursive", "--dryrun"],
+    "stat": [],
+    "mb": [],
+    "rb": [],
+    "presign": ["--expires-in", "--method"],
+    "info": [],
+    "verify": ["--batch-size", "--no-verify"],
+}
+
+
+def _cli_path():
+    cands = []
+    if os.environ.get("S3D_BUILD_DIR"):
+        cands.append(os.path.join(os.environ["S3D_BUILD_DIR"], "tools", "s3direct"))
+    cands.append(os.path.join(REPO, "build", "tools", "s3direct"))
+    for c in cands:
+        if os.access(c, os.X_OK):
+            return os.path.abspath(c)
+    return None
+
+
+@pytest.fixture(scope="session")
+def cli():
+    p = _cli_path()
+    if p is None:
+        pytest.skip("the s3direct CLI is not built (set S3D_BUILD_DIR)")
+    return p
+
+
+def run(cli, *args, input=None, env=None, check=None):
+    """Runs the CLI; returns CompletedProcess with bytes stdout/stderr."""
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    r = subprocess.run([cli, *args], input=input, capture_output=True, env=e, timeout=120)
+    if check is not None:
+        assert r.returncode == check, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    return r
+
+
+def one_error_line(r):
+    """The failure contract: non-zero exit and exactly one line 's3direct: ...' on stderr."""
+    assert r.returncode != 0
+    lines = r.stderr.decode().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("s3direct"), lines
+    return lines[0]
+
+
+def data(n, seed=1):
+    out = bytearray()
+    h = hashlib.sha256(str(seed).encode()).digest()
+    while len(out) < n:
+        h = hashlib.sha256(h).digest()
+        out += h * 64
+    return bytes(out[:n])
+
+
+# ---- no server needed -------------------------------------------------------------------
+
+def test_help_mentions_every_flag(cli):
+    top = run(cli, "--help", check=0).stdout.decode()
+    for cmd in COMMAND_FLAGS:
+        assert re.search(rf"^\s+{cmd}\s", top, re.M), cmd
+    for cmd, flags in COMMAND_FLAGS.items():
+        h = run(cli, cmd, "--help", check=0).stdout.decode()
+        assert h.startswith(f"usage: s3direct {cmd}"), h[:80]
+        assert "Example" in h, cmd
+        for f in COMMON_FLAGS + flags:
+            assert f in h, (cmd, f)
+        # flags of other commands are refused by this one
+        if cmd != "cp":
+            r = run(cli, cmd, "--content-type", "x", "s3://b/k")
+            assert r.returncode == 2 and b"unknown option --content-type" in r.stderr
+
+
+def test_version(cli):
+    out = run(cli, "--version", check=0).stdout.decode()
+    assert re.fullmatch(r"s3direct \d+\.\d+\.\d+ \(library \d+\.\d+\.\d+\)\n", out), out
+
+
+@pytest.mark.parametrize("args,needle", [
+    ([], "usage"),
+    (["frobnicate"], 'unknown command "frobnicate"'),
+    (["cp", "s3://b/k"], "missing argument"),
+    (["cp", "a", "b"], "must be an s3:// URI"),
+    (["cp", "s3://b/k", "x", "--part-size", "8Q"], '"8Q" is not a valid size'),
+    (["cp", "s3://b/k", "x", "--concurrency", "0"], "--concurrency"),
+    (["presign", "s3://b/k", "--expires-in", "604801"], "--expires-in"),
+    (["ls"], "listing buckets is not supported"),
+    (["ls", "s3://b", "--bogus"], "unknown option --bogus"),
+    (["rm", "s3://bkt/dir/"], "use --recursive"),
+    (["stat", "s3://bkt"], "names a bucket"),
+])
+def test_usage_errors_exit_2(cli, args, needle):
+    r = run(cli, *args)
+    assert r.returncode == 2, r
+    assert needle in r.stderr.decode(), r.stderr
+    assert r.stdout == b""
+
+
+# ---- against the server -----------------------------------------------------------------
+
+@pytest.fixture
+def tmp(tmp_path):
+    return tmp_path
+
+
+def test_cp_up_and_down_multipart(cli, s3_env, bucket, boto3_client, tmp):
+    body = data(12 * MiB + 3)
+    src = tmp / "src.bin"
+    src.write_bytes(body)
+    # 4 MiB parts: a multipart upload of 4 parts and 4 ranged GETs
+    r = run(cli, "cp", str(src), f"s3://{bucket}/up/", "--part-size", "4M", check=0)
+    assert r.stdout.decode() == f"upload: {src} to s3://{bucket}/up/src.bin\n"
+    got = boto3_client.get_object(Bucket=bucket, Key="up/src.bin")["Body"].read()
+    assert got == body
+    dst = tmp / "back.bin"
+    r = run(cli, "cp", f"s3://{bucket}/up/src.bin", str(dst), "--part-size", "4MiB", check=0)
+    assert r.stdout.decode() == f"download: s3://{bucket}/up/src.bin to {dst}\n"
+    assert dst.read_bytes() == body
+    # into an existing folder: the key's base name
+    d = tmp / "folder"
+    d.mkdir()
+    run(cli, "cp", "-q", f"s3://{bucket}/up/src.bin", str(d), check=0)
+    assert (d / "src.bin").read_bytes() == body
+    # leaves no temporary files behind
+    assert sorted(os.listdir(d)) == ["src.bin"]
+
+
+def test_cp_stdin_stdout(cli, s3_env, bucket, boto3_client):
+    body = data(9 * MiB + 5, seed=2)
+    r = run(cli, "cp", "-", f"s3://{bucket}/stream.bin", input=body, check=0)
+    assert boto3_client.get_object(Bucket=bucket, Key="stream.bin")["Body"].read() == body
+    r = run(cli, "cp", f"s3://{bucket}/stream.bin", "-", check=0)
+    assert r.stdout == body
+    # stdin needs a full key
+    r = run(cli, "cp", "-", f"s3://{bucket}/dir/", input=b"x")
+    assert r.returncode == 2
+
+
+def test_cp_to_dev_null_keeps_it(cli, s3_env, bucket, boto3_client):
+    boto3_client.put_object(Bucket=bucket, Key="n.bin", Body=data(3 * MiB))
+    run(cli, "cp", f"s3://{bucket}/n.bin", "/dev/null", check=0)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_cp_s3_to_s3_and_content_type(cli, s3_env, bucket, boto3_client):
+    body = data(11 * MiB, seed=3)
+    boto3_client.put_object(Bucket=bucket, Key="a/src.bin", Body=body)
+    r = run(cli, "cp", f"s3://{bucket}/a/src.bin", f"s3://{bucket}/b/", "--part-size", "5M",
+            check=0)
+    assert r.stdout.decode() == f"copy: s3://{bucket}/a/src.bin to s3://{bucket}/b/src.bin\n"
+    assert boto3_client.get_object(Bucket=bucket, Key="b/src.bin")["Body"].read() == body
+    run(cli, "cp", "-", f"s3://{bucket}/t.json", "--content-type", "application/json",
+        input=b"{}", check=0)
+    assert boto3_client.head_object(Bucket=bucket, Key="t.json")["ContentType"] == \
+        "application/json"
+
+
+def test_cp_recursive_both_ways_and_rm_recursive(cli, s3_env, bucket, boto3_client, tmp):
+    src = tmp / "tree"
+    files = {"a.bin": data(1000, 4), "sub/b.bin": data(6 * MiB + 1, 5), "sub/deep/c.txt": b""}
+    for rel, body in files.items():
+        p = src / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(body)
+    r = run(cli, "cp", "--recursive", str(src), f"s3://{bucket}/data", check=0)
+    assert len(r.stdout.decode().splitlines()) == 3
+    # a key that shares the prefix string but is not under the folder
+    boto3_client.put_object(Bucket=bucket, Key="database.bin", Body=b"keep")
+    listed = {o["Key"]: o["Size"] for o in
+              boto3_client.list_objects_v2(Bucket=bucket, Prefix="data/")["Contents"]}
+    assert listed == {f"data/{k}": len(v) for k, v in files.items()}
+
+    back = tmp / "back"
+    run(cli, "cp", "-r", f"s3://{bucket}/data/", str(back), "-q", check=0)
+    for rel, body in files.items():
+        assert (back / rel).read_bytes() == body
+
+    run(cli, "cp", "-r", f"s3://{bucket}/data", f"s3://{bucket}/copy/", "-q", check=0)
+    assert boto3_client.get_object(Bucket=bucket, Key="copy/sub/b.bin")["Body"].read() == \
+        files["sub/b.bin"]
+
+    r = run(cli, "rm", "--recursive", "--dryrun", f"s3://{bucket}/data", check=0)
+    assert len(r.stdout.decode().splitlines()) == 3
+    assert boto3_client.list_objects_v2(Bucket=bucket, Prefix="data/")["KeyCount"] == 3
+    r = run(cli, "rm", "--recursive", f"s3://{bucket}/data", check=0)
+    assert sorted(r.stdout.decode().splitlines()) == sorted(
+        f"delete: s3://{bucket}/data/{k}" for k in files)
+    keys = {o["Key"] for o in boto3_client.list_objects_v2(Bucket=bucket)["Contents"]}
+    assert keys == {"database.bin", "copy/a.bin", "copy/sub/b.bin", "copy/sub/deep/c.txt"}
+
+
+def test_cp_recursive_refuses_keys_escaping_the_folder(cli, s3_env, bucket, boto3_client, tmp):
+    boto3_client.put_object(Bucket=bucket, Key="p/../../evil.txt", Body=b"x")
+    r = run(cli, "cp", "-r", f"s3://{bucket}/p", str(tmp / "out"))
+    line = one_error_line(r)
+    assert "refusing key" in line
+    assert not (tmp.parent / "evil.txt").exists()
+
+
+def test_ls(cli, s3_env, bucket, boto3_client):
+    for k, n in [("top.bin", 10), ("dir/a.bin", 2048), ("dir/sub/b.bin", 3), ("dirx", 1)]:
+        boto3_client.put_object(Bucket=bucket, Key=k, Body=b"z" * n)
+    out = run(cli, "ls", f"s3://{bucket}", check=0).stdout.decode().splitlines()
+    pre = [l.split()[-1] for l in out if l.split()[0] == "PRE"]
+    objs = {l.split()[-1]: int(l.split()[-2]) for l in out if l.split()[0] != "PRE"}
+    assert pre == ["dir/"]
+    assert objs == {"top.bin": 10, "dirx": 1}
+    # inside a folder: names relative to it
+    out = run(cli, "ls", f"s3://{bucket}/dir/", check=0).stdout.decode().splitlines()
+    assert [l.split()[-1] for l in out] == ["sub/", "a.bin"] or \
+        sorted(l.split()[-1] for l in out) == ["a.bin", "sub/"]
+    out = run(cli, "ls", "-r", f"s3://{bucket}/dir", "--summarize", check=0).stdout.decode()
+    keys = [l.split()[-1] for l in out.splitlines() if re.match(r"\d{4}-\d\d-\d\d ", l)]
+    assert sorted(keys) == ["dir/a.bin", "dir/sub/b.bin", "dirx"]
+    assert "Total Objects: 3" in out and "Total Size: 2052" in out
+    out = run(cli, "ls", "-r", f"s3://{bucket}/dir/", "--human-readable",
+              check=0).stdout.decode()
+    assert "2.0 KiB" in out
+
+
+def test_stat(cli, s3_env, bucket, boto3_client):
+    boto3_client.put_object(Bucket=bucket, Key="s.bin", Body=b"q" * 12345,
+                            ContentType="text/plain")
+    h = boto3_client.head_object(Bucket=bucket, Key="s.bin")
+    out = run(cli, "stat", f"s3://{bucket}/s.bin", check=0).stdout.decode()
+    f = dict(l.split(":", 1) for l in out.splitlines())
+    assert f["Size"].split()[0] == "12345"
+    assert f["ETag"].strip() == h["ETag"]
+    assert f["Content-Type"].strip() == "text/plain"
+    lm = h["LastModified"].strftime("%Y-%m-%d %H:%M:%S")
+    assert f["Last-Modified"].strip() == lm + " UTC"
+
+
+def test_mb_rb(cli, s3_env, boto3_client):
+    name = f"s3d-cli-{uuid.uuid4().hex[:12]}"
+    try:
+        r = run(cli, "mb", f"s3://{name}", check=0)
+        assert r.stdout.decode() == f"make_bucket: {name}\n"
+        boto3_client.head_bucket(Bucket=name)
+        # (creating it again succeeds on RGW as on AWS us-east-1: not checked)
+        boto3_client.put_object(Bucket=name, Key="k", Body=b"1")
+        line = one_error_line(run(cli, "rb", f"s3://{name}"))
+        assert name in line and "BucketNotEmpty" in line
+        boto3_client.delete_object(Bucket=name, Key="k")
+        run(cli, "rb", f"s3://{name}", check=0)
+        with pytest.raises(Exception):
+            boto3_client.head_bucket(Bucket=name)
+    finally:
+        try:
+            boto3_client.delete_bucket(Bucket=name)
+        except Exception:
+            pass
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+def test_presign_works_and_tampered_is_refused(cli, s3_env, bucket, boto3_client):
+    body = data(70000, seed=6)
+    boto3_client.put_object(Bucket=bucket, Key="p/k y.bin", Body=body)
+    url = run(cli, "presign", f"s3://{bucket}/p/k y.bin", "--expires-in", "120",
+              check=0).stdout.decode().strip()
+    assert "X-Amz-Expires=120" in url and "X-Amz-Signature=" in url
+    ok = subprocess.run(["curl", "-sf", url], capture_output=True, timeout=60)
+    assert ok.returncode == 0 and ok.stdout == body
+    sig = re.search(r"X-Amz-Signature=([0-9a-f]+)", url).group(1)
+    bad_sig = ("0" if sig[0] != "0" else "1") + sig[1:]
+    for tampered in (url.replace(sig, bad_sig),
+                     url.replace("X-Amz-Expires=120", "X-Amz-Expires=7200")):
+        r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", tampered],
+                           capture_output=True, timeout=60)
+        assert r.stdout == b"403", (tampered, r.stdout)
+    # PUT through a presigned URL
+    put = run(cli, "presign", "--method", "PUT", f"s3://{bucket}/p/put.bin",
+              check=0).stdout.decode().strip()
+    r = subprocess.run(["curl", "-sf", "-X", "PUT", "--data-binary", "@-", put], input=b"hello",
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0
+    assert boto3_client.get_object(Bucket=bucket, Key="p/put.bin")["Body"].read() == b"hello"
+
+
+def test_presign_expires(cli, s3_env, bucket, boto3_client):
+    boto3_client.put_object(Bucket=bucket, Key="e.bin", Body=b"e")
+    url = run(cli, "presign", f"s3://{bucket}/e.bin", "--expires-in", "1",
+              check=0).stdout.decode().strip()
+    time.sleep(2.5)
+    r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", url],
+                       capture_output=True, timeout=60)
+    assert r.stdout == b"403"
+
+
+def test_errors_are_one_line(cli, s3_env, bucket):
+    line = one_error_line(run(cli, "cp", f"s3://{bucket}/no/such.key", "-"))
+    assert bucket in line and "no/such.key" in line and "404" in line
+    line = one_error_line(run(cli, "stat", f"s3://{bucket}/missing"))
+    assert bucket in line and "missing" in line
+    line = one_error_line(run(cli, "ls", f"s3://{bucket}-nope-{uuid.uuid4().hex[:6]}/"))
+    assert "NoSuchBucket" in line or "no such bucket" in line
+    line = one_error_line(run(cli, "ls", f"s3://{bucket}",
+                              env={"AWS_SECRET_ACCESS_KEY": "wrong-secret"}))
+    assert "403" in line and "SignatureDoesNotMatch" in line
+    line = one_error_line(run(cli, "ls", f"s3://{bucket}", "--endpoint-url",
+                              "http://127.0.0.1:1"))
+    assert "127.0.0.1:1" in line and "connect" in line.lower()
+    line = one_error_line(run(cli, "cp", "/nonexistent/file.bin", f"s3://{bucket}/x"))
+    assert "/nonexistent/file.bin" in line
+
+
+def test_progress_only_when_asked(cli, s3_env, bucket, boto3_client, tmp):
+    boto3_client.put_object(Bucket=bucket, Key="g.bin", Body=data(4 * MiB, seed=7))
+    dst = tmp / "g.bin"
+    r = run(cli, "cp", f"s3://{bucket}/g.bin", str(dst), check=0)
+    assert r.stderr == b""  # stderr is a pipe: no bar
+    r = run(cli, "cp", f"s3://{bucket}/g.bin", str(dst), "--progress", check=0)
+    err = r.stderr.decode()
+    assert "\r" in err and "100%" in err and "4.0 MiB / 4.0 MiB" in err
+    r = run(cli, "cp", f"s3://{bucket}/g.bin", str(dst), "--progress", "--quiet", check=0)
+    assert r.stderr == b"" and r.stdout == b""
