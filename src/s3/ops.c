@@ -465,6 +465,20 @@ int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket)
     const char *region = ctx->cfg.region;
     int rc = 0;
 
+    /* us-east-1 (and Ceph RGW) answer 200 to re-creating a bucket you own: ask first, so
+     * that "already exists" is reported the same everywhere. */
+    op_init(&op, "HeadBucket", "HEAD", bucket, NULL);
+    rc = s3d_s3_op_run(ctx, &op);
+    if (rc == 0 || rc == S3D_EACCESS) {
+        struct s3d_err_s3 d = detail(&op);
+        s3d_s3_op_cleanup(&op);
+        return s3d_fail_s3(S3D_EBUCKETEXISTS, &d, "CreateBucket %s: the bucket already exists%s",
+                           bucket, rc == 0 ? " and is yours" : " (owned by another account)");
+    }
+    s3d_s3_op_cleanup(&op);
+    if (rc != S3D_ENOSUCHBUCKET)
+        return rc;
+    rc = 0;
     s3d_dynbuf_init(&body, 4096);
     op_init(&op, "CreateBucket", "PUT", bucket, NULL);
     if (region != NULL && region[0] != '\0' && strcmp(region, "us-east-1") != 0) {
