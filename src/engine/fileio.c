@@ -285,9 +285,16 @@ struct reader {
     struct gpu_set gpu;
 };
 
+int s3d_fileio_refuse_direct;
+
 static int open_direct(const char *path, int flags)
 {
-    int fd = open(path, flags | O_DIRECT | O_CLOEXEC);
+    int fd;
+    if (s3d_fileio_refuse_direct == 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    fd = open(path, flags | O_DIRECT | O_CLOEXEC);
     if (fd < 0 && errno == EINVAL)
         S3D_DEBUG("fileio: %s refuses O_DIRECT, using buffered I/O", path);
     return fd;
@@ -299,7 +306,8 @@ static int read_window(struct reader *rd, void *buf, uint64_t len, uint64_t off,
 {
     int rc;
     if (rd->fd_direct >= 0) {
-        rc = pread_full(rd->fd_direct, buf, len, off, got);
+        rc = s3d_fileio_refuse_direct == 2 ? -EINVAL
+                                           : pread_full(rd->fd_direct, buf, len, off, got);
         if (rc != -EINVAL)
             goto out;
         S3D_DEBUG("fileio: O_DIRECT read of %s refused, using buffered I/O", rd->path);

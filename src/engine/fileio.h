@@ -99,4 +99,9 @@ void s3d_file_writer_free(struct s3d_file_writer *w);
 /* The temporary file's path (tests). Owned by w. */
 const char *s3d_file_writer_tmp_path(const struct s3d_file_writer *w);
 
+/* Tests only: 1 makes O_DIRECT opens fail with EINVAL, 2 makes O_DIRECT reads fail with
+ * EINVAL (as file systems without direct I/O do), to reach the buffered fallback. 0 in the
+ * library. */
+extern int s3d_fileio_refuse_direct;
+
 #endif
