@@ -1,0 +1,784 @@
+/* ckpt_write.c - writing tensors as a safetensors checkpoint to S3 or local files.
+ *
+ * The header must come first in the object, but it holds each tensor's CRC32C, known only
+ * once the bytes have passed. So the header is built first with placeholder CRCs (its length
+ * is final: see format/safetensors.h), and:
+ *   - S3, multipart: part 1 (header + first data bytes) is prepared first and held back;
+ *     parts 2..N are produced in order and uploaded; when every CRC is known the header is
+ *     patched in place and part 1 goes last. CompleteMultipartUpload then makes the object
+ *     appear; any failure aborts the upload, so the previous object stays.
+ *   - S3, small objects: the same single part, uploaded with one PutObject.
+ *   - Files: the data is written after the header's place in a temporary file, the patched
+ *     header last, then fsync and rename (fileio.h).
+ *
+ * A part is an iovec over the sources: host tensors are sent from their own memory (no
+ * copy); device tensors are copied into staging chunks from the client's pool (async
+ * device-to-host on a stream that first waits for the caller's stream) and sent from there.
+ * A part with device bytes is handed to the uploader only when its copy event completes;
+ * its chunks go back to the pool when the server has accepted it. Held chunks never exceed
+ * the pool, which bounds host memory.
+ *
+ *   object:  [hdr|t0 ......|t1 ...|t2 ........................]
+ *   parts:   [ part 1 (last) ][ part 2      ][ part 3 ][ p4 ]
+ *   part 2 = iov{ t1 bytes (host ptr), t2 bytes (chunk A, from the GPU) }
+ *
+ * CRCs: every piece of a tensor that passes through host memory gets its own CRC, recorded
+ * in object order; they are combined per tensor (s3d_crc32c_combine) before the header is
+ * patched. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "common/alloc.h"
+#include "common/compiler.h"
+#include "common/crc32c.h"
+#include "common/dynbuf.h"
+#include "common/error.h"
+#include "device/device.h"
+#include "engine/ckpt_common.h"
+#include "engine/client_impl.h"
+#include "engine/fileio.h"
+#include "engine/pool.h"
+#include "engine/resources.h"
+#include "engine/xfer.h"
+#include "format/index.h"
+#include "format/safetensors.h"
+#include "s3direct/checkpoint.h"
+#include "s3direct/transfer.h"
+
+#define S3D_MAX_PARTS_W 10000u
+#define S3D_MIN_PART_W (5ull << 20)
+#define S3D_MAX_DEVICES_W 64
+
+/* One source of bytes of the object: the header (tensor = -1) or a tensor. */
+struct src {
+    const char *ptr;         /* host pointer, or device address */
+    uint64_t len;
+    int32_t device;          /* -1 host */
+    long tensor;             /* index in the shard's tensors, -1 for the header */
+};
+
+/* The CRC of one piece of a tensor, in object order. */
+struct crcrec {
+    size_t tensor;
+    uint64_t len;
+    uint32_t crc;
+};
+
+struct part {
+    uint32_t number;
+    uint64_t length;
+    struct iovec *iov;
+    int iovcnt;
+    void **chunks;           /* staging chunks holding this part's device bytes */
+    size_t nchunks;
+    struct s3d_event *ev;    /* completes when the device-to-host copies are done */
+    int ev_ordinal;
+    /* Device pieces whose CRC is computed once the copy is done: (record, host address). */
+    struct pending_crc {
+        size_t rec;
+        const char *host;
+    } *pend;
+    size_t npend;
+};
+
+struct shard_writer {
+    struct s3d_client *c;
+    struct s3d_device *dev;
+    struct s3d_pool *pool;   /* NULL when no tensor is on a device */
+    const struct s3d_write_options *o;
+    int with_crc;
+    struct s3d_stream *streams[S3D_MAX_DEVICES_W];
+    int waited[S3D_MAX_DEVICES_W]; /* the stream waited on the caller's stream already */
+
+    struct src *srcs;
+    size_t nsrcs;
+    size_t ntensors;
+    uint64_t total;          /* object bytes */
+    uint64_t part_size;
+    uint32_t nparts;
+
+    /* producer cursor: the next byte of the object to put in a part */
+    size_t cur_src;
+    uint64_t cur_off;
+
+    struct crcrec *recs;
+    size_t nrecs, cap_recs;
+    uint32_t *crcs;          /* per tensor, after combine */
+
+    /* multipart state */
+    uint32_t next_number;    /* next part to build */
+    struct part *parts;      /* indexed by number - 1 */
+    struct part *pending;    /* built, copies in flight */
+    int part1_held;
+    int part1_sent;
+};
+
+static int add_rec(struct shard_writer *w, size_t tensor, uint64_t len, uint32_t crc,
+                   size_t *idx)
+{
+    if (w->nrecs == w->cap_recs) {
+        size_t cap = w->cap_recs ? w->cap_recs * 2 : 256;
+        struct crcrec *r = s3d_reallocarray(w->recs, cap, sizeof(*r));
+        if (r == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory for checksums");
+        w->recs = r;
+        w->cap_recs = cap;
+    }
+    w->recs[w->nrecs].tensor = tensor;
+    w->recs[w->nrecs].len = len;
+    w->recs[w->nrecs].crc = crc;
+    if (idx != NULL)
+        *idx = w->nrecs;
+    w->nrecs++;
+    return 0;
+}
+
+static int stream_for(struct shard_writer *w, int ordinal, struct s3d_stream **out)
+{
+    int rc;
+    if (w->streams[ordinal] == NULL) {
+        rc = s3d_device_stream_new(w->dev, ordinal, &w->streams[ordinal]);
+        if (rc < 0)
+            return rc;
+    }
+    if (!w->waited[ordinal]) {
+        /* The caller's kernels that produce the tensors may still be running. */
+        rc = s3d_device_wait_external(w->dev, w->streams[ordinal], w->o->cuda_stream);
+        if (rc < 0)
+            return rc;
+        w->waited[ordinal] = 1;
+    }
+    *out = w->streams[ordinal];
+    return 0;
+}
+
+static void part_release(struct shard_writer *w, struct part *p)
+{
+    for (size_t i = 0; i < p->nchunks; i++)
+        s3d_pool_put(w->pool, p->chunks[i]);
+    if (p->ev != NULL)
+        s3d_device_event_free(w->dev, p->ev);
+    free(p->chunks);
+    free(p->iov);
+    free(p->pend);
+    memset(p, 0, sizeof(*p));
+}
+
+static int iov_push(struct part *p, int *cap, const void *base, uint64_t len)
+{
+    if (p->iovcnt == *cap) {
+        int ncap = *cap ? *cap * 2 : 8;
+        struct iovec *v = s3d_reallocarray(p->iov, (size_t)ncap, sizeof(*v));
+        if (v == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory building a part");
+        p->iov = v;
+        *cap = ncap;
+    }
+    p->iov[p->iovcnt].iov_base = (void *)base;
+    p->iov[p->iovcnt].iov_len = (size_t)len;
+    p->iovcnt++;
+    return 0;
+}
+
+/* Gets one more staging chunk for p: returns 1 if none is free and !blocking. */
+static int part_chunk(struct shard_writer *w, struct part *p, int blocking)
+{
+    void *ch;
+    void **v = s3d_reallocarray(p->chunks, p->nchunks + 1, sizeof(*v));
+    if (v == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory building a part");
+    p->chunks = v;
+    ch = blocking ? s3d_pool_get(w->pool, w->o->cancel) : s3d_pool_try_get(w->pool);
+    if (ch == NULL) {
+        if (blocking)
+            return s3d_fail(S3D_ECANCELED, "save canceled");
+        return 1;
+    }
+    p->chunks[p->nchunks++] = ch;
+    return 0;
+}
+
+/* Chunks a part of len bytes may need at most (its device bytes packed into chunks). */
+static size_t chunks_for(const struct shard_writer *w, uint64_t len)
+{
+    size_t cs = s3d_pool_chunk_size(w->pool);
+    return (size_t)((len + cs - 1) / cs);
+}
+
+/* Builds the part covering the next `len` bytes at the cursor. Host bytes are referenced
+ * where they are; device bytes are copied into chunks. Returns 0 when built (p->ev set if
+ * copies are in flight), 1 when no chunk is free (nothing consumed: the chunks taken so far
+ * are kept in p and the call is repeated later), <0 on error. */
+static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int blocking)
+{
+    size_t cs = w->pool ? s3d_pool_chunk_size(w->pool) : 0;
+    size_t need = 0, s = w->cur_src;
+    uint64_t off = w->cur_off, left = len, dev_bytes = 0;
+    int cap = 0, rc, ordinal = -1;
+    size_t chunk_i = 0;
+    uint64_t chunk_off = 0;
+
+    /* First pass: how many chunks the device bytes of this part need; get them all before
+     * consuming anything, so a retry starts from the same place. */
+    while (left > 0) {
+        const struct src *sr = &w->srcs[s];
+        uint64_t take = S3D_MIN(sr->len - off, left);
+        if (sr->device >= 0)
+            dev_bytes += take;
+        left -= take;
+        off += take;
+        if (off == sr->len) {
+            s++;
+            off = 0;
+        }
+    }
+    /* Pieces are packed back to back, but one never straddles the end of a chunk without
+     * being split, so ceil(dev_bytes / chunk) chunks suffice. */
+    if (dev_bytes > 0)
+        need = (size_t)((dev_bytes + cs - 1) / cs);
+    while (p->nchunks < need) {
+        rc = part_chunk(w, p, blocking);
+        if (rc != 0)
+            return rc;
+    }
+
+    p->length = len;
+    left = len;
+    while (left > 0) {
+        const struct src *sr = &w->srcs[w->cur_src];
+        uint64_t take = S3D_MIN(sr->len - w->cur_off, left);
+        if (sr->device < 0) {
+            rc = iov_push(p, &cap, sr->ptr + w->cur_off, take);
+            if (rc < 0)
+                return rc;
+            if (w->with_crc && sr->tensor >= 0) {
+                rc = add_rec(w, (size_t)sr->tensor, take,
+                             s3d_crc32c(0, sr->ptr + w->cur_off, take), NULL);
+                if (rc < 0)
+                    return rc;
+            }
+        } else {
+            uint64_t done = 0;
+            while (done < take) {
+                uint64_t piece = S3D_MIN(take - done, (uint64_t)cs - chunk_off);
+                char *host = (char *)p->chunks[chunk_i] + chunk_off;
+                struct s3d_stream *st;
+                rc = stream_for(w, sr->device, &st);
+                if (rc < 0)
+                    return rc;
+                if (ordinal >= 0 && ordinal != sr->device) {
+                    /* One event per part: copies from another device are waited for now. */
+                    rc = s3d_device_stream_sync(w->dev, w->streams[ordinal]);
+                    if (rc < 0)
+                        return rc;
+                }
+                ordinal = sr->device;
+                rc = s3d_device_copy_dtoh(w->dev, st, host,
+                                          (uint64_t)(uintptr_t)sr->ptr + w->cur_off + done,
+                                          piece);
+                if (rc < 0)
+                    return rc;
+                rc = iov_push(p, &cap, host, piece);
+                if (rc < 0)
+                    return rc;
+                if (w->with_crc) {
+                    struct pending_crc *pc =
+                        s3d_reallocarray(p->pend, p->npend + 1, sizeof(*p->pend));
+                    if (pc == NULL)
+                        return s3d_fail(S3D_ENOMEM, "out of memory building a part");
+                    p->pend = pc;
+                    rc = add_rec(w, (size_t)sr->tensor, piece, 0, &p->pend[p->npend].rec);
+                    if (rc < 0)
+                        return rc;
+                    p->pend[p->npend].host = host;
+                    p->npend++;
+                }
+                done += piece;
+                chunk_off += piece;
+                if (chunk_off == cs) {
+                    chunk_i++;
+                    chunk_off = 0;
+                }
+            }
+        }
+        left -= take;
+        w->cur_off += take;
+        if (w->cur_off == sr->len) {
+            w->cur_src++;
+            w->cur_off = 0;
+        }
+    }
+    /* Skip empty sources so the cursor always rests on a source with bytes left. */
+    while (w->cur_src < w->nsrcs && w->srcs[w->cur_src].len == 0)
+        w->cur_src++;
+    if (ordinal >= 0) {
+        rc = s3d_device_event_new(w->dev, ordinal, &p->ev);
+        if (rc < 0)
+            return rc;
+        p->ev_ordinal = ordinal;
+        rc = s3d_device_event_record(w->dev, p->ev, w->streams[ordinal]);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* 1 when the part's copies are done (and its device CRCs computed), 0 while pending. */
+static int part_ready(struct shard_writer *w, struct part *p, int blocking)
+{
+    int rc;
+    if (p->ev != NULL) {
+        rc = blocking ? s3d_device_event_sync(w->dev, p->ev) : s3d_device_event_query(w->dev, p->ev);
+        if (rc < 0)
+            return rc;
+        if (!blocking && rc == 0)
+            return 0;
+        s3d_device_event_free(w->dev, p->ev);
+        p->ev = NULL;
+    }
+    for (size_t i = 0; i < p->npend; i++) {
+        struct crcrec *r = &w->recs[p->pend[i].rec];
+        r->crc = s3d_crc32c(0, p->pend[i].host, r->len);
+    }
+    p->npend = 0;
+    return 1;
+}
+
+/* Combines the CRC records per tensor (they are in object order) and patches the header. */
+static void finish_crcs(struct shard_writer *w, char *header, const size_t *crc_pos)
+{
+    uint64_t *seen = calloc(w->ntensors ? w->ntensors : 1, sizeof(*seen));
+    for (size_t t = 0; t < w->ntensors; t++)
+        w->crcs[t] = 0;
+    for (size_t i = 0; i < w->nrecs; i++) {
+        const struct crcrec *r = &w->recs[i];
+        if (seen != NULL && seen[r->tensor] == 0)
+            w->crcs[r->tensor] = r->crc;
+        else
+            w->crcs[r->tensor] = s3d_crc32c_combine(w->crcs[r->tensor], r->crc, r->len);
+        if (seen != NULL)
+            seen[r->tensor] += r->len;
+    }
+    free(seen);
+    for (size_t t = 0; t < w->ntensors; t++)
+        s3d_st_patch_crc(header, crc_pos[t], w->crcs[t]);
+}
+
+/* ---- multipart hooks --------------------------------------------------------------------- */
+
+struct mp_ctx {
+    struct shard_writer *w;
+    char *header;
+    const size_t *crc_pos;
+};
+
+static uint64_t part_len(const struct shard_writer *w, uint32_t number)
+{
+    uint64_t start = (uint64_t)(number - 1) * w->part_size;
+    return S3D_MIN(w->part_size, w->total - start);
+}
+
+static int mp_next(void *ctx, struct s3d_put_part *out)
+{
+    struct mp_ctx *m = ctx;
+    struct shard_writer *w = m->w;
+    int rc;
+
+    for (;;) {
+        if (w->pending != NULL) {
+            struct part *p = w->pending;
+            rc = part_ready(w, p, 0);
+            if (rc <= 0)
+                return rc < 0 ? rc : 1;
+            w->pending = NULL;
+            if (p->number == 1) {
+                w->part1_held = 1; /* goes last, once the header is patched */
+                continue;
+            }
+            out->part_number = p->number;
+            out->iov = p->iov;
+            out->iovcnt = p->iovcnt;
+            out->length = p->length;
+            out->user = p;
+            return 0;
+        }
+        if (w->next_number <= w->nparts) {
+            struct part *p = &w->parts[w->next_number - 1];
+            p->number = w->next_number;
+            rc = part_build(w, p, part_len(w, p->number), 0);
+            if (rc != 0)
+                return rc; /* 1: no chunk free yet (kept in p, retried) */
+            w->next_number++;
+            w->pending = p;
+            continue;
+        }
+        if (w->part1_held && !w->part1_sent) {
+            struct part *p = &w->parts[0];
+            if (w->with_crc)
+                finish_crcs(w, m->header, m->crc_pos);
+            w->part1_sent = 1;
+            out->part_number = 1;
+            out->iov = p->iov;
+            out->iovcnt = p->iovcnt;
+            out->length = p->length;
+            out->user = p;
+            return 0;
+        }
+        return 2;
+    }
+}
+
+static int mp_release(void *ctx, const struct s3d_put_part *part)
+{
+    struct mp_ctx *m = ctx;
+    part_release(m->w, part->user);
+    return 0;
+}
+
+/* ---- one shard --------------------------------------------------------------------------- */
+
+static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, char *header,
+                          const size_t *crc_pos)
+{
+    struct s3d_put_options po;
+    int rc;
+
+    memset(&po, 0, sizeof(po));
+    po.content_type = "application/octet-stream";
+    po.total_hint = w->total;
+    po.progress = w->o->progress;
+    po.progress_user = w->o->progress_user;
+    po.cancel = w->o->cancel;
+
+    w->part_size = w->c->part_size;
+    if (w->part_size < S3D_MIN_PART_W)
+        w->part_size = S3D_MIN_PART_W;
+    if (w->total / w->part_size >= S3D_MAX_PARTS_W) {
+        uint64_t mib = 1ull << 20;
+        w->part_size = (w->total + S3D_MAX_PARTS_W - 1) / S3D_MAX_PARTS_W;
+        w->part_size = (w->part_size + mib - 1) / mib * mib;
+    }
+    w->nparts = (uint32_t)((w->total + w->part_size - 1) / w->part_size);
+    if (w->nparts == 0)
+        w->nparts = 1;
+    if (w->pool != NULL && 2 * chunks_for(w, w->part_size) + 1 > s3d_pool_chunk_count(w->pool))
+        return s3d_fail(S3D_ETOOBIG, "%s: %llu-byte parts need more staging than the %zu-chunk "
+                        "pool has: raise staging_bytes", loc->path,
+                        (unsigned long long)w->part_size, s3d_pool_chunk_count(w->pool));
+
+    if (w->total < w->c->multipart_threshold || w->nparts == 1) {
+        /* One PutObject: build the whole object as part 1, wait for its copies. */
+        struct part p;
+        memset(&p, 0, sizeof(p));
+        p.number = 1;
+        rc = part_build(w, &p, w->total, 1);
+        if (rc == 0)
+            rc = part_ready(w, &p, 1);
+        if (rc >= 0) {
+            if (w->with_crc)
+                finish_crcs(w, header, crc_pos);
+            rc = s3d_xfer_put_single(w->c, loc->bucket, loc->key, p.iov, p.iovcnt, &po);
+            if (rc == 0 && w->o->progress)
+                w->o->progress(w->o->progress_user, w->total, w->total);
+        }
+        part_release(w, &p);
+        return rc;
+    }
+
+    {
+        struct mp_ctx m = {.w = w, .header = header, .crc_pos = crc_pos};
+        struct s3d_put_hooks hooks = {.next = mp_next, .release = mp_release, .ctx = &m};
+        w->parts = s3d_calloc(w->nparts, sizeof(*w->parts));
+        if (w->parts == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory for %u parts", w->nparts);
+        w->next_number = 1;
+        rc = s3d_xfer_put_multipart(w->c, loc->bucket, loc->key, &hooks, &po);
+        /* Parts the engine never released (failure): wait for their copies, free them. */
+        for (int dv = 0; dv < S3D_MAX_DEVICES_W; dv++)
+            if (w->streams[dv] != NULL)
+                s3d_device_stream_sync(w->dev, w->streams[dv]);
+        for (uint32_t i = 0; i < w->nparts; i++)
+            part_release(w, &w->parts[i]);
+        free(w->parts);
+        w->parts = NULL;
+    }
+    return rc;
+}
+
+static int write_shard_file(struct shard_writer *w, const struct s3d_loc *loc, char *header,
+                            uint64_t header_len, const size_t *crc_pos)
+{
+    struct s3d_file_io_opts fo;
+    struct s3d_file_writer *fw = NULL;
+    struct s3d_file_seg *segs = NULL;
+    int rc;
+
+    memset(&fo, 0, sizeof(fo));
+    fo.mode = w->o->file_io;
+    fo.progress = w->o->progress;
+    fo.progress_user = w->o->progress_user;
+    fo.cancel = w->o->cancel;
+    fo.progress_total = w->total - header_len;
+    fo.cuda_stream = w->o->cuda_stream;
+    segs = s3d_calloc(w->ntensors, sizeof(*segs));
+    if (segs == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory writing %s", loc->path);
+    for (size_t t = 0; t < w->ntensors; t++) {
+        segs[t].src = w->srcs[t + 1].ptr;
+        segs[t].length = w->srcs[t + 1].len;
+        segs[t].device = w->srcs[t + 1].device;
+    }
+    rc = s3d_file_writer_open(w->dev, w->pool, loc->path, &fo, &fw);
+    if (rc < 0)
+        goto out;
+    rc = s3d_file_writer_write(fw, header_len, segs, w->ntensors, w->with_crc ? w->crcs : NULL);
+    if (rc < 0)
+        goto out;
+    if (w->with_crc)
+        for (size_t t = 0; t < w->ntensors; t++)
+            s3d_st_patch_crc(header, crc_pos[t], w->crcs[t]);
+    rc = s3d_file_writer_pwrite(fw, 0, header, (size_t)header_len);
+    if (rc < 0)
+        goto out;
+    rc = s3d_file_writer_commit(fw);
+out:
+    s3d_file_writer_free(fw);
+    free(segs);
+    return rc;
+}
+
+/* Writes tensors t[0..n) with the metadata as one safetensors object or file at uri. */
+static int write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
+                     const char *uri, const struct s3d_tensor_src *t, size_t n,
+                     const struct s3d_metadata_entry *meta, size_t n_meta,
+                     const struct s3d_write_options *o)
+{
+    struct shard_writer w;
+    struct s3d_dynbuf hdr;
+    struct s3d_loc loc;
+    size_t *crc_pos = NULL;
+    int rc;
+
+    memset(&w, 0, sizeof(w));
+    s3d_dynbuf_init(&hdr, 8 + S3D_ST_MAX_HEADER);
+    rc = s3d_loc_parse(uri, &loc);
+    if (rc < 0)
+        return rc;
+    w.c = c;
+    w.dev = dev;
+    w.pool = pool;
+    w.o = o;
+    w.with_crc = !o->no_checksum;
+    w.ntensors = n;
+    crc_pos = s3d_calloc(n, sizeof(*crc_pos));
+    w.crcs = s3d_calloc(n, sizeof(*w.crcs));
+    w.srcs = s3d_calloc(n + 1, sizeof(*w.srcs));
+    if (crc_pos == NULL || w.crcs == NULL || w.srcs == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+        goto out;
+    }
+    rc = s3d_st_build(t, n, meta, n_meta, w.with_crc, &hdr, NULL, crc_pos);
+    if (rc < 0) {
+        s3d_fail_prefix(rc, "%s", uri);
+        goto out;
+    }
+    w.srcs[0].ptr = hdr.data;
+    w.srcs[0].len = hdr.len;
+    w.srcs[0].device = -1;
+    w.srcs[0].tensor = -1;
+    w.total = hdr.len;
+    for (size_t i = 0; i < n; i++) {
+        w.srcs[i + 1].ptr = t[i].ptr;
+        w.srcs[i + 1].len = t[i].nbytes;
+        w.srcs[i + 1].device = t[i].device < 0 ? -1 : t[i].device;
+        w.srcs[i + 1].tensor = (long)i;
+        w.total += t[i].nbytes;
+    }
+    w.nsrcs = n + 1;
+    if (loc.is_s3)
+        rc = write_shard_s3(&w, &loc, hdr.data, crc_pos);
+    else
+        rc = write_shard_file(&w, &loc, hdr.data, hdr.len, crc_pos);
+out:
+    for (int dv = 0; dv < S3D_MAX_DEVICES_W; dv++)
+        s3d_device_stream_free(dev, w.streams[dv]);
+    free(w.recs);
+    free(w.crcs);
+    free(w.srcs);
+    free(crc_pos);
+    s3d_dynbuf_free(&hdr);
+    return rc;
+}
+
+/* Writes a small host buffer (the index) atomically. */
+static int write_small(struct s3d_client *c, struct s3d_device *dev, const char *uri,
+                       const char *data, size_t len, const struct s3d_write_options *o)
+{
+    struct s3d_loc loc;
+    int rc = s3d_loc_parse(uri, &loc);
+    if (rc < 0)
+        return rc;
+    if (loc.is_s3) {
+        struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+        struct s3d_put_options po;
+        memset(&po, 0, sizeof(po));
+        po.content_type = "application/json";
+        po.cancel = o->cancel;
+        return s3d_xfer_put_single(c, loc.bucket, loc.key, &iov, 1, &po);
+    } else {
+        struct s3d_file_writer *fw = NULL;
+        struct s3d_file_io_opts fo;
+        memset(&fo, 0, sizeof(fo));
+        fo.mode = S3D_FILE_IO_BUFFERED;
+        fo.cancel = o->cancel;
+        rc = s3d_file_writer_open(dev, NULL, loc.path, &fo, &fw);
+        if (rc == 0)
+            rc = s3d_file_writer_pwrite(fw, 0, data, len);
+        if (rc == 0)
+            rc = s3d_file_writer_commit(fw);
+        s3d_file_writer_free(fw);
+        return rc;
+    }
+}
+
+static int write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
+                         const char *uri, const struct s3d_tensor_src *t, size_t n,
+                         const struct s3d_metadata_entry *meta, size_t n_meta,
+                         const struct s3d_write_options *o)
+{
+    size_t *first = s3d_calloc(n + 1, sizeof(*first)); /* shard k = tensors [first[k], first[k+1]) */
+    const char **names = s3d_calloc(n, sizeof(*names));
+    const char **shard_of = s3d_calloc(n, sizeof(*shard_of));
+    char **shard_names = NULL;
+    struct s3d_dynbuf name, path, index;
+    struct s3d_progress_acc acc = {.fn = o->progress, .user = o->progress_user};
+    struct s3d_write_options so = *o;
+    uint32_t nshards = 0;
+    uint64_t acc_bytes = 0, total = 0;
+    int rc = 0;
+
+    s3d_dynbuf_init(&name, 4096);
+    s3d_dynbuf_init(&path, 8192);
+    s3d_dynbuf_init(&index, S3D_ST_INDEX_MAX);
+    if (first == NULL || names == NULL || shard_of == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+        goto out;
+    }
+    /* Greedy, in order: a shard closes when the next tensor would push it over the limit;
+     * a tensor bigger than the limit gets a shard of its own. */
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || (acc_bytes > 0 && acc_bytes + t[i].nbytes > o->max_shard_size)) {
+            first[nshards++] = i;
+            acc_bytes = 0;
+        }
+        acc_bytes += t[i].nbytes;
+        total += t[i].nbytes;
+    }
+    if (n == 0)
+        first[nshards++] = 0;
+    first[nshards] = n;
+    shard_names = s3d_calloc(nshards, sizeof(*shard_names));
+    if (shard_names == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+        goto out;
+    }
+    acc.total = total;
+    so.progress = o->progress ? s3d_progress_acc_cb : NULL;
+    so.progress_user = &acc;
+    for (uint32_t k = 0; k < nshards; k++) {
+        size_t cnt = first[k + 1] - first[k];
+        rc = s3d_st_shard_name(uri, k + 1, nshards, &name);
+        if (rc < 0)
+            goto out;
+        rc = s3d_st_shard_resolve(uri, name.data, &path);
+        if (rc < 0)
+            goto out;
+        shard_names[k] = s3d_strdup(name.data);
+        if (shard_names[k] == NULL) {
+            rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+            goto out;
+        }
+        rc = write_one(c, dev, pool, path.data, t + first[k], cnt, meta, n_meta, &so);
+        if (rc < 0)
+            goto out;
+        for (size_t i = first[k]; i < first[k + 1]; i++) {
+            names[i] = t[i].name;
+            shard_of[i] = shard_names[k];
+            acc.base += t[i].nbytes;
+        }
+    }
+    rc = s3d_st_index_build(names, shard_of, n, total, &index);
+    if (rc < 0)
+        goto out;
+    /* Last: the index makes the new checkpoint visible. */
+    rc = write_small(c, dev, uri, index.data, index.len, o);
+out:
+    if (shard_names != NULL)
+        for (uint32_t k = 0; k < nshards; k++)
+            free(shard_names[k]);
+    free(shard_names);
+    free(first);
+    free(names);
+    free(shard_of);
+    s3d_dynbuf_free(&name);
+    s3d_dynbuf_free(&path);
+    s3d_dynbuf_free(&index);
+    return rc;
+}
+
+int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
+                         const struct s3d_tensor_src *tensors, size_t n,
+                         const struct s3d_metadata_entry *metadata, size_t n_metadata,
+                         const struct s3d_write_options *opts)
+{
+    struct s3d_write_options o;
+    struct s3d_device *dev = NULL;
+    struct s3d_pool *pool = NULL;
+    struct s3d_loc loc;
+    int need_pool = 0, rc;
+
+    rc = s3d_client_check(c);
+    if (rc < 0)
+        return rc;
+    if ((tensors == NULL && n > 0) || (metadata == NULL && n_metadata > 0))
+        return s3d_fail(S3D_EINVAL, "s3d_checkpoint_write: NULL tensors or metadata");
+    rc = s3d_loc_parse(uri, &loc);
+    if (rc < 0)
+        return rc;
+    memset(&o, 0, sizeof(o));
+    if (opts != NULL)
+        memcpy(&o, opts, opts->struct_size && opts->struct_size < sizeof(o) ? opts->struct_size
+                                                                               : sizeof(o));
+    if (o.max_shard_size > 0 && !s3d_str_ends_with(uri, S3D_ST_INDEX_SUFFIX))
+        return s3d_fail(S3D_EINVAL, "%s: a sharded checkpoint is named by its index, "
+                        "NAME%s", uri, S3D_ST_INDEX_SUFFIX);
+    rc = s3d_client_device(c, &dev);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (tensors[i].nbytes > 0 && tensors[i].ptr == NULL)
+            return s3d_fail(S3D_EINVAL, "tensor '%s': pointer is NULL",
+                            tensors[i].name ? tensors[i].name : "(null)");
+        if (tensors[i].device >= 0) {
+            if (!s3d_device_has_gpu(dev))
+                return s3d_fail(S3D_ENODEVICE, "tensor '%s' is on cuda:%d, but there is no "
+                                "GPU (%s)", tensors[i].name ? tensors[i].name : "(null)",
+                                tensors[i].device, s3d_device_why_host(dev));
+            if (tensors[i].device >= S3D_MAX_DEVICES_W ||
+                tensors[i].device >= s3d_device_count(dev))
+                return s3d_fail(S3D_ENODEVICE, "tensor '%s': no device cuda:%d",
+                                tensors[i].name ? tensors[i].name : "(null)", tensors[i].device);
+            need_pool = 1;
+        }
+    }
+    /* Host tensors are sent from their own memory; only device tensors need staging. */
+    if (need_pool || (!loc.is_s3 && o.file_io == S3D_FILE_IO_DIRECT)) {
+        rc = s3d_client_pool(c, &pool);
+        if (rc < 0)
+            return rc;
+    }
+    if (o.max_shard_size > 0)
+        return write_sharded(c, dev, pool, uri, tensors, n, metadata, n_metadata, &o);
+    return write_one(c, dev, pool, uri, tensors, n, metadata, n_metadata, &o);
+}

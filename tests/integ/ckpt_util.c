@@ -1,0 +1,205 @@
+/* ckpt_util.c - see ckpt_util.h. */
+#include "ckpt_util.h"
+
+void t_make_tensors(struct t_tensors *ts, size_t n, size_t max_elems, uint64_t seed)
+{
+    ts->n = n;
+    ts->src = calloc(n, sizeof(*ts->src));
+    ts->shapes = calloc(n, sizeof(*ts->shapes));
+    ts->names = calloc(n, sizeof(*ts->names));
+    ts->data = calloc(n, sizeof(*ts->data));
+    CHECK(ts->src && ts->shapes && ts->names && ts->data);
+    for (size_t i = 0; i < n; i++) {
+        int dtype = 1 + (int)(i % (S3D_DTYPE_COUNT_ - 1));
+        int bits = s3d_dtype_bits(dtype);
+        struct s3d_tensor_src *t = &ts->src[i];
+        uint64_t nb;
+        char name[64];
+        snprintf(name, sizeof(name), "layer.%zu.%s", i, s3d_dtype_name(dtype));
+        ts->names[i] = strdup(name);
+        t->name = ts->names[i];
+        t->dtype = dtype;
+        if (i == 1) {
+            t->ndim = 0; /* a scalar: one element (F4/F6 need whole bytes: use 2 then) */
+            if (bits % 8 != 0) {
+                t->ndim = 1;
+                ts->shapes[i][0] = bits == 4 ? 2 : 4;
+            }
+        } else if (i == 2) {
+            t->ndim = 2;
+            ts->shapes[i][0] = 0; /* empty */
+            ts->shapes[i][1] = 7;
+        } else {
+            size_t elems = 8 + (size_t)((seed * 2654435761u + i * 40503u) % max_elems);
+            elems -= elems % 8; /* whole bytes for the sub-byte dtypes */
+            t->ndim = 2;
+            ts->shapes[i][0] = 8;
+            ts->shapes[i][1] = (int64_t)(elems / 8);
+        }
+        t->shape = ts->shapes[i];
+        CHECK_OK(s3d_dtype_nbytes(dtype, t->shape, t->ndim, &nb));
+        t->nbytes = nb;
+        ts->data[i] = malloc(nb ? nb : 1);
+        CHECK(ts->data[i] != NULL);
+        t_fill_random(ts->data[i], nb, seed + i);
+        t->ptr = ts->data[i];
+        t->device = -1;
+    }
+}
+
+void t_free_tensors(struct t_tensors *ts)
+{
+    for (size_t i = 0; i < ts->n; i++) {
+        free(ts->names[i]);
+        free(ts->data[i]);
+    }
+    free(ts->src);
+    free(ts->shapes);
+    free(ts->names);
+    free(ts->data);
+    memset(ts, 0, sizeof(*ts));
+}
+
+void t_verify_checkpoint(struct s3d_client *c, const char *uri, const struct t_tensors *ts,
+                         int device)
+{
+    struct s3d_reader *r = NULL;
+    struct s3d_tensor_dest *d = calloc(ts->n ? ts->n : 1, sizeof(*d));
+    void **out = calloc(ts->n ? ts->n : 1, sizeof(*out));
+    CHECK(d && out);
+    CHECK_OK(s3d_reader_open(c, uri, &r));
+    CHECK_EQ_U64(s3d_reader_num_tensors(r), ts->n);
+    for (size_t i = 0; i < ts->n; i++) {
+        struct s3d_tensor_info info;
+        size_t idx;
+        const struct s3d_tensor_src *t = &ts->src[i];
+        CHECK_OK(s3d_reader_find(r, t->name, &idx));
+        CHECK_OK(s3d_reader_tensor(r, idx, &info));
+        CHECK_STREQ(info.name, t->name);
+        CHECK(info.dtype == t->dtype);
+        CHECK(info.ndim == t->ndim);
+        for (int k = 0; k < t->ndim; k++)
+            CHECK(info.shape[k] == t->shape[k]);
+        CHECK_EQ_U64(info.nbytes, t->nbytes);
+        out[i] = malloc(t->nbytes ? t->nbytes : 1);
+        CHECK(out[i] != NULL);
+        memset(out[i], 0xA5, t->nbytes);
+        d[i].index = idx;
+        d[i].ptr = out[i];
+        d[i].device = device;
+        d[i].capacity = t->nbytes;
+    }
+    CHECK_OK(s3d_reader_read(r, d, ts->n, NULL));
+    for (size_t i = 0; i < ts->n; i++) {
+        if (memcmp(out[i], ts->data[i], ts->src[i].nbytes) != 0)
+            t_fail(__FILE__, __LINE__, "%s: tensor %s differs after the round trip", uri,
+                   ts->src[i].name);
+        free(out[i]);
+    }
+    s3d_reader_close(r);
+    free(out);
+    free(d);
+}
+
+/* ---- counting relay -------------------------------------------------------------------- */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static atomic_ullong proxy_bytes;
+static int proxy_listen_fd = -1;
+static int upstream_port;
+
+static void *relay(void *arg)
+{
+    int cfd = (int)(intptr_t)arg, sfd;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)upstream_port)};
+    char buf[65536];
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (sfd < 0 || connect(sfd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        close(cfd);
+        if (sfd >= 0)
+            close(sfd);
+        return NULL;
+    }
+    for (;;) {
+        struct pollfd p[2] = {{.fd = cfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        if (poll(p, 2, 30000) <= 0)
+            break;
+        if (p[0].revents) {
+            ssize_t n = read(cfd, buf, sizeof(buf));
+            if (n <= 0 || write(sfd, buf, (size_t)n) != n)
+                break;
+        }
+        if (p[1].revents) {
+            ssize_t n = read(sfd, buf, sizeof(buf)), w = 0;
+            if (n <= 0)
+                break;
+            while (w < n) {
+                ssize_t k = write(cfd, buf + w, (size_t)(n - w));
+                if (k <= 0)
+                    goto done;
+                w += k;
+            }
+            atomic_fetch_add(&proxy_bytes, (unsigned long long)n);
+        }
+    }
+done:
+    close(cfd);
+    close(sfd);
+    return NULL;
+}
+
+static void *acceptor(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_t th;
+        int fd = accept(proxy_listen_fd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        if (pthread_create(&th, NULL, relay, (void *)(intptr_t)fd) == 0)
+            pthread_detach(th);
+        else
+            close(fd);
+    }
+    return NULL;
+}
+
+const char *t_proxy_start(void)
+{
+    static char url[64];
+    const char *ep = t_s3_endpoint();
+    const char *colon = strrchr(ep, ':');
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof(a);
+    pthread_t th;
+    CHECK(colon != NULL);
+    upstream_port = atoi(colon + 1);
+    CHECK(upstream_port > 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    proxy_listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(proxy_listen_fd >= 0);
+    CHECK(bind(proxy_listen_fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    CHECK(listen(proxy_listen_fd, 64) == 0);
+    CHECK(getsockname(proxy_listen_fd, (struct sockaddr *)&a, &len) == 0);
+    CHECK(pthread_create(&th, NULL, acceptor, NULL) == 0);
+    pthread_detach(th);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+    return url;
+}
+
+uint64_t t_proxy_bytes(void)
+{
+    return atomic_load(&proxy_bytes);
+}
+
+void t_proxy_reset(void)
+{
+    atomic_store(&proxy_bytes, 0);
+}

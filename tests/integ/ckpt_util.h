@@ -1,0 +1,34 @@
+/* ckpt_util.h - helpers for the checkpoint tests: a set of tensors with random bytes, and a
+ * full verification of what a reader returns against them. */
+#ifndef S3D_TEST_CKPT_UTIL_H
+#define S3D_TEST_CKPT_UTIL_H
+
+#include "testutil.h"
+
+struct t_tensors {
+    size_t n;
+    struct s3d_tensor_src *src;
+    int64_t (*shapes)[4];
+    char **names;
+    void **data;
+};
+
+/* n tensors cycling through every dtype, with shapes that include a 0-d scalar and an empty
+ * tensor, sizes up to max_elems elements, bytes from seed. */
+void t_make_tensors(struct t_tensors *ts, size_t n, size_t max_elems, uint64_t seed);
+void t_free_tensors(struct t_tensors *ts);
+
+/* Opens uri, checks every tensor's name, dtype, shape and size against ts, reads them all
+ * (into host memory when device < 0, else into "device" memory of the emulated backend) and
+ * compares the bytes. */
+void t_verify_checkpoint(struct s3d_client *c, const char *uri, const struct t_tensors *ts,
+                         int device);
+
+#endif
+
+/* A TCP relay on 127.0.0.1 in front of the test S3 server that counts the bytes the server
+ * sends back. Returns the endpoint URL to give the client ("http://127.0.0.1:PORT"). */
+const char *t_proxy_start(void);
+/* Bytes sent by the server through the relay so far; t_proxy_reset sets it to 0. */
+uint64_t t_proxy_bytes(void);
+void t_proxy_reset(void);

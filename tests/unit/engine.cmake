@@ -1,0 +1,5 @@
+# Checkpoint pipeline (src/engine/ckpt_*): planning, local files, S3, device emulation.
+s3d_test(test_ckpt_plan unit/test_ckpt_plan.c)
+s3d_test(test_ckpt_local integ/test_ckpt_local.c integ/ckpt_util.c)
+s3d_test(test_ckpt_s3 integ/test_ckpt_s3.c integ/ckpt_util.c)
+s3d_test(test_ckpt_rss integ/test_ckpt_rss.c integ/ckpt_util.c)
