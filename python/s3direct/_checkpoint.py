@@ -100,7 +100,7 @@ def _metadata_entries(metadata, tree_json):
         if not isinstance(k, str) or not isinstance(v, str):
             raise errors.InvalidArgument(errors.S3D_EINVAL,
                                          f"metadata must map str to str: {k!r}: {v!r:.40}")
-        if k.startswith(_RESERVED_PREFIX) or k == "__metadata__":
+        if k.startswith(_RESERVED_PREFIX) or k == _tree.TREE_KEY:
             raise errors.InvalidArgument(errors.S3D_EINVAL,
                                          f"metadata key {k!r} is reserved for s3direct")
         entries.append((k, v))

@@ -1,6 +1,6 @@
 """Nested training state <-> (JSON tree, named tensors).
 
-The tree is stored in the safetensors ``__metadata__`` under TREE_KEY as
+The tree is stored in the safetensors ``__metadata__`` under TREE_KEY ("s3direct_tree") as
 ``{"format": "s3direct.tree", "version": 1, "tree": NODE}`` where NODE is one of:
 
     JSON null / true / false / integer / string   that leaf itself (ints of any size)
@@ -30,7 +30,8 @@ import torch
 
 from . import errors
 
-TREE_KEY = "s3direct.tree"
+# Not "s3direct.<x>": the C writer reserves that prefix for its own keys (format, crc32c).
+TREE_KEY = "s3direct_tree"
 TREE_FORMAT = "s3direct.tree"
 TREE_VERSION = 1
 ROOT_TENSOR_NAME = "tensor"
