@@ -709,7 +709,8 @@ static int ends_with(const char *s, const char *suffix)
 
 int s3d_config_virtual_host(const struct s3d_config *cfg, const char *bucket)
 {
-    if (bucket == NULL || !s3d_bucket_dns_compatible(bucket))
+    /* An IP literal cannot take a bucket label in front of it, whatever was asked for. */
+    if (bucket == NULL || !s3d_bucket_dns_compatible(bucket) || cfg->host_is_ip)
         return 0;
     switch (cfg->addressing) {
     case S3D_ADDRESSING_VIRTUAL:

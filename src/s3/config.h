@@ -88,8 +88,8 @@ void s3d_config_free(struct s3d_config *cfg);
 int s3d_config_parse_endpoint(const char *url, struct s3d_config *out);
 
 /* 1 when a request for bucket should use virtual-hosted addressing (bucket.host), 0 for
- * path-style (host/bucket). VIRTUAL: 1 when the bucket is DNS-compatible, else 0 (a bucket with
- * '_' or capitals cannot be a host name); PATH: 0; AUTO: 1 when the endpoint host ends in
+ * path-style (host/bucket). Always 0 for an IP-address endpoint. VIRTUAL: 1 when the bucket is
+ * DNS-compatible, else 0 (a bucket with '_' or capitals cannot be a host name); PATH: 0; AUTO: 1 when the endpoint host ends in
  * "amazonaws.com", the bucket is DNS-compatible and, over https, contains no '.' (a dotted
  * bucket would not match the wildcard certificate); 0 for custom endpoints and IP addresses.
  * bucket NULL gives 0. */

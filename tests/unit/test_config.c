@@ -515,6 +515,8 @@ static void test_addressing_and_urls(void)
          "http://127.0.0.1:8000/bucket?uploads=", "127.0.0.1:8000", "/bucket"},
         {"http://[::1]:8000", 0, "bucket", "k", NULL, 0, "http://[::1]:8000/bucket/k",
          "[::1]:8000", "/bucket/k"},
+        {"http://10.0.0.1:8000", S3D_ADDRESSING_VIRTUAL, "bucket", "k", NULL, 0,
+         "http://10.0.0.1:8000/bucket/k", "10.0.0.1:8000", "/bucket/k"},
         {"https://minio.local:443/", S3D_ADDRESSING_VIRTUAL, "bucket", "k", NULL, 1,
          "https://bucket.minio.local/k", "bucket.minio.local", "/k"},
         {"https://minio.local", S3D_ADDRESSING_VIRTUAL, "Bad_Name", "k", NULL, 0,
