@@ -42,7 +42,8 @@
 
 /* One tensor of a parsed header. */
 struct s3d_st_tensor {
-    char *name;          /* NUL-terminated UTF-8 (a JSON name holds no NUL) */
+    char *name;          /* NUL-terminated UTF-8 (a JSON name holds no NUL); owned by the
+                            header, like shape */
     size_t name_len;
     int32_t dtype;       /* enum s3d_dtype, never S3D_DTYPE_INVALID */
     int32_t ndim;        /* 0 for a scalar (shape []) */
@@ -70,6 +71,8 @@ struct s3d_st_header {
                                        included exactly as stored */
     uint32_t *by_name;           /* n_tensors indexes into tensors, sorted by name (strcmp);
                                     used by s3d_st_find */
+    char *name_pool;             /* storage of the tensor names and shapes (internal) */
+    int64_t *shape_pool;
 };
 
 /* Reads N from the first 8 bytes of an object and checks it as the reference does:
