@@ -1,0 +1,77 @@
+/* fuzz_ini.c - fuzz target for the shared-file INI parser and the endpoint URL parser
+ * (src/s3/config.c).
+ *
+ * Whatever the bytes, s3d_ini_parse must return 0 or S3D_ECONFIG, and every pair it reports
+ * must be trimmed, with a lower-case key, and lie within the caps. The input, as a string,
+ * also goes through s3d_config_parse_endpoint: an accepted URL must have a host and a port,
+ * and its normalized form must parse again to the same fields.
+ * Built by tests/unit/s3.cmake as a plain test (with fuzz_main.c) and, with -DS3D_FUZZ=ON
+ * under clang, as a libFuzzer binary. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3/config.h"
+#include "s3direct/errors.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define REQUIRE(c)                                                                      \
+    do {                                                                                \
+        if (!(c)) {                                                                     \
+            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #c);   \
+            abort();                                                                    \
+        }                                                                               \
+    } while (0)
+
+static int blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static int check_pair(void *user, const char *section, const char *sub, const char *key,
+                      const char *value, int line)
+{
+    size_t kl = strlen(key), vl = strlen(value), i;
+    (void)user;
+    REQUIRE(line >= 1);
+    REQUIRE(section[0] != '\0' && strlen(section) <= S3D_CONFIG_MAX_LINE);
+    REQUIRE(sub == NULL || sub[0] != '\0');
+    REQUIRE(kl > 0 && kl <= S3D_CONFIG_MAX_LINE && vl <= S3D_CONFIG_MAX_LINE);
+    REQUIRE(!blank(key[0]) && !blank(key[kl - 1]));
+    REQUIRE(vl == 0 || (!blank(value[0]) && !blank(value[vl - 1]) && value[vl - 1] != '\r'));
+    for (i = 0; i < kl; i++)
+        REQUIRE(!(key[i] >= 'A' && key[i] <= 'Z') && key[i] != '=' && key[i] != ':');
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct s3d_config a, b;
+    char *str;
+    int rc = s3d_ini_parse((const char *)data, size, "fuzz", check_pair, NULL);
+    REQUIRE(rc == 0 || rc == S3D_ECONFIG);
+
+    if (size > 4096)
+        return 0;
+    str = malloc(size + 1);
+    if (str == NULL)
+        abort();
+    memcpy(str, data, size);
+    str[size] = '\0';
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    rc = s3d_config_parse_endpoint(str, &a);
+    REQUIRE(rc == 0 || rc == S3D_ECONFIG);
+    if (rc == 0) {
+        REQUIRE(a.host[0] != '\0' && a.port > 0 && a.endpoint_url != NULL);
+        REQUIRE(s3d_config_parse_endpoint(a.endpoint_url, &b) == 0);
+        REQUIRE(strcmp(a.endpoint_url, b.endpoint_url) == 0 && strcmp(a.host, b.host) == 0 &&
+                strcmp(a.base_path, b.base_path) == 0 && a.port == b.port &&
+                a.https == b.https && a.host_is_ip == b.host_is_ip);
+    }
+    s3d_config_free(&a);
+    s3d_config_free(&b);
+    free(str);
+    return 0;
+}
