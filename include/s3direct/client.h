@@ -15,8 +15,14 @@
  *      credentials file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials) and then
  *      the config file (AWS_CONFIG_FILE, default ~/.aws/config, section "[profile NAME]" or
  *      "[default]"): aws_access_key_id, aws_secret_access_key, aws_session_token, region,
- *      endpoint_url, ca_bundle, and "s3 =" sub-section keys endpoint_url / addressing_style;
+ *      endpoint_url, ca_bundle, and "s3 =" sub-section keys endpoint_url / addressing_style
+ *      / payload_signing_enabled. Credentials count only as a key id + secret pair, from
+ *      one source. Endpoint order in the file: the "[services NAME]" section named by the
+ *      profile's "services = NAME" (its "s3 =" endpoint_url, as botocore), then the
+ *      profile's own "s3 =" endpoint_url (an s3direct extension), then its endpoint_url;
  *   4. defaults: region "us-east-1", endpoint https://s3.REGION.amazonaws.com.
+ * Environment variables set to "" count as unset. A profile chosen explicitly (options or
+ * AWS_PROFILE) that neither file has is an error (S3D_ECONFIG), as in the AWS CLI.
  * Without credentials from any source, requests fail with S3D_ENOCREDS unless anonymous. */
 #ifndef S3DIRECT_CLIENT_H
 #define S3DIRECT_CLIENT_H
