@@ -282,10 +282,15 @@ int s3d_cuda_ctx_enter(struct s3d_device *dev, int ordinal, void **prev)
     int rc;
 
     *prev = NULL;
-    if ((rc = retain(c, ordinal, &ctx)) < 0)
-        return rc;
     if ((r = c->f.cuCtxGetCurrent(&cur)) != CUDA_SUCCESS)
         return cu_fail(c, "cuCtxGetCurrent", r);
+    /* Any context will do (pinned PORTABLE memory, pointer queries): use the caller's rather
+     * than create one on device 0, which would cost every rank of a multi-GPU job a context
+     * on GPU 0. */
+    if (ordinal < 0 && cur != NULL)
+        return 0;
+    if ((rc = retain(c, ordinal < 0 ? 0 : ordinal, &ctx)) < 0)
+        return rc;
     if (cur == ctx)
         return 0;
     if ((r = c->f.cuCtxSetCurrent(ctx)) != CUDA_SUCCESS)
@@ -334,7 +339,7 @@ static int cuda_pointer_info(struct s3d_device *dev, const void *ptr, int *is_de
     int ord = -1, rc = 0;
     CUresult r;
 
-    ENTER(dev, 0);
+    ENTER(dev, S3D_ANY_CTX);
     r = c->f.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                    (CUdeviceptr)(uintptr_t)ptr);
     if (r == CUDA_ERROR_INVALID_VALUE) {
@@ -361,7 +366,7 @@ static int cuda_pointer_info(struct s3d_device *dev, const void *ptr, int *is_de
     *is_device = 1;
     *ordinal = ord;
 out:
-    LEAVE(dev, 0);
+    LEAVE(dev, S3D_ANY_CTX);
     return rc;
 }
 
@@ -370,7 +375,7 @@ static int cuda_host_alloc(struct s3d_device *dev, size_t size, void **out)
     struct s3d_cuda *c = dev->cuda;
     CUresult r;
     int rc = 0;
-    ENTER(dev, 0);
+    ENTER(dev, S3D_ANY_CTX);
     /* PORTABLE: pinned for every context, so one pool serves all GPUs. */
     r = c->f.cuMemHostAlloc(out, size, CU_MEMHOSTALLOC_PORTABLE);
     if (r != CUDA_SUCCESS) {
@@ -378,7 +383,7 @@ static int cuda_host_alloc(struct s3d_device *dev, size_t size, void **out)
         rc = cu_fail(c, "cuMemHostAlloc", r);
         rc = s3d_fail_prefix(rc, "pinning %zu bytes", size);
     }
-    LEAVE(dev, 0);
+    LEAVE(dev, S3D_ANY_CTX);
     return rc;
 }
 
@@ -386,12 +391,12 @@ static void cuda_host_free_impl(struct s3d_device *dev, void *p)
 {
     struct s3d_cuda *c = dev->cuda;
     void *prev = NULL;
-    if (s3d_cuda_ctx_enter(dev, 0, &prev) < 0)
+    if (s3d_cuda_ctx_enter(dev, S3D_ANY_CTX, &prev) < 0)
         return;
     CUresult r = c->f.cuMemFreeHost(p);
     if (r != CUDA_SUCCESS)
         S3D_WARN("cuMemFreeHost failed: %d", r);
-    s3d_cuda_ctx_leave(dev, 0, prev);
+    s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, prev);
 }
 
 static void cuda_host_free(struct s3d_device *dev, void *p, size_t size)
@@ -404,11 +409,11 @@ static int cuda_host_register(struct s3d_device *dev, void *p, size_t size)
     struct s3d_cuda *c = dev->cuda;
     CUresult r;
     int rc = 0;
-    ENTER(dev, 0);
+    ENTER(dev, S3D_ANY_CTX);
     r = c->f.cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE);
     if (r != CUDA_SUCCESS)
         rc = cu_fail(c, "cuMemHostRegister", r);
-    LEAVE(dev, 0);
+    LEAVE(dev, S3D_ANY_CTX);
     return rc;
 }
 
@@ -416,10 +421,10 @@ static void cuda_host_unregister(struct s3d_device *dev, void *p)
 {
     struct s3d_cuda *c = dev->cuda;
     void *prev = NULL;
-    if (s3d_cuda_ctx_enter(dev, 0, &prev) < 0)
+    if (s3d_cuda_ctx_enter(dev, S3D_ANY_CTX, &prev) < 0)
         return;
     c->f.cuMemHostUnregister(p);
-    s3d_cuda_ctx_leave(dev, 0, prev);
+    s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, prev);
 }
 
 static int cuda_mem_alloc(struct s3d_device *dev, int ordinal, size_t size, uint64_t *out)

@@ -151,7 +151,7 @@ int s3d_cufile_available(struct s3d_device *dev, const char **why)
     } else {
         /* cuFileDriverOpen needs a CUDA context on the thread. */
         void *prev = NULL;
-        if (s3d_cuda_ctx_enter(dev, 0, &prev) < 0) {
+        if (s3d_cuda_ctx_enter(dev, S3D_ANY_CTX, &prev) < 0) {
             reason = "no CUDA context";
         } else {
             pthread_mutex_lock(&g_mu);
@@ -161,7 +161,7 @@ int s3d_cufile_available(struct s3d_device *dev, const char **why)
                     S3D_INFO("cufile: not used: %s", g_why);
             }
             pthread_mutex_unlock(&g_mu);
-            s3d_cuda_ctx_leave(dev, 0, prev);
+            s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, prev);
             ok = g_state > 0;
             reason = ok ? "" : g_why;
         }
@@ -197,10 +197,10 @@ int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out)
     d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
     d.handle.fd = fd;
     d.fs_ops = NULL;
-    if ((rc = s3d_cuda_ctx_enter(dev, 0, &prev)) < 0)
+    if ((rc = s3d_cuda_ctx_enter(dev, S3D_ANY_CTX, &prev)) < 0)
         goto fail;
     st = g_f.cuFileHandleRegister(&f->fh, &d);
-    s3d_cuda_ctx_leave(dev, 0, prev);
+    s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, prev);
     if (st.err != CU_FILE_SUCCESS) {
         char what[160];
         describe(st, what, sizeof(what));

@@ -88,7 +88,9 @@ int s3d_emu_open(struct s3d_device *dev);
 void s3d_emu_close(struct s3d_device *dev);
 
 /* Makes ordinal's primary context current for the duration of one operation and gives back
- * what was current before (*prev), for s3d_cuda_ctx_leave. cuda backend only. */
+ * what was current before (*prev), for s3d_cuda_ctx_leave. ordinal S3D_ANY_CTX: whatever
+ * context is current already, else device 0's primary. cuda backend only. */
+#define S3D_ANY_CTX (-1)
 int s3d_cuda_ctx_enter(struct s3d_device *dev, int ordinal, void **prev);
 void s3d_cuda_ctx_leave(struct s3d_device *dev, int ordinal, void *prev);
 
