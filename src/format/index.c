@@ -77,16 +77,15 @@ int s3d_st_shard_path_check(const char *shard, size_t len)
     return 0;
 }
 
-/* Index of shard in ix->shards, adding it if new; -1 on ENOMEM. Linear in the number of
- * distinct shards, which is small (hundreds at most) for real checkpoints. */
-static long shard_slot(struct s3d_st_index *ix, const char *shard, size_t len, size_t *cap)
+/* Index of shard in ix->shards, adding it if new; -1 on ENOMEM. seen maps each shard name to
+ * its index (a jansson object as a hash table), so a hostile index with a million distinct
+ * shards stays linear. */
+static long shard_slot(struct s3d_st_index *ix, json_t *seen, const char *shard, size_t *cap)
 {
+    json_t *hit = json_object_get(seen, shard);
     char **grown;
-    for (size_t i = ix->n_shards; i > 0; i--) {
-        /* Most weight maps list a shard's tensors together: search from the latest. */
-        if (strlen(ix->shards[i - 1]) == len && memcmp(ix->shards[i - 1], shard, len) == 0)
-            return (long)(i - 1);
-    }
+    if (hit != NULL)
+        return (long)json_integer_value(hit);
     if (ix->n_shards == *cap) {
         size_t ncap = *cap ? *cap * 2 : 8;
         grown = s3d_reallocarray(ix->shards, ncap, sizeof(*ix->shards));
@@ -95,9 +94,12 @@ static long shard_slot(struct s3d_st_index *ix, const char *shard, size_t len, s
         ix->shards = grown;
         *cap = ncap;
     }
-    ix->shards[ix->n_shards] = s3d_strndup(shard, len);
-    if (ix->shards[ix->n_shards] == NULL)
+    ix->shards[ix->n_shards] = s3d_strdup(shard);
+    if (ix->shards[ix->n_shards] == NULL ||
+        json_object_set_new(seen, shard, json_integer((json_int_t)ix->n_shards)) < 0) {
+        free(ix->shards[ix->n_shards]);
         return -1;
+    }
     return (long)ix->n_shards++;
 }
 
@@ -128,7 +130,7 @@ static int read_total_size(json_t *md, struct s3d_st_index *out)
 int s3d_st_index_parse(const char *json, size_t len, size_t max_len, struct s3d_st_index *out)
 {
     json_error_t err;
-    json_t *root = NULL, *wm, *v;
+    json_t *root = NULL, *wm, *v, *seen = NULL;
     const char *key;
     size_t bad, shard_cap = 0;
     int rc;
@@ -161,7 +163,8 @@ int s3d_st_index_parse(const char *json, size_t len, size_t max_len, struct s3d_
         goto fail;
     }
     out->tensors = s3d_calloc(json_object_size(wm), sizeof(*out->tensors));
-    if (out->tensors == NULL)
+    seen = json_object();
+    if (out->tensors == NULL || seen == NULL)
         goto nomem;
     json_object_foreach(wm, key, v) {
         struct s3d_st_index_entry *e = &out->tensors[out->n_tensors];
@@ -180,7 +183,7 @@ int s3d_st_index_parse(const char *json, size_t len, size_t max_len, struct s3d_
                           json_string_value(v), why);
             goto fail;
         }
-        slot = shard_slot(out, json_string_value(v), json_string_length(v), &shard_cap);
+        slot = shard_slot(out, seen, json_string_value(v), &shard_cap);
         e->name = s3d_strdup(key);
         if (slot < 0 || e->name == NULL) {
             free(e->name);
@@ -189,12 +192,14 @@ int s3d_st_index_parse(const char *json, size_t len, size_t max_len, struct s3d_
         e->shard = (uint32_t)slot;
         out->n_tensors++;
     }
+    json_decref(seen);
     json_decref(root);
     return 0;
 
 nomem:
     rc = s3d_fail(S3D_ENOMEM, "out of memory parsing an index");
 fail:
+    json_decref(seen);
     json_decref(root);
     s3d_st_index_free(out);
     return rc;

@@ -180,8 +180,29 @@ static void test_names(void)
     s3d_dynbuf_free(&b);
 }
 
+/* Many entries, every one with its own shard: the shard set must stay a hash, not a list. */
+static void test_many_shards(void)
+{
+    enum { N = 200000 };
+    struct s3d_dynbuf b;
+    struct s3d_st_index ix;
+    s3d_dynbuf_init(&b, 64u << 20);
+    CHECK_OK(s3d_dynbuf_append(&b, "{\"weight_map\":{", 15));
+    for (int i = 0; i < N; i++)
+        CHECK_OK(s3d_dynbuf_appendf(&b, "%s\"t%d\":\"s%d.st\"", i ? "," : "", i, i % (N / 2)));
+    CHECK_OK(s3d_dynbuf_append(&b, "}}", 2));
+    CHECK_OK(s3d_st_index_parse(b.data, b.len, 0, &ix));
+    CHECK_EQ_U64(ix.n_tensors, N);
+    CHECK_EQ_U64(ix.n_shards, N / 2);
+    CHECK(ix.tensors[N / 2 + 7].shard == 7);
+    CHECK_STREQ(ix.shards[N / 2 - 1], "s99999.st");
+    s3d_st_index_free(&ix);
+    s3d_dynbuf_free(&b);
+}
+
 int main(void)
 {
+    test_many_shards();
     test_parse();
     test_parse_rejects();
     test_build();
