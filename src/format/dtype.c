@@ -84,19 +84,18 @@ int s3d_dtype_nbytes(int dtype, const int64_t *shape, int32_t ndim, uint64_t *ou
      * does: [2^40, 2^40, 0] overflows there even though the product is 0. */
     for (int32_t i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return s3d_fail(S3D_EFMT_SHAPE, "dimension %" PRId32 " is negative (%" PRId64 ")",
-                            i, shape[i]);
+            return s3d_fail(S3D_EFMT_SHAPE, "dimension %" PRId32 " is negative (%" PRId64 ")", i,
+                            shape[i]);
         if (s3d_mul_u64(elems, (uint64_t)shape[i], &elems) < 0)
-            return s3d_fail(S3D_EFMT_SHAPE, "element count overflows at dimension %" PRId32,
-                            i);
+            return s3d_fail(S3D_EFMT_SHAPE, "element count overflows at dimension %" PRId32, i);
     }
     if (s3d_mul_u64(elems, (uint64_t)width, &bits) < 0)
-        return s3d_fail(S3D_EFMT_SHAPE, "%" PRIu64 " elements of %s overflow a byte count",
-                        elems, dtypes[dtype].name);
+        return s3d_fail(S3D_EFMT_SHAPE, "%" PRIu64 " elements of %s overflow a byte count", elems,
+                        dtypes[dtype].name);
     if (bits % 8 != 0)
         return s3d_fail(S3D_EFMT_SIZE_MISMATCH,
-                        "%" PRIu64 " elements of %s are %" PRIu64 " bits, not whole bytes",
-                        elems, dtypes[dtype].name, bits);
+                        "%" PRIu64 " elements of %s are %" PRIu64 " bits, not whole bytes", elems,
+                        dtypes[dtype].name, bits);
     *out = bits / 8;
     return 0;
 }

@@ -13,7 +13,7 @@
 #include "common/error.h"
 #include "format/safetensors.h"
 
-#define SHOWN 160
+#define SHOWN   160
 #define SHOW(s) (int)S3D_MIN(strlen(s), (size_t)SHOWN), (s)
 
 void s3d_st_index_free(struct s3d_st_index *ix)
@@ -47,9 +47,9 @@ static const char *shard_path_problem(const char *s, size_t len)
             /* A scheme ("s3:", "file:") or a drive ("C:") if everything before the colon
              * could be one; a colon later in a file name is harmless. */
             size_t k = 0;
-            while (k < i && (s[k] == '+' || s[k] == '-' || s[k] == '.' ||
-                             (s[k] >= '0' && s[k] <= '9') || (s[k] >= 'a' && s[k] <= 'z') ||
-                             (s[k] >= 'A' && s[k] <= 'Z')))
+            while (k < i &&
+                   (s[k] == '+' || s[k] == '-' || s[k] == '.' || (s[k] >= '0' && s[k] <= '9') ||
+                    (s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z')))
                 k++;
             if (k == i)
                 return "it starts with a URI scheme or drive";
@@ -121,7 +121,7 @@ static int read_total_size(json_t *md, struct s3d_st_index *out)
         out->total_size = (uint64_t)json_real_value(ts);
     } else {
         return s3d_fail(S3D_EFMT_INDEX, "index metadata.total_size is not a non-negative "
-                        "integer");
+                                        "integer");
     }
     out->has_total_size = 1;
     return 0;
@@ -139,8 +139,7 @@ int s3d_st_index_parse(const char *json, size_t len, size_t max_len, struct s3d_
     if (max_len == 0)
         max_len = S3D_ST_INDEX_MAX;
     if (len > max_len)
-        return s3d_fail(S3D_EFMT_INDEX, "index of %zu bytes is over the cap of %zu", len,
-                        max_len);
+        return s3d_fail(S3D_EFMT_INDEX, "index of %zu bytes is over the cap of %zu", len, max_len);
     if (!s3d_utf8_valid(json, len, &bad))
         return s3d_fail(S3D_EFMT_INDEX, "index is not valid UTF-8 at byte %zu", bad);
     root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &err);
@@ -166,21 +165,21 @@ int s3d_st_index_parse(const char *json, size_t len, size_t max_len, struct s3d_
     seen = json_object();
     if (out->tensors == NULL || seen == NULL)
         goto nomem;
-    json_object_foreach(wm, key, v) {
+    json_object_foreach(wm, key, v)
+    {
         struct s3d_st_index_entry *e = &out->tensors[out->n_tensors];
         const char *why;
         long slot;
         if (!json_is_string(v)) {
-            rc = s3d_fail(S3D_EFMT_INDEX, "index weight_map[\"%.*s\"] is not a string",
-                          SHOW(key));
+            rc = s3d_fail(S3D_EFMT_INDEX, "index weight_map[\"%.*s\"] is not a string", SHOW(key));
             goto fail;
         }
         why = shard_path_problem(json_string_value(v), json_string_length(v));
         if (why != NULL) {
             rc = s3d_fail(S3D_EFMT_SHARD_PATH,
                           "index weight_map[\"%.*s\"] = \"%.*s\" is refused: %s", SHOW(key),
-                          (int)S3D_MIN(json_string_length(v), (size_t)SHOWN),
-                          json_string_value(v), why);
+                          (int)S3D_MIN(json_string_length(v), (size_t)SHOWN), json_string_value(v),
+                          why);
             goto fail;
         }
         slot = shard_slot(out, seen, json_string_value(v), &shard_cap);

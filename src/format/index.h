@@ -16,20 +16,20 @@
 
 #include "common/dynbuf.h"
 
-#define S3D_ST_INDEX_MAX (64u << 20)   /* default cap on an index file: 64 MiB */
+#define S3D_ST_INDEX_MAX    (64u << 20) /* default cap on an index file: 64 MiB */
 #define S3D_ST_INDEX_SUFFIX ".safetensors.index.json"
 
 struct s3d_st_index_entry {
-    char *name;          /* tensor name, NUL-terminated UTF-8 */
-    uint32_t shard;      /* index into s3d_st_index.shards */
+    char *name;     /* tensor name, NUL-terminated UTF-8 */
+    uint32_t shard; /* index into s3d_st_index.shards */
 };
 
 /* A parsed index. Everything in it is owned by it. */
 struct s3d_st_index {
     size_t n_tensors;
-    struct s3d_st_index_entry *tensors;  /* weight_map in file order */
+    struct s3d_st_index_entry *tensors; /* weight_map in file order */
     size_t n_shards;
-    char **shards;       /* distinct shard names, in order of first appearance */
+    char **shards; /* distinct shard names, in order of first appearance */
     int32_t has_total_size;
     uint64_t total_size; /* metadata.total_size when present */
 };

@@ -24,7 +24,7 @@
 #include "common/error.h"
 
 /* Longest piece of a name put in an error message. */
-#define NAME_SHOWN 160
+#define NAME_SHOWN      160
 #define SHOW(name, len) (int)S3D_MIN((len), (size_t)NAME_SHOWN), (name)
 
 int s3d_st_header_len(const uint8_t first8[8], uint64_t object_size, uint64_t *json_len)
@@ -134,8 +134,8 @@ static int overflow_code(const char *json, size_t len, size_t pos)
     size_t i = S3D_MIN(pos, len);
     while (i > 0 && json[i - 1] != '[') {
         char c = json[i - 1];
-        if (c != ',' && c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != '-' &&
-            c != '+' && c != '.' && c != 'e' && c != 'E' && (c < '0' || c > '9'))
+        if (c != ',' && c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != '-' && c != '+' &&
+            c != '.' && c != 'e' && c != 'E' && (c < '0' || c > '9'))
             return S3D_EFMT_JSON;
         i--;
     }
@@ -169,16 +169,17 @@ static int fail_load(const json_error_t *err, const char *json, size_t len)
         return s3d_fail(S3D_EFMT_UTF8, "safetensors header: %s", err->text);
     case json_error_numeric_overflow: {
         int code = overflow_code(json, len, (size_t)err->position);
-        return s3d_fail(code,
-                        "safetensors header: %s at line %d, column %d (%s must fit in int64)",
+        return s3d_fail(code, "safetensors header: %s at line %d, column %d (%s must fit in int64)",
                         err->text, err->line, err->column,
                         code == S3D_EFMT_SHAPE     ? "a dimension"
                         : code == S3D_EFMT_OFFSETS ? "a data offset"
                                                    : "a number");
     }
     default:
-        return s3d_fail(S3D_EFMT_JSON, "safetensors header is not valid JSON: %s (line %d, "
-                        "column %d)", err->text, err->line, err->column);
+        return s3d_fail(S3D_EFMT_JSON,
+                        "safetensors header is not valid JSON: %s (line %d, "
+                        "column %d)",
+                        err->text, err->line, err->column);
     }
 }
 
@@ -194,7 +195,8 @@ static int read_metadata(json_t *m, struct s3d_st_header *out)
     out->metadata = s3d_calloc(json_object_size(m), sizeof(*out->metadata));
     if (out->metadata == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory reading __metadata__");
-    json_object_foreach(m, key, v) {
+    json_object_foreach(m, key, v)
+    {
         struct s3d_st_meta *e = &out->metadata[out->n_metadata];
         if (!json_is_string(v))
             return s3d_fail(S3D_EFMT_METADATA,
@@ -243,7 +245,9 @@ static int read_tensor(const char *name, size_t name_len, json_t *v, struct s3d_
     off = json_object_get(v, "data_offsets");
     if (dt == NULL || sh == NULL || off == NULL)
         return s3d_fail(S3D_EFMT_FIELD, "tensor \"%.*s\": missing \"%s\"", SHOW(name, name_len),
-                        dt == NULL ? "dtype" : sh == NULL ? "shape" : "data_offsets");
+                        dt == NULL   ? "dtype"
+                        : sh == NULL ? "shape"
+                                     : "data_offsets");
     if (!json_is_string(dt))
         return s3d_fail(S3D_EFMT_FIELD, "tensor \"%.*s\": dtype is not a string",
                         SHOW(name, name_len));
@@ -328,8 +332,8 @@ static int check_layout(struct s3d_st_header *h)
             return s3d_fail(S3D_EFMT_SIZE_MISMATCH,
                             "tensor \"%.*s\": data_offsets span %" PRIu64
                             " bytes but its shape and dtype %s need %" PRIu64,
-                            SHOW(t->name, t->name_len), t->end - t->begin,
-                            s3d_dtype_name(t->dtype), nbytes);
+                            SHOW(t->name, t->name_len), t->end - t->begin, s3d_dtype_name(t->dtype),
+                            nbytes);
         pos = t->end;
     }
     h->data_len = pos;
@@ -345,8 +349,7 @@ static int hexval(char c)
     return -1;
 }
 
-static int find_index(const struct s3d_st_header *h, const char *name, size_t len,
-                      size_t *index);
+static int find_index(const struct s3d_st_header *h, const char *name, size_t len, size_t *index);
 
 /* Step 7: "s3direct.crc32c" is a JSON object (as a string) of name -> 8 lowercase hex. */
 static int read_crc_map(struct s3d_st_header *h, const char *text)
@@ -365,7 +368,8 @@ static int read_crc_map(struct s3d_st_header *h, const char *text)
                       S3D_ST_META_CRC32C);
         goto out;
     }
-    json_object_foreach(m, key, v) {
+    json_object_foreach(m, key, v)
+    {
         size_t idx;
         const char *s = json_string_value(v);
         uint32_t crc = 0;
@@ -397,16 +401,14 @@ out:
     return rc;
 }
 
-int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size,
-                 struct s3d_st_header *out)
+int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size, struct s3d_st_header *out)
 {
     json_error_t err;
     json_t *root = NULL, *v;
     const char *key;
     struct s3d_st_tensor *tmp = NULL;
     uint32_t *order = NULL;
-    size_t n_keys, n_tmp = 0, bad, names_total = 0, dims_total = 0, names_used = 0,
-           dims_used = 0;
+    size_t n_keys, n_tmp = 0, bad, names_total = 0, dims_total = 0, names_used = 0, dims_used = 0;
     uint64_t total;
     const char *crc_text;
     int rc;
@@ -420,7 +422,8 @@ int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size,
         (object_size < 8 || json_len > object_size - 8))
         return s3d_fail(S3D_EFMT_HEADER_SIZE,
                         "safetensors header length %zu runs past the end of the %" PRIu64
-                        "-byte object", json_len, object_size);
+                        "-byte object",
+                        json_len, object_size);
     if (!s3d_utf8_valid(json, json_len, &bad)) {
         char ctx[48];
         context_before(json, bad, ctx, sizeof(ctx));
@@ -442,7 +445,8 @@ int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size,
     /* First pass: sizes, so that names and shapes go into two blocks rather than 2n small
      * allocations (which, with jansson's own, made a 100,000-tensor header slow to free). */
     n_keys = json_object_size(root);
-    json_object_foreach(root, key, v) {
+    json_object_foreach(root, key, v)
+    {
         if (strcmp(key, "__metadata__") == 0)
             continue;
         names_total += strlen(key) + 1;
@@ -457,7 +461,8 @@ int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size,
         goto fail;
     }
     /* Step 4, in header order (jansson keeps insertion order). */
-    json_object_foreach(root, key, v) {
+    json_object_foreach(root, key, v)
+    {
         struct s3d_st_tensor *t = &tmp[n_tmp];
         size_t klen = strlen(key);
         if (strcmp(key, "__metadata__") == 0) {
@@ -548,8 +553,7 @@ fail:
 }
 
 /* Binary search of by_name; -1 if absent (records nothing). */
-static int find_index(const struct s3d_st_header *h, const char *name, size_t len,
-                      size_t *index)
+static int find_index(const struct s3d_st_header *h, const char *name, size_t len, size_t *index)
 {
     size_t lo = 0, hi = h->n_tensors;
     while (lo < hi) {

@@ -34,44 +34,44 @@
 #include "common/dynbuf.h"
 #include "s3direct/checkpoint.h"
 
-#define S3D_ST_MAX_HEADER 100000000u        /* the reference's MAX_HEADER_SIZE */
+#define S3D_ST_MAX_HEADER          100000000u /* the reference's MAX_HEADER_SIZE */
 #define S3D_ST_OBJECT_SIZE_UNKNOWN UINT64_MAX
-#define S3D_ST_META_FORMAT "s3direct.format"
-#define S3D_ST_META_CRC32C "s3direct.crc32c"
-#define S3D_ST_RESERVED_PREFIX "s3direct."
+#define S3D_ST_META_FORMAT         "s3direct.format"
+#define S3D_ST_META_CRC32C         "s3direct.crc32c"
+#define S3D_ST_RESERVED_PREFIX     "s3direct."
 
 /* One tensor of a parsed header. */
 struct s3d_st_tensor {
-    char *name;          /* NUL-terminated UTF-8 (a JSON name holds no NUL); owned by the
-                            header, like shape */
+    char *name; /* NUL-terminated UTF-8 (a JSON name holds no NUL); owned by the
+                   header, like shape */
     size_t name_len;
-    int32_t dtype;       /* enum s3d_dtype, never S3D_DTYPE_INVALID */
-    int32_t ndim;        /* 0 for a scalar (shape []) */
-    int64_t *shape;      /* ndim entries, each >= 0; NULL when ndim == 0 */
-    uint64_t begin;      /* data_offsets, relative to the data region start */
-    uint64_t end;        /* end - begin == s3d_dtype_nbytes(dtype, shape) */
-    int32_t has_crc32c;  /* 1 when the s3direct.crc32c map names this tensor */
+    int32_t dtype;      /* enum s3d_dtype, never S3D_DTYPE_INVALID */
+    int32_t ndim;       /* 0 for a scalar (shape []) */
+    int64_t *shape;     /* ndim entries, each >= 0; NULL when ndim == 0 */
+    uint64_t begin;     /* data_offsets, relative to the data region start */
+    uint64_t end;       /* end - begin == s3d_dtype_nbytes(dtype, shape) */
+    int32_t has_crc32c; /* 1 when the s3direct.crc32c map names this tensor */
     uint32_t crc32c;
 };
 
 struct s3d_st_meta {
-    char *key;           /* NUL-terminated UTF-8 */
+    char *key; /* NUL-terminated UTF-8 */
     char *value;
 };
 
 /* A parsed, validated header. Everything in it is owned by it. */
 struct s3d_st_header {
-    uint64_t json_len;           /* N */
-    uint64_t data_start;         /* 8 + N: absolute offset of the data region */
-    uint64_t data_len;           /* bytes of the data region (end of the last tensor) */
+    uint64_t json_len;   /* N */
+    uint64_t data_start; /* 8 + N: absolute offset of the data region */
+    uint64_t data_len;   /* bytes of the data region (end of the last tensor) */
     size_t n_tensors;
-    struct s3d_st_tensor *tensors;  /* sorted by (begin, end), ties in header order */
+    struct s3d_st_tensor *tensors; /* sorted by (begin, end), ties in header order */
     size_t n_metadata;
-    struct s3d_st_meta *metadata;   /* __metadata__ in header order, s3direct.* keys
-                                       included exactly as stored */
-    uint32_t *by_name;           /* n_tensors indexes into tensors, sorted by name (strcmp);
-                                    used by s3d_st_find */
-    char *name_pool;             /* storage of the tensor names and shapes (internal) */
+    struct s3d_st_meta *metadata; /* __metadata__ in header order, s3direct.* keys
+                                     included exactly as stored */
+    uint32_t *by_name;            /* n_tensors indexes into tensors, sorted by name (strcmp);
+                                     used by s3d_st_find */
+    char *name_pool;              /* storage of the tensor names and shapes (internal) */
     int64_t *shape_pool;
 };
 
@@ -142,9 +142,9 @@ const char *s3d_st_meta_get(const struct s3d_st_header *h, const char *key);
  * nbytes != s3d_dtype_nbytes, NULL/non-UTF-8/reserved metadata key, NULL/non-UTF-8 value,
  * duplicate metadata key), S3D_ETOOBIG (JSON over S3D_ST_MAX_HEADER), S3D_ENOMEM. On failure
  * out is empty. */
-int s3d_st_build(const struct s3d_tensor_src *t, size_t n,
-                 const struct s3d_metadata_entry *meta, size_t n_meta, int with_crc,
-                 struct s3d_dynbuf *out, uint64_t *offsets, size_t *crc_pos);
+int s3d_st_build(const struct s3d_tensor_src *t, size_t n, const struct s3d_metadata_entry *meta,
+                 size_t n_meta, int with_crc, struct s3d_dynbuf *out, uint64_t *offsets,
+                 size_t *crc_pos);
 
 /* Writes crc as 8 lowercase hex digits at header[pos..pos+8), a position returned by
  * s3d_st_build in crc_pos. The header length never changes. header must not be NULL. */

@@ -18,9 +18,9 @@
 #include "common/error.h"
 #include "format/safetensors.h"
 
-#define DUMP_FLAGS JSON_COMPACT
+#define DUMP_FLAGS      JSON_COMPACT
 #define CRC_PLACEHOLDER "00000000"
-#define CRC_PREFIX "{\"__metadata__\":{\"" S3D_ST_META_CRC32C "\":\""
+#define CRC_PREFIX      "{\"__metadata__\":{\"" S3D_ST_META_CRC32C "\":\""
 
 struct dump_ctx {
     struct s3d_dynbuf *b;
@@ -56,8 +56,8 @@ static int check_text(const char *what, const char *s, size_t i, const char *nam
     if (s == NULL)
         return s3d_fail(S3D_EINVAL, "%s %zu is NULL", what, i);
     if (!s3d_utf8_valid(s, strlen(s), &bad))
-        return s3d_fail(S3D_EINVAL, "%s %zu (%s) is not valid UTF-8 at byte %zu", what, i,
-                        name, bad);
+        return s3d_fail(S3D_EINVAL, "%s %zu (%s) is not valid UTF-8 at byte %zu", what, i, name,
+                        bad);
     return 0;
 }
 
@@ -106,8 +106,7 @@ static int add_tensor(json_t *root, json_t *crcmap, const struct s3d_tensor_src 
                       "data_offsets", (json_int_t)begin, (json_int_t)(begin + nbytes));
     if (entry == NULL || json_object_set_new(root, t->name, entry) < 0)
         return s3d_fail(S3D_ENOMEM, "out of memory building a safetensors header");
-    if (crcmap != NULL &&
-        json_object_set_new(crcmap, t->name, json_string(CRC_PLACEHOLDER)) < 0)
+    if (crcmap != NULL && json_object_set_new(crcmap, t->name, json_string(CRC_PLACEHOLDER)) < 0)
         return s3d_fail(S3D_ENOMEM, "out of memory building a safetensors header");
     return 0;
 }
@@ -147,9 +146,9 @@ internal:
     return s3d_fail(S3D_EINVAL, "internal: CRC placeholder not where expected in the header");
 }
 
-int s3d_st_build(const struct s3d_tensor_src *t, size_t n,
-                 const struct s3d_metadata_entry *meta, size_t n_meta, int with_crc,
-                 struct s3d_dynbuf *out, uint64_t *offsets, size_t *crc_pos)
+int s3d_st_build(const struct s3d_tensor_src *t, size_t n, const struct s3d_metadata_entry *meta,
+                 size_t n_meta, int with_crc, struct s3d_dynbuf *out, uint64_t *offsets,
+                 size_t *crc_pos)
 {
     json_t *root, *md = NULL, *crcmap = NULL;
     char *inner = NULL;
@@ -212,8 +211,8 @@ int s3d_st_build(const struct s3d_tensor_src *t, size_t n,
     if (rc < 0 || json_dump_callback(root, dump_cb, &dc, DUMP_FLAGS) < 0) {
         rc = rc < 0 ? rc : dc.rc < 0 ? dc.rc : S3D_ENOMEM;
         if (rc == S3D_ETOOBIG)
-            rc = s3d_fail(rc, "safetensors header for %zu tensors is over the cap of %u bytes",
-                          n, S3D_ST_MAX_HEADER);
+            rc = s3d_fail(rc, "safetensors header for %zu tensors is over the cap of %u bytes", n,
+                          S3D_ST_MAX_HEADER);
         else
             rc = s3d_fail(S3D_ENOMEM, "out of memory building a safetensors header");
         goto fail;

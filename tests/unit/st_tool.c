@@ -168,7 +168,8 @@ static int cmd_write(const char *out_path, const char *spec_path)
             t[i].nbytes = 0; /* the builder reports it */
         total += t[i].nbytes;
     }
-    json_object_foreach(md, key, v) {
+    json_object_foreach(md, key, v)
+    {
         m[nm].key = key;
         m[nm++].value = json_string_value(v);
     }
@@ -189,8 +190,8 @@ static int cmd_write(const char *out_path, const char *spec_path)
                              s3d_crc32c(0, data + offsets[i], (size_t)t[i].nbytes));
     }
     f = fopen(out_path, "wb");
-    if (f == NULL || fwrite(b.data, 1, b.len, f) != b.len ||
-        fwrite(data, 1, dlen, f) != dlen || fclose(f) != 0) {
+    if (f == NULL || fwrite(b.data, 1, b.len, f) != b.len || fwrite(data, 1, dlen, f) != dlen ||
+        fclose(f) != 0) {
         fprintf(stderr, "%s: write failed\n", out_path);
         rc = 1;
         goto out;
@@ -227,8 +228,7 @@ static int cmd_index(const char *path)
     for (size_t i = 0; i < ix.n_shards; i++)
         json_array_append_new(shards, json_string(ix.shards[i]));
     print_line(json_pack("{s:o,s:o}", "total_size",
-                         ix.has_total_size ? json_integer((json_int_t)ix.total_size)
-                                           : json_null(),
+                         ix.has_total_size ? json_integer((json_int_t)ix.total_size) : json_null(),
                          "shards", shards));
     s3d_dynbuf_init(&uri, 1 << 16);
     for (size_t i = 0; i < ix.n_tensors; i++) {

@@ -154,8 +154,8 @@ static void test_names(void)
     CHECK_STREQ(b.data, "model-00002-of-00003.safetensors");
     CHECK_OK(s3d_st_shard_name("model.safetensors.index.json", 1, 1, &b));
     CHECK_STREQ(b.data, "model-00001-of-00001.safetensors");
-    CHECK_OK(s3d_st_shard_name("/x/y/diffusion_pytorch_model.safetensors.index.json", 12, 123456,
-                               &b));
+    CHECK_OK(
+        s3d_st_shard_name("/x/y/diffusion_pytorch_model.safetensors.index.json", 12, 123456, &b));
     CHECK_STREQ(b.data, "diffusion_pytorch_model-00012-of-123456.safetensors");
     CHECK_ERR(s3d_st_shard_name("model.json", 1, 2, &b), S3D_EINVAL);
     CHECK_ERR(s3d_st_shard_name("dir/.safetensors.index.json", 1, 2, &b), S3D_EINVAL);

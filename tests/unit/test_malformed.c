@@ -14,19 +14,18 @@
 #include "testutil.h"
 
 #define U8_1(name) "\"" name "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}"
-#define T(name, dtype, shape, b, e)                                                           \
-    "\"" name "\":{\"dtype\":\"" dtype "\",\"shape\":" shape ",\"data_offsets\":[" #b "," #e   \
-    "]}"
+#define T(name, dtype, shape, b, e)                                                                \
+    "\"" name "\":{\"dtype\":\"" dtype "\",\"shape\":" shape ",\"data_offsets\":[" #b "," #e "]}"
 
 struct mcase {
     const char *name;
     const char *json;
-    size_t json_len;     /* 0: strlen(json) */
-    uint64_t data_len;   /* bytes of data after the header */
-    uint64_t n_field;    /* 0: json_len; else the value written in the length field */
-    size_t file_len;     /* 0: whole; else the file is cut to this many bytes */
+    size_t json_len;   /* 0: strlen(json) */
+    uint64_t data_len; /* bytes of data after the header */
+    uint64_t n_field;  /* 0: json_len; else the value written in the length field */
+    size_t file_len;   /* 0: whole; else the file is cut to this many bytes */
     int code;
-    const char *needle;  /* must appear in the message */
+    const char *needle; /* must appear in the message */
 };
 
 static const struct mcase cases[] = {
@@ -49,20 +48,20 @@ static const struct mcase cases[] = {
     {"deep_nesting", "", 0, 0, 0, 0, 0, NULL}, /* built in get_case */
     /* Entries and their fields. */
     {"entry_not_object", "{\"a\":\"x\"}", 0, 0, 0, 0, S3D_EFMT_FIELD, "\"a\": entry is not"},
-    {"missing_dtype", "{\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}}", 0, 1, 0, 0,
-     S3D_EFMT_FIELD, "\"a\": missing \"dtype\""},
+    {"missing_dtype", "{\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}}", 0, 1, 0, 0, S3D_EFMT_FIELD,
+     "\"a\": missing \"dtype\""},
     {"missing_shape", "{\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}}", 0, 1, 0, 0,
      S3D_EFMT_FIELD, "\"a\": missing \"shape\""},
     {"missing_offsets", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}", 0, 1, 0, 0, S3D_EFMT_FIELD,
      "\"a\": missing \"data_offsets\""},
-    {"dtype_not_string", "{\"a\":{\"dtype\":5,\"shape\":[1],\"data_offsets\":[0,1]}}", 0, 1, 0,
-     0, S3D_EFMT_FIELD, "dtype is not a string"},
-    {"shape_not_array", "{\"a\":{\"dtype\":\"U8\",\"shape\":1,\"data_offsets\":[0,1]}}", 0, 1, 0,
-     0, S3D_EFMT_FIELD, "shape is not an array"},
-    {"shape_null", "{\"a\":{\"dtype\":\"U8\",\"shape\":null,\"data_offsets\":[0,1]}}", 0, 1, 0,
-     0, S3D_EFMT_FIELD, "shape is not an array"},
-    {"offsets_object", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":{\"0\":0}}}", 0,
-     1, 0, 0, S3D_EFMT_FIELD, "data_offsets is not an array"},
+    {"dtype_not_string", "{\"a\":{\"dtype\":5,\"shape\":[1],\"data_offsets\":[0,1]}}", 0, 1, 0, 0,
+     S3D_EFMT_FIELD, "dtype is not a string"},
+    {"shape_not_array", "{\"a\":{\"dtype\":\"U8\",\"shape\":1,\"data_offsets\":[0,1]}}", 0, 1, 0, 0,
+     S3D_EFMT_FIELD, "shape is not an array"},
+    {"shape_null", "{\"a\":{\"dtype\":\"U8\",\"shape\":null,\"data_offsets\":[0,1]}}", 0, 1, 0, 0,
+     S3D_EFMT_FIELD, "shape is not an array"},
+    {"offsets_object", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":{\"0\":0}}}", 0, 1,
+     0, 0, S3D_EFMT_FIELD, "data_offsets is not an array"},
     /* Shapes. */
     {"shape_negative", "{" T("w", "U8", "[2,-1]", 0, 2) "}", 0, 2, 0, 0, S3D_EFMT_SHAPE,
      "\"w\": shape[1] is negative"},
@@ -76,8 +75,8 @@ static const struct mcase cases[] = {
      "not an integer"},
     {"shape_overflow", "{" T("w", "U8", "[4294967296,4294967296,2]", 0, 0) "}", 0, 0, 0, 0,
      S3D_EFMT_SHAPE, "\"w\": element count overflows"},
-    {"shape_overflow_before_zero", "{" T("w", "U8", "[4294967296,4294967296,0]", 0, 0) "}", 0,
-     0, 0, 0, S3D_EFMT_SHAPE, "overflows"},
+    {"shape_overflow_before_zero", "{" T("w", "U8", "[4294967296,4294967296,0]", 0, 0) "}", 0, 0, 0,
+     0, S3D_EFMT_SHAPE, "overflows"},
     {"shape_bits_overflow", "{" T("w", "F64", "[2305843009213693952]", 0, 0) "}", 0, 0, 0, 0,
      S3D_EFMT_SHAPE, "overflow a byte count"},
     {"shape_above_int64", "{" T("w", "U8", "[18446744073709551615]", 0, 0) "}", 0, 0, 0, 0,
@@ -98,8 +97,8 @@ static const struct mcase cases[] = {
      S3D_EFMT_OFFSETS, "a data offset must fit in int64"},
     {"offsets_past_end", "{" T("w", "U8", "[4]", 0, 4) "}", 0, 2, 0, 0, S3D_EFMT_TRUNCATED,
      "but the object has"},
-    {"offsets_far_past_end", "{" T("w", "U8", "[1000000000000]", 0, 1000000000000)
-     "}", 0, 2, 0, 0, S3D_EFMT_TRUNCATED, "but the object has"},
+    {"offsets_far_past_end", "{" T("w", "U8", "[1000000000000]", 0, 1000000000000) "}", 0, 2, 0, 0,
+     S3D_EFMT_TRUNCATED, "but the object has"},
     /* Layout. */
     {"overlap", "{" T("a", "U8", "[4]", 0, 4) "," T("b", "U8", "[4]", 2, 6) "}", 0, 6, 0, 0,
      S3D_EFMT_OVERLAP, "\"b\" [2, 6) overlaps tensor \"a\" [0, 4)"},
@@ -113,14 +112,16 @@ static const struct mcase cases[] = {
      "last 2 bytes of the object belong to no tensor"},
     {"data_without_tensors", "{}", 0, 3, 0, 0, S3D_EFMT_HOLE, "last 3 bytes"},
     /* Duplicates. */
-    {"duplicate_name", "{" T("a", "U8", "[1]", 0, 1) "," T("a", "U8", "[1]", 1, 2) "}", 0, 2, 0,
-     0, S3D_EFMT_DUPLICATE, "'\"a\"'"},
-    {"duplicate_field", "{\"a\":{\"dtype\":\"U8\",\"dtype\":\"I8\",\"shape\":[1],"
-     "\"data_offsets\":[0,1]}}", 0, 1, 0, 0, S3D_EFMT_DUPLICATE, "dtype"},
+    {"duplicate_name", "{" T("a", "U8", "[1]", 0, 1) "," T("a", "U8", "[1]", 1, 2) "}", 0, 2, 0, 0,
+     S3D_EFMT_DUPLICATE, "'\"a\"'"},
+    {"duplicate_field",
+     "{\"a\":{\"dtype\":\"U8\",\"dtype\":\"I8\",\"shape\":[1],"
+     "\"data_offsets\":[0,1]}}",
+     0, 1, 0, 0, S3D_EFMT_DUPLICATE, "dtype"},
     {"duplicate_metadata_key", "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0, 0, 0, 0,
      S3D_EFMT_DUPLICATE, "duplicate"},
-    {"metadata_twice", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, 0, 0, 0,
-     S3D_EFMT_DUPLICATE, "__metadata__"},
+    {"metadata_twice", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, 0, 0, 0, S3D_EFMT_DUPLICATE,
+     "__metadata__"},
     /* UTF-8. */
     {"utf8_bad_byte_in_name", "{" U8_1("a\xff") "}", 0, 1, 0, 0, S3D_EFMT_UTF8,
      "at byte 3, after \"{\"a\""},
@@ -136,12 +137,12 @@ static const struct mcase cases[] = {
     {"lowercase_dtype", "{" T("w", "f32", "[1]", 0, 4) "}", 0, 4, 0, 0, S3D_EFMT_DTYPE, "f32"},
     {"size_mismatch", "{" T("w", "F32", "[2]", 0, 4) "}", 0, 4, 0, 0, S3D_EFMT_SIZE_MISMATCH,
      "\"w\": data_offsets span 4 bytes but its shape and dtype F32 need 8"},
-    {"size_mismatch_scalar", "{" T("s", "F64", "[]", 0, 4) "}", 0, 4, 0, 0,
-     S3D_EFMT_SIZE_MISMATCH, "need 8"},
+    {"size_mismatch_scalar", "{" T("s", "F64", "[]", 0, 4) "}", 0, 4, 0, 0, S3D_EFMT_SIZE_MISMATCH,
+     "need 8"},
     {"f4_odd_count", "{" T("q", "F4", "[3]", 0, 2) "}", 0, 2, 0, 0, S3D_EFMT_SIZE_MISMATCH,
      "tensor \"q\": 3 elements of F4 are 12 bits"},
-    {"f6_one_element", "{" T("q", "F6_E2M3", "[1]", 0, 1) "}", 0, 1, 0, 0,
-     S3D_EFMT_SIZE_MISMATCH, "not whole bytes"},
+    {"f6_one_element", "{" T("q", "F6_E2M3", "[1]", 0, 1) "}", 0, 1, 0, 0, S3D_EFMT_SIZE_MISMATCH,
+     "not whole bytes"},
     /* __metadata__ and the CRC map. */
     {"metadata_int_value", "{\"__metadata__\":{\"k\":1}}", 0, 0, 0, 0, S3D_EFMT_METADATA,
      "value of \"k\" is not a string"},
@@ -149,22 +150,28 @@ static const struct mcase cases[] = {
      "\"k\""},
     {"metadata_array", "{\"__metadata__\":[]}", 0, 0, 0, 0, S3D_EFMT_METADATA,
      "__metadata__ is not an object"},
-    {"metadata_string", "{\"__metadata__\":\"x\"}", 0, 0, 0, 0, S3D_EFMT_METADATA,
-     "not an object"},
-    {"crc_not_json", "{\"__metadata__\":{\"s3direct.crc32c\":\"nope\"}," U8_1("a") "}", 0, 1, 0,
-     0, S3D_EFMT_METADATA, "s3direct.crc32c is not JSON"},
-    {"crc_not_object", "{\"__metadata__\":{\"s3direct.crc32c\":\"[]\"}," U8_1("a") "}", 0, 1, 0,
-     0, S3D_EFMT_METADATA, "not a JSON object"},
-    {"crc_short", "{\"__metadata__\":{\"s3direct.crc32c\":\"{\\\"a\\\":\\\"1234567\\\"}\"},"
-     U8_1("a") "}", 0, 1, 0, 0, S3D_EFMT_METADATA, "value for \"a\" is not 8 hex digits"},
-    {"crc_uppercase", "{\"__metadata__\":{\"s3direct.crc32c\":\"{\\\"a\\\":\\\"ABCDEF01\\\"}\"},"
-     U8_1("a") "}", 0, 1, 0, 0, S3D_EFMT_METADATA, "lowercase hex"},
-    {"crc_number", "{\"__metadata__\":{\"s3direct.crc32c\":\"{\\\"a\\\":12345678}\"},"
-     U8_1("a") "}", 0, 1, 0, 0, S3D_EFMT_METADATA, "\"a\""},
-    {"crc_unknown_tensor", "{\"__metadata__\":{\"s3direct.crc32c\":\"{\\\"b\\\":\\\"00000000\\\"}\""
-     "}," U8_1("a") "}", 0, 1, 0, 0, S3D_EFMT_METADATA, "names \"b\", which is not a tensor"},
-    {"crc_duplicate", "{\"__metadata__\":{\"s3direct.crc32c\":\"{\\\"a\\\":\\\"00000000\\\","
-     "\\\"a\\\":\\\"00000001\\\"}\"}," U8_1("a") "}", 0, 1, 0, 0, S3D_EFMT_METADATA, "duplicate"},
+    {"metadata_string", "{\"__metadata__\":\"x\"}", 0, 0, 0, 0, S3D_EFMT_METADATA, "not an object"},
+    {"crc_not_json", "{\"__metadata__\":{\"s3direct.crc32c\":\"nope\"}," U8_1("a") "}", 0, 1, 0, 0,
+     S3D_EFMT_METADATA, "s3direct.crc32c is not JSON"},
+    {"crc_not_object", "{\"__metadata__\":{\"s3direct.crc32c\":\"[]\"}," U8_1("a") "}", 0, 1, 0, 0,
+     S3D_EFMT_METADATA, "not a JSON object"},
+    {"crc_short",
+     "{\"__metadata__\":{\"s3direct.crc32c\":\"{\\\"a\\\":\\\"1234567\\\"}\"}," U8_1("a") "}", 0, 1,
+     0, 0, S3D_EFMT_METADATA, "value for \"a\" is not 8 hex digits"},
+    {"crc_uppercase",
+     "{\"__metadata__\":{\"s3direct.crc32c\":\"{\\\"a\\\":\\\"ABCDEF01\\\"}\"}," U8_1("a") "}", 0,
+     1, 0, 0, S3D_EFMT_METADATA, "lowercase hex"},
+    {"crc_number",
+     "{\"__metadata__\":{\"s3direct.crc32c\":\"{\\\"a\\\":12345678}\"}," U8_1("a") "}", 0, 1, 0, 0,
+     S3D_EFMT_METADATA, "\"a\""},
+    {"crc_unknown_tensor",
+     "{\"__metadata__\":{\"s3direct.crc32c\":\"{\\\"b\\\":\\\"00000000\\\"}\""
+     "}," U8_1("a") "}",
+     0, 1, 0, 0, S3D_EFMT_METADATA, "names \"b\", which is not a tensor"},
+    {"crc_duplicate",
+     "{\"__metadata__\":{\"s3direct.crc32c\":\"{\\\"a\\\":\\\"00000000\\\","
+     "\\\"a\\\":\\\"00000001\\\"}\"}," U8_1("a") "}",
+     0, 1, 0, 0, S3D_EFMT_METADATA, "duplicate"},
 };
 
 /* offsets_three needs a 3-entry data_offsets: written out here (T() takes two). */
@@ -246,8 +253,8 @@ static void valid_seed(int which, struct s3d_dynbuf *b, size_t *size)
     const struct s3d_metadata_entry m[] = {{"format", "pt"}};
     size_t crc_pos[4];
     s3d_dynbuf_init(b, 0);
-    CHECK_OK(s3d_st_build(t, which == 2 ? 0 : 4, m, which == 1 ? 1 : 0, which == 0, b, NULL,
-                          crc_pos));
+    CHECK_OK(
+        s3d_st_build(t, which == 2 ? 0 : 4, m, which == 1 ? 1 : 0, which == 0, b, NULL, crc_pos));
     if (which == 0)
         s3d_st_patch_crc(b->data, crc_pos[1], 0x12ab34cdu);
     *size = b->len + (which == 2 ? 0 : 18);

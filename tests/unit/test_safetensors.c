@@ -28,13 +28,13 @@ static int parse_json(const char *json, uint64_t data_len, struct s3d_st_header 
 static void test_every_dtype(void)
 {
     static const int64_t s_plain[] = {2, 3};
-    static const int64_t s_f4[] = {2, 4};   /* 8 x 4 bits = 4 bytes */
-    static const int64_t s_f6[] = {4};      /* 4 x 6 bits = 3 bytes */
+    static const int64_t s_f4[] = {2, 4}; /* 8 x 4 bits = 4 bytes */
+    static const int64_t s_f6[] = {4};    /* 4 x 6 bits = 3 bytes */
     static const int64_t s_empty[] = {3, 0};
     struct s3d_tensor_src t[S3D_DTYPE_COUNT_ + 2];
     char names[S3D_DTYPE_COUNT_][32];
-    const struct s3d_metadata_entry meta[] = {{"framework", "pt"}, {"format", "pt"},
-                                              {"note", "caf\xc3\xa9 \"quoted\" \\ \n"}};
+    const struct s3d_metadata_entry meta[] = {
+        {"framework", "pt"}, {"format", "pt"}, {"note", "caf\xc3\xa9 \"quoted\" \\ \n"}};
     uint64_t offsets[S3D_DTYPE_COUNT_ + 2], expect_off = 0;
     size_t crc_pos[S3D_DTYPE_COUNT_ + 2], n = 0, len_before;
     struct s3d_dynbuf b;
@@ -46,8 +46,9 @@ static void test_every_dtype(void)
         t[n].name = names[d];
         t[n].dtype = d;
         t[n].ndim = d == S3D_DTYPE_F6_E2M3 || d == S3D_DTYPE_F6_E3M2 ? 1 : 2;
-        t[n].shape = d == S3D_DTYPE_F4 ? s_f4
-                     : (d == S3D_DTYPE_F6_E2M3 || d == S3D_DTYPE_F6_E3M2) ? s_f6 : s_plain;
+        t[n].shape = d == S3D_DTYPE_F4                                    ? s_f4
+                     : (d == S3D_DTYPE_F6_E2M3 || d == S3D_DTYPE_F6_E3M2) ? s_f6
+                                                                          : s_plain;
         CHECK_OK(s3d_dtype_nbytes(d, t[n].shape, t[n].ndim, &t[n].nbytes));
         t[n].device = -1;
     }
@@ -121,9 +122,16 @@ static void test_every_dtype(void)
 static void test_escaped_names(void)
 {
     static const int64_t s1[] = {1};
-    const char *names[] = {"q\"uote", "back\\slash", "new\nline\ttab\x01", "\xc3\xbcnic\xc3\xb6"
-                           "de \xe2\x82\xac \xf0\x9f\x98\x80", "slash/and.dots", "\x7f", "00000000",
-                           "\":\"00000000\"", "a"};
+    const char *names[] = {"q\"uote",
+                           "back\\slash",
+                           "new\nline\ttab\x01",
+                           "\xc3\xbcnic\xc3\xb6"
+                           "de \xe2\x82\xac \xf0\x9f\x98\x80",
+                           "slash/and.dots",
+                           "\x7f",
+                           "00000000",
+                           "\":\"00000000\"",
+                           "a"};
     struct s3d_tensor_src t[9];
     size_t crc_pos[9];
     struct s3d_dynbuf b;
@@ -156,7 +164,8 @@ static void test_reference_bytes(void)
     static const int64_t s123[] = {1, 2, 3};
     const struct s3d_tensor_src attn = {"attn.0", S3D_DTYPE_F32, 3, s123, NULL, -1, 24};
     static const char empty[] = "\x08\0\0\0\0\0\0\0{}      ";
-    static const char with_md[] = "\x28\0\0\0\0\0\0\0{\"__metadata__\":{\"framework\":\"pt\"}}     ";
+    static const char with_md[] =
+        "\x28\0\0\0\0\0\0\0{\"__metadata__\":{\"framework\":\"pt\"}}     ";
     static const char one[] =
         "\x40\0\0\0\0\0\0\0{\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,"
         "24]}}";
@@ -219,7 +228,8 @@ static void test_reference_accepts(void)
     s3d_st_header_free(&h);
     /* A shape whose dimension 0 comes first never overflows. */
     CHECK_OK(parse_json("{\"a\":{\"dtype\":\"U8\",\"shape\":[0,9223372036854775807,2],"
-                        "\"data_offsets\":[0,0]}}", 0, &h));
+                        "\"data_offsets\":[0,0]}}",
+                        0, &h));
     s3d_st_header_free(&h);
     /* Unknown object size: no check against it. */
     CHECK_OK(s3d_st_parse("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 53,
@@ -248,7 +258,10 @@ static void test_header_len(void)
     CHECK_ERR(s3d_st_header_len(f, 23, &n), S3D_EFMT_HEADER_SIZE);
     CHECK_ERR(s3d_st_header_len(f, 7, &n), S3D_EFMT_HEADER_SIZE);
     /* 100,000,000 exactly is allowed, one more is not. */
-    f[0] = 0x00; f[1] = 0xe1; f[2] = 0xf5; f[3] = 0x05;
+    f[0] = 0x00;
+    f[1] = 0xe1;
+    f[2] = 0xf5;
+    f[3] = 0x05;
     CHECK_OK(s3d_st_header_len(f, S3D_ST_OBJECT_SIZE_UNKNOWN, &n));
     CHECK_EQ_U64(n, 100000000);
     f[0] = 0x01;
@@ -267,15 +280,15 @@ static void test_build_rejects(void)
     struct s3d_dynbuf b;
 
     s3d_dynbuf_init(&b, 0);
-#define REJECT(T0, T1, NT, M0, M1, NM, needle)                                              \
-    do {                                                                                    \
-        t[0] = (T0);                                                                        \
-        t[1] = (T1);                                                                        \
-        m[0] = (M0);                                                                        \
-        m[1] = (M1);                                                                        \
-        CHECK_ERR(s3d_st_build(t, NT, m, NM, 1, &b, NULL, NULL), S3D_EINVAL);               \
-        CHECK_MSG_HAS(needle);                                                              \
-        CHECK(b.len == 0);                                                                  \
+#define REJECT(T0, T1, NT, M0, M1, NM, needle)                                                     \
+    do {                                                                                           \
+        t[0] = (T0);                                                                               \
+        t[1] = (T1);                                                                               \
+        m[0] = (M0);                                                                               \
+        m[1] = (M1);                                                                               \
+        CHECK_ERR(s3d_st_build(t, NT, m, NM, 1, &b, NULL, NULL), S3D_EINVAL);                      \
+        CHECK_MSG_HAS(needle);                                                                     \
+        CHECK(b.len == 0);                                                                         \
     } while (0)
     struct s3d_metadata_entry nom = {"k", "v"};
     struct s3d_tensor_src x = ok;
