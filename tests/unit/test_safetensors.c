@@ -319,6 +319,18 @@ static void test_build_rejects(void)
     REJECT(ok, ok, 1, nom, ((struct s3d_metadata_entry){"k2", NULL}), 2, "value 1 is NULL");
     REJECT(ok, ok, 1, ((struct s3d_metadata_entry){"k", "\xc0\x80"}), nom, 1, "UTF-8");
 #undef REJECT
+    /* A header over the reference's 100 MB cap is refused, not written. */
+    {
+        char *big = malloc(S3D_ST_MAX_HEADER);
+        CHECK(big != NULL);
+        memset(big, 'x', S3D_ST_MAX_HEADER - 1);
+        big[S3D_ST_MAX_HEADER - 1] = '\0';
+        m[0] = (struct s3d_metadata_entry){"big", big};
+        CHECK_ERR(s3d_st_build(&ok, 1, m, 1, 0, &b, NULL, NULL), S3D_ETOOBIG);
+        CHECK_MSG_HAS("over the cap");
+        CHECK(b.len == 0);
+        free(big);
+    }
     /* Without CRCs no s3direct.* key is written. */
     CHECK_OK(s3d_st_build(&ok, 1, NULL, 0, 0, &b, NULL, NULL));
     CHECK(strstr(b.data + 8, "s3direct") == NULL);
