@@ -5,9 +5,10 @@
  * return must hold the format's invariants; an accepted header is then rebuilt with the
  * builder and parsed again, which must give the same tensors at the same offsets.
  *
- * Built three ways: with clang -fsanitize=fuzzer as a libFuzzer binary (tests/unit/format
+ * Built two ways: with clang -fsanitize=fuzzer as a libFuzzer binary (tests/unit/format
  * .cmake), and with S3D_FUZZ_DRIVER as an ordinary test whose main() runs every file of the
- * corpus folder (S3D_FUZZ_CORPUS, or the folders given as arguments) through the target. */
+ * corpus folder (S3D_FUZZ_CORPUS, or the folders given as arguments) through the target,
+ * with every prefix of it and a few hundred seeded mutations of it. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,95 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef S3D_FUZZ_DRIVER
+/* Seeded mutations (a fixed xorshift, so a failure reproduces): flip a byte, cut a run,
+ * splice in a JSON token, or make the length field agree with the mutated size. */
+#define MUTATIONS_PER_INPUT 300
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static void mutate_and_run(const uint8_t *seed, size_t seed_len)
+{
+    static const char *const toks[] = {"\"",
+                                       "{",
+                                       "}",
+                                       "[",
+                                       "]",
+                                       ",",
+                                       ":",
+                                       "0",
+                                       "-1",
+                                       "1e5",
+                                       "null",
+                                       "\"F4\"",
+                                       "\"U8\"",
+                                       "\"shape\"",
+                                       "\"dtype\"",
+                                       "\"data_offsets\"",
+                                       "\"__metadata__\"",
+                                       "\"s3direct.crc32c\"",
+                                       "\\u0000",
+                                       "\\\"",
+                                       "18446744073709551616",
+                                       "\xff",
+                                       "\xc3",
+                                       "99999999999"};
+    enum { CAP = 1 << 16 };
+    uint8_t *buf = malloc(CAP);
+    REQUIRE(buf != NULL);
+    for (int it = 0; it < MUTATIONS_PER_INPUT; it++) {
+        size_t len = seed_len < CAP / 2 ? seed_len : CAP / 2;
+        int n = 1 + (int)(rnd() % 4);
+        uint8_t *x;
+        memcpy(buf, seed, len);
+        for (int m = 0; m < n; m++) {
+            size_t pos = len ? (size_t)(rnd() % len) : 0;
+            switch (rnd() % 4) {
+            case 0:
+                if (len)
+                    buf[pos] = (uint8_t)rnd();
+                break;
+            case 1: {
+                size_t cut = 1 + (size_t)(rnd() % 8);
+                if (pos + cut > len)
+                    cut = len - pos;
+                memmove(buf + pos, buf + pos + cut, len - pos - cut);
+                len -= cut;
+                break;
+            }
+            case 2: {
+                const char *t = toks[rnd() % (sizeof(toks) / sizeof(toks[0]))];
+                size_t tl = strlen(t);
+                if (len + tl < CAP) {
+                    memmove(buf + pos + tl, buf + pos, len - pos);
+                    memcpy(buf + pos, t, tl);
+                    len += tl;
+                }
+                break;
+            }
+            default:
+                if (len > 8) {
+                    uint64_t nn = len - 8 - rnd() % 4;
+                    for (int i = 0; i < 8; i++)
+                        buf[i] = (uint8_t)(nn >> (8 * i));
+                }
+            }
+        }
+        x = malloc(len ? len : 1); /* exact size, for ASan */
+        REQUIRE(x != NULL);
+        memcpy(x, buf, len);
+        LLVMFuzzerTestOneInput(x, len);
+        free(x);
+    }
+    free(buf);
+}
+
 static int run_dir(const char *dir, int *count)
 {
     DIR *d = opendir(dir);
@@ -160,6 +250,7 @@ static int run_dir(const char *dir, int *count)
         /* Every prefix too: a header cut anywhere must be refused cleanly. */
         for (long cut = 0; cut < len && cut < 512; cut++)
             LLVMFuzzerTestOneInput(buf, (size_t)cut);
+        mutate_and_run(buf, (size_t)len);
         free(buf);
         (*count)++;
     }
