@@ -20,7 +20,7 @@
 
 /* Block sizes of the three-stream hardware loop: LONG for large buffers, SHORT for the
  * remainder. LONG amortizes the merge; SHORT keeps mid-size buffers (4 KiB tensors) fast. */
-#define LONG_BLOCK 8192
+#define LONG_BLOCK  8192
 #define SHORT_BLOCK 256
 
 static uint32_t tab8[8][256];        /* slicing-by-8 tables */
@@ -99,8 +99,7 @@ static void crc_init(void)
 
 static inline uint32_t shift(const uint32_t t[4][256], uint32_t crc)
 {
-    return t[0][crc & 0xff] ^ t[1][(crc >> 8) & 0xff] ^ t[2][(crc >> 16) & 0xff] ^
-           t[3][crc >> 24];
+    return t[0][crc & 0xff] ^ t[1][(crc >> 8) & 0xff] ^ t[2][(crc >> 16) & 0xff] ^ t[3][crc >> 24];
 }
 
 static uint32_t raw_table(uint32_t crc, const unsigned char *p, size_t n)
@@ -114,8 +113,8 @@ static uint32_t raw_table(uint32_t crc, const unsigned char *p, size_t n)
         memcpy(&w, p, 8);
         w ^= crc; /* little-endian: the CRC folds into the first four bytes */
         crc = tab8[7][w & 0xff] ^ tab8[6][(w >> 8) & 0xff] ^ tab8[5][(w >> 16) & 0xff] ^
-              tab8[4][(w >> 24) & 0xff] ^ tab8[3][(w >> 32) & 0xff] ^
-              tab8[2][(w >> 40) & 0xff] ^ tab8[1][(w >> 48) & 0xff] ^ tab8[0][w >> 56];
+              tab8[4][(w >> 24) & 0xff] ^ tab8[3][(w >> 32) & 0xff] ^ tab8[2][(w >> 40) & 0xff] ^
+              tab8[1][(w >> 48) & 0xff] ^ tab8[0][w >> 56];
         p += 8;
         n -= 8;
     }
@@ -128,7 +127,7 @@ static uint32_t raw_table(uint32_t crc, const unsigned char *p, size_t n)
 #include <nmmintrin.h>
 
 __attribute__((target("sse4.2"))) static uint64_t raw_hw(uint64_t crc0, const unsigned char *p,
-                                                          size_t n)
+                                                         size_t n)
 {
     while (n && ((uintptr_t)p & 7)) {
         crc0 = _mm_crc32_u8((uint32_t)crc0, *p++);

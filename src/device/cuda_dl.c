@@ -29,24 +29,24 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 
-#define CUDA_SUCCESS 0
-#define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_SUCCESS               0
+#define CUDA_ERROR_INVALID_VALUE   1
 #define CUDA_ERROR_NOT_INITIALIZED 3
-#define CUDA_ERROR_NO_DEVICE 100
-#define CUDA_ERROR_NOT_READY 600
+#define CUDA_ERROR_NO_DEVICE       100
+#define CUDA_ERROR_NOT_READY       600
 
-#define CU_MEMHOSTALLOC_PORTABLE 0x01
-#define CU_MEMHOSTREGISTER_PORTABLE 0x01
-#define CU_STREAM_NON_BLOCKING 0x1
-#define CU_EVENT_DISABLE_TIMING 0x2
-#define CU_POINTER_ATTRIBUTE_CONTEXT 1
-#define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define CU_MEMHOSTALLOC_PORTABLE            0x01
+#define CU_MEMHOSTREGISTER_PORTABLE         0x01
+#define CU_STREAM_NON_BLOCKING              0x1
+#define CU_EVENT_DISABLE_TIMING             0x2
+#define CU_POINTER_ATTRIBUTE_CONTEXT        1
+#define CU_POINTER_ATTRIBUTE_MEMORY_TYPE    2
 #define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
-#define CU_MEMORYTYPE_HOST 0x01
-#define CU_MEMORYTYPE_DEVICE 0x02
-#define CU_MEMORYTYPE_UNIFIED 0x04
+#define CU_MEMORYTYPE_HOST                  0x01
+#define CU_MEMORYTYPE_DEVICE                0x02
+#define CU_MEMORYTYPE_UNIFIED               0x04
 
-#define CU_STREAM_LEGACY ((CUstream)0x1)
+#define CU_STREAM_LEGACY     ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
 
 struct cuda_fns {
@@ -55,26 +55,24 @@ struct cuda_fns {
     CUresult (*cuDeviceGetCount)(int *count);
     CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
-    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);           /* _v2 */
+    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev); /* _v2 */
     CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
     CUresult (*cuCtxSetCurrent)(CUcontext ctx);
     CUresult (*cuMemHostAlloc)(void **pp, size_t size, unsigned int flags);
     CUresult (*cuMemFreeHost)(void *p);
     CUresult (*cuMemHostRegister)(void *p, size_t size, unsigned int flags); /* _v2 */
     CUresult (*cuMemHostUnregister)(void *p);
-    CUresult (*cuMemAlloc)(CUdeviceptr *dptr, size_t size);        /* _v2 */
-    CUresult (*cuMemFree)(CUdeviceptr dptr);                       /* _v2 */
-    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t n,
-                                  CUstream s);                     /* _v2 */
-    CUresult (*cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t n,
-                                  CUstream s);                     /* _v2 */
+    CUresult (*cuMemAlloc)(CUdeviceptr *dptr, size_t size);                                /* _v2 */
+    CUresult (*cuMemFree)(CUdeviceptr dptr);                                               /* _v2 */
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t n, CUstream s); /* _v2 */
+    CUresult (*cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t n, CUstream s);       /* _v2 */
     CUresult (*cuStreamCreate)(CUstream *s, unsigned int flags);
-    CUresult (*cuStreamDestroy)(CUstream s);                       /* _v2 */
+    CUresult (*cuStreamDestroy)(CUstream s); /* _v2 */
     CUresult (*cuStreamSynchronize)(CUstream s);
     CUresult (*cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags);
-    CUresult (*cuStreamGetCtx)(CUstream s, CUcontext *ctx);        /* optional */
+    CUresult (*cuStreamGetCtx)(CUstream s, CUcontext *ctx); /* optional */
     CUresult (*cuEventCreate)(CUevent *e, unsigned int flags);
-    CUresult (*cuEventDestroy)(CUevent e);                         /* _v2 */
+    CUresult (*cuEventDestroy)(CUevent e); /* _v2 */
     CUresult (*cuEventRecord)(CUevent e, CUstream s);
     CUresult (*cuEventQuery)(CUevent e);
     CUresult (*cuEventSynchronize)(CUevent e);
@@ -90,7 +88,7 @@ struct s3d_cuda {
     struct cuda_fns f;
     int count;
     pthread_mutex_t mu;
-    CUcontext *ctx;            /* count entries, NULL until retained */
+    CUcontext *ctx; /* count entries, NULL until retained */
 };
 
 /* ---- errors ---------------------------------------------------------------------------- */
@@ -102,8 +100,7 @@ static void cu_describe(const struct cuda_fns *f, CUresult r, char *buf, size_t 
         name = NULL;
     if (f->cuGetErrorString == NULL || f->cuGetErrorString(r, &str) != CUDA_SUCCESS)
         str = NULL;
-    snprintf(buf, cap, "%s (%s, %d)", str ? str : "unknown error",
-             name ? name : "CUDA_ERROR_?", r);
+    snprintf(buf, cap, "%s (%s, %d)", str ? str : "unknown error", name ? name : "CUDA_ERROR_?", r);
 }
 
 /* The one place a CUresult becomes an S3D code. */
@@ -307,12 +304,12 @@ void s3d_cuda_ctx_leave(struct s3d_device *dev, int ordinal, void *prev)
 
 /* ENTER/LEAVE bracket one driver call sequence; every function below uses them so that no
  * path forgets to put the caller's context back. */
-#define ENTER(dev, ordinal)                                        \
-    void *prev_ctx_;                                               \
-    do {                                                           \
-        int e_rc_ = s3d_cuda_ctx_enter(dev, ordinal, &prev_ctx_);  \
-        if (e_rc_ < 0)                                             \
-            return e_rc_;                                          \
+#define ENTER(dev, ordinal)                                                                        \
+    void *prev_ctx_;                                                                               \
+    do {                                                                                           \
+        int e_rc_ = s3d_cuda_ctx_enter(dev, ordinal, &prev_ctx_);                                  \
+        if (e_rc_ < 0)                                                                             \
+            return e_rc_;                                                                          \
     } while (0)
 #define LEAVE(dev, ordinal) s3d_cuda_ctx_leave(dev, ordinal, prev_ctx_)
 
@@ -331,8 +328,7 @@ static int cuda_make_current(struct s3d_device *dev, int ordinal)
 
 /* ---- pointers and memory --------------------------------------------------------------- */
 
-static int cuda_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device,
-                             int *ordinal)
+static int cuda_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device, int *ordinal)
 {
     struct s3d_cuda *c = dev->cuda;
     unsigned int type = 0;
@@ -590,8 +586,7 @@ static int cuda_event_sync(struct s3d_device *dev, struct s3d_event *e)
     return rc;
 }
 
-static int cuda_wait_external(struct s3d_device *dev, struct s3d_stream *s,
-                              uint64_t caller_stream)
+static int cuda_wait_external(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_stream)
 {
     struct s3d_cuda *c = dev->cuda;
     CUstream cs = (CUstream)(uintptr_t)caller_stream;

@@ -17,8 +17,8 @@
 
 /* ---- the subset of cufile.h we use ----------------------------------------------------- */
 
-#define CUFILEOP_BASE_ERR 5000
-#define CU_FILE_SUCCESS 0
+#define CUFILEOP_BASE_ERR             5000
+#define CU_FILE_SUCCESS               0
 #define CU_FILE_HANDLE_TYPE_OPAQUE_FD 1
 
 typedef struct {
@@ -52,7 +52,7 @@ struct cufile_fns {
 /* Process-wide state. Locked part: everything, under mu, until state != 0; afterwards
  * read-only. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_state;            /* 0 not tried, 1 usable, -1 not available */
+static int g_state; /* 0 not tried, 1 usable, -1 not available */
 static char g_why[512];
 static struct cufile_fns g_f;
 
@@ -65,21 +65,42 @@ struct s3d_cufile {
 static const char *op_name(int e)
 {
     static const char *const names[] = {
-        "CU_FILE_SUCCESS", "CU_FILE_DRIVER_NOT_INITIALIZED", "CU_FILE_DRIVER_INVALID_PROPS",
-        "CU_FILE_DRIVER_UNSUPPORTED_LIMIT", "CU_FILE_DRIVER_VERSION_MISMATCH",
-        "CU_FILE_DRIVER_VERSION_READ_ERROR", "CU_FILE_DRIVER_CLOSING",
-        "CU_FILE_PLATFORM_NOT_SUPPORTED", "CU_FILE_IO_NOT_SUPPORTED",
-        "CU_FILE_DEVICE_NOT_SUPPORTED", "CU_FILE_NVFS_DRIVER_ERROR", "CU_FILE_CUDA_DRIVER_ERROR",
-        "CU_FILE_CUDA_POINTER_INVALID", "CU_FILE_CUDA_MEMORY_TYPE_INVALID",
-        "CU_FILE_CUDA_POINTER_RANGE_ERROR", "CU_FILE_CUDA_CONTEXT_MISMATCH",
-        "CU_FILE_INVALID_MAPPING_SIZE", "CU_FILE_INVALID_MAPPING_RANGE",
-        "CU_FILE_INVALID_FILE_TYPE", "CU_FILE_INVALID_FILE_OPEN_FLAG",
-        "CU_FILE_DIO_NOT_SET", "CU_FILE_?", "CU_FILE_INVALID_VALUE", "CU_FILE_MEMORY_ALREADY_REGISTERED",
-        "CU_FILE_MEMORY_NOT_REGISTERED", "CU_FILE_PERMISSION_DENIED",
-        "CU_FILE_DRIVER_ALREADY_OPEN", "CU_FILE_HANDLE_NOT_REGISTERED",
-        "CU_FILE_HANDLE_ALREADY_REGISTERED", "CU_FILE_DEVICE_NOT_FOUND",
-        "CU_FILE_INTERNAL_ERROR", "CU_FILE_GETNEWFD_FAILED", "CU_FILE_?",
-        "CU_FILE_NVFS_SETUP_ERROR", "CU_FILE_IO_DISABLED", "CU_FILE_BATCH_SUBMIT_FAILED",
+        "CU_FILE_SUCCESS",
+        "CU_FILE_DRIVER_NOT_INITIALIZED",
+        "CU_FILE_DRIVER_INVALID_PROPS",
+        "CU_FILE_DRIVER_UNSUPPORTED_LIMIT",
+        "CU_FILE_DRIVER_VERSION_MISMATCH",
+        "CU_FILE_DRIVER_VERSION_READ_ERROR",
+        "CU_FILE_DRIVER_CLOSING",
+        "CU_FILE_PLATFORM_NOT_SUPPORTED",
+        "CU_FILE_IO_NOT_SUPPORTED",
+        "CU_FILE_DEVICE_NOT_SUPPORTED",
+        "CU_FILE_NVFS_DRIVER_ERROR",
+        "CU_FILE_CUDA_DRIVER_ERROR",
+        "CU_FILE_CUDA_POINTER_INVALID",
+        "CU_FILE_CUDA_MEMORY_TYPE_INVALID",
+        "CU_FILE_CUDA_POINTER_RANGE_ERROR",
+        "CU_FILE_CUDA_CONTEXT_MISMATCH",
+        "CU_FILE_INVALID_MAPPING_SIZE",
+        "CU_FILE_INVALID_MAPPING_RANGE",
+        "CU_FILE_INVALID_FILE_TYPE",
+        "CU_FILE_INVALID_FILE_OPEN_FLAG",
+        "CU_FILE_DIO_NOT_SET",
+        "CU_FILE_?",
+        "CU_FILE_INVALID_VALUE",
+        "CU_FILE_MEMORY_ALREADY_REGISTERED",
+        "CU_FILE_MEMORY_NOT_REGISTERED",
+        "CU_FILE_PERMISSION_DENIED",
+        "CU_FILE_DRIVER_ALREADY_OPEN",
+        "CU_FILE_HANDLE_NOT_REGISTERED",
+        "CU_FILE_HANDLE_ALREADY_REGISTERED",
+        "CU_FILE_DEVICE_NOT_FOUND",
+        "CU_FILE_INTERNAL_ERROR",
+        "CU_FILE_GETNEWFD_FAILED",
+        "CU_FILE_?",
+        "CU_FILE_NVFS_SETUP_ERROR",
+        "CU_FILE_IO_DISABLED",
+        "CU_FILE_BATCH_SUBMIT_FAILED",
         "CU_FILE_GPU_MEMORY_PINNING_FAILED",
     };
     if (e == 0)
@@ -104,8 +125,8 @@ static void try_open(void)
         size_t off;
     } syms[] = {
 #define SYM(f) {#f, offsetof(struct cufile_fns, f)}
-        SYM(cuFileDriverOpen),    SYM(cuFileHandleRegister), SYM(cuFileHandleDeregister),
-        SYM(cuFileBufRegister),   SYM(cuFileBufDeregister),  SYM(cuFileRead),
+        SYM(cuFileDriverOpen),  SYM(cuFileHandleRegister), SYM(cuFileHandleDeregister),
+        SYM(cuFileBufRegister), SYM(cuFileBufDeregister),  SYM(cuFileRead),
         SYM(cuFileWrite),
 #undef SYM
     };
@@ -291,8 +312,8 @@ int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t l
         return rc;
     while (done < len) {
         size_t step = (size_t)(len - done < IO_STEP ? len - done : IO_STEP);
-        ssize_t r = g_f.cuFileRead(f->fh, (void *)(uintptr_t)dptr, step,
-                                   (off_t)(file_off + done), (off_t)done);
+        ssize_t r = g_f.cuFileRead(f->fh, (void *)(uintptr_t)dptr, step, (off_t)(file_off + done),
+                                   (off_t)done);
         if (r < 0) {
             rc = io_fail("cuFileRead", r, file_off + done);
             break;

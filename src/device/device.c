@@ -92,8 +92,7 @@ static int check_ordinal(const struct s3d_device *dev, int ordinal)
     return 0;
 }
 
-int s3d_device_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device,
-                            int *ordinal)
+int s3d_device_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device, int *ordinal)
 {
     int d = 0, o = -1, rc = 0;
     if (dev != NULL && ptr != NULL)
@@ -257,8 +256,7 @@ int s3d_device_event_sync(struct s3d_device *dev, struct s3d_event *e)
     return dev->ops->event_sync(dev, e);
 }
 
-int s3d_device_wait_external(struct s3d_device *dev, struct s3d_stream *s,
-                             uint64_t caller_stream)
+int s3d_device_wait_external(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_stream)
 {
     return dev->ops->wait_external(dev, s, caller_stream);
 }

@@ -63,8 +63,7 @@ const char *s3d_device_why_host(const struct s3d_device *dev);
  * managed memory), else *is_device = 0 and *ordinal = -1 (host memory, pinned or not, and any
  * address CUDA does not know). Host and emulated backends: always host. Either out pointer
  * may be NULL. Returns 0, or S3D_ECUDA when the driver fails for another reason. */
-int s3d_device_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device,
-                            int *ordinal);
+int s3d_device_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device, int *ordinal);
 
 /* Makes the primary context of device ordinal current on the calling thread, retaining it
  * on first use (once per device per s3d_device). S3D_ENODEVICE for an ordinal out of range
@@ -128,8 +127,7 @@ int s3d_device_event_sync(struct s3d_device *dev, struct s3d_event *e);
  * the caller's CUstream caller_stream (0: the legacy default stream; a per-thread default
  * stream handle, 2, works too): an event is recorded on caller_stream and s waits on it.
  * This is how saves wait for the kernels that produce the tensors. No-op on other backends. */
-int s3d_device_wait_external(struct s3d_device *dev, struct s3d_stream *s,
-                             uint64_t caller_stream);
+int s3d_device_wait_external(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_stream);
 
 /* ---- cuFile (GPUDirect Storage) -------------------------------------------------------- */
 

@@ -43,8 +43,7 @@ static void host_unregister(struct s3d_device *dev, void *p)
 {
 }
 
-static int host_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device,
-                             int *ordinal)
+static int host_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device, int *ordinal)
 {
     *is_device = 0;
     *ordinal = -1;

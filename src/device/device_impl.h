@@ -44,10 +44,10 @@ struct s3d_emu_op {
 
 struct s3d_stream {
     int ordinal;
-    void *cu;                  /* CUstream (cuda backend) */
+    void *cu; /* CUstream (cuda backend) */
     /* Emulated backend: copies queued, not yet performed. ops[0..done) are performed;
      * seq_base + i is the sequence number of ops[i] (sequence numbers only grow). */
-    uint64_t id;               /* unique per device, for events that outlive the stream */
+    uint64_t id; /* unique per device, for events that outlive the stream */
     struct s3d_emu_op *ops;
     size_t n_ops, cap_ops, done;
     uint64_t seq_base;
@@ -55,24 +55,24 @@ struct s3d_stream {
 
 struct s3d_event {
     int ordinal;
-    void *cu;                  /* CUevent (cuda backend) */
+    void *cu; /* CUevent (cuda backend) */
     /* Emulated backend: the stream and the sequence number the event waits for. */
-    uint64_t stream_id;        /* 0: never recorded */
+    uint64_t stream_id; /* 0: never recorded */
     uint64_t seq;
-    int queried;               /* the first query after a record answers "pending" */
+    int queried; /* the first query after a record answers "pending" */
 };
 
-struct s3d_cuda;   /* cuda_dl.c */
-struct s3d_emu;    /* device_host.c */
+struct s3d_cuda; /* cuda_dl.c */
+struct s3d_emu;  /* device_host.c */
 
 struct s3d_device {
     const struct s3d_device_ops *ops;
-    const char *backend;       /* "cuda", "host", "emulated" */
+    const char *backend; /* "cuda", "host", "emulated" */
     unsigned flags;
-    int count;                 /* usable device ordinals */
+    int count; /* usable device ordinals */
     char why_host[512];
-    struct s3d_cuda *cuda;     /* cuda backend state, else NULL */
-    struct s3d_emu *emu;       /* emulated backend state, else NULL */
+    struct s3d_cuda *cuda; /* cuda backend state, else NULL */
+    struct s3d_emu *emu;   /* emulated backend state, else NULL */
 };
 
 extern const struct s3d_device_ops s3d_host_ops;

@@ -38,9 +38,9 @@ struct s3d_pool;
 
 /* Options shared by reads and writers. NULL means all defaults. */
 struct s3d_file_io_opts {
-    int32_t mode;              /* enum s3d_file_io; 0 = AUTO */
-    s3d_progress_fn progress;  /* may be NULL. Reads: bytes of ranges done / their sum.
-                                  Writers: bytes written so far / progress_total */
+    int32_t mode;             /* enum s3d_file_io; 0 = AUTO */
+    s3d_progress_fn progress; /* may be NULL. Reads: bytes of ranges done / their sum.
+                                 Writers: bytes written so far / progress_total */
     void *progress_user;
     struct s3d_cancel *cancel; /* may be NULL */
     uint64_t progress_total;   /* writers: the total given to progress (0 = unknown) */
@@ -51,10 +51,10 @@ struct s3d_file_io_opts {
 /* One byte range of the file and where it goes. */
 struct s3d_file_range {
     uint64_t file_offset;
-    uint64_t length;           /* 0 is allowed (nothing read; crc is 0) */
-    void *dst;                 /* host pointer, or CUdeviceptr when device >= 0 */
-    int32_t device;            /* -1: host memory; >= 0: CUDA device ordinal */
-    uint32_t *crc_out;         /* if not NULL: CRC32C of the range's bytes */
+    uint64_t length;   /* 0 is allowed (nothing read; crc is 0) */
+    void *dst;         /* host pointer, or CUdeviceptr when device >= 0 */
+    int32_t device;    /* -1: host memory; >= 0: CUDA device ordinal */
+    uint32_t *crc_out; /* if not NULL: CRC32C of the range's bytes */
 };
 
 /* Reads every range of the file at path into its destination. Ranges may come in any order
@@ -68,9 +68,9 @@ int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const ch
 
 /* One piece of memory to write. */
 struct s3d_file_seg {
-    const void *src;           /* host pointer, or CUdeviceptr when device >= 0 */
+    const void *src; /* host pointer, or CUdeviceptr when device >= 0 */
     uint64_t length;
-    int32_t device;            /* -1: host memory; >= 0: CUDA device ordinal */
+    int32_t device; /* -1: host memory; >= 0: CUDA device ordinal */
 };
 
 struct s3d_file_writer;
@@ -86,8 +86,7 @@ int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const ch
 int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
                           const struct s3d_file_seg *segs, size_t n, uint32_t *crc_out);
 /* Writes len bytes of host memory at offset (the safetensors header, written last). */
-int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset, const void *buf,
-                           size_t len);
+int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset, const void *buf, size_t len);
 /* Makes the file durable and visible: fsync, rename over path, fsync of the folder. After a
  * failed commit the previous file at path is intact and the temporary file is removed. The
  * writer must still be freed. */

@@ -34,7 +34,7 @@
 #include "s3direct/client.h"
 
 #define BLOCK_TARGET (64ull << 20)
-#define ALIGN 4096ull
+#define ALIGN        4096ull
 
 struct pool_block {
     unsigned char *base;

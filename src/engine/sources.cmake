@@ -1,6 +1,8 @@
 set(S3D_ENGINE_SOURCES
   src/engine/client.c
-  src/engine/fileio.c
+  src/engine/fileio_read.c
+  src/engine/fileio_stage.c
+  src/engine/fileio_write.c
   src/engine/pool.c
   src/engine/api_object.c
   src/engine/transfer.c

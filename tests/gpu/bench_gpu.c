@@ -101,8 +101,8 @@ static void bench_read(struct ctx *c, const char *what, int mode, int device, in
     double t0 = now_s();
     int rc = s3d_file_read_ranges(c->dev, c->pool, c->path, &r, 1, &o);
     double t = now_s() - t0;
-    row(what, c->size, rc == 0 ? t : -1, rc == 0 ? (cold ? "cold cache" : "warm cache")
-                                                 : s3d_last_error_message());
+    row(what, c->size, rc == 0 ? t : -1,
+        rc == 0 ? (cold ? "cold cache" : "warm cache") : s3d_last_error_message());
 }
 
 static void bench_write(struct ctx *c, const char *what, int mode)
@@ -120,7 +120,8 @@ static void bench_write(struct ctx *c, const char *what, int mode)
     if (rc == 0)
         rc = s3d_file_writer_commit(w);
     double t = now_s() - t0;
-    row(what, c->size, rc == 0 ? t : -1, rc == 0 ? "CRC on, incl. fsync" : s3d_last_error_message());
+    row(what, c->size, rc == 0 ? t : -1,
+        rc == 0 ? "CRC on, incl. fsync" : s3d_last_error_message());
     s3d_file_writer_free(w);
     unlink(out);
 }
@@ -150,8 +151,8 @@ static void bench_s3(struct ctx *c, const char *root, const char *endpoint)
     char names[4][16];
     for (int i = 0; i < 4; i++) {
         snprintf(names[i], sizeof(names[i]), "t%d", i);
-        t[i] = (struct s3d_tensor_src){names[i], S3D_DTYPE_U8, 1, shape, c->host + i * each,
-                                       -1, each};
+        t[i] =
+            (struct s3d_tensor_src){names[i], S3D_DTYPE_U8, 1, shape, c->host + i * each, -1, each};
     }
     struct s3d_client_options lo = {.struct_size = sizeof(lo), .device = -1};
     rc = s3d_client_new(&lo, &local);
@@ -161,8 +162,10 @@ static void bench_s3(struct ctx *c, const char *root, const char *endpoint)
         row("S3->host / S3->GPU", 0, -1, s3d_last_error_message());
         goto out;
     }
-    struct s3d_client_options ro = {.struct_size = sizeof(ro), .endpoint_url = endpoint,
-                                    .anonymous = 1, .addressing = S3D_ADDRESSING_PATH,
+    struct s3d_client_options ro = {.struct_size = sizeof(ro),
+                                    .endpoint_url = endpoint,
+                                    .anonymous = 1,
+                                    .addressing = S3D_ADDRESSING_PATH,
                                     .max_concurrency = 16};
     if ((rc = s3d_client_new(&ro, &remote)) == 0)
         rc = s3d_reader_open(remote, "s3://bench/ckpt.safetensors", &rd);
@@ -180,8 +183,8 @@ static void bench_s3(struct ctx *c, const char *root, const char *endpoint)
         double t0 = now_s();
         rc = s3d_reader_read(rd, dst, 4, NULL);
         double secs = now_s() - t0;
-        row(device ? "S3->GPU (reader, CRC verified)" : "S3->host (reader, CRC verified)",
-            4 * each, rc == 0 ? secs : -1, rc == 0 ? endpoint : s3d_last_error_message());
+        row(device ? "S3->GPU (reader, CRC verified)" : "S3->host (reader, CRC verified)", 4 * each,
+            rc == 0 ? secs : -1, rc == 0 ? endpoint : s3d_last_error_message());
     }
 out:
     s3d_reader_close(rd);
@@ -239,8 +242,7 @@ int main(int argc, char **argv)
            (unsigned long long)mib, s3d_pool_chunk_count(c.pool),
            s3d_pool_chunk_size(c.pool) >> 20);
     printf("| %-44s | %8s | %s\n", "path", "GB/s", "note");
-    printf("|%s|%s|%s\n", "----------------------------------------------", "----------",
-           "------");
+    printf("|%s|%s|%s\n", "----------------------------------------------", "----------", "------");
     bench_copies(&c);
     bench_read(&c, "file->GPU cuFile", S3D_FILE_IO_CUFILE, 1, 1, 0);
     bench_read(&c, "file->GPU cuFile + CRC (D2H pass)", S3D_FILE_IO_CUFILE, 1, 1, 1);

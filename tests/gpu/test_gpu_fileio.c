@@ -47,8 +47,8 @@ int main(void)
         uint32_t crc[7];
         uint64_t at = 0;
         for (int i = 0; i < 7; i++) {
-            r[i] = (struct s3d_file_range){offs[i], lens[i], (void *)(uintptr_t)(d + at), 0,
-                                           &crc[i]};
+            r[i] =
+                (struct s3d_file_range){offs[i], lens[i], (void *)(uintptr_t)(d + at), 0, &crc[i]};
             at += (lens[i] + 7) & ~7ull;
         }
         struct s3d_file_io_opts o = {.mode = modes[mi]};

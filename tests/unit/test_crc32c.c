@@ -29,8 +29,9 @@ static void check_vectors(void)
     for (size_t i = 0; i < S3D_ARRAY_LEN(v); i++) {
         unsigned char b[32];
         for (int k = 0; k < 32; k++)
-            b[k] = v[i].fill == 1 ? (unsigned char)k
-                 : v[i].fill == 2 ? (unsigned char)(31 - k) : v[i].fill;
+            b[k] = v[i].fill == 1   ? (unsigned char)k
+                   : v[i].fill == 2 ? (unsigned char)(31 - k)
+                                    : v[i].fill;
         if (s3d_crc32c(0, b, 32) != v[i].crc || s3d_crc32c_table(0, b, 32) != v[i].crc)
             t_fail(__FILE__, __LINE__, "vector %s: %08x / %08x, want %08x", v[i].name,
                    s3d_crc32c(0, b, 32), s3d_crc32c_table(0, b, 32), v[i].crc);

@@ -100,7 +100,7 @@ static void emulated_backend(void)
     CHECK(s3d_device_event_query(dev, e) == 0); /* first query: pending */
     memset(host, 2, 4096);                      /* a bug: reused before done */
     CHECK(s3d_device_event_query(dev, e) == 1);
-    CHECK(devp[0] == 2 && devp[4095] == 2);     /* the bug shows as wrong bytes */
+    CHECK(devp[0] == 2 && devp[4095] == 2); /* the bug shows as wrong bytes */
 
     /* Copies after the event's record are not performed by it. */
     memset(host, 3, 8192);

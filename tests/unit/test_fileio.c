@@ -66,8 +66,8 @@ static int count_temps(const char *dir, const char *name)
     return n;
 }
 
-static const uint64_t offs[] = {0, 1, 7, 8, 4088, 4095, 4096, 4097, 8191, 8192, 12345,
-                                (1u << 20) - 1, FILE_SIZE - 4097};
+static const uint64_t offs[] = {
+    0, 1, 7, 8, 4088, 4095, 4096, 4097, 8191, 8192, 12345, (1u << 20) - 1, FILE_SIZE - 4097};
 static const uint64_t lens[] = {0, 1, 7, 8, 4095, 4096, 4097, 8195, 65536 + 8, (1u << 20) + 5};
 
 /* Every (offset, length) pair that fits, one call per pair, host destination. */
@@ -82,8 +82,8 @@ static void host_alignment(const char *path, int mode)
             if (off + len > FILE_SIZE)
                 continue;
             /* Destination with the file offset's alignment, so DIRECT can use O_DIRECT. */
-            unsigned char *dst = (unsigned char *)(((uintptr_t)buf + 4095) & ~(uintptr_t)4095) +
-                                 (off & 4095);
+            unsigned char *dst =
+                (unsigned char *)(((uintptr_t)buf + 4095) & ~(uintptr_t)4095) + (off & 4095);
             uint32_t crc = 0xdeadbeef;
             memset(dst, 0xee, len + 1);
             struct s3d_file_range r = {off, len, dst, -1, &crc};
@@ -116,10 +116,9 @@ static void device_alignment(const char *path, int mode)
             memset(dev, 0xee, len + 16);
             struct s3d_file_range r = {off, len, dev + 8, 0, &crc};
             CHECK_OK(s3d_file_read_ranges(g_emu, pool, path, &r, 1, &o));
-            if (memcmp(dev + 8, g_data + off, len) != 0 || dev[7] != 0xee ||
-                dev[8 + len] != 0xee)
-                t_fail(__FILE__, __LINE__, "device mode %d off %llu len %llu: wrong bytes",
-                       mode, (unsigned long long)off, (unsigned long long)len);
+            if (memcmp(dev + 8, g_data + off, len) != 0 || dev[7] != 0xee || dev[8 + len] != 0xee)
+                t_fail(__FILE__, __LINE__, "device mode %d off %llu len %llu: wrong bytes", mode,
+                       (unsigned long long)off, (unsigned long long)len);
             CHECK(crc == s3d_crc32c(0, g_data + off, len));
         }
     }
@@ -270,14 +269,11 @@ static void writer(const char *dir, int mode)
     CHECK_OK(s3d_device_mem_alloc(g_emu, 0, 1u << 20, &dmem));
     memcpy((void *)(uintptr_t)dmem, g_data + 5000, 100000);
     struct s3d_file_seg segs[] = {
-        {g_data, 777, -1},
-        {(const void *)(uintptr_t)dmem, 100000, 0},
-        {g_data, 0, -1},
-        {(const void *)(uintptr_t)(dmem + 8), 4100, 0},
+        {g_data, 777, -1},       {(const void *)(uintptr_t)dmem, 100000, 0},
+        {g_data, 0, -1},         {(const void *)(uintptr_t)(dmem + 8), 4100, 0},
         {g_data + 9, 70001, -1},
     };
-    const unsigned char *expect_src[] = {g_data, g_data + 5000, g_data, g_data + 5008,
-                                         g_data + 9};
+    const unsigned char *expect_src[] = {g_data, g_data + 5000, g_data, g_data + 5008, g_data + 9};
     const uint64_t hdr = 4104;
     uint32_t crc[5];
     CHECK_OK(s3d_file_writer_open(g_emu, pool, path, &o, &w));
@@ -325,8 +321,8 @@ static void writer(const char *dir, int mode)
 
     /* A write canceled half-way: error, then the caller frees; previous file intact. */
     uint64_t limit = 20000;
-    struct s3d_file_io_opts oc = {.mode = mode, .progress = cancel_after,
-                                  .progress_user = &limit, .progress_total = 123};
+    struct s3d_file_io_opts oc = {
+        .mode = mode, .progress = cancel_after, .progress_user = &limit, .progress_total = 123};
     CHECK_OK(s3d_file_writer_open(g_emu, pool, path, &oc, &w));
     CHECK_ERR(s3d_file_writer_write(w, 0, segs, 5, NULL), S3D_ECANCELED);
     s3d_file_writer_free(w);

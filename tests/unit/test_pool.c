@@ -74,7 +74,7 @@ int main(void)
         CHECK(got[i] != NULL);
         CHECK(((uintptr_t)got[i] & 4095) == 0);
         CHECK(s3d_pool_owns(p, got[i]) && s3d_pool_owns(p, got[i] + cs - 1));
-        memset(got[i], (int)i, cs); /* whole chunk writable */
+        memset(got[i], (int)i, cs);    /* whole chunk writable */
         for (size_t k = 0; k < i; k++) /* disjoint from every other chunk */
             CHECK(got[i] + cs <= got[k] || got[k] + cs <= got[i]);
     }

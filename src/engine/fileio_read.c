@@ -1,0 +1,387 @@
+/* fileio_read.c - byte ranges of a local file into host or GPU memory (fileio.h).
+ *
+ * Staged reads into GPU memory:
+ *
+ *   ranges (sorted by file offset, grouped into extents when less than FIO_MERGE_GAP apart)
+ *     file: ....[ext_start ...................................... ext_end)....
+ *   windows:  [w0: chunk bytes, 4 KiB-aligned start][w1]......[wn: rounded up to 4 KiB]
+ *     each window: pread (O_DIRECT) into a pool chunk -> CRC of each range's part -> async
+ *     host-to-device copy of each range's part -> event recorded; while the GPU copies
+ *     window k, the CPU reads window k+1. A chunk goes back to the pool only once its event
+ *     says the copy is done. Up to FIO_MAX_INFLIGHT windows are in flight.
+ *
+ * safetensors data is only 8-byte aligned, so windows start at the 4 KiB boundary below the
+ * extent and bytes are placed at their offset inside the chunk. The reads are synchronous on
+ * the calling thread: one 8 MiB O_DIRECT read is split by the block layer into many requests,
+ * and the copy engine overlaps with it. On the development VM 2 or 4 reader threads did no
+ * better than one (docs/internals/staging-pool.md); revisit with scripts/gpu-check.sh numbers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/compiler.h"
+#include "common/crc32c.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/fileio_stage.h"
+#include "engine/pool.h"
+#include "s3direct/checkpoint.h"
+
+struct reader {
+    struct s3d_device *dev;
+    struct s3d_pool *pool;
+    const char *path;
+    const struct s3d_file_io_opts *o;
+    int fd;        /* buffered */
+    int fd_direct; /* O_DIRECT, or -1 when refused or not wanted */
+    uint64_t size;
+    uint64_t done, total;
+    struct fio_gpu gpu;
+};
+
+/* Reads [off, off + len) into buf, O_DIRECT when rd has it (buf, off and len then aligned),
+ * falling back to buffered reads if the file system refuses at read time. */
+static int read_window(struct reader *rd, void *buf, uint64_t len, uint64_t off, uint64_t *got)
+{
+    int rc;
+    if (rd->fd_direct >= 0) {
+        rc = s3d_fileio_refuse_direct == 2 ? -EINVAL
+                                           : fio_pread_full(rd->fd_direct, buf, len, off, got);
+        if (rc != -EINVAL)
+            goto out;
+        S3D_DEBUG("fileio: O_DIRECT read of %s refused, using buffered I/O", rd->path);
+        close(rd->fd_direct);
+        rd->fd_direct = -1;
+    }
+    rc = fio_pread_full(rd->fd, buf, len, off, got);
+out:
+    return rc < 0 ? fio_io_fail(-rc, "read", rd->path, off) : 0;
+}
+
+static int truncated(const struct reader *rd, uint64_t off, uint64_t need)
+{
+    return s3d_fail(S3D_EFMT_TRUNCATED,
+                    "%s: file ends at byte %llu but a range needs bytes %llu..%llu", rd->path,
+                    (unsigned long long)rd->size, (unsigned long long)off,
+                    (unsigned long long)(off + need));
+}
+
+static int read_host_range(struct reader *rd, const struct s3d_file_range *r)
+{
+    uint32_t crc = 0;
+    uint64_t pos = 0;
+    int rc;
+    while (pos < r->length) {
+        uint64_t step = S3D_MIN(r->length - pos, FIO_HOST_PIECE), got;
+        unsigned char *dst = (unsigned char *)r->dst + pos;
+        rc = fio_pread_full(rd->fd, dst, step, r->file_offset + pos, &got);
+        if (rc < 0)
+            return fio_io_fail(-rc, "read", rd->path, r->file_offset + pos + got);
+        if (got < step)
+            return truncated(rd, r->file_offset + pos + got, step - got);
+        if (r->crc_out != NULL)
+            crc = s3d_crc32c(crc, dst, (size_t)step);
+        pos += step;
+        rd->done += step;
+        if ((rc = fio_check_cancel(rd->o, rd->done, rd->total)) < 0)
+            return rc;
+    }
+    if (r->crc_out != NULL)
+        *r->crc_out = crc;
+    return 0;
+}
+
+/* mode DIRECT into host memory: O_DIRECT for the 4 KiB-aligned middle when the destination
+ * has the same alignment as the file offset, buffered edges. Otherwise buffered. */
+static int read_host_range_direct(struct reader *rd, const struct s3d_file_range *r)
+{
+    uint64_t a = (r->file_offset + FIO_BLK - 1) & ~(FIO_BLK - 1);
+    uint64_t b = (r->file_offset + r->length) & ~(FIO_BLK - 1);
+    if (rd->fd_direct < 0 || r->length < (1u << 20) ||
+        ((uintptr_t)r->dst & (FIO_BLK - 1)) != (r->file_offset & (FIO_BLK - 1)) || b <= a)
+        return read_host_range(rd, r);
+    uint32_t crc = 0;
+    int rc;
+    struct s3d_file_range part[3] = {
+        {r->file_offset, a - r->file_offset, r->dst, -1, NULL},
+        {a, b - a, (char *)r->dst + (a - r->file_offset), -1, NULL},
+        {b, r->file_offset + r->length - b, (char *)r->dst + (b - r->file_offset), -1, NULL},
+    };
+    for (int i = 0; i < 3; i++) {
+        uint32_t pc = 0;
+        part[i].crc_out = r->crc_out ? &pc : NULL;
+        if (i != 1 || rd->fd_direct < 0) {
+            rc = read_host_range(rd, &part[i]);
+        } else {
+            uint64_t pos = 0;
+            rc = 0;
+            while (pos < part[1].length && rc == 0) {
+                uint64_t step = S3D_MIN(part[1].length - pos, FIO_HOST_PIECE), got;
+                unsigned char *dst = (unsigned char *)part[1].dst + pos;
+                rc = read_window(rd, dst, step, a + pos, &got);
+                if (rc == 0 && got < step)
+                    rc = truncated(rd, a + pos + got, step - got);
+                if (rc == 0 && r->crc_out)
+                    pc = s3d_crc32c(pc, dst, (size_t)step);
+                pos += step;
+                rd->done += step;
+                if (rc == 0)
+                    rc = fio_check_cancel(rd->o, rd->done, rd->total);
+            }
+        }
+        if (rc < 0)
+            return rc;
+        if (r->crc_out != NULL)
+            crc = s3d_crc32c_combine(crc, pc, part[i].length);
+    }
+    if (r->crc_out != NULL)
+        *r->crc_out = crc;
+    return 0;
+}
+
+static int cmp_by_offset(const void *a, const void *b, void *ctx)
+{
+    const struct s3d_file_range *r = ctx;
+    uint64_t x = r[*(const size_t *)a].file_offset, y = r[*(const size_t *)b].file_offset;
+    return x < y ? -1 : x > y;
+}
+
+/* Staged path for the device ranges idx[0..m), sorted by file offset. */
+static int read_staged(struct reader *rd, const struct s3d_file_range *ranges, const size_t *idx,
+                       size_t m)
+{
+    struct fio_ring ring;
+    uint32_t *crc = NULL;
+    const uint64_t chunk = s3d_pool_chunk_size(rd->pool);
+    int rc = 0;
+
+    fio_ring_init(&ring, rd->dev, rd->pool);
+    crc = calloc(m ? m : 1, sizeof(*crc));
+    if (crc == NULL)
+        return s3d_fail(S3D_ENOMEM, "read %s: out of memory", rd->path);
+
+    for (size_t i = 0; i < m && rc == 0;) {
+        /* One extent: ranges i..j-1. */
+        uint64_t ext_start = ranges[idx[i]].file_offset;
+        uint64_t ext_end = ext_start + ranges[idx[i]].length;
+        size_t j = i + 1;
+        while (j < m && ranges[idx[j]].file_offset <= ext_end + FIO_MERGE_GAP) {
+            ext_end = S3D_MAX(ext_end, ranges[idx[j]].file_offset + ranges[idx[j]].length);
+            j++;
+        }
+        if (ext_end == ext_start) { /* zero-length ranges only */
+            i = j;
+            continue;
+        }
+        const int direct = rd->fd_direct >= 0;
+        uint64_t pos = direct ? ext_start & ~(FIO_BLK - 1) : ext_start;
+        size_t k = i; /* first range of the extent that may still need bytes */
+        while (pos < ext_end) {
+            uint64_t want = ext_end - pos, win, got;
+            struct fio_slot *s;
+            if (direct)
+                want = (want + FIO_BLK - 1) & ~(FIO_BLK - 1);
+            win = S3D_MIN(want, chunk);
+            if ((rc = fio_ring_next(&ring, rd->o->cancel, NULL, NULL, &s)) < 0)
+                goto out;
+            if ((rc = read_window(rd, s->chunk, win, pos, &got)) < 0)
+                goto out;
+            /* Bytes of this window that belong to the extent must all be there. */
+            uint64_t valid = S3D_MIN(win, ext_end - pos);
+            if (got < valid) {
+                rc = truncated(rd, pos + got, valid - got);
+                goto out;
+            }
+            uint64_t wend = pos + valid;
+            unsigned char used[FIO_MAX_ORDINALS] = {0};
+            for (size_t q = k; q < j; q++) {
+                const struct s3d_file_range *r = &ranges[idx[q]];
+                if (r->file_offset >= wend)
+                    break;
+                uint64_t a = S3D_MAX(r->file_offset, pos);
+                uint64_t b = S3D_MIN(r->file_offset + r->length, wend);
+                if (a >= b)
+                    continue;
+                const unsigned char *src = (const unsigned char *)s->chunk + (a - pos);
+                struct s3d_stream *st;
+                if (r->crc_out != NULL)
+                    crc[q] = s3d_crc32c(crc[q], src, (size_t)(b - a));
+                if ((rc = fio_gpu_stream(&rd->gpu, r->device, &st)) < 0)
+                    goto out;
+                rc = s3d_device_copy_htod(rd->dev, st,
+                                          (uint64_t)(uintptr_t)r->dst + (a - r->file_offset), src,
+                                          (size_t)(b - a));
+                if (rc < 0)
+                    goto out;
+                used[r->device] = 1;
+                rd->done += b - a;
+            }
+            /* One event per stream used, after the window's last copy on it. */
+            for (int o = 0; o < FIO_MAX_ORDINALS; o++)
+                if (used[o] && (rc = fio_slot_record(&ring, s, o, rd->gpu.stream[o])) < 0)
+                    goto out;
+            while (k < j && ranges[idx[k]].file_offset + ranges[idx[k]].length <= wend)
+                k++;
+            pos += win;
+            if ((rc = fio_check_cancel(rd->o, rd->done, rd->total)) < 0)
+                goto out;
+        }
+        i = j;
+    }
+    /* Every copy must be complete before the caller may use the tensors. */
+    while (ring.count > 0 && rc == 0) {
+        rc = fio_slot_query(&ring, fio_ring_oldest(&ring), 1);
+        if (rc >= 0) {
+            rc = 0;
+            fio_ring_pop(&ring);
+        }
+    }
+    for (int o = 0; o < FIO_MAX_ORDINALS && rc == 0; o++)
+        if (rd->gpu.stream[o] != NULL)
+            rc = s3d_device_stream_sync(rd->dev, rd->gpu.stream[o]);
+    if (rc == 0)
+        for (size_t q = 0; q < m; q++)
+            if (ranges[idx[q]].crc_out != NULL)
+                *ranges[idx[q]].crc_out = crc[q];
+out:
+    if (rc < 0)
+        fio_gpu_sync(&rd->gpu); /* copies queued before a failure may still read chunks */
+    fio_ring_drain(&ring);
+    free(crc);
+    return rc;
+}
+
+/* CRC of device memory: copied back through pool chunks (the cuFile path). */
+/* cuFile path; 1 when cuFile cannot be used here and AUTO should fall back. */
+static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, const size_t *idx,
+                       size_t m)
+{
+    struct s3d_cufile *cf = NULL;
+    int rc;
+
+    rc = s3d_cufile_open(rd->dev, rd->fd_direct >= 0 ? rd->fd_direct : rd->fd, &cf);
+    if (rc < 0) {
+        if (rd->o->mode == S3D_FILE_IO_AUTO) {
+            S3D_INFO("fileio: cuFile refused %s (%s), using O_DIRECT", rd->path,
+                     s3d_last_error_message());
+            s3d_clear_error();
+            return 1;
+        }
+        return s3d_fail_prefix(rc == S3D_ENOTSUP ? S3D_ECUFILE : rc, "read %s", rd->path);
+    }
+    for (size_t q = 0; q < m; q++) {
+        const struct s3d_file_range *r = &ranges[idx[q]];
+        uint64_t got = 0;
+        if (r->length == 0) {
+            if (r->crc_out != NULL)
+                *r->crc_out = 0;
+            continue;
+        }
+        rc = s3d_cufile_read(cf, r->device, (uint64_t)(uintptr_t)r->dst, r->length, r->file_offset,
+                             &got);
+        if (rc < 0) {
+            rc = s3d_fail_prefix(rc, "read %s", rd->path);
+            break;
+        }
+        if (got < r->length) {
+            rc = truncated(rd, r->file_offset + got, r->length - got);
+            break;
+        }
+        if (r->crc_out != NULL && (rc = fio_crc_of_device(rd->dev, rd->pool, &rd->gpu, r->device,
+                                                          (uint64_t)(uintptr_t)r->dst, r->length,
+                                                          rd->o->cancel, r->crc_out)) < 0)
+            break;
+        rd->done += r->length;
+        if ((rc = fio_check_cancel(rd->o, rd->done, rd->total)) < 0)
+            break;
+    }
+    s3d_cufile_close(cf);
+    return rc;
+}
+
+int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const char *path,
+                         const struct s3d_file_range *ranges, size_t n,
+                         const struct s3d_file_io_opts *opts)
+{
+    static const struct s3d_file_io_opts defaults;
+    struct reader rd;
+    struct stat st;
+    size_t *idx = NULL, m = 0;
+    int rc = 0;
+
+    memset(&rd, 0, sizeof(rd));
+    rd.dev = dev;
+    rd.pool = pool;
+    rd.path = path;
+    rd.o = opts != NULL ? opts : &defaults;
+    rd.fd = rd.fd_direct = -1;
+    rd.gpu.dev = dev;
+    const int mode = rd.o->mode;
+    if (mode < S3D_FILE_IO_AUTO || mode > S3D_FILE_IO_BUFFERED)
+        return s3d_fail(S3D_EINVAL, "read %s: unknown file I/O mode %d", path, mode);
+
+    rd.fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (rd.fd < 0)
+        return s3d_fail(s3d_err_from_errno(errno), "open %s: %s", path, strerror(errno));
+    if (fstat(rd.fd, &st) != 0) {
+        rc = s3d_fail(s3d_err_from_errno(errno), "stat %s: %s", path, strerror(errno));
+        goto out;
+    }
+    rd.size = (uint64_t)st.st_size;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t end;
+        if (s3d_add_u64(ranges[i].file_offset, ranges[i].length, &end) < 0 || end > rd.size) {
+            rc = truncated(&rd, ranges[i].file_offset, ranges[i].length);
+            goto out;
+        }
+        if (ranges[i].device >= 0) {
+            m++;
+            if (pool == NULL) {
+                rc = s3d_fail(S3D_EINVAL, "read %s: a GPU destination needs a staging pool", path);
+                goto out;
+            }
+        }
+        rd.total += ranges[i].length;
+    }
+    if (mode != S3D_FILE_IO_BUFFERED)
+        rd.fd_direct = fio_open_direct(path, O_RDONLY);
+
+    /* Host destinations first: they need nothing from the GPU. */
+    for (size_t i = 0; i < n; i++) {
+        if (ranges[i].device >= 0)
+            continue;
+        rc = mode == S3D_FILE_IO_DIRECT ? read_host_range_direct(&rd, &ranges[i])
+                                        : read_host_range(&rd, &ranges[i]);
+        if (rc < 0)
+            goto out;
+    }
+    if (m == 0)
+        goto out;
+    idx = calloc(m, sizeof(*idx));
+    if (idx == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "read %s: out of memory", path);
+        goto out;
+    }
+    for (size_t i = 0, k = 0; i < n; i++)
+        if (ranges[i].device >= 0)
+            idx[k++] = i;
+    qsort_r(idx, m, sizeof(*idx), cmp_by_offset, (void *)ranges);
+
+    rc = 1;
+    if (mode == S3D_FILE_IO_CUFILE || (mode == S3D_FILE_IO_AUTO && s3d_cufile_available(dev, NULL)))
+        rc = read_cufile(&rd, ranges, idx, m);
+    if (rc == 1)
+        rc = read_staged(&rd, ranges, idx, m);
+out:
+    fio_gpu_free(&rd.gpu);
+    if (rd.fd_direct >= 0)
+        close(rd.fd_direct);
+    close(rd.fd);
+    free(idx);
+    return rc;
+}

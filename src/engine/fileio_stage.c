@@ -1,0 +1,252 @@
+/* fileio_stage.c - what the file reader and writer share: I/O loops that name the path and
+ * offset on failure, cancel and progress checks, per-call streams, and the ring of staging
+ * chunks in flight (see fileio_stage.h). */
+#include "engine/fileio_stage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/compiler.h"
+#include "common/crc32c.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/pool.h"
+
+int fio_io_fail(int e, const char *what, const char *path, uint64_t off)
+{
+    return s3d_fail(s3d_err_from_errno(e), "%s %s at offset %llu: %s", what, path,
+                    (unsigned long long)off, strerror(e));
+}
+
+int fio_check_cancel(const struct s3d_file_io_opts *o, uint64_t done, uint64_t total)
+{
+    if (o->cancel != NULL && s3d_cancel_requested(o->cancel))
+        return s3d_fail(S3D_ECANCELED, "canceled");
+    if (o->progress != NULL && o->progress(o->progress_user, done, total) != 0)
+        return s3d_fail(S3D_ECANCELED, "canceled by the progress callback");
+    return 0;
+}
+
+/* pread until len bytes or end of file; *got = bytes read. */
+int fio_pread_full(int fd, void *buf, uint64_t len, uint64_t off, uint64_t *got)
+{
+    uint64_t done = 0;
+    *got = 0;
+    while (done < len) {
+        size_t step = (size_t)S3D_MIN(len - done, 1ull << 30);
+        ssize_t r = pread(fd, (char *)buf + done, step, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            *got = done;
+            return -errno;
+        }
+        if (r == 0)
+            break;
+        done += (uint64_t)r;
+    }
+    *got = done;
+    return 0;
+}
+
+int fio_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
+{
+    uint64_t done = 0;
+    while (done < len) {
+        size_t step = (size_t)S3D_MIN(len - done, 1ull << 30);
+        ssize_t r = pwrite(fd, (const char *)buf + done, step, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            return -EIO;
+        done += (uint64_t)r;
+    }
+    return 0;
+}
+
+int fio_gpu_stream(struct fio_gpu *g, int ordinal, struct s3d_stream **out)
+{
+    int rc;
+    if (ordinal < 0 || ordinal >= FIO_MAX_ORDINALS)
+        return s3d_fail(S3D_ENODEVICE, "GPU device %d: out of range", ordinal);
+    if (g->stream[ordinal] == NULL) {
+        rc = s3d_device_stream_new(g->dev, ordinal, &g->stream[ordinal]);
+        if (rc < 0)
+            return rc;
+    }
+    *out = g->stream[ordinal];
+    return 0;
+}
+
+/* Waits for every copy queued on the set's streams (errors ignored: used on failure paths,
+ * before staging chunks go back to the pool). */
+void fio_gpu_sync(struct fio_gpu *g)
+{
+    for (int i = 0; i < FIO_MAX_ORDINALS; i++)
+        if (g->stream[i] != NULL)
+            s3d_device_stream_sync(g->dev, g->stream[i]);
+}
+
+void fio_gpu_free(struct fio_gpu *g)
+{
+    for (int i = 0; i < FIO_MAX_ORDINALS; i++) {
+        s3d_device_stream_free(g->dev, g->stream[i]); /* waits for the stream's copies */
+        g->stream[i] = NULL;
+    }
+}
+
+void fio_ring_init(struct fio_ring *r, struct s3d_device *dev, struct s3d_pool *pool)
+{
+    memset(r, 0, sizeof(*r));
+    r->dev = dev;
+    r->pool = pool;
+    r->max = S3D_MIN((size_t)FIO_MAX_INFLIGHT, s3d_pool_chunk_count(pool));
+}
+
+/* 1 when every event of slot s is complete, 0 if not, < 0 on error. */
+int fio_slot_query(struct fio_ring *r, struct fio_slot *s, int block)
+{
+    for (int o = 0; o < FIO_MAX_ORDINALS; o++) {
+        if (!s->recorded[o])
+            continue;
+        int rc = block ? s3d_device_event_sync(r->dev, s->ev[o])
+                       : s3d_device_event_query(r->dev, s->ev[o]);
+        if (rc < 0)
+            return rc;
+        if (!block && rc == 0)
+            return 0;
+        s->recorded[o] = 0;
+    }
+    return 1;
+}
+
+struct fio_slot *fio_ring_oldest(struct fio_ring *r)
+{
+    return r->count ? &r->s[r->head] : NULL;
+}
+
+void fio_ring_pop(struct fio_ring *r)
+{
+    struct fio_slot *s = &r->s[r->head];
+    s3d_pool_put(r->pool, s->chunk);
+    s->chunk = NULL;
+    r->head = (r->head + 1) % FIO_MAX_INFLIGHT;
+    r->count--;
+}
+
+/* On every exit path: waits for whatever copy may still use a chunk, then returns the
+ * chunks and frees the events. */
+void fio_ring_drain(struct fio_ring *r)
+{
+    while (r->count > 0) {
+        fio_slot_query(r, fio_ring_oldest(r), 1);
+        fio_ring_pop(r);
+    }
+    for (int i = 0; i < FIO_MAX_INFLIGHT; i++)
+        for (int o = 0; o < FIO_MAX_ORDINALS; o++) {
+            s3d_device_event_free(r->dev, r->s[i].ev[o]);
+            r->s[i].ev[o] = NULL;
+        }
+}
+
+int fio_ring_next(struct fio_ring *r, struct s3d_cancel *cancel, fio_slot_done_fn on_done,
+                  void *ctx, struct fio_slot **out)
+{
+    void *chunk = NULL;
+    int rc;
+
+    for (;;) {
+        /* Release what already finished, without waiting. */
+        while (r->count > 0) {
+            rc = fio_slot_query(r, fio_ring_oldest(r), 0);
+            if (rc < 0)
+                return rc;
+            if (rc == 0)
+                break;
+            if (on_done != NULL && (rc = on_done(ctx, fio_ring_oldest(r))) < 0)
+                return rc;
+            fio_ring_pop(r);
+        }
+        if (r->count < r->max && (chunk = s3d_pool_try_get(r->pool)) != NULL)
+            break;
+        if (r->count > 0) {
+            /* Full, or the pool is empty: wait for our oldest copy. */
+            if ((rc = fio_slot_query(r, fio_ring_oldest(r), 1)) < 0)
+                return rc;
+            if (on_done != NULL && (rc = on_done(ctx, fio_ring_oldest(r))) < 0)
+                return rc;
+            fio_ring_pop(r);
+            continue;
+        }
+        /* Nothing of ours in flight and other users hold every chunk: wait for one. */
+        chunk = s3d_pool_get(r->pool, cancel);
+        if (chunk == NULL)
+            return s3d_fail(S3D_ECANCELED, "canceled while waiting for a staging buffer");
+        break;
+    }
+    struct fio_slot *s = &r->s[(r->head + r->count) % FIO_MAX_INFLIGHT];
+    s->chunk = chunk;
+    memset(s->recorded, 0, sizeof(s->recorded));
+    r->count++;
+    *out = s;
+    return 0;
+}
+
+int fio_slot_record(struct fio_ring *r, struct fio_slot *s, int ordinal, struct s3d_stream *stream)
+{
+    int rc;
+    if (s->ev[ordinal] == NULL && (rc = s3d_device_event_new(r->dev, ordinal, &s->ev[ordinal])) < 0)
+        return rc;
+    if ((rc = s3d_device_event_record(r->dev, s->ev[ordinal], stream)) < 0)
+        return rc;
+    s->recorded[ordinal] = 1;
+    return 0;
+}
+
+int s3d_fileio_refuse_direct;
+
+int fio_open_direct(const char *path, int flags)
+{
+    int fd;
+    if (s3d_fileio_refuse_direct == 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    fd = open(path, flags | O_DIRECT | O_CLOEXEC);
+    if (fd < 0 && errno == EINVAL)
+        S3D_DEBUG("fileio: %s refuses O_DIRECT, using buffered I/O", path);
+    return fd;
+}
+
+/* Copied back through one chunk at a time: this pass only runs on cuFile paths, where the
+ * bytes never passed through host memory. */
+int fio_crc_of_device(struct s3d_device *dev, struct s3d_pool *pool, struct fio_gpu *g, int ordinal,
+                      uint64_t dptr, uint64_t len, struct s3d_cancel *cancel, uint32_t *out)
+{
+    struct s3d_stream *st;
+    uint32_t crc = 0;
+    int rc = fio_gpu_stream(g, ordinal, &st);
+    if (rc < 0)
+        return rc;
+    void *chunk = s3d_pool_get(pool, cancel);
+    if (chunk == NULL)
+        return s3d_fail(S3D_ECANCELED, "canceled while waiting for a staging buffer");
+    for (uint64_t pos = 0; pos < len && rc == 0; pos += s3d_pool_chunk_size(pool)) {
+        size_t step = (size_t)S3D_MIN(len - pos, s3d_pool_chunk_size(pool));
+        rc = s3d_device_copy_dtoh(dev, st, chunk, dptr + pos, step);
+        if (rc == 0)
+            rc = s3d_device_stream_sync(dev, st);
+        if (rc == 0)
+            crc = s3d_crc32c(crc, chunk, step);
+    }
+    s3d_pool_put(pool, chunk);
+    if (rc == 0)
+        *out = crc;
+    return rc;
+}

@@ -1,0 +1,336 @@
+/* fileio_write.c - the atomic file writer (fileio.h): host segments written from their memory,
+ * device segments copied device -> pool chunks (after waiting for the caller's CUDA stream)
+ * and written oldest first, or written by cuFile; commit = fsync, rename, fsync of the folder.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/compiler.h"
+#include "common/crc32c.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/fileio_stage.h"
+#include "engine/pool.h"
+#include "s3direct/checkpoint.h"
+
+struct s3d_file_writer {
+    struct s3d_device *dev;
+    struct s3d_pool *pool;
+    struct s3d_file_io_opts o;
+    char *path;
+    char *tmp_path;
+    int fd;
+    int fd_direct; /* for cuFile: opened on first use */
+    struct s3d_cufile *cf;
+    int cufile_state; /* 0 not tried, 1 in use, -1 not used */
+    int committed;
+    uint64_t written; /* for progress */
+    struct fio_gpu gpu;
+    /* the segment CRCs of the write in progress */
+    uint32_t *crc_out;
+};
+
+const char *s3d_file_writer_tmp_path(const struct s3d_file_writer *w)
+{
+    return w->tmp_path;
+}
+
+int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const char *path,
+                         const struct s3d_file_io_opts *opts, struct s3d_file_writer **out)
+{
+    struct s3d_file_writer *w;
+    char *dir = NULL, *base = NULL;
+    int rc;
+
+    *out = NULL;
+    w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return s3d_fail(S3D_ENOMEM, "write %s: out of memory", path);
+    w->dev = dev;
+    w->pool = pool;
+    w->fd = w->fd_direct = -1;
+    w->gpu.dev = dev;
+    if (opts != NULL)
+        w->o = *opts;
+    if (w->o.mode < S3D_FILE_IO_AUTO || w->o.mode > S3D_FILE_IO_BUFFERED) {
+        rc = s3d_fail(S3D_EINVAL, "write %s: unknown file I/O mode %d", path, w->o.mode);
+        goto fail;
+    }
+    w->path = strdup(path);
+    dir = strdup(path);
+    base = strdup(path);
+    if (w->path == NULL || dir == NULL || base == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "write %s: out of memory", path);
+        goto fail;
+    }
+    /* dirname/basename may modify their argument: each gets its own copy. */
+    const char *d = dirname(dir), *b = basename(base);
+    size_t len = strlen(d) + strlen(b) + 32;
+    w->tmp_path = malloc(len);
+    if (w->tmp_path == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "write %s: out of memory", path);
+        goto fail;
+    }
+    snprintf(w->tmp_path, len, "%s/.%s.XXXXXX.tmp", d, b);
+    w->fd = mkstemps(w->tmp_path, 4);
+    if (w->fd < 0) {
+        rc = s3d_fail(s3d_err_from_errno(errno), "create a temporary file for %s: %s", path,
+                      strerror(errno));
+        w->tmp_path[0] = '\0';
+        goto fail;
+    }
+    /* mkstemp makes 0600; a checkpoint is an ordinary file. */
+    if (fchmod(w->fd, 0644) != 0)
+        S3D_WARN("fileio: chmod %s: %s", w->tmp_path, strerror(errno));
+    free(dir);
+    free(base);
+    *out = w;
+    return 0;
+fail:
+    free(dir);
+    free(base);
+    s3d_file_writer_free(w);
+    return rc;
+}
+
+/* cuFile for device segments? Decided once per writer. 1 yes, 0 no, < 0 error (CUFILE). */
+static int writer_cufile(struct s3d_file_writer *w)
+{
+    int rc;
+    if (w->cufile_state != 0)
+        return w->cufile_state > 0;
+    w->cufile_state = -1;
+    if (w->o.mode == S3D_FILE_IO_DIRECT || w->o.mode == S3D_FILE_IO_BUFFERED)
+        return 0;
+    if (w->o.mode == S3D_FILE_IO_AUTO && !s3d_cufile_available(w->dev, NULL))
+        return 0;
+    w->fd_direct = fio_open_direct(w->tmp_path, O_WRONLY);
+    rc = s3d_cufile_open(w->dev, w->fd_direct >= 0 ? w->fd_direct : w->fd, &w->cf);
+    if (rc < 0) {
+        if (w->o.mode == S3D_FILE_IO_AUTO) {
+            S3D_INFO("fileio: cuFile refused %s (%s), writing through the staging pool", w->path,
+                     s3d_last_error_message());
+            s3d_clear_error();
+            return 0;
+        }
+        return s3d_fail_prefix(rc == S3D_ENOTSUP ? S3D_ECUFILE : rc, "write %s", w->path);
+    }
+    w->cufile_state = 1;
+    return 1;
+}
+
+static int write_host_seg(struct s3d_file_writer *w, const struct s3d_file_seg *sg, uint64_t off,
+                          uint32_t *crc)
+{
+    int rc;
+    for (uint64_t pos = 0; pos < sg->length;) {
+        uint64_t step = S3D_MIN(sg->length - pos, FIO_HOST_PIECE);
+        const unsigned char *src = (const unsigned char *)sg->src + pos;
+        if (crc != NULL)
+            *crc = s3d_crc32c(*crc, src, (size_t)step);
+        if ((rc = fio_pwrite_full(w->fd, src, step, off + pos)) < 0)
+            return fio_io_fail(-rc, "write", w->tmp_path, off + pos);
+        pos += step;
+        w->written += step;
+        if ((rc = fio_check_cancel(&w->o, w->written, w->o.progress_total)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* A chunk's device-to-host copy is done: sum and write its bytes. */
+static int write_slot_done(void *ctx, struct fio_slot *s)
+{
+    struct s3d_file_writer *w = ctx;
+    int rc;
+    if (w->crc_out != NULL)
+        w->crc_out[s->seg] = s3d_crc32c(w->crc_out[s->seg], s->chunk, (size_t)s->len);
+    if ((rc = fio_pwrite_full(w->fd, s->chunk, s->len, s->file_off)) < 0)
+        return fio_io_fail(-rc, "write", w->tmp_path, s->file_off);
+    w->written += s->len;
+    return fio_check_cancel(&w->o, w->written, w->o.progress_total);
+}
+
+int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
+                          const struct s3d_file_seg *segs, size_t n, uint32_t *crc_out)
+{
+    struct fio_ring ring;
+    unsigned char waited[FIO_MAX_ORDINALS] = {0};
+    uint64_t off = offset;
+    int rc = 0, have_ring = 0;
+
+    if (w->committed || w->fd < 0)
+        return s3d_fail(S3D_EINVAL, "write %s: writer already committed or aborted", w->path);
+    if (crc_out != NULL)
+        memset(crc_out, 0, n * sizeof(*crc_out));
+    w->crc_out = crc_out;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const struct s3d_file_seg *sg = &segs[i];
+        if (sg->device < 0) {
+            rc = write_host_seg(w, sg, off, crc_out ? &crc_out[i] : NULL);
+            off += sg->length;
+            continue;
+        }
+        if (sg->length == 0)
+            continue;
+        struct s3d_stream *st;
+        if ((rc = fio_gpu_stream(&w->gpu, sg->device, &st)) < 0)
+            break;
+        /* The kernels that produce the tensors may still run on the caller's stream. */
+        if (!waited[sg->device]) {
+            if ((rc = s3d_device_wait_external(w->dev, st, w->o.cuda_stream)) < 0)
+                break;
+            waited[sg->device] = 1;
+        }
+        if ((rc = writer_cufile(w)) < 0)
+            break;
+        if (rc == 1) {
+            /* cuFile does not follow stream order: finish the producers first. */
+            if ((rc = s3d_device_stream_sync(w->dev, st)) < 0)
+                break;
+            rc = s3d_cufile_write(w->cf, sg->device, (uint64_t)(uintptr_t)sg->src, sg->length, off);
+            if (rc < 0) {
+                rc = s3d_fail_prefix(rc, "write %s", w->path);
+                break;
+            }
+            if (crc_out != NULL && (rc = fio_crc_of_device(w->dev, w->pool, &w->gpu, sg->device,
+                                                           (uint64_t)(uintptr_t)sg->src, sg->length,
+                                                           w->o.cancel, &crc_out[i])) < 0)
+                break;
+            w->written += sg->length;
+            off += sg->length;
+            rc = fio_check_cancel(&w->o, w->written, w->o.progress_total);
+            continue;
+        }
+        if (w->pool == NULL) {
+            rc = s3d_fail(S3D_EINVAL, "write %s: a GPU source needs a staging pool", w->path);
+            break;
+        }
+        if (!have_ring) {
+            fio_ring_init(&ring, w->dev, w->pool);
+            have_ring = 1;
+        }
+        const uint64_t chunk = s3d_pool_chunk_size(w->pool);
+        for (uint64_t pos = 0; pos < sg->length;) {
+            uint64_t step = S3D_MIN(sg->length - pos, chunk);
+            struct fio_slot *s;
+            if ((rc = fio_ring_next(&ring, w->o.cancel, write_slot_done, w, &s)) < 0)
+                goto out;
+            s->file_off = off + pos;
+            s->len = step;
+            s->seg = i;
+            if ((rc = s3d_device_copy_dtoh(w->dev, st, s->chunk, (uint64_t)(uintptr_t)sg->src + pos,
+                                           (size_t)step)) < 0)
+                goto out;
+            if ((rc = fio_slot_record(&ring, s, sg->device, st)) < 0)
+                goto out;
+            pos += step;
+        }
+        off += sg->length;
+    }
+out:
+    if (have_ring && rc < 0)
+        fio_gpu_sync(&w->gpu);
+    if (have_ring) {
+        /* Write what is still in flight, oldest first, so CRCs chain in order. */
+        while (rc == 0 && ring.count > 0) {
+            rc = fio_slot_query(&ring, fio_ring_oldest(&ring), 1);
+            if (rc >= 0)
+                rc = write_slot_done(w, fio_ring_oldest(&ring));
+            if (rc >= 0) {
+                rc = 0;
+                fio_ring_pop(&ring);
+            }
+        }
+        fio_ring_drain(&ring);
+    }
+    w->crc_out = NULL;
+    return rc;
+}
+
+int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset, const void *buf, size_t len)
+{
+    int rc;
+    if (w->committed || w->fd < 0)
+        return s3d_fail(S3D_EINVAL, "write %s: writer already committed or aborted", w->path);
+    if ((rc = fio_pwrite_full(w->fd, buf, len, offset)) < 0)
+        return fio_io_fail(-rc, "write", w->tmp_path, offset);
+    return 0;
+}
+
+static void writer_close_fds(struct s3d_file_writer *w)
+{
+    s3d_cufile_close(w->cf);
+    w->cf = NULL;
+    if (w->fd_direct >= 0)
+        close(w->fd_direct);
+    w->fd_direct = -1;
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
+}
+
+int s3d_file_writer_commit(struct s3d_file_writer *w)
+{
+    char *dir = NULL;
+    int dfd, rc = 0;
+
+    if (w->committed || w->fd < 0)
+        return s3d_fail(S3D_EINVAL, "commit %s: writer already committed or aborted", w->path);
+    fio_gpu_free(&w->gpu);
+    if (fsync(w->fd) != 0) {
+        rc = s3d_fail(s3d_err_from_errno(errno), "fsync %s: %s", w->tmp_path, strerror(errno));
+        goto fail;
+    }
+    writer_close_fds(w);
+    if (rename(w->tmp_path, w->path) != 0) {
+        rc = s3d_fail(s3d_err_from_errno(errno), "rename %s to %s: %s", w->tmp_path, w->path,
+                      strerror(errno));
+        goto fail;
+    }
+    w->committed = 1;
+    /* The rename is durable only once the folder is synced. */
+    dir = strdup(w->path);
+    if (dir == NULL)
+        return s3d_fail(S3D_ENOMEM, "commit %s: out of memory", w->path);
+    dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        if (fsync(dfd) != 0)
+            rc = s3d_fail(s3d_err_from_errno(errno), "fsync folder of %s: %s", w->path,
+                          strerror(errno));
+        close(dfd);
+    }
+    free(dir);
+    return rc;
+fail:
+    s3d_file_writer_abort(w);
+    return rc;
+}
+
+void s3d_file_writer_abort(struct s3d_file_writer *w)
+{
+    if (w == NULL)
+        return;
+    fio_gpu_free(&w->gpu);
+    writer_close_fds(w);
+    if (!w->committed && w->tmp_path != NULL && w->tmp_path[0] != '\0') {
+        unlink(w->tmp_path);
+        w->tmp_path[0] = '\0';
+    }
+}
+
+void s3d_file_writer_free(struct s3d_file_writer *w)
+{
+    if (w == NULL)
+        return;
+    s3d_file_writer_abort(w);
+    free(w->path);
+    free(w->tmp_path);
+    free(w);
+}
