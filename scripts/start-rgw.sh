@@ -131,6 +131,12 @@ rgw data = $BASE/data/rgw.\$id
 rgw frontends = beast endpoint=127.0.0.1:$PORT
 # enables virtual-host style (bucket.localhost:$PORT) in addition to path style
 rgw dns name = localhost
+# Deleted objects (and aborted multipart parts) are freed by radosgw's garbage collector, by
+# default 2 hours later; the OSD keeps data in RAM, so tests that write and delete gigabytes
+# would fill it. Collect within seconds instead.
+rgw gc obj min wait = 2
+rgw gc processor period = 5
+rgw gc processor max time = 5
 # radosgw's built-in default is ms_mon_client_mode=secure, which cannot work with
 # auth=none (mon connection fails: get_initial_auth_request returned -13)
 ms mon client mode = crc
