@@ -191,6 +191,8 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
     req->errbuf[0] = '\0';
 
     SETOPT(CURLOPT_URL, req->url);
+    /* Send the path exactly as signed: keys may hold "." and ".." segments. */
+    SETOPT(CURLOPT_PATH_AS_IS, 1L);
     SETOPT(CURLOPT_HTTPHEADER, req->headers);
     SETOPT(CURLOPT_NOSIGNAL, 1L);
     SETOPT(CURLOPT_ERRORBUFFER, req->errbuf);
