@@ -2,3 +2,4 @@
 # http engineer: the S3 client, operations, transfers and the engine.
 s3d_test(test_xfer_retry integ/test_xfer_retry.c integ/tproxy.c)
 s3d_test(test_s3_errors integ/test_s3_errors.c)
+s3d_test(test_roundtrip integ/test_roundtrip.c)
