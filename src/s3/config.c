@@ -70,8 +70,8 @@ int s3d_ini_parse(const char *text, size_t len, const char *name, s3d_ini_fn fn,
             size_t slen;
             char *s;
             if (l[llen - 1] != ']' || llen < 3)
-                return s3d_fail(S3D_ECONFIG, "%s:%d: malformed section header \"%.80s\"",
-                                name, lineno, l);
+                return s3d_fail(S3D_ECONFIG, "%s:%d: malformed section header \"%.80s\"", name,
+                                lineno, l);
             slen = llen - 2;
             s = trim(l + 1, &slen);
             if (slen == 0)
@@ -83,17 +83,18 @@ int s3d_ini_parse(const char *text, size_t len, const char *name, s3d_ini_fn fn,
             continue;
         }
         if (!have_section)
-            return s3d_fail(S3D_ECONFIG, "%s:%d: \"%.80s\" before any [section]", name, lineno,
-                            l);
+            return s3d_fail(S3D_ECONFIG, "%s:%d: \"%.80s\" before any [section]", name, lineno, l);
         if (indented && prev == AFTER_VALUE)
-            return s3d_fail(S3D_ECONFIG, "%s:%d: indented line after a value (multi-line "
-                            "values are not supported)", name, lineno);
+            return s3d_fail(S3D_ECONFIG,
+                            "%s:%d: indented line after a value (multi-line "
+                            "values are not supported)",
+                            name, lineno);
         if (!indented)
             have_sub = 0;
         eq = l + strcspn(l, "=:");
         if (*eq == '\0')
-            return s3d_fail(S3D_ECONFIG, "%s:%d: expected \"key = value\", got \"%.80s\"",
-                            name, lineno, l);
+            return s3d_fail(S3D_ECONFIG, "%s:%d: expected \"key = value\", got \"%.80s\"", name,
+                            lineno, l);
         klen = (size_t)(eq - l);
         key = trim(l, &klen);
         vlen = strlen(eq + 1);
@@ -208,8 +209,8 @@ static void prof_free(struct prof *p)
 
 struct prof_ctx {
     const char *profile;
-    int config_file;        /* 1: "[profile NAME]" / "[default]" sections */
-    const char *services;   /* non-NULL: collect "[services NAME]" s3 endpoint_url instead */
+    int config_file;      /* 1: "[profile NAME]" / "[default]" sections */
+    const char *services; /* non-NULL: collect "[services NAME]" s3 endpoint_url instead */
     struct prof *p;
 };
 
@@ -388,8 +389,7 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
         goto fail;
     }
     if (opts->addressing < S3D_ADDRESSING_AUTO || opts->addressing > S3D_ADDRESSING_VIRTUAL ||
-        opts->payload_signing < S3D_PAYLOAD_AUTO ||
-        opts->payload_signing > S3D_PAYLOAD_UNSIGNED) {
+        opts->payload_signing < S3D_PAYLOAD_AUTO || opts->payload_signing > S3D_PAYLOAD_UNSIGNED) {
         rc = s3d_fail(S3D_ECONFIG, "options: addressing %d or payload_signing %d out of range",
                       opts->addressing, opts->payload_signing);
         goto fail;
@@ -501,15 +501,17 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
         else if (strcmp(conf.addressing, "virtual") == 0)
             addressing = S3D_ADDRESSING_VIRTUAL;
         else if (strcmp(conf.addressing, "auto") != 0) {
-            rc = s3d_fail(S3D_ECONFIG, "%s: profile \"%s\": s3 addressing_style \"%.40s\" is "
-                          "not auto, path or virtual", conf_path, profile, conf.addressing);
+            rc = s3d_fail(S3D_ECONFIG,
+                          "%s: profile \"%s\": s3 addressing_style \"%.40s\" is "
+                          "not auto, path or virtual",
+                          conf_path, profile, conf.addressing);
             goto fail;
         }
     }
     out->addressing = addressing;
 
     endpoint = opts->endpoint_url && opts->endpoint_url[0] ? opts->endpoint_url
-                                                          : env("AWS_ENDPOINT_URL_S3");
+                                                           : env("AWS_ENDPOINT_URL_S3");
     if (endpoint == NULL)
         endpoint = env("AWS_ENDPOINT_URL");
     if (endpoint == NULL)
@@ -534,9 +536,10 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
     if (payload == S3D_PAYLOAD_AUTO && conf.payload_signing != NULL) {
         int b;
         if (parse_bool(conf.payload_signing, &b) < 0) {
-            rc = s3d_fail(S3D_ECONFIG, "%s: profile \"%s\": s3 payload_signing_enabled "
-                          "\"%.40s\" is not true or false", conf_path, profile,
-                          conf.payload_signing);
+            rc = s3d_fail(S3D_ECONFIG,
+                          "%s: profile \"%s\": s3 payload_signing_enabled "
+                          "\"%.40s\" is not true or false",
+                          conf_path, profile, conf.payload_signing);
             goto fail;
         }
         payload = b ? S3D_PAYLOAD_SIGNED : S3D_PAYLOAD_UNSIGNED;
@@ -570,8 +573,8 @@ out:
 
 static int host_char(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_';
 }
 
 static int path_char(unsigned char c)
@@ -617,23 +620,25 @@ int s3d_config_parse_endpoint(const char *url, struct s3d_config *out)
         https = 0;
         auth = url + 7;
     } else {
-        return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": scheme must be http:// or "
-                        "https://", url);
+        return s3d_fail(S3D_ECONFIG,
+                        "endpoint URL \"%.200s\": scheme must be http:// or "
+                        "https://",
+                        url);
     }
     for (p = url; *p; p++) {
         unsigned char c = (unsigned char)*p;
         if (c == '?' || c == '#' || c == '@' || c <= ' ' || c >= 0x7f)
-            return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": unexpected '%c' (no user, "
-                            "query, fragment or blanks allowed)", url, c > ' ' && c < 0x7f ? c
-                                                                                   : '?');
+            return s3d_fail(S3D_ECONFIG,
+                            "endpoint URL \"%.200s\": unexpected '%c' (no user, "
+                            "query, fragment or blanks allowed)",
+                            url, c > ' ' && c < 0x7f ? c : '?');
     }
     auth_end = auth + strcspn(auth, "/");
     path = auth_end;
     if (auth[0] == '[') {
         host_end = memchr(auth, ']', (size_t)(auth_end - auth));
         if (host_end == NULL || host_end == auth + 1)
-            return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": unterminated IPv6 address",
-                            url);
+            return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": unterminated IPv6 address", url);
         for (p = auth + 1; p < host_end; p++)
             if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') ||
                   (*p >= 'A' && *p <= 'F') || *p == ':' || *p == '.'))
@@ -644,8 +649,7 @@ int s3d_config_parse_endpoint(const char *url, struct s3d_config *out)
         host_end = auth + strcspn(auth, ":/");
         for (p = auth; p < host_end; p++)
             if (!host_char((unsigned char)*p))
-                return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": bad character in host",
-                                url);
+                return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": bad character in host", url);
     }
     hlen = (size_t)(host_end - auth);
     if (hlen == 0)
@@ -731,8 +735,8 @@ int s3d_config_addressing_resolved(const struct s3d_config *cfg)
 }
 
 int s3d_config_build_url(const struct s3d_config *cfg, const char *bucket, const char *key,
-                         const char *query, struct s3d_dynbuf *url,
-                         struct s3d_dynbuf *host_header, struct s3d_dynbuf *canonical_path)
+                         const char *query, struct s3d_dynbuf *url, struct s3d_dynbuf *host_header,
+                         struct s3d_dynbuf *canonical_path)
 {
     struct s3d_dynbuf host, path;
     int vhost = s3d_config_virtual_host(cfg, bucket), rc;
@@ -785,8 +789,7 @@ int s3d_config_build_url(const struct s3d_config *cfg, const char *bucket, const
     rc = 0;
     goto out;
 toobig:
-    rc = s3d_fail(rc, "request URL for bucket \"%.64s\" over a buffer limit",
-                  bucket ? bucket : "");
+    rc = s3d_fail(rc, "request URL for bucket \"%.64s\" over a buffer limit", bucket ? bucket : "");
 out:
     s3d_dynbuf_free(&host);
     s3d_dynbuf_free(&path);

@@ -42,30 +42,30 @@
  * char * fields point to static strings. */
 struct s3d_config {
     /* Endpoint, parsed. */
-    char *endpoint_url;        /* normalized: "SCHEME://HOST[:PORT]BASEPATH", no trailing '/'
-                                  (for display and s3d_client_get_config) */
-    int https;                 /* 1 for https, 0 for http */
-    char *host;                /* host name or IP as it goes in a URL: IPv6 keeps its
-                                  brackets ("[::1]"); lower-cased */
-    uint16_t port;             /* explicit port, else 443 / 80 */
-    int port_explicit;         /* 1 when the URL named a port */
-    int host_is_ip;            /* 1 for an IPv4 or bracketed IPv6 literal */
-    char *base_path;           /* "" or "/some/path" (no trailing '/'), kept as written; it is
-                                  part of every request path */
+    char *endpoint_url; /* normalized: "SCHEME://HOST[:PORT]BASEPATH", no trailing '/'
+                           (for display and s3d_client_get_config) */
+    int https;          /* 1 for https, 0 for http */
+    char *host;         /* host name or IP as it goes in a URL: IPv6 keeps its
+                           brackets ("[::1]"); lower-cased */
+    uint16_t port;      /* explicit port, else 443 / 80 */
+    int port_explicit;  /* 1 when the URL named a port */
+    int host_is_ip;     /* 1 for an IPv4 or bracketed IPv6 literal */
+    char *base_path;    /* "" or "/some/path" (no trailing '/'), kept as written; it is
+                           part of every request path */
     /* Region and credentials. */
-    char *region;              /* never NULL */
-    char *profile;             /* the profile used ("default" unless chosen) */
-    char *access_key_id;       /* NULL when no credentials were found (or anonymous) */
-    char *secret_access_key;   /* NULL exactly when access_key_id is NULL */
-    char *session_token;       /* NULL when none */
+    char *region;                  /* never NULL */
+    char *profile;                 /* the profile used ("default" unless chosen) */
+    char *access_key_id;           /* NULL when no credentials were found (or anonymous) */
+    char *secret_access_key;       /* NULL exactly when access_key_id is NULL */
+    char *session_token;           /* NULL when none */
     const char *credential_source; /* "options", "env", "shared-credentials-file",
                                       "config-file", "none", "anonymous" */
     /* Transport. */
-    char *ca_bundle;           /* PEM file; NULL = system default */
-    int no_verify_ssl;         /* options only */
-    int anonymous;             /* 1: do not sign; credentials are then NULL */
-    int addressing;            /* as configured: S3D_ADDRESSING_AUTO, _PATH or _VIRTUAL */
-    int payload_signing;       /* resolved: S3D_PAYLOAD_SIGNED or S3D_PAYLOAD_UNSIGNED */
+    char *ca_bundle;     /* PEM file; NULL = system default */
+    int no_verify_ssl;   /* options only */
+    int anonymous;       /* 1: do not sign; credentials are then NULL */
+    int addressing;      /* as configured: S3D_ADDRESSING_AUTO, _PATH or _VIRTUAL */
+    int payload_signing; /* resolved: S3D_PAYLOAD_SIGNED or S3D_PAYLOAD_UNSIGNED */
 };
 
 /* Resolves the configuration for opts (NULL = all defaults) into *out (which it overwrites;
@@ -89,10 +89,10 @@ int s3d_config_parse_endpoint(const char *url, struct s3d_config *out);
 
 /* 1 when a request for bucket should use virtual-hosted addressing (bucket.host), 0 for
  * path-style (host/bucket). Always 0 for an IP-address endpoint. VIRTUAL: 1 when the bucket is
- * DNS-compatible, else 0 (a bucket with '_' or capitals cannot be a host name); PATH: 0; AUTO: 1 when the endpoint host ends in
- * "amazonaws.com", the bucket is DNS-compatible and, over https, contains no '.' (a dotted
- * bucket would not match the wildcard certificate); 0 for custom endpoints and IP addresses.
- * bucket NULL gives 0. */
+ * DNS-compatible, else 0 (a bucket with '_' or capitals cannot be a host name); PATH: 0; AUTO: 1
+ * when the endpoint host ends in "amazonaws.com", the bucket is DNS-compatible and, over https,
+ * contains no '.' (a dotted bucket would not match the wildcard certificate); 0 for custom
+ * endpoints and IP addresses. bucket NULL gives 0. */
 int s3d_config_virtual_host(const struct s3d_config *cfg, const char *bucket);
 
 /* The addressing mode shown by s3d_client_get_config: S3D_ADDRESSING_VIRTUAL when requests to
@@ -112,8 +112,8 @@ int s3d_config_addressing_resolved(const struct s3d_config *cfg);
  * any of host_header and canonical_path may be NULL when not wanted. Returns 0, S3D_ETOOBIG /
  * S3D_ENOMEM from a dynbuf (recorded). */
 int s3d_config_build_url(const struct s3d_config *cfg, const char *bucket, const char *key,
-                         const char *query, struct s3d_dynbuf *url,
-                         struct s3d_dynbuf *host_header, struct s3d_dynbuf *canonical_path);
+                         const char *query, struct s3d_dynbuf *url, struct s3d_dynbuf *host_header,
+                         struct s3d_dynbuf *canonical_path);
 
 /* ---- INI parsing, exposed for tests and the fuzz target -------------------------------- */
 

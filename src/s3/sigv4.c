@@ -236,8 +236,7 @@ int s3d_sigv4_canonical_query(const struct s3d_kv *params, size_t n, struct s3d_
     }
     qsort(pairs, n, sizeof(*pairs), cmp_pair);
     for (i = 0; i < n; i++) {
-        if ((rc = s3d_dynbuf_appendf(out, "%s%s=%s", i ? "&" : "", pairs[i].k, pairs[i].v)) <
-            0) {
+        if ((rc = s3d_dynbuf_appendf(out, "%s%s=%s", i ? "&" : "", pairs[i].k, pairs[i].v)) < 0) {
             rc = s3d_fail(rc, "query string over its limit of %zu bytes", out->max);
             goto out;
         }
@@ -281,8 +280,7 @@ static int canon_header(const char *name, const char *value, struct canon_hdr *h
     for (i = 0; i < nlen; i++) {
         unsigned char c = (unsigned char)h->name[i];
         if (!is_token_char(c))
-            return s3d_fail(S3D_EINVAL, "SigV4: invalid character in header name \"%s\"",
-                            name);
+            return s3d_fail(S3D_EINVAL, "SigV4: invalid character in header name \"%s\"", name);
         if (c >= 'A' && c <= 'Z')
             h->name[i] = (char)(c - 'A' + 'a');
     }
@@ -293,8 +291,7 @@ static int canon_header(const char *name, const char *value, struct canon_hdr *h
     for (; *v; v++) {
         unsigned char c = (unsigned char)*v;
         if (c == '\r' || c == '\n' || c == 0x7f || (c < 32 && c != '\t'))
-            return s3d_fail(S3D_EINVAL, "SigV4: header \"%s\" has a control character",
-                            name);
+            return s3d_fail(S3D_EINVAL, "SigV4: header \"%s\" has a control character", name);
         if (c == ' ' || c == '\t') {
             if (o > 0 && out[o - 1] != ' ')
                 out[o++] = ' ';
@@ -345,9 +342,8 @@ static int check_common(const struct s3d_sigv4_request *req, const struct s3d_si
 }
 
 /* From a finished canonical request: string to sign and signature (hex into sig). */
-static int sign_canonical(const struct s3d_dynbuf *creq, const char *amz_date,
-                          const char *region, const char *secret,
-                          struct s3d_sigv4_trace *trace, char sig[65])
+static int sign_canonical(const struct s3d_dynbuf *creq, const char *amz_date, const char *region,
+                          const char *secret, struct s3d_sigv4_trace *trace, char sig[65])
 {
     char creq_hash[65], date8[9];
     unsigned char key[32], mac[32];
@@ -404,8 +400,10 @@ int s3d_sigv4_sign(const struct s3d_sigv4_request *req, const struct s3d_sigv4_c
     }
     payload = req->payload_hash ? req->payload_hash : S3D_UNSIGNED_PAYLOAD;
     if (!valid_payload_hash(payload)) {
-        rc = s3d_fail(S3D_EINVAL, "SigV4: payload hash \"%.80s\" is neither 64 lower-case hex "
-                      "digits nor UNSIGNED-PAYLOAD", payload);
+        rc = s3d_fail(S3D_EINVAL,
+                      "SigV4: payload hash \"%.80s\" is neither 64 lower-case hex "
+                      "digits nor UNSIGNED-PAYLOAD",
+                      payload);
         goto out;
     }
     token = creds->session_token && creds->session_token[0] ? creds->session_token : NULL;
@@ -458,18 +456,18 @@ int s3d_sigv4_sign(const struct s3d_sigv4_request *req, const struct s3d_sigv4_c
     }
     if ((rc = s3d_dynbuf_appendf(&creq, "\n%s\n%s", signed_names.data, payload)) < 0)
         goto toobig;
-    if ((rc = sign_canonical(&creq, amz_date, req->region, creds->secret_access_key, trace,
-                             sig)) < 0)
+    if ((rc = sign_canonical(&creq, amz_date, req->region, creds->secret_access_key, trace, sig)) <
+        0)
         goto out;
 
     if ((rc = s3d_dynbuf_appendf(headers_out,
                                  "Authorization: " ALGO " Credential=%s/%.8s/%s/s3/aws4_request, "
                                  "SignedHeaders=%s, Signature=%s\n"
                                  "x-amz-content-sha256: %s\nx-amz-date: %s\n",
-                                 creds->access_key_id, amz_date, req->region,
-                                 signed_names.data, sig, payload, amz_date)) < 0 ||
-        (token && (rc = s3d_dynbuf_appendf(headers_out, "x-amz-security-token: %s\n", token)) <
-                      0)) {
+                                 creds->access_key_id, amz_date, req->region, signed_names.data,
+                                 sig, payload, amz_date)) < 0 ||
+        (token &&
+         (rc = s3d_dynbuf_appendf(headers_out, "x-amz-security-token: %s\n", token)) < 0)) {
         rc = s3d_fail(rc, "SigV4: header buffer over its limit of %zu bytes", headers_out->max);
         goto out;
     }
@@ -511,16 +509,15 @@ int s3d_sigv4_presign(const struct s3d_sigv4_request *req, const struct s3d_sigv
         goto out;
     }
     if (expires_s < 1 || expires_s > 604800) {
-        rc = s3d_fail(S3D_EINVAL, "presigned URL lifetime %u s is outside 1..604800",
-                      expires_s);
+        rc = s3d_fail(S3D_EINVAL, "presigned URL lifetime %u s is outside 1..604800", expires_s);
         goto out;
     }
     token = creds->session_token && creds->session_token[0] ? creds->session_token : NULL;
     if ((rc = s3d_sigv4_amz_date(req->now, amz_date)) < 0)
         goto out;
     snprintf(expires, sizeof(expires), "%u", expires_s);
-    if ((rc = s3d_dynbuf_appendf(&credential, "%s/%.8s/%s/s3/aws4_request",
-                                 creds->access_key_id, amz_date, req->region)) < 0)
+    if ((rc = s3d_dynbuf_appendf(&credential, "%s/%.8s/%s/s3/aws4_request", creds->access_key_id,
+                                 amz_date, req->region)) < 0)
         goto toobig;
     if ((params = s3d_calloc(req->n_query + 6, sizeof(*params))) == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory presigning a URL");
@@ -542,11 +539,11 @@ int s3d_sigv4_presign(const struct s3d_sigv4_request *req, const struct s3d_sigv
     if ((rc = s3d_dynbuf_appendf(&creq, "%s\n%s\n%s\nhost:%s\n\nhost\n" S3D_UNSIGNED_PAYLOAD,
                                  req->method, req->canonical_path, query.data, host.value)) < 0)
         goto toobig;
-    if ((rc = sign_canonical(&creq, amz_date, req->region, creds->secret_access_key, trace,
-                             sig)) < 0)
+    if ((rc = sign_canonical(&creq, amz_date, req->region, creds->secret_access_key, trace, sig)) <
+        0)
         goto out;
-    if ((rc = s3d_dynbuf_appendf(url_out, "%s?%s&X-Amz-Signature=%s", url_base, query.data,
-                                 sig)) < 0) {
+    if ((rc = s3d_dynbuf_appendf(url_out, "%s?%s&X-Amz-Signature=%s", url_base, query.data, sig)) <
+        0) {
         rc = s3d_fail(rc, "presigned URL over its limit of %zu bytes", url_out->max);
         goto out;
     }
@@ -564,8 +561,7 @@ out:
 }
 
 int s3d_presign_url(const struct s3d_config *cfg, const char *method, const char *bucket,
-                    const char *key, uint32_t expires_s, time_t now,
-                    struct s3d_dynbuf *url_out)
+                    const char *key, uint32_t expires_s, time_t now, struct s3d_dynbuf *url_out)
 {
     struct s3d_dynbuf base, host, path;
     struct s3d_sigv4_request req;
@@ -578,8 +574,8 @@ int s3d_presign_url(const struct s3d_config *cfg, const char *method, const char
         rc = s3d_fail(S3D_EINVAL, "presign: NULL argument");
         goto out;
     }
-    if (strcmp(method, "GET") != 0 && strcmp(method, "PUT") != 0 &&
-        strcmp(method, "HEAD") != 0 && strcmp(method, "DELETE") != 0) {
+    if (strcmp(method, "GET") != 0 && strcmp(method, "PUT") != 0 && strcmp(method, "HEAD") != 0 &&
+        strcmp(method, "DELETE") != 0) {
         rc = s3d_fail(S3D_EINVAL, "presign: method \"%.20s\" is not GET, PUT, HEAD or DELETE",
                       method);
         goto out;

@@ -39,28 +39,28 @@ struct s3d_kv {
 };
 
 struct s3d_sigv4_creds {
-    const char *access_key_id;      /* required */
-    const char *secret_access_key;  /* required */
-    const char *session_token;      /* NULL or "" = none */
+    const char *access_key_id;     /* required */
+    const char *secret_access_key; /* required */
+    const char *session_token;     /* NULL or "" = none */
 };
 
 struct s3d_sigv4_request {
-    const char *method;             /* "GET", "PUT", ... */
-    const char *host;               /* Host header value (s3d_config_build_url host_header) */
-    const char *canonical_path;     /* already percent-encoded, starts with '/' */
-    const struct s3d_kv *query;     /* unencoded parameters, any order; may be NULL if n 0 */
+    const char *method;         /* "GET", "PUT", ... */
+    const char *host;           /* Host header value (s3d_config_build_url host_header) */
+    const char *canonical_path; /* already percent-encoded, starts with '/' */
+    const struct s3d_kv *query; /* unencoded parameters, any order; may be NULL if n 0 */
     size_t n_query;
-    const struct s3d_kv *headers;   /* extra headers to sign (Range, Content-Type,
-                                       Content-MD5, x-amz-*...); any case, values are trimmed
-                                       and inner runs of blanks folded; names must be unique and
-                                       must not be host, x-amz-date, x-amz-content-sha256,
-                                       x-amz-security-token or authorization (added here).
-                                       May be NULL if n_headers is 0. Ignored by presign. */
+    const struct s3d_kv *headers; /* extra headers to sign (Range, Content-Type,
+                                     Content-MD5, x-amz-*...); any case, values are trimmed
+                                     and inner runs of blanks folded; names must be unique and
+                                     must not be host, x-amz-date, x-amz-content-sha256,
+                                     x-amz-security-token or authorization (added here).
+                                     May be NULL if n_headers is 0. Ignored by presign. */
     size_t n_headers;
-    const char *payload_hash;       /* 64 lower-case hex, or S3D_UNSIGNED_PAYLOAD;
-                                       NULL = UNSIGNED-PAYLOAD. Ignored by presign. */
-    const char *region;             /* e.g. "us-east-1" */
-    time_t now;                     /* signing time, seconds since the epoch (UTC) */
+    const char *payload_hash; /* 64 lower-case hex, or S3D_UNSIGNED_PAYLOAD;
+                                 NULL = UNSIGNED-PAYLOAD. Ignored by presign. */
+    const char *region;       /* e.g. "us-east-1" */
+    time_t now;               /* signing time, seconds since the epoch (UTC) */
 };
 
 /* Optional outputs for tests and debugging (S3D_LOG=debug, sigv4_tool). Initialize the two
@@ -101,8 +101,7 @@ int s3d_sigv4_presign(const struct s3d_sigv4_request *req, const struct s3d_sigv
  * appends it to url_out. S3D_ENOCREDS when cfg has no credentials (or is anonymous),
  * S3D_EINVAL for a method other than GET/PUT/HEAD/DELETE or expires_s out of 1..604800. */
 int s3d_presign_url(const struct s3d_config *cfg, const char *method, const char *bucket,
-                    const char *key, uint32_t expires_s, time_t now,
-                    struct s3d_dynbuf *url_out);
+                    const char *key, uint32_t expires_s, time_t now, struct s3d_dynbuf *url_out);
 
 /* The canonical query string of params: each name and value encoded (s3d_uri_encode,
  * encode_slash 1), "name=value" joined with '&', sorted. Appended to out (not reset). The same
@@ -124,11 +123,11 @@ int s3d_sha256_iov_hex(const struct iovec *iov, int iovcnt, char out[65]);
 /* Incremental form, for bodies that arrive in pieces. init, update any number of times, then
  * final (which also frees) or free (to abandon). One context per thread at a time. */
 struct s3d_sha256 {
-    void *ctx;  /* EVP_MD_CTX *; NULL when not initialized */
+    void *ctx; /* EVP_MD_CTX *; NULL when not initialized */
 };
 int s3d_sha256_init(struct s3d_sha256 *h);
 int s3d_sha256_update(struct s3d_sha256 *h, const void *p, size_t n);
 int s3d_sha256_final(struct s3d_sha256 *h, char out[65]);
-void s3d_sha256_free(struct s3d_sha256 *h);  /* NULL or uninitialized ok */
+void s3d_sha256_free(struct s3d_sha256 *h); /* NULL or uninitialized ok */
 
 #endif

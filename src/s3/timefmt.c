@@ -59,8 +59,7 @@ static int fields_ok(int y, int mo, int d, int h, int mi, int se)
 
 static int bad(const char *what, const char *s, size_t len)
 {
-    return s3d_fail(S3D_EPROTO, "malformed %s time \"%.*s\"", what, (int)(len > 64 ? 64 : len),
-                    s);
+    return s3d_fail(S3D_EPROTO, "malformed %s time \"%.*s\"", what, (int)(len > 64 ? 64 : len), s);
 }
 
 int s3d_time_parse_iso8601(const char *s, size_t len, int64_t *out)
@@ -120,9 +119,9 @@ int s3d_time_parse_rfc1123(const char *s, size_t len, int64_t *out)
             mo = i + 1;
     p += 3;
     if (mo == 0 || expect(s, len, &p, ' ') || (y = digits(s, len, &p, 4)) < 0 ||
-        expect(s, len, &p, ' ') || (h = digits(s, len, &p, 2)) < 0 ||
-        expect(s, len, &p, ':') || (mi = digits(s, len, &p, 2)) < 0 ||
-        expect(s, len, &p, ':') || (se = digits(s, len, &p, 2)) < 0 || expect(s, len, &p, ' '))
+        expect(s, len, &p, ' ') || (h = digits(s, len, &p, 2)) < 0 || expect(s, len, &p, ':') ||
+        (mi = digits(s, len, &p, 2)) < 0 || expect(s, len, &p, ':') ||
+        (se = digits(s, len, &p, 2)) < 0 || expect(s, len, &p, ' '))
         return bad("RFC 1123", s, len);
     if (!((len - p == 3 && (memcmp(s + p, "GMT", 3) == 0 || memcmp(s + p, "UTC", 3) == 0)) ||
           (len - p == 5 && memcmp(s + p, "+0000", 5) == 0)))

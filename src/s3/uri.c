@@ -24,8 +24,7 @@ int s3d_bucket_name_check(const char *bucket, size_t len)
         return s3d_fail(S3D_EURI, "bucket name \"%.*s\" must be %d to %d characters long",
                         (int)S3D_MIN(len, 80), bucket, S3D_BUCKET_MIN, S3D_BUCKET_MAX);
     if (!is_alnum((unsigned char)bucket[0]) || !is_alnum((unsigned char)bucket[len - 1]))
-        return s3d_fail(S3D_EURI,
-                        "bucket name \"%.*s\" must start and end with a letter or digit",
+        return s3d_fail(S3D_EURI, "bucket name \"%.*s\" must start and end with a letter or digit",
                         (int)len, bucket);
     for (i = 0; i < len; i++) {
         unsigned char c = (unsigned char)bucket[i];
@@ -135,11 +134,11 @@ int s3d_uri_parse(const char *uri, char *bucket, size_t bucket_cap, char *key, s
     k = slash ? slash + 1 : b + blen;
     klen = strlen(k);
     if (klen > S3D_KEY_MAX)
-        return s3d_fail(S3D_EURI, "key of \"%.100s...\" is %zu bytes, over S3's limit of %d",
-                        uri, klen, S3D_KEY_MAX);
+        return s3d_fail(S3D_EURI, "key of \"%.100s...\" is %zu bytes, over S3's limit of %d", uri,
+                        klen, S3D_KEY_MAX);
     if (blen + 1 > bucket_cap)
-        return s3d_fail(S3D_ETOOBIG, "bucket of \"%.200s\" needs %zu bytes, buffer has %zu",
-                        uri, blen + 1, bucket_cap);
+        return s3d_fail(S3D_ETOOBIG, "bucket of \"%.200s\" needs %zu bytes, buffer has %zu", uri,
+                        blen + 1, bucket_cap);
     if (klen + 1 > key_cap)
         return s3d_fail(S3D_ETOOBIG, "key of \"%.200s\" needs %zu bytes, buffer has %zu", uri,
                         klen + 1, key_cap);

@@ -18,7 +18,7 @@
 
 #define S3D_BUCKET_MIN 3
 #define S3D_BUCKET_MAX 63
-#define S3D_KEY_MAX 1024
+#define S3D_KEY_MAX    1024
 
 /* Checks a bucket name: 3..63 bytes of [a-z0-9.-], plus (leniently, for legacy us-east-1
  * buckets and custom servers such as Ceph RGW) upper-case letters and '_'; the first and the

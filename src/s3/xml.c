@@ -16,17 +16,16 @@
 #include "s3/timefmt.h"
 
 struct xml_name {
-    const char *p;  /* local name (namespace prefix removed), not NUL-terminated */
+    const char *p; /* local name (namespace prefix removed), not NUL-terminated */
     size_t len;
-    const char *raw;  /* full name as written, for matching the end tag */
+    const char *raw; /* full name as written, for matching the end tag */
     size_t raw_len;
 };
 
 struct xml_handler {
     /* depth: index of the new element in stack (0 = root). Return 0 or a negative code. */
     int (*on_start)(void *ctx, const struct xml_name *stack, int depth);
-    int (*on_end)(void *ctx, const struct xml_name *stack, int depth, const char *text,
-                  size_t len);
+    int (*on_end)(void *ctx, const struct xml_name *stack, int depth, const char *text, size_t len);
     void *ctx;
 };
 
@@ -147,8 +146,8 @@ static int xml_walk(const char *doc, const char *s, size_t len, const struct xml
 
     s3d_dynbuf_init(&text, S3D_XML_MAX_BODY);
     if (len > S3D_XML_MAX_BODY) {
-        rc = s3d_fail(S3D_ETOOBIG, "%s response body is %zu bytes, over the limit of %u", doc,
-                      len, S3D_XML_MAX_BODY);
+        rc = s3d_fail(S3D_ETOOBIG, "%s response body is %zu bytes, over the limit of %u", doc, len,
+                      S3D_XML_MAX_BODY);
         goto out;
     }
     if (memchr(s, '\0', len) != NULL) {
@@ -237,8 +236,8 @@ static int xml_walk(const char *doc, const char *s, size_t len, const struct xml
             while (i < len && is_ws(s[i]))
                 i++;
             if (i >= len || s[i] != '>') {
-                rc = perr(doc, n0, i >= len ? "document truncated in an end tag"
-                                            : "malformed end tag");
+                rc = perr(doc, n0,
+                          i >= len ? "document truncated in an end tag" : "malformed end tag");
                 goto out;
             }
             i++;
@@ -251,8 +250,8 @@ static int xml_walk(const char *doc, const char *s, size_t len, const struct xml
                 rc = perr(doc, n0, "end tag does not match the open element");
                 goto out;
             }
-            if (h->on_end && (rc = h->on_end(h->ctx, stack, depth - 1,
-                                             text.data ? text.data : "", text.len)) < 0)
+            if (h->on_end && (rc = h->on_end(h->ctx, stack, depth - 1, text.data ? text.data : "",
+                                             text.len)) < 0)
                 goto out;
             s3d_dynbuf_reset(&text);
             depth--;
@@ -292,8 +291,9 @@ static int xml_walk(const char *doc, const char *s, size_t len, const struct xml
                 while (i < len && is_ws(s[i]))
                     i++;
                 if (i >= len || s[i] != '=') {
-                    rc = perr(doc, i, i >= len ? "document truncated in a start tag"
-                                               : "malformed attribute");
+                    rc = perr(doc, i,
+                              i >= len ? "document truncated in a start tag"
+                                       : "malformed attribute");
                     goto out;
                 }
                 i++;
@@ -362,8 +362,7 @@ static int dup_text(char **dst, const char *t, size_t n)
     return 0;
 }
 
-static int parse_u64(const char *doc, const char *field, const char *t, size_t n,
-                     uint64_t *out)
+static int parse_u64(const char *doc, const char *field, const char *t, size_t n, uint64_t *out)
 {
     uint64_t v = 0;
     size_t i = 0;
@@ -375,8 +374,8 @@ static int parse_u64(const char *doc, const char *field, const char *t, size_t n
         return s3d_fail(S3D_EPROTO, "%s response: empty <%s>", doc, field);
     for (; i < n; i++) {
         if (t[i] < '0' || t[i] > '9' || v > (UINT64_MAX - 9) / 10)
-            return s3d_fail(S3D_EPROTO, "%s response: <%s> \"%.*s\" is not a number", doc,
-                            field, (int)S3D_MIN(n, 40), t);
+            return s3d_fail(S3D_EPROTO, "%s response: <%s> \"%.*s\" is not a number", doc, field,
+                            (int)S3D_MIN(n, 40), t);
         v = v * 10 + (uint64_t)(t[i] - '0');
     }
     *out = v;
@@ -390,8 +389,8 @@ static int parse_bool(const char *doc, const char *field, const char *t, size_t 
     else if (n == 5 && memcmp(t, "false", 5) == 0)
         *out = 0;
     else
-        return s3d_fail(S3D_EPROTO, "%s response: <%s> \"%.*s\" is not true or false", doc,
-                        field, (int)S3D_MIN(n, 40), t);
+        return s3d_fail(S3D_EPROTO, "%s response: <%s> \"%.*s\" is not true or false", doc, field,
+                        (int)S3D_MIN(n, 40), t);
     return 0;
 }
 
@@ -411,8 +410,7 @@ static int grow(void **arr, size_t *n, size_t *cap, size_t elem)
     return 0;
 }
 
-static int want_root(const char *doc, const struct xml_name *stack, int depth,
-                     const char *root)
+static int want_root(const char *doc, const struct xml_name *stack, int depth, const char *root)
 {
     if (depth == 0 && !eq(&stack[0], root))
         return s3d_fail(S3D_EPROTO, "%s response: root element is <%.*s>, expected <%s>", doc,
@@ -456,8 +454,7 @@ int s3d_xml_is_error(const char *body, size_t len)
     }
 }
 
-static int err_fields(struct s3d_xml_error *e, const struct xml_name *n, const char *t,
-                      size_t len)
+static int err_fields(struct s3d_xml_error *e, const struct xml_name *n, const char *t, size_t len)
 {
     char **dst = eq(n, "Code")         ? &e->code
                  : eq(n, "Message")    ? &e->message
@@ -475,8 +472,7 @@ static int error_start(void *ctx, const struct xml_name *stack, int depth)
     return want_root("error", stack, depth, "Error");
 }
 
-static int error_end(void *ctx, const struct xml_name *stack, int depth, const char *t,
-                     size_t len)
+static int error_end(void *ctx, const struct xml_name *stack, int depth, const char *t, size_t len)
 {
     return depth == 1 ? err_fields(ctx, &stack[1], t, len) : 0;
 }
@@ -540,8 +536,7 @@ static int list_start(void *ctx, const struct xml_name *stack, int depth)
     return 0;
 }
 
-static int list_end(void *ctx, const struct xml_name *stack, int depth, const char *t,
-                    size_t len)
+static int list_end(void *ctx, const struct xml_name *stack, int depth, const char *t, size_t len)
 {
     struct list_ctx *c = ctx;
     struct s3d_xml_list_result *r = c->r;
@@ -559,7 +554,7 @@ static int list_end(void *ctx, const struct xml_name *stack, int depth, const ch
                             r->n_contents);
         if (eq(n, "CommonPrefixes") && !c->in_prefix_entry)
             return s3d_fail(S3D_EPROTO, DOC_LIST " response: <CommonPrefixes> without "
-                            "<Prefix>");
+                                                 "<Prefix>");
         return 0;
     }
     if (depth == 2 && eq(&stack[1], "Contents")) {
@@ -630,8 +625,7 @@ static int init_start(void *ctx, const struct xml_name *stack, int depth)
     return want_root(DOC_INIT, stack, depth, "InitiateMultipartUploadResult");
 }
 
-static int init_end(void *ctx, const struct xml_name *stack, int depth, const char *t,
-                    size_t len)
+static int init_end(void *ctx, const struct xml_name *stack, int depth, const char *t, size_t len)
 {
     return depth == 1 && eq(&stack[1], "UploadId") ? dup_text(ctx, t, len) : 0;
 }
@@ -749,8 +743,7 @@ static int uploads_start(void *ctx, const struct xml_name *stack, int depth)
     if ((rc = want_root(DOC_UPLOADS, stack, depth, "ListMultipartUploadsResult")) < 0)
         return rc;
     if (depth == 1 && eq(&stack[1], "Upload"))
-        return grow((void **)&c->r->uploads, &c->r->n_uploads, &c->cap,
-                    sizeof(*c->r->uploads));
+        return grow((void **)&c->r->uploads, &c->r->n_uploads, &c->cap, sizeof(*c->r->uploads));
     return 0;
 }
 
@@ -770,8 +763,10 @@ static int uploads_end(void *ctx, const struct xml_name *stack, int depth, const
         if (eq(n, "Upload")) {
             struct s3d_xml_upload *u = &r->uploads[r->n_uploads - 1];
             if (u->key == NULL || u->upload_id == NULL)
-                return s3d_fail(S3D_EPROTO, DOC_UPLOADS " response: <Upload> %zu lacks <Key> "
-                                "or <UploadId>", r->n_uploads);
+                return s3d_fail(S3D_EPROTO,
+                                DOC_UPLOADS " response: <Upload> %zu lacks <Key> "
+                                            "or <UploadId>",
+                                r->n_uploads);
         }
         return 0;
     }
@@ -836,8 +831,7 @@ static int delete_start(void *ctx, const struct xml_name *stack, int depth)
     return 0;
 }
 
-static int delete_end(void *ctx, const struct xml_name *stack, int depth, const char *t,
-                      size_t len)
+static int delete_end(void *ctx, const struct xml_name *stack, int depth, const char *t, size_t len)
 {
     struct delete_ctx *c = ctx;
     struct s3d_xml_delete_result *r = c->r;
@@ -847,7 +841,7 @@ static int delete_end(void *ctx, const struct xml_name *stack, int depth, const 
         const struct s3d_xml_delete_error *e = &r->errors[r->n_errors - 1];
         if (e->key == NULL || e->code == NULL)
             return s3d_fail(S3D_EPROTO, DOC_DELETE " response: <Error> without <Key> or "
-                            "<Code>");
+                                                   "<Code>");
     }
     if (depth != 2)
         return 0;
@@ -945,8 +939,7 @@ int s3d_xml_build_complete(const struct s3d_xml_part *parts, size_t n, struct s3
         if (parts[i].etag == NULL)
             return s3d_fail(S3D_EINVAL, "CompleteMultipartUpload: part %u has no ETag",
                             parts[i].part_number);
-        snprintf(num, sizeof(num), "<Part><PartNumber>%u</PartNumber><ETag>",
-                 parts[i].part_number);
+        snprintf(num, sizeof(num), "<Part><PartNumber>%u</PartNumber><ETag>", parts[i].part_number);
         if ((rc = append(out, num)) < 0 ||
             (rc = s3d_xml_escape(out, parts[i].etag, strlen(parts[i].etag))) < 0 ||
             (rc = append(out, "</ETag>")) < 0)
@@ -975,8 +968,10 @@ int s3d_xml_build_delete(const char *const *keys, size_t n, int quiet, struct s3
         for (j = 0; keys[i][j]; j++) {
             unsigned char c = (unsigned char)keys[i][j];
             if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
-                return s3d_fail(S3D_EINVAL, "DeleteObjects: key \"%.200s\" holds control "
-                                "character 0x%02x, which XML 1.0 cannot carry", keys[i], c);
+                return s3d_fail(S3D_EINVAL,
+                                "DeleteObjects: key \"%.200s\" holds control "
+                                "character 0x%02x, which XML 1.0 cannot carry",
+                                keys[i], c);
         }
     }
     if ((rc = append(out, XML_DECL "<Delete xmlns=\"" S3_XMLNS "\">")) < 0 ||

@@ -22,8 +22,8 @@
 
 #include "common/dynbuf.h"
 
-#define S3D_XML_MAX_BODY (32u * 1024 * 1024)  /* cap the HTTP layer's body dynbuf to this */
-#define S3D_XML_MAX_DEPTH 32
+#define S3D_XML_MAX_BODY     (32u * 1024 * 1024) /* cap the HTTP layer's body dynbuf to this */
+#define S3D_XML_MAX_DEPTH    32
 #define S3D_XML_MAX_ELEMENTS 1000000
 
 /* ---- errors --------------------------------------------------------------------------- */
@@ -31,7 +31,7 @@
 /* <Error><Code/><Message/><RequestId/><Key/><BucketName/><Resource/></Error>. */
 struct s3d_xml_error {
     char *code;
-    char *message;      /* empty on Ceph RGW */
+    char *message; /* empty on Ceph RGW */
     char *request_id;
     char *key;
     char *bucket_name;
@@ -51,18 +51,18 @@ void s3d_xml_error_free(struct s3d_xml_error *e);
 struct s3d_xml_object {
     char *key;
     uint64_t size;
-    int64_t last_modified;  /* seconds since the epoch; 0 when absent */
-    char *etag;             /* as sent, quotes included; NULL when absent */
+    int64_t last_modified; /* seconds since the epoch; 0 when absent */
+    char *etag;            /* as sent, quotes included; NULL when absent */
 };
 
 struct s3d_xml_list_result {
-    struct s3d_xml_object *contents;  /* n_contents entries, in document order */
+    struct s3d_xml_object *contents; /* n_contents entries, in document order */
     size_t n_contents;
-    char **prefixes;                  /* CommonPrefixes/Prefix, n_prefixes entries */
+    char **prefixes; /* CommonPrefixes/Prefix, n_prefixes entries */
     size_t n_prefixes;
-    int is_truncated;                 /* IsTruncated "true" -> 1 */
-    char *next_continuation_token;    /* NULL when absent */
-    uint64_t key_count;               /* KeyCount; 0 when absent */
+    int is_truncated;              /* IsTruncated "true" -> 1 */
+    char *next_continuation_token; /* NULL when absent */
+    uint64_t key_count;            /* KeyCount; 0 when absent */
 };
 
 /* Parses a <ListBucketResult>. Every <Contents> needs a <Key>; <Size> must be a decimal
@@ -77,10 +77,10 @@ void s3d_xml_list_free(struct s3d_xml_list_result *r);
 int s3d_xml_parse_initiate(const char *body, size_t len, char **upload_id);
 
 struct s3d_xml_complete {
-    char *location;  /* may be NULL */
+    char *location; /* may be NULL */
     char *bucket;
     char *key;
-    char *etag;      /* may be NULL or "" (Ceph RGW sends an empty ETag) */
+    char *etag; /* may be NULL or "" (Ceph RGW sends an empty ETag) */
 };
 
 /* Parses a CompleteMultipartUpload response. S3 can answer HTTP 200 and still fail, with an
@@ -97,11 +97,11 @@ struct s3d_xml_upload {
 };
 
 struct s3d_xml_uploads_result {
-    struct s3d_xml_upload *uploads;   /* n_uploads entries */
+    struct s3d_xml_upload *uploads; /* n_uploads entries */
     size_t n_uploads;
     int is_truncated;
-    char *next_key_marker;            /* NULL when absent */
-    char *next_upload_id_marker;      /* NULL when absent */
+    char *next_key_marker;       /* NULL when absent */
+    char *next_upload_id_marker; /* NULL when absent */
 };
 
 /* Parses a <ListMultipartUploadsResult>; each <Upload> needs Key and UploadId. */
@@ -113,13 +113,13 @@ void s3d_xml_uploads_free(struct s3d_xml_uploads_result *r);
 struct s3d_xml_delete_error {
     char *key;
     char *code;
-    char *message;  /* may be NULL or "" */
+    char *message; /* may be NULL or "" */
 };
 
 struct s3d_xml_delete_result {
-    char **deleted;                       /* Deleted/Key, n_deleted entries */
+    char **deleted; /* Deleted/Key, n_deleted entries */
     size_t n_deleted;
-    struct s3d_xml_delete_error *errors;  /* n_errors entries */
+    struct s3d_xml_delete_error *errors; /* n_errors entries */
     size_t n_errors;
 };
 
@@ -131,8 +131,8 @@ void s3d_xml_delete_free(struct s3d_xml_delete_result *r);
 
 struct s3d_xml_part {
     uint32_t part_number;
-    const char *etag;             /* as UploadPart returned it, quotes included */
-    const char *checksum_crc32c;  /* base64, or NULL for none */
+    const char *etag;            /* as UploadPart returned it, quotes included */
+    const char *checksum_crc32c; /* base64, or NULL for none */
 };
 
 /* Appends a CompleteMultipartUpload body (XML declaration, the S3 xmlns, one <Part> per entry

@@ -16,12 +16,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c)                                                                      \
-    do {                                                                                \
-        if (!(c)) {                                                                     \
-            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #c);   \
-            abort();                                                                    \
-        }                                                                               \
+#define REQUIRE(c)                                                                                 \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #c);              \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static int blank(char c)
@@ -67,8 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         REQUIRE(a.host[0] != '\0' && a.port > 0 && a.endpoint_url != NULL);
         REQUIRE(s3d_config_parse_endpoint(a.endpoint_url, &b) == 0);
         REQUIRE(strcmp(a.endpoint_url, b.endpoint_url) == 0 && strcmp(a.host, b.host) == 0 &&
-                strcmp(a.base_path, b.base_path) == 0 && a.port == b.port &&
-                a.https == b.https && a.host_is_ip == b.host_is_ip);
+                strcmp(a.base_path, b.base_path) == 0 && a.port == b.port && a.https == b.https &&
+                a.host_is_ip == b.host_is_ip);
     }
     s3d_config_free(&a);
     s3d_config_free(&b);

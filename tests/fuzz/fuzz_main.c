@@ -38,9 +38,9 @@ static void run_copy(const uint8_t *data, size_t len)
 
 static void mutate_and_run(const uint8_t *data, size_t len)
 {
-    static const char tokens[][12] = {"<", ">", "</", "/>", "&", "&amp;", "&#x",
-                                      ";", "[", "]", "=", "\n", "  ", "<![CDATA[",
-                                      "<!--", "\"", "s3 =", "\xff"};
+    static const char tokens[][12] = {"<",   ">",         "</",   "/>", "&",    "&amp;",
+                                      "&#x", ";",         "[",    "]",  "=",    "\n",
+                                      "  ",  "<![CDATA[", "<!--", "\"", "s3 =", "\xff"};
     size_t cap = len + 64, n = len, pos, k;
     uint8_t *buf = malloc(cap);
     long m;

@@ -15,12 +15,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c)                                                                      \
-    do {                                                                                \
-        if (!(c)) {                                                                     \
-            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #c);   \
-            abort();                                                                    \
-        }                                                                               \
+#define REQUIRE(c)                                                                                 \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #c);              \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static int is_zero(const void *p, size_t n)

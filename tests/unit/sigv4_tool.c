@@ -74,8 +74,8 @@ static json_t *sign_one(json_t *in)
     if ((rc = s3d_sigv4_canonical_query(q, nq, &query)) < 0)
         goto fail;
     if ((rc = s3d_config_build_url(&cfg, str(in, "bucket"), str(in, "key"),
-                                   mode && strcmp(mode, "presign") == 0 ? NULL : query.data,
-                                   &url, &host, &path)) < 0)
+                                   mode && strcmp(mode, "presign") == 0 ? NULL : query.data, &url,
+                                   &host, &path)) < 0)
         goto fail;
     if (body != NULL) {
         if ((rc = s3d_sha256_hex(body, strlen(body), payload)) < 0)

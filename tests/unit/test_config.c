@@ -13,10 +13,17 @@
 static char home[512];
 
 static const char *const env_vars[] = {
-    "AWS_ACCESS_KEY_ID",   "AWS_SECRET_ACCESS_KEY",       "AWS_SESSION_TOKEN",
-    "AWS_REGION",          "AWS_DEFAULT_REGION",          "AWS_ENDPOINT_URL_S3",
-    "AWS_ENDPOINT_URL",    "AWS_CA_BUNDLE",               "AWS_PROFILE",
-    "AWS_CONFIG_FILE",     "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT_URL",
+    "AWS_CA_BUNDLE",
+    "AWS_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
 };
 
 static void clear_env(void)
@@ -424,13 +431,12 @@ static void test_endpoint_parse(void)
         int https, port, explicit_port, is_ip;
     } cases[] = {
         {"http://127.0.0.1:8000", 1, "http://127.0.0.1:8000", "127.0.0.1", "", 0, 8000, 1, 1},
-        {"HTTPS://S3.Example.COM/", 1, "https://s3.example.com", "s3.example.com", "", 1, 443,
-         0, 0},
+        {"HTTPS://S3.Example.COM/", 1, "https://s3.example.com", "s3.example.com", "", 1, 443, 0,
+         0},
         {"http://minio", 1, "http://minio", "minio", "", 0, 80, 0, 0},
         {"https://host:443", 1, "https://host:443", "host", "", 1, 443, 1, 0},
         {"http://[::1]:8000", 1, "http://[::1]:8000", "[::1]", "", 0, 8000, 1, 1},
-        {"https://[2001:DB8::1]/", 1, "https://[2001:db8::1]", "[2001:db8::1]", "", 1, 443, 0,
-         1},
+        {"https://[2001:DB8::1]/", 1, "https://[2001:db8::1]", "[2001:db8::1]", "", 1, 443, 0, 1},
         {"http://gw.local:9000/s3/base//", 1, "http://gw.local:9000/s3/base", "gw.local",
          "/s3/base", 0, 9000, 1, 0},
         {"http://a_b-c.d:65535", 1, "http://a_b-c.d:65535", "a_b-c.d", "", 0, 65535, 1, 0},
@@ -462,8 +468,8 @@ static void test_endpoint_parse(void)
         memset(&c, 0, sizeof(c));
         rc = s3d_config_parse_endpoint(cases[i].url, &c);
         if ((rc == 0) != cases[i].ok)
-            t_fail(__FILE__, __LINE__, "endpoint \"%s\": %s (%s)", cases[i].url,
-                   s3d_err_name(rc), s3d_last_error_message());
+            t_fail(__FILE__, __LINE__, "endpoint \"%s\": %s (%s)", cases[i].url, s3d_err_name(rc),
+                   s3d_last_error_message());
         if (rc != 0) {
             CHECK(rc == S3D_ECONFIG);
             continue;
@@ -513,8 +519,8 @@ static void test_addressing_and_urls(void)
          "127.0.0.1:8000", "/bucket/dir/a%20b%2Bc%25.bin"},
         {"http://127.0.0.1:8000", 0, "bucket", "", "uploads=", 0,
          "http://127.0.0.1:8000/bucket?uploads=", "127.0.0.1:8000", "/bucket"},
-        {"http://[::1]:8000", 0, "bucket", "k", NULL, 0, "http://[::1]:8000/bucket/k",
-         "[::1]:8000", "/bucket/k"},
+        {"http://[::1]:8000", 0, "bucket", "k", NULL, 0, "http://[::1]:8000/bucket/k", "[::1]:8000",
+         "/bucket/k"},
         {"http://10.0.0.1:8000", S3D_ADDRESSING_VIRTUAL, "bucket", "k", NULL, 0,
          "http://10.0.0.1:8000/bucket/k", "10.0.0.1:8000", "/bucket/k"},
         {"https://minio.local:443/", S3D_ADDRESSING_VIRTUAL, "bucket", "k", NULL, 1,
@@ -547,8 +553,8 @@ static void test_addressing_and_urls(void)
         CHECK_STREQ(url.data, cases[i].url);
         CHECK_STREQ(host.data, cases[i].host);
         CHECK_STREQ(path.data, cases[i].path);
-        CHECK_OK(s3d_config_build_url(&c, cases[i].bucket, cases[i].key, cases[i].query, &url,
-                                      NULL, NULL));
+        CHECK_OK(s3d_config_build_url(&c, cases[i].bucket, cases[i].key, cases[i].query, &url, NULL,
+                                      NULL));
         CHECK_STREQ(url.data, cases[i].url);
         s3d_config_free(&c);
         s3d_dynbuf_free(&url);

@@ -8,9 +8,9 @@
 #include "s3/sigv4.h"
 #include "testutil.h"
 
-#define AKID "AKIAIOSFODNN7EXAMPLE"
-#define SECRET "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-#define HOST "examplebucket.s3.amazonaws.com"
+#define AKID       "AKIAIOSFODNN7EXAMPLE"
+#define SECRET     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+#define HOST       "examplebucket.s3.amazonaws.com"
 #define T_20130524 ((time_t)1369353600) /* 2013-05-24T00:00:00Z */
 
 struct vector {
@@ -22,29 +22,55 @@ struct vector {
     struct s3d_kv headers[3];
     size_t n_headers;
     const char *payload_hash;
-    const char *creq_sha256;     /* SHA-256 of the documented canonical request */
+    const char *creq_sha256; /* SHA-256 of the documented canonical request */
     const char *signed_headers;
     const char *signature;
 };
 
 static const struct vector vectors[] = {
-    {"GET Object", "GET", "/test.txt", {{0}}, 0, {{"Range", "bytes=0-9"}}, 1, S3D_EMPTY_SHA256,
+    {"GET Object",
+     "GET",
+     "/test.txt",
+     {{0}},
+     0,
+     {{"Range", "bytes=0-9"}},
+     1,
+     S3D_EMPTY_SHA256,
      "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972",
      "host;range;x-amz-content-sha256;x-amz-date",
      "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"},
-    {"PUT Object", "PUT", "/test%24file.text", {{0}}, 0,
+    {"PUT Object",
+     "PUT",
+     "/test%24file.text",
+     {{0}},
+     0,
      {{"Date", "Fri, 24 May 2013 00:00:00 GMT"}, {"x-amz-storage-class", "REDUCED_REDUNDANCY"}},
-     2, "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072",
+     2,
+     "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072",
      "9e0e90d9c76de8fa5b200d8c849cd5b8dc7a3be3951ddb7f6a76b4158342019d",
      "date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class",
      "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"},
-    {"GET Bucket Lifecycle", "GET", "/", {{"lifecycle", ""}}, 1, {{0}}, 0, S3D_EMPTY_SHA256,
+    {"GET Bucket Lifecycle",
+     "GET",
+     "/",
+     {{"lifecycle", ""}},
+     1,
+     {{0}},
+     0,
+     S3D_EMPTY_SHA256,
      "9766c798316ff2757b517bc739a67f6213b4ab36dd5da2f94eaebf79c77395ca",
      "host;x-amz-content-sha256;x-amz-date",
      "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543"},
     /* Given in reverse order: the signer sorts. */
-    {"List Objects", "GET", "/", {{"prefix", "J"}, {"max-keys", "2"}}, 2, {{0}}, 0,
-     S3D_EMPTY_SHA256, "df57d21db20da04d7fa30298dd4488ba3a2b47ca3a489c74750e0f1e7df1b9b7",
+    {"List Objects",
+     "GET",
+     "/",
+     {{"prefix", "J"}, {"max-keys", "2"}},
+     2,
+     {{0}},
+     0,
+     S3D_EMPTY_SHA256,
+     "df57d21db20da04d7fa30298dd4488ba3a2b47ca3a489c74750e0f1e7df1b9b7",
      "host;x-amz-content-sha256;x-amz-date",
      "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"},
 };
@@ -118,12 +144,13 @@ static void test_get_object_canonical_text(void)
                                "x-amz-content-sha256:" S3D_EMPTY_SHA256 "\n"
                                "x-amz-date:20130524T000000Z\n\n"
                                "host;range;x-amz-content-sha256;x-amz-date\n" S3D_EMPTY_SHA256;
-    static const char want_sts[] = "AWS4-HMAC-SHA256\n20130524T000000Z\n"
-                                   "20130524/us-east-1/s3/aws4_request\n"
-                                   "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972";
+    static const char want_sts[] =
+        "AWS4-HMAC-SHA256\n20130524T000000Z\n"
+        "20130524/us-east-1/s3/aws4_request\n"
+        "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972";
     struct s3d_kv range = {"  RANGE ", "  bytes=0-9   "}; /* case and blanks normalized */
-    struct s3d_sigv4_request req = {"GET", HOST, "/test.txt", NULL, 0, &range, 1,
-                                    S3D_EMPTY_SHA256, "us-east-1", T_20130524};
+    struct s3d_sigv4_request req = {"GET",  HOST, "/test.txt",      NULL,        0,
+                                    &range, 1,    S3D_EMPTY_SHA256, "us-east-1", T_20130524};
     struct s3d_sigv4_trace tr;
     struct s3d_dynbuf hdrs;
     trace_init(&tr);
@@ -146,8 +173,8 @@ static void test_presign_example(void)
         "&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request"
         "&X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&X-Amz-SignedHeaders=host"
         "&X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404";
-    struct s3d_sigv4_request req = {"GET", HOST, "/test.txt", NULL, 0, NULL, 0, NULL,
-                                    "us-east-1", T_20130524};
+    struct s3d_sigv4_request req = {"GET", HOST, "/test.txt", NULL,        0,
+                                    NULL,  0,    NULL,        "us-east-1", T_20130524};
     struct s3d_sigv4_trace tr;
     struct s3d_dynbuf url;
     struct s3d_config cfg;
@@ -169,15 +196,13 @@ static void test_presign_example(void)
     cfg.secret_access_key = strdup(SECRET);
     cfg.addressing = S3D_ADDRESSING_AUTO;
     s3d_dynbuf_reset(&url);
-    CHECK_OK(s3d_presign_url(&cfg, "GET", "examplebucket", "test.txt", 86400, T_20130524,
-                             &url));
+    CHECK_OK(s3d_presign_url(&cfg, "GET", "examplebucket", "test.txt", 86400, T_20130524, &url));
     CHECK_STREQ(url.data, want);
     CHECK_ERR(s3d_presign_url(&cfg, "POST", "examplebucket", "k", 60, T_20130524, &url),
               S3D_EINVAL);
     CHECK_ERR(s3d_presign_url(&cfg, "GET", "examplebucket", "k", 604801, T_20130524, &url),
               S3D_EINVAL);
-    CHECK_ERR(s3d_presign_url(&cfg, "GET", "examplebucket", "k", 0, T_20130524, &url),
-              S3D_EINVAL);
+    CHECK_ERR(s3d_presign_url(&cfg, "GET", "examplebucket", "k", 0, T_20130524, &url), S3D_EINVAL);
     CHECK_ERR(s3d_presign_url(&cfg, "GET", "a", "k", 60, T_20130524, &url), S3D_EURI);
     /* A session token is signed as X-Amz-Security-Token and lands in the URL. */
     cfg.session_token = strdup("tok/en+=");
@@ -202,8 +227,8 @@ static void test_session_token_and_errors(void)
     struct s3d_kv bad_hdr[2] = {{"x-amz-meta-a", "1"}, {"X-Amz-Meta-A", "2"}};
     struct s3d_kv reserved = {"Host", "evil"};
     struct s3d_kv crlf = {"x-amz-meta-a", "a\r\nInjected: 1"};
-    struct s3d_sigv4_request req = {"GET", HOST, "/k", NULL, 0, NULL, 0, NULL, "us-east-1",
-                                    T_20130524};
+    struct s3d_sigv4_request req = {"GET", HOST, "/k", NULL,        0,
+                                    NULL,  0,    NULL, "us-east-1", T_20130524};
     struct s3d_sigv4_creds nocreds = {NULL, NULL, NULL};
     struct s3d_sigv4_trace tr;
     struct s3d_dynbuf hdrs;
@@ -265,7 +290,8 @@ static void test_canonical_query(void)
     } cases[] = {
         {{{"uploads", ""}}, 1, "uploads="},
         {{{"b", "2"}, {"a", "1"}, {"a", "0"}}, 3, "a=0&a=1&b=2"},
-        {{{"prefix", "dir/sub dir/+%~"}, {"list-type", "2"}}, 2,
+        {{{"prefix", "dir/sub dir/+%~"}, {"list-type", "2"}},
+         2,
          "list-type=2&prefix=dir%2Fsub%20dir%2F%2B%25~"},
         {{{"continuation-token", "1/abc=="}}, 1, "continuation-token=1%2Fabc%3D%3D"},
         /* Sorted by encoded bytes: '%' (0x25) sorts before letters. */

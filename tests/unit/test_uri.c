@@ -29,8 +29,8 @@ static void test_parse(void)
         {"s3://", S3D_EURI, NULL, NULL},
         {"s3:///key", S3D_EURI, NULL, NULL},
         {"s3://ab/k", S3D_EURI, NULL, NULL},
-        {"s3://abcdefghijklmnopqrstuvwxyz-abcdefghijklmnopqrstuvwxyz-abcdefghij/k", S3D_EURI,
-         NULL, NULL}, /* 64 characters */
+        {"s3://abcdefghijklmnopqrstuvwxyz-abcdefghijklmnopqrstuvwxyz-abcdefghij/k", S3D_EURI, NULL,
+         NULL}, /* 64 characters */
         {"s3://abcdefghijklmnopqrstuvwxyz-abcdefghijklmnopqrstuvwxyz-abcdefghi/k", 0,
          "abcdefghijklmnopqrstuvwxyz-abcdefghijklmnopqrstuvwxyz-abcdefghi", "k"}, /* 63 */
         {"s3://bad!name/k", S3D_EURI, NULL, NULL},
@@ -44,9 +44,8 @@ static void test_parse(void)
         char bucket[64], key[1025];
         int rc = s3d_uri_parse(cases[i].uri, bucket, sizeof(bucket), key, sizeof(key));
         if (rc != cases[i].rc)
-            t_fail(__FILE__, __LINE__, "case %zu \"%s\": got %s, want %s (%s)", i,
-                   cases[i].uri, s3d_err_name(rc), s3d_err_name(cases[i].rc),
-                   s3d_last_error_message());
+            t_fail(__FILE__, __LINE__, "case %zu \"%s\": got %s, want %s (%s)", i, cases[i].uri,
+                   s3d_err_name(rc), s3d_err_name(cases[i].rc), s3d_last_error_message());
         if (rc == 0) {
             CHECK_STREQ(bucket, cases[i].bucket);
             CHECK_STREQ(key, cases[i].key);
@@ -83,16 +82,25 @@ static void test_dns(void)
         const char *b;
         int want;
     } cases[] = {
-        {"examplebucket", 1}, {"my.bucket.name", 1}, {"a-b-c", 1}, {"abc", 1},
-        {"Upper", 0},         {"under_score", 0},    {"ab", 0},    {"192.168.1.1", 0},
-        {"a.-b", 0},          {"a-.b", 0},           {"-ab", 0},   {"1.2.3.4a", 1},
+        {"examplebucket", 1},
+        {"my.bucket.name", 1},
+        {"a-b-c", 1},
+        {"abc", 1},
+        {"Upper", 0},
+        {"under_score", 0},
+        {"ab", 0},
+        {"192.168.1.1", 0},
+        {"a.-b", 0},
+        {"a-.b", 0},
+        {"-ab", 0},
+        {"1.2.3.4a", 1},
         {NULL, 0},
     };
     size_t i;
     for (i = 0; i < S3D_ARRAY_LEN(cases); i++)
         if (s3d_bucket_dns_compatible(cases[i].b) != cases[i].want)
-            t_fail(__FILE__, __LINE__, "dns_compatible(%s) != %d",
-                   cases[i].b ? cases[i].b : "NULL", cases[i].want);
+            t_fail(__FILE__, __LINE__, "dns_compatible(%s) != %d", cases[i].b ? cases[i].b : "NULL",
+                   cases[i].want);
 }
 
 static void test_encode(void)

@@ -7,7 +7,7 @@
 #include "testutil.h"
 
 #define DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-#define NS " xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\""
+#define NS   " xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\""
 #define T(s) (s), strlen(s)
 
 static void test_error(void)
@@ -181,8 +181,7 @@ static void test_multipart(void)
                                      &id),
               S3D_EPROTO);
     CHECK(id == NULL);
-    CHECK_ERR(s3d_xml_parse_initiate(T("<InitiateMultipartUploadResult><Bucket>b</Bucket>"),
-                                     &id),
+    CHECK_ERR(s3d_xml_parse_initiate(T("<InitiateMultipartUploadResult><Bucket>b</Bucket>"), &id),
               S3D_EPROTO);
     CHECK_MSG_HAS("truncated");
 
@@ -229,7 +228,8 @@ static void test_multipart(void)
         &u));
     CHECK_EQ_U64(u.n_uploads, 2);
     CHECK_STREQ(u.uploads[0].key, "my-divisor");
-    CHECK_STREQ(u.uploads[1].upload_id, "VXBsb2FkIElEIGZvciBlbHZpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA");
+    CHECK_STREQ(u.uploads[1].upload_id,
+                "VXBsb2FkIElEIGZvciBlbHZpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA");
     CHECK(u.is_truncated == 1);
     CHECK_STREQ(u.next_key_marker, "my-movie.m2ts");
     CHECK_STREQ(u.next_upload_id_marker, "YW55IGlkZWEgd2h5");
@@ -260,9 +260,9 @@ static void test_delete(void)
     CHECK_OK(s3d_xml_parse_delete(T("<DeleteResult" NS "/>"), &d));
     CHECK(d.n_deleted == 0 && d.n_errors == 0);
     s3d_xml_delete_free(&d);
-    CHECK_ERR(s3d_xml_parse_delete(T("<DeleteResult><Error><Key>k</Key></Error></DeleteResult>"),
-                                   &d),
-              S3D_EPROTO);
+    CHECK_ERR(
+        s3d_xml_parse_delete(T("<DeleteResult><Error><Key>k</Key></Error></DeleteResult>"), &d),
+        S3D_EPROTO);
 }
 
 static void test_malformed(void)
@@ -473,8 +473,8 @@ static void test_time(void)
         if ((rc == 0) != cases[i].ok)
             t_fail(__FILE__, __LINE__, "time case \"%s\": rc %d", cases[i].s, rc);
         if (rc == 0 && t != cases[i].want)
-            t_fail(__FILE__, __LINE__, "time case \"%s\": %lld != %lld", cases[i].s,
-                   (long long)t, (long long)cases[i].want);
+            t_fail(__FILE__, __LINE__, "time case \"%s\": %lld != %lld", cases[i].s, (long long)t,
+                   (long long)cases[i].want);
         if (rc != 0)
             CHECK(rc == S3D_EPROTO);
     }
