@@ -78,9 +78,9 @@ static int put_utf8(struct s3d_dynbuf *b, unsigned long cp)
     return s3d_dynbuf_append(b, u, n);
 }
 
-/* Decodes the entity at s[*i] ('&') into b. Returns 0, or -1 for a malformed/unknown entity,
- * or a dynbuf error code (< -1 is impossible to confuse: S3D codes are <= -1, so dynbuf
- * failures are reported as -2 and below only if they are not -1: ETOOBIG and ENOMEM are). */
+/* Decodes the entity at s[*i] ('&') into b. Returns 0; -1 for a malformed or unknown entity
+ * (the caller reports it: dynbuf failures are S3D_ETOOBIG / S3D_ENOMEM, never -1); or the
+ * dynbuf's code. */
 static int decode_entity(const char *s, size_t len, size_t *i, struct s3d_dynbuf *b)
 {
     static const struct {

@@ -2,6 +2,8 @@
  * ("Signature Calculations for the Authorization Header: Transferring Payload in a Single
  * Chunk" and "Authenticating Requests: Using Query Parameters"), plus the SHA-256 helpers and
  * argument checks. Table-driven, after curl's unit1979. */
+#include <pthread.h>
+
 #include "common/compiler.h"
 #include "common/dynbuf.h"
 #include "s3/config.h"
@@ -344,6 +346,68 @@ static void test_amz_date(void)
     CHECK_STREQ(d, "19700101T000000Z");
 }
 
+/* The per-thread key cache under concurrency: threads alternate between two secrets and two
+ * regions; every signature must equal the one computed alone beforehand. */
+struct thread_arg {
+    const char *want[2][2];
+    int bad;
+};
+
+static void sign_with(const char *secret, const char *region, char out[65])
+{
+    struct s3d_sigv4_creds c = {AKID, secret, NULL};
+    struct s3d_sigv4_request req = {"GET", HOST, "/k", NULL, 0, NULL, 0, NULL, region, T_20130524};
+    struct s3d_sigv4_trace tr;
+    struct s3d_dynbuf hdrs;
+    trace_init(&tr);
+    s3d_dynbuf_init(&hdrs, 4096);
+    if (s3d_sigv4_sign(&req, &c, &hdrs, &tr) != 0)
+        abort();
+    memcpy(out, tr.signature, 65);
+    trace_free(&tr);
+    s3d_dynbuf_free(&hdrs);
+}
+
+static const char *const secrets[2] = {SECRET, "another/secret+key0000000000000000000000"};
+static const char *const regions[2] = {"us-east-1", "ap-northeast-1"};
+
+static void *sign_thread(void *p)
+{
+    struct thread_arg *a = p;
+    int i;
+    for (i = 0; i < 2000; i++) {
+        char sig[65];
+        int s = i & 1, r = (i >> 1) & 1;
+        sign_with(secrets[s], regions[r], sig);
+        if (strcmp(sig, a->want[s][r]) != 0)
+            a->bad++;
+    }
+    return NULL;
+}
+
+static void test_key_cache_threads(void)
+{
+    char want[2][2][65];
+    struct thread_arg args[4];
+    pthread_t th[4];
+    int s, r, t;
+    for (s = 0; s < 2; s++)
+        for (r = 0; r < 2; r++)
+            sign_with(secrets[s], regions[r], want[s][r]);
+    CHECK(strcmp(want[0][0], want[1][0]) != 0 && strcmp(want[0][0], want[0][1]) != 0);
+    for (t = 0; t < 4; t++) {
+        for (s = 0; s < 2; s++)
+            for (r = 0; r < 2; r++)
+                args[t].want[s][r] = want[s][r];
+        args[t].bad = 0;
+        CHECK(pthread_create(&th[t], NULL, sign_thread, &args[t]) == 0);
+    }
+    for (t = 0; t < 4; t++) {
+        CHECK(pthread_join(th[t], NULL) == 0);
+        CHECK(args[t].bad == 0);
+    }
+}
+
 int main(void)
 {
     test_vectors();
@@ -353,6 +417,7 @@ int main(void)
     test_canonical_query();
     test_sha256();
     test_amz_date();
+    test_key_cache_threads();
     printf("ok\n");
     return 0;
 }
