@@ -28,15 +28,10 @@ print(before, after)
 """
 
 
-@pytest.fixture(params=["local", "s3"])
-def where(request, tmp_path, lib_path):
-    if request.param == "local":
-        return str(tmp_path)
-    request.getfixturevalue("s3_env")
-    return f"s3://{request.getfixturevalue('bucket')}"
-
-
-def test_load_into_peak_rss(where, tmp_path):
+# Local file only: the development S3 server keeps objects in RAM, and a 1 GiB object there
+# has taken it down; the host-memory path (C reader -> destination) is the same for both.
+def test_load_into_peak_rss(tmp_path, lib_path):
+    where = str(tmp_path)
     import torch
 
     import s3direct
@@ -57,6 +52,4 @@ def test_load_into_peak_rss(where, tmp_path):
         grew = after - before
         assert grew <= staging + (64 << 20), f"peak RSS grew {grew >> 20} MiB"
     finally:
-        if where.startswith("s3://"):
-            bucket, key = where[5:], "big.safetensors"
-            s3direct.default_client().delete_object(bucket, key)
+        os.unlink(os.path.join(where, "big.safetensors"))
