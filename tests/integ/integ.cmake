@@ -3,3 +3,5 @@
 s3d_test(test_xfer_retry integ/test_xfer_retry.c integ/tproxy.c)
 s3d_test(test_s3_errors integ/test_s3_errors.c)
 s3d_test(test_roundtrip integ/test_roundtrip.c)
+s3d_test(test_list integ/test_list.c)
+s3d_test(test_presign integ/test_presign.c)

@@ -1,0 +1,112 @@
+/* test_list.c - ListObjectsV2 over more than one page (1,000 keys per page on S3 and RGW),
+ * with and without a delimiter, early stop; DeleteObjects over more than 1,000 keys. The keys
+ * are created with parallel PUTs from several threads sharing one client. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define NKEYS 1012
+#define NTHREADS 8
+
+static struct s3d_client *client;
+static char bucket[128];
+static char keys[NKEYS][64];
+
+static void *putter(void *arg)
+{
+    long t = (long)arg;
+    int i;
+    for (i = (int)t; i < NKEYS; i += NTHREADS) {
+        int rc = s3d_upload_from_buffer(client, bucket, keys[i], keys[i], strlen(keys[i]), NULL);
+        if (rc != 0)
+            t_fail(__FILE__, __LINE__, "PUT %s: %s", keys[i], s3d_last_error_message());
+    }
+    return NULL;
+}
+
+struct seen {
+    int objects, prefixes, stop_after;
+    char last[64];
+    int out_of_order;
+    int bad_size;
+};
+
+static int on_entry(void *user, const struct s3d_list_entry *e)
+{
+    struct seen *s = user;
+    if (e->is_prefix) {
+        s->prefixes++;
+        CHECK(e->size == 0);
+    } else {
+        if (strcmp(e->key, s->last) <= 0)
+            s->out_of_order = 1;
+        snprintf(s->last, sizeof(s->last), "%s", e->key);
+        if (e->size != strlen(e->key))
+            s->bad_size = 1;
+        s->objects++;
+    }
+    return s->stop_after > 0 && s->objects + s->prefixes >= s->stop_after;
+}
+
+int main(void)
+{
+    pthread_t th[NTHREADS];
+    const char *ptrs[NKEYS];
+    struct seen s;
+    long t;
+    int i;
+
+    client = t_s3_client();
+    t_s3_bucket(client, "list", bucket, sizeof(bucket));
+    /* 1,000 keys in 10 "folders" plus 12 at the top. */
+    for (i = 0; i < NKEYS; i++) {
+        if (i < 1000)
+            snprintf(keys[i], sizeof(keys[i]), "dir%02d/key-%05d", i % 10, i);
+        else
+            snprintf(keys[i], sizeof(keys[i]), "top-%d", i);
+        ptrs[i] = keys[i];
+    }
+    for (t = 0; t < NTHREADS; t++)
+        CHECK(pthread_create(&th[t], NULL, putter, (void *)t) == 0);
+    for (t = 0; t < NTHREADS; t++)
+        pthread_join(th[t], NULL);
+
+    /* Recursive: every key once, in order, over two pages. */
+    memset(&s, 0, sizeof(s));
+    CHECK_OK(s3d_list_objects(client, bucket, NULL, NULL, on_entry, &s));
+    CHECK(s.objects == NKEYS);
+    CHECK(s.prefixes == 0);
+    CHECK(!s.out_of_order);
+    CHECK(!s.bad_size);
+
+    /* With a delimiter: 10 common prefixes and the 12 top-level keys. */
+    memset(&s, 0, sizeof(s));
+    CHECK_OK(s3d_list_objects(client, bucket, NULL, "/", on_entry, &s));
+    CHECK(s.prefixes == 10);
+    CHECK(s.objects == 12);
+
+    /* Prefix: one folder (100 keys); prefix + delimiter inside it. */
+    memset(&s, 0, sizeof(s));
+    CHECK_OK(s3d_list_objects(client, bucket, "dir03/", NULL, on_entry, &s));
+    CHECK(s.objects == 100);
+    memset(&s, 0, sizeof(s));
+    CHECK_OK(s3d_list_objects(client, bucket, "dir03/", "/", on_entry, &s));
+    CHECK(s.objects == 100 && s.prefixes == 0);
+
+    /* Early stop past the first page. */
+    memset(&s, 0, sizeof(s));
+    s.stop_after = 1005;
+    CHECK_OK(s3d_list_objects(client, bucket, NULL, NULL, on_entry, &s));
+    CHECK(s.objects == 1005);
+
+    /* DeleteObjects: 1,012 keys in two requests; the bucket is then empty. */
+    CHECK_OK(s3d_delete_objects(client, bucket, ptrs, NKEYS));
+    memset(&s, 0, sizeof(s));
+    CHECK_OK(s3d_list_objects(client, bucket, NULL, NULL, on_entry, &s));
+    CHECK(s.objects == 0);
+    CHECK_OK(s3d_delete_bucket(client, bucket));
+    s3d_client_free(client);
+    return 0;
+}
