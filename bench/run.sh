@@ -11,6 +11,7 @@
 #   BENCH_SKIP="aws boto3"   clients to leave out (s3direct-mem s3direct-null s3direct-file
 #                       s3direct-put-mem s3direct-put-file curl8 aws boto3), e.g. for a quick run
 #   BENCH_KEEP=DIR      also copy the raw results (results.tsv) and the table into DIR
+#   BENCH_TIMEOUT=300   seconds before one client invocation is killed (counted as failed)
 #
 # How each client is measured:
 #   s3direct-mem / -put-mem  bench/s3d_bench.c (s3direct-bench): the public API to and from a
@@ -33,6 +34,7 @@ runs=${BENCH_RUNS:-3}
 size_arg=${BENCH_SIZE:-1G}
 port=${BENCH_NGINX_PORT:-8090}
 skip=" ${BENCH_SKIP:-} "
+tmo=${BENCH_TIMEOUT:-300}
 bytes=$(numfmt --from=iec "$size_arg") || { echo "bench: bad BENCH_SIZE $size_arg" >&2; exit 2; }
 cli=$build/tools/s3direct
 sbench=$build/tools/s3direct-bench
@@ -87,7 +89,8 @@ timed() {
   for ((i = 0; i < runs; i++)); do
     rm -f "$work/dl.bin"
     t0=$EPOCHREALTIME
-    if /usr/bin/time -f '%U %S' -o "$work/time" "$@" >"$work/out" 2>"$work/err"; then
+    if /usr/bin/time -f '%U %S' -o "$work/time" timeout -k 5 "$tmo" "$@" \
+      >"$work/out" 2>"$work/err"; then
       t1=$EPOCHREALTIME
       read -r u s < <(tail -n 1 "$work/time")
       record "$scen" "$tool" "$(echo "$t1 - $t0" | bc -l)" "$(echo "$u + $s" | bc -l)"
@@ -111,11 +114,11 @@ inproc() {
   : >"$work/out"
   if [ -n "${after_run:-}" ]; then
     for ((i = 0; i < runs; i++)); do
-      "$@" --runs 1 >>"$work/out" 2>"$work/err"
+      timeout -k 5 "$tmo" "$@" --runs 1 >>"$work/out" 2>"$work/err"
       $after_run
     done
   else
-    "$@" --runs "$runs" >"$work/out" 2>"$work/err"
+    timeout -k 5 "$tmo" "$@" --runs "$runs" >"$work/out" 2>"$work/err"
   fi
   while read -r w _ _ s _ c _; do
     [ "$w" = run ] || continue
@@ -130,6 +133,7 @@ inproc() {
 }
 
 say "bench: $size_arg object ($bytes bytes), $runs runs per client, server $rgw, work in $work"
+say "bench: load before the run: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews the numbers)"
 head -c "$bytes" /dev/urandom >"$work/src.bin" || exit 1
 aws s3 mb "s3://$bucket" >/dev/null || { say "bench: cannot create bucket $bucket"; exit 1; }
 aws s3 cp --quiet "$work/src.bin" "s3://$bucket/$key" || { say "bench: setup upload failed"; exit 1; }
@@ -181,6 +185,11 @@ fi
 # the server's garbage collection runs after every run (untimed).
 aws s3 rm --quiet "s3://$bucket/$key"
 gc
+# The shared development server may have been restarted meanwhile (its state is wiped then).
+if ! aws s3api head-bucket --bucket "$bucket" >/dev/null 2>&1; then
+  say "bench: bucket $bucket is gone (server restarted?); creating it again"
+  aws s3 mb "s3://$bucket" >/dev/null || exit 1
+fi
 say "PUT to the S3 server ($rgw)"
 after_run=gc
 inproc "PUT rgw" s3direct-put-mem "$sbench" put "$bucket" bench/put-mem.bin --size "$bytes"
