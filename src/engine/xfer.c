@@ -499,7 +499,9 @@ static int run(struct engine *g)
                 timeout = S3D_MIN(timeout, wait);
             }
         }
-        if (g->in_flight > 0 || timeout > 0)
+        /* Wait only for something that can happen: a socket, a hook's own work, a retry.
+         * With nothing in flight and nothing pending, go straight to the next turn. */
+        if (g->in_flight > 0 || g->waiting > 0 || g->feed_blocked)
             curl_multi_poll(g->m, NULL, 0, (int)timeout, NULL);
     }
     /* Everything transferred: let the caller finish its asynchronous work. */
