@@ -77,20 +77,19 @@ else
 fi
 rm -f "$work/back.bin"
 
-step "5. the same object with aws s3 cp, for scale"
+step "5. what is in the bucket"
+"$cli" ls --recursive --human-readable --summarize "s3://$bucket/" | sed 's/^/   /'
+"$cli" rm "s3://$bucket/demo/data.bin" | sed 's/^/   /'
+
+step "6. the same bytes with aws s3 cp, for scale"
 run_timed "aws s3 cp (upload)" aws s3 cp --quiet "$work/data.bin" "s3://$bucket/demo/aws.bin"
 run_timed "aws s3 cp (download)" aws s3 cp --quiet "s3://$bucket/demo/aws.bin" "$work/back.bin"
-rm -f "$work/back.bin"
+rm -f "$work/back.bin" "$work/data.bin"
 "$cli" rm -q "s3://$bucket/demo/aws.bin"
-
-step "6. what is in the bucket"
-"$cli" ls --recursive --human-readable --summarize "s3://$bucket/" | sed 's/^/   /'
-rm -f "$work/data.bin"
-"$cli" rm -q --recursive "s3://$bucket/demo"
 
 # ---- part 2: tensors (PyTorch -> safetensors on S3 -> back), written by the Python layer ---
 if [ -f "$here/demo_tensors.py" ]; then
-  step "7. tensors"
+  step "7. tensors (bench/demo_tensors.py)"
   S3D_BUILD_DIR=$build S3D_DEMO_BUCKET=$bucket PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" \
     python3 "$here/demo_tensors.py" "$build" || failed=1
 fi
