@@ -615,7 +615,13 @@ static int cuda_wait_external(struct s3d_device *dev, struct s3d_stream *s, uint
         rc = cu_fail(c, "cuEventRecord(caller stream)", r);
         goto restore;
     }
-    /* cuStreamWaitEvent accepts an event of another context or device. */
+    /* Back in our stream's context for the wait (cuStreamWaitEvent accepts an event of
+     * another context or device). */
+    if (sctx != NULL && sctx != cur && cur != NULL &&
+        (r = c->f.cuCtxSetCurrent(cur)) != CUDA_SUCCESS) {
+        rc = cu_fail(c, "cuCtxSetCurrent", r);
+        goto restore;
+    }
     if ((r = c->f.cuStreamWaitEvent((CUstream)s->cu, ev, 0)) != CUDA_SUCCESS)
         rc = cu_fail(c, "cuStreamWaitEvent", r);
 restore:

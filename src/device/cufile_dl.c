@@ -1,15 +1,17 @@
 /* cufile_dl.c - GPUDirect Storage through cuFile, loaded with dlopen("libcufile.so.0").
  *
- * The cuFile driver is process-wide: it is opened once, on first use, and never closed while
- * the process runs (closing it under other users, e.g. a second client or another library, is
- * unsafe, and the process exit releases it). When the library or the driver is missing the
- * reason is kept and every caller is told "not available", so AUTO falls back to O_DIRECT. */
+ * The cuFile driver is process-wide: it is opened once per process (again in a forked child),
+ * on first use, and never closed while the process runs (closing it under other users, e.g. a
+ * second client or another library, is unsafe, and the process exit releases it). When the library
+ * or the driver is missing the reason is kept and every caller is told "not available", so AUTO
+ * falls back to O_DIRECT. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -53,6 +55,7 @@ struct cufile_fns {
  * read-only. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_state; /* 0 not tried, 1 usable, -1 not available */
+static pid_t g_pid; /* the process that set g_state: a forked child starts over */
 static char g_why[512];
 static struct cufile_fns g_f;
 
@@ -176,7 +179,10 @@ int s3d_cufile_available(struct s3d_device *dev, const char **why)
             reason = "no CUDA context";
         } else {
             pthread_mutex_lock(&g_mu);
+            if (g_state != 0 && g_pid != getpid())
+                g_state = 0; /* the parent's driver state is not the child's */
             if (g_state == 0) {
+                g_pid = getpid();
                 try_open();
                 if (g_state < 0)
                     S3D_INFO("cufile: not used: %s", g_why);

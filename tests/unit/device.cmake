@@ -3,3 +3,21 @@ s3d_test(test_crc32c unit/test_crc32c.c)
 s3d_test(test_device_host unit/test_device_host.c)
 s3d_test(test_pool unit/test_pool.c)
 s3d_test(test_fileio unit/test_fileio.c)
+# Stand-ins for libcuda.so.1 and libcufile.so.0 (one source), found first by test_cuda_fake
+# through its build run path: the cuda backend's code runs without a GPU.
+set(S3D_FAKE_CUDA_DIR ${CMAKE_BINARY_DIR}/tests/fakecuda)
+foreach(lib cuda cufile)
+  add_library(fake_${lib} SHARED unit/fake_cuda.c)
+  target_compile_definitions(fake_${lib} PRIVATE _GNU_SOURCE)
+  target_link_libraries(fake_${lib} PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+  set_target_properties(fake_${lib} PROPERTIES OUTPUT_NAME ${lib}
+                        LIBRARY_OUTPUT_DIRECTORY ${S3D_FAKE_CUDA_DIR})
+endforeach()
+set_target_properties(fake_cuda PROPERTIES SOVERSION 1)
+set_target_properties(fake_cufile PROPERTIES SOVERSION 0)
+s3d_test(test_cuda_fake unit/test_cuda_fake.c)
+add_dependencies(test_cuda_fake fake_cuda fake_cufile)
+set_target_properties(test_cuda_fake PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_DIR})
+# DT_RPATH, not DT_RUNPATH: under ASan the dlopen caller is libasan, whose lookup sees only the
+# executable's DT_RPATH.
+target_link_options(test_cuda_fake PRIVATE -Wl,--disable-new-dtags)

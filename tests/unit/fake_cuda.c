@@ -1,0 +1,387 @@
+/* fake_cuda.c - a stand-in libcuda.so.1 and libcufile.so.0 for CPU-only tests of cuda_dl.c and
+ * cufile_dl.c (built twice, see device.cmake). "Device memory" is host memory; the fake keeps
+ * the rules the real driver enforces that our code could get wrong:
+ *   - only the versioned symbols that cuda.h maps to are exported (cuMemcpyHtoDAsync_v2, ...),
+ *     so a dlsym of the wrong name fails the backend;
+ *   - allocations, streams and events need a current context, and a copy or record on a
+ *     stream needs that stream's context current (CUDA_ERROR_INVALID_CONTEXT otherwise);
+ *   - pointers CUDA does not know answer CUDA_ERROR_INVALID_VALUE to cuPointerGetAttribute.
+ * FAKE_CUDA_FAIL_INIT=1 makes cuInit fail; FAKE_CUDA_FAIL_COPY=1 makes copies fail with
+ * CUDA_ERROR_ILLEGAL_ADDRESS. fake_cuda_stats() reports counters to the test. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+#define NDEV 2
+struct fctx {
+    int dev;
+    int refs;
+};
+struct fstream {
+    struct fctx *ctx;
+    unsigned flags;
+};
+struct fevent {
+    struct fctx *ctx;
+};
+
+static struct fctx g_ctx[NDEV] = {{0, 0}, {1, 0}};
+static __thread struct fctx *t_cur;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct alloc {
+    char *p;
+    size_t n;
+    int type; /* 1 host (pinned), 2 device */
+    int dev;
+};
+static struct alloc g_allocs[256];
+
+struct fake_cuda_stats {
+    int copies, bad_context, retains, releases, stream_flags_seen, wait_events;
+};
+static struct fake_cuda_stats g_stats;
+
+EXPORT void fake_cuda_stats(struct fake_cuda_stats *out)
+{
+    *out = g_stats;
+}
+
+static int need_ctx(void)
+{
+    if (t_cur == NULL) {
+        g_stats.bad_context++;
+        return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+    }
+    return 0;
+}
+
+static void track(char *p, size_t n, int type, int dev)
+{
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < 256; i++)
+        if (g_allocs[i].p == NULL) {
+            g_allocs[i] = (struct alloc){p, n, type, dev};
+            break;
+        }
+    pthread_mutex_unlock(&g_mu);
+}
+
+static struct alloc *find(const char *p)
+{
+    for (int i = 0; i < 256; i++)
+        if (g_allocs[i].p != NULL && p >= g_allocs[i].p && p < g_allocs[i].p + g_allocs[i].n)
+            return &g_allocs[i];
+    return NULL;
+}
+
+static void untrack(void *p)
+{
+    pthread_mutex_lock(&g_mu);
+    struct alloc *a = find(p);
+    if (a != NULL)
+        a->p = NULL;
+    pthread_mutex_unlock(&g_mu);
+}
+
+EXPORT CUresult cuInit(unsigned flags)
+{
+    const char *f = getenv("FAKE_CUDA_FAIL_INIT");
+    return f && *f == '1' ? 100 : 0; /* CUDA_ERROR_NO_DEVICE */
+}
+EXPORT CUresult cuDriverGetVersion(int *v)
+{
+    *v = 12040;
+    return 0;
+}
+EXPORT CUresult cuDeviceGetCount(int *n)
+{
+    *n = NDEV;
+    return 0;
+}
+EXPORT CUresult cuDeviceGet(int *d, int ordinal)
+{
+    if (ordinal < 0 || ordinal >= NDEV)
+        return 101;
+    *d = ordinal;
+    return 0;
+}
+EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int d)
+{
+    g_ctx[d].refs++;
+    g_stats.retains++;
+    *ctx = &g_ctx[d];
+    return 0;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int d)
+{
+    g_ctx[d].refs--;
+    g_stats.releases++;
+    return 0;
+}
+EXPORT CUresult cuCtxGetCurrent(void **ctx)
+{
+    *ctx = t_cur;
+    return 0;
+}
+EXPORT CUresult cuCtxSetCurrent(void *ctx)
+{
+    t_cur = ctx;
+    return 0;
+}
+EXPORT CUresult cuMemHostAlloc(void **pp, size_t n, unsigned flags)
+{
+    int rc = need_ctx();
+    if (rc)
+        return rc;
+    if (flags != 1 || posix_memalign(pp, 4096, n) != 0) /* PORTABLE expected */
+        return 1;
+    track(*pp, n, 1, -1);
+    return 0;
+}
+EXPORT CUresult cuMemFreeHost(void *p)
+{
+    untrack(p);
+    free(p);
+    return 0;
+}
+EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags)
+{
+    return need_ctx();
+}
+EXPORT CUresult cuMemHostUnregister(void *p)
+{
+    return 0;
+}
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n)
+{
+    void *p;
+    int rc = need_ctx();
+    if (rc)
+        return rc;
+    if (posix_memalign(&p, 256, n) != 0)
+        return 2;
+    track(p, n, 2, t_cur->dev);
+    *d = (CUdeviceptr)(uintptr_t)p;
+    return 0;
+}
+EXPORT CUresult cuMemFree_v2(CUdeviceptr d)
+{
+    untrack((void *)(uintptr_t)d);
+    free((void *)(uintptr_t)d);
+    return 0;
+}
+static CUresult copy(void *dst, const void *src, size_t n, struct fstream *s)
+{
+    const char *f = getenv("FAKE_CUDA_FAIL_COPY");
+    if (f && *f == '1')
+        return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS */
+    if (t_cur == NULL || (s != NULL && s->ctx != t_cur)) {
+        g_stats.bad_context++;
+        return 201;
+    }
+    memcpy(dst, src, n);
+    g_stats.copies++;
+    return 0;
+}
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *s)
+{
+    return copy((void *)(uintptr_t)dst, src, n, s);
+}
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *s)
+{
+    return copy(dst, (const void *)(uintptr_t)src, n, s);
+}
+EXPORT CUresult cuStreamCreate(void **s, unsigned flags)
+{
+    int rc = need_ctx();
+    if (rc)
+        return rc;
+    struct fstream *st = calloc(1, sizeof(*st));
+    st->ctx = t_cur;
+    st->flags = flags;
+    if (flags == 1)
+        g_stats.stream_flags_seen++;
+    *s = st;
+    return 0;
+}
+EXPORT CUresult cuStreamDestroy_v2(void *s)
+{
+    free(s);
+    return 0;
+}
+EXPORT CUresult cuStreamSynchronize(void *s)
+{
+    return 0;
+}
+EXPORT CUresult cuStreamWaitEvent(void *s, void *e, unsigned flags)
+{
+    struct fstream *st = s;
+    if (st->ctx != t_cur) {
+        g_stats.bad_context++;
+        return 201;
+    }
+    g_stats.wait_events++;
+    return 0;
+}
+EXPORT CUresult cuStreamGetCtx(void *s, void **ctx)
+{
+    *ctx = ((struct fstream *)s)->ctx;
+    return 0;
+}
+EXPORT CUresult cuEventCreate(void **e, unsigned flags)
+{
+    int rc = need_ctx();
+    if (rc)
+        return rc;
+    if (flags != 2) /* DISABLE_TIMING expected */
+        return 1;
+    struct fevent *ev = calloc(1, sizeof(*ev));
+    ev->ctx = t_cur;
+    *e = ev;
+    return 0;
+}
+EXPORT CUresult cuEventDestroy_v2(void *e)
+{
+    free(e);
+    return 0;
+}
+EXPORT CUresult cuEventRecord(void *e, void *s)
+{
+    struct fevent *ev = e;
+    /* Streams 0, 1 (legacy) and 2 (per thread) mean the current context's. */
+    struct fctx *sc = (uintptr_t)s <= 2 ? t_cur : ((struct fstream *)s)->ctx;
+    if (sc == NULL || ev->ctx != sc || sc != t_cur) {
+        g_stats.bad_context++;
+        return 201;
+    }
+    return 0;
+}
+EXPORT CUresult cuEventQuery(void *e)
+{
+    return 0;
+}
+EXPORT CUresult cuEventSynchronize(void *e)
+{
+    return 0;
+}
+EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)
+{
+    pthread_mutex_lock(&g_mu);
+    struct alloc *a = find((const char *)(uintptr_t)ptr);
+    struct alloc copy_of = a ? *a : (struct alloc){0};
+    pthread_mutex_unlock(&g_mu);
+    if (a == NULL)
+        return 1; /* CUDA_ERROR_INVALID_VALUE */
+    if (attr == 2)
+        *(unsigned *)data = (unsigned)copy_of.type;
+    else if (attr == 9)
+        *(int *)data = copy_of.dev;
+    else
+        return 1;
+    return 0;
+}
+EXPORT CUresult cuGetErrorString(CUresult r, const char **s)
+{
+    *s = r == 700   ? "an illegal memory access was encountered"
+         : r == 100 ? "no CUDA-capable device is detected"
+         : r == 201 ? "invalid device context"
+                    : "unknown error";
+    return 0;
+}
+EXPORT CUresult cuGetErrorName(CUresult r, const char **s)
+{
+    *s = r == 700   ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+         : r == 100 ? "CUDA_ERROR_NO_DEVICE"
+         : r == 201 ? "CUDA_ERROR_INVALID_CONTEXT"
+                    : "CUDA_ERROR_UNKNOWN";
+    return 0;
+}
+
+/* ---- libcufile.so.0 (the same file built as the other library) ---------------------------- */
+
+/* The built copy that is libcufile has its own t_cur: ask the libcuda copy for the thread's
+ * context, as the real cuFile asks the real driver. */
+static void *cufile_ctx(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CUresult (*get)(void **) = NULL;
+    void *ctx = NULL;
+    if (lib != NULL) {
+        *(void **)&get = dlsym(lib, "cuCtxGetCurrent");
+        if (get != NULL)
+            get(&ctx);
+        dlclose(lib);
+    }
+    return ctx;
+}
+
+typedef struct {
+    int err;
+    int cu_err;
+} CUfileError_t;
+typedef struct {
+    int type;
+    union {
+        int fd;
+        void *handle;
+    } handle;
+    const void *fs_ops;
+} CUfileDescr_t;
+
+EXPORT CUfileError_t cuFileDriverOpen(void)
+{
+    const char *f = getenv("FAKE_CUFILE_FAIL_OPEN");
+    return (CUfileError_t){f && *f == '1' ? 5007 : 0, 0}; /* PLATFORM_NOT_SUPPORTED */
+}
+EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
+{
+    if (d->type != 1 || d->fs_ops != NULL || cufile_ctx() == NULL)
+        return (CUfileError_t){5022, 0}; /* INVALID_VALUE */
+    /* The real cuFile handles unaligned I/O on an O_DIRECT fd; the fake reads through its own
+     * buffered descriptor of the same file. */
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/self/fd/%d", d->handle.fd);
+    int fd = open(p, fcntl(d->handle.fd, F_GETFL) & O_ACCMODE);
+    if (fd < 0)
+        return (CUfileError_t){5030, 0}; /* INTERNAL_ERROR */
+    *fh = (void *)(intptr_t)(fd + 1);
+    return (CUfileError_t){0, 0};
+}
+EXPORT void cuFileHandleDeregister(void *fh)
+{
+    close((int)(intptr_t)fh - 1);
+}
+EXPORT CUfileError_t cuFileBufRegister(const void *p, size_t n, int flags)
+{
+    return (CUfileError_t){0, 0};
+}
+EXPORT CUfileError_t cuFileBufDeregister(const void *p)
+{
+    return (CUfileError_t){0, 0};
+}
+/* Moves at most 1 MiB per call, to exercise the callers' loops over short transfers. */
+EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
+{
+    if (cufile_ctx() == NULL)
+        return -5015; /* CONTEXT_MISMATCH */
+    return pread((int)(intptr_t)fh - 1, (char *)base + boff, n > (1u << 20) ? 1u << 20 : n, off);
+}
+EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t n, off_t off, off_t boff)
+{
+    if (cufile_ctx() == NULL)
+        return -5015;
+    return pwrite((int)(intptr_t)fh - 1, (const char *)base + boff, n > (1u << 20) ? 1u << 20 : n,
+                  off);
+}

@@ -1,0 +1,225 @@
+/* test_cuda_fake.c - the cuda backend (cuda_dl.c) and cuFile (cufile_dl.c) against the
+ * stand-in libraries of fake_cuda.c, found first through this executable's run path: the
+ * versioned symbol names, the context rules (allocations need a context, a stream's work needs
+ * its context current, the caller's context is current again after every call), error
+ * messages, and the staged and cuFile file paths on the cuda code. Skipped when a real driver
+ * library is found first (LD_LIBRARY_PATH on a GPU machine). */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/crc32c.h"
+#include "device/device.h"
+#include "engine/fileio.h"
+#include "engine/pool.h"
+#include "testutil.h"
+
+struct fake_cuda_stats {
+    int copies, bad_context, retains, releases, stream_flags_seen, wait_events;
+};
+
+static void (*stats)(struct fake_cuda_stats *);
+static int (*get_cur)(void **);
+static int (*set_cur)(void *);
+static int (*retain)(void **, int);
+static int (*release)(int);
+static int (*stream_create)(void **, unsigned);
+static int (*stream_destroy)(void *);
+
+static void *current(void)
+{
+    void *c = NULL;
+    get_cur(&c);
+    return c;
+}
+
+int main(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (lib == NULL)
+        t_skip("the fake libcuda.so.1 does not load: %s", dlerror());
+    if (dlsym(lib, "fake_cuda_stats") == NULL)
+        t_skip("the real libcuda.so.1 is found before the fake one");
+    void *culib = dlopen("libcufile.so.0", RTLD_NOW);
+    int fake_cufile = culib != NULL && dlsym(culib, "fake_cuda_stats") != NULL;
+    *(void **)&stats = dlsym(lib, "fake_cuda_stats");
+    *(void **)&get_cur = dlsym(lib, "cuCtxGetCurrent");
+    *(void **)&set_cur = dlsym(lib, "cuCtxSetCurrent");
+    *(void **)&retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
+    *(void **)&release = dlsym(lib, "cuDevicePrimaryCtxRelease_v2");
+    *(void **)&stream_create = dlsym(lib, "cuStreamCreate");
+    *(void **)&stream_destroy = dlsym(lib, "cuStreamDestroy_v2");
+    struct fake_cuda_stats st;
+    struct s3d_device *dev;
+
+    /* cuInit failing: the host backend with the driver's words, not an error. */
+    setenv("FAKE_CUDA_FAIL_INIT", "1", 1);
+    CHECK_OK(s3d_device_open(0, &dev));
+    CHECK_STREQ(s3d_device_backend(dev), "host");
+    CHECK(strstr(s3d_device_why_host(dev), "cuInit: no CUDA-capable device is detected "
+                                           "(CUDA_ERROR_NO_DEVICE, 100)") != NULL);
+    s3d_device_free(dev);
+    unsetenv("FAKE_CUDA_FAIL_INIT");
+
+    CHECK_OK(s3d_device_open(0, &dev));
+    CHECK_STREQ(s3d_device_backend(dev), "cuda");
+    CHECK(s3d_device_count(dev) == 2 && s3d_device_has_gpu(dev));
+
+    /* No context current: pinned memory still works (device 0's primary is retained). */
+    CHECK(current() == NULL);
+    void *h;
+    CHECK_OK(s3d_device_host_alloc(dev, 1u << 20, &h));
+    int isd, ord;
+    CHECK_OK(s3d_device_pointer_info(dev, h, &isd, &ord));
+    CHECK(isd == 0 && ord == -1);
+    int local;
+    CHECK_OK(s3d_device_pointer_info(dev, &local, &isd, &ord)); /* unknown to CUDA */
+    CHECK(isd == 0 && ord == -1);
+
+    /* The caller works on device 1: every call leaves its context current. */
+    void *mine;
+    CHECK(retain(&mine, 1) == 0);
+    set_cur(mine);
+    uint64_t d0, d1;
+    CHECK_OK(s3d_device_mem_alloc(dev, 0, 8u << 20, &d0));
+    CHECK(current() == mine);
+    CHECK_OK(s3d_device_mem_alloc(dev, 1, 8u << 20, &d1));
+    CHECK_OK(s3d_device_pointer_info(dev, (void *)(uintptr_t)(d0 + 5), &isd, &ord));
+    CHECK(isd == 1 && ord == 0);
+    CHECK_OK(s3d_device_pointer_info(dev, (void *)(uintptr_t)d1, &isd, &ord));
+    CHECK(isd == 1 && ord == 1);
+
+    struct s3d_stream *s0;
+    struct s3d_event *e0;
+    CHECK_OK(s3d_device_stream_new(dev, 0, &s0));
+    CHECK_OK(s3d_device_event_new(dev, 0, &e0));
+    memset(h, 0x42, 4096);
+    CHECK_OK(s3d_device_copy_htod(dev, s0, d0, h, 4096));
+    CHECK_OK(s3d_device_event_record(dev, e0, s0));
+    CHECK(s3d_device_event_query(dev, e0) == 1);
+    CHECK_OK(s3d_device_event_sync(dev, e0));
+    CHECK(((unsigned char *)(uintptr_t)d0)[4095] == 0x42);
+    CHECK_OK(s3d_device_copy_dtoh(dev, s0, (char *)h + 8192, d0, 4096));
+    CHECK_OK(s3d_device_stream_sync(dev, s0));
+    CHECK(current() == mine);
+
+    /* Waiting on the caller's streams: the legacy default stream, and one of its own context
+     * (device 1) while ours is on device 0. */
+    CHECK_OK(s3d_device_wait_external(dev, s0, 0));
+    void *theirs;
+    CHECK(stream_create(&theirs, 1) == 0);
+    CHECK_OK(s3d_device_wait_external(dev, s0, (uint64_t)(uintptr_t)theirs));
+    CHECK(current() == mine);
+    CHECK(stream_destroy(theirs) == 0);
+
+    /* A failing copy: S3D_ECUDA naming the function and the driver's words. */
+    setenv("FAKE_CUDA_FAIL_COPY", "1", 1);
+    CHECK_ERR(s3d_device_copy_htod(dev, s0, d0, h, 16), S3D_ECUDA);
+    CHECK_MSG_HAS("cuMemcpyHtoDAsync: an illegal memory access was encountered "
+                  "(CUDA_ERROR_ILLEGAL_ADDRESS, 700)");
+    unsetenv("FAKE_CUDA_FAIL_COPY");
+    struct s3d_stream *none;
+    CHECK_ERR(s3d_device_stream_new(dev, 2, &none), S3D_ENODEVICE);
+    CHECK(none == NULL);
+
+    /* The staged file path on the cuda code, to device 1. */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/fake.bin", t_tmpdir());
+    const size_t fsz = (5u << 20) + 333;
+    unsigned char *data = malloc(fsz);
+    CHECK(data != NULL);
+    t_fill_random(data, fsz, 17);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && write(fd, data, fsz) == (ssize_t)fsz);
+    close(fd);
+    struct s3d_pool *pool;
+    CHECK_OK(s3d_pool_new(dev, 4 * (1u << 20), 1u << 20, &pool));
+    uint32_t crc[2];
+    struct s3d_file_range r[2] = {{4097, 3u << 20, (void *)(uintptr_t)(d1 + 8), 1, &crc[0]},
+                                  {fsz - 100, 100, (void *)(uintptr_t)d0, 0, &crc[1]}};
+    struct s3d_file_io_opts o = {.mode = S3D_FILE_IO_DIRECT};
+    CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 2, &o));
+    CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 4097, 3u << 20) == 0);
+    CHECK(memcmp((void *)(uintptr_t)d0, data + fsz - 100, 100) == 0);
+    CHECK(crc[0] == s3d_crc32c(0, data + 4097, 3u << 20));
+    CHECK(crc[1] == s3d_crc32c(0, data + fsz - 100, 100));
+    CHECK(current() == mine);
+
+    /* cuFile: read (in 1 MiB pieces, the fake's limit) with the CRC pass, and write. */
+    const char *why = NULL;
+    if (fake_cufile) {
+        CHECK(s3d_cufile_available(dev, &why) == 1);
+        memset((void *)(uintptr_t)d1, 0, 8u << 20);
+        r[0].file_offset = 1;
+        o.mode = S3D_FILE_IO_CUFILE;
+        CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+        CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 1, 3u << 20) == 0);
+        CHECK(crc[0] == s3d_crc32c(0, data + 1, 3u << 20));
+        o.mode = S3D_FILE_IO_AUTO; /* AUTO picks cuFile when it opens */
+        CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+
+        char out[600];
+        snprintf(out, sizeof(out), "%s/fake-out.bin", t_tmpdir());
+        struct s3d_file_writer *w;
+        struct s3d_file_seg seg = {(const void *)(uintptr_t)(d1 + 8), 3u << 20, 1};
+        uint32_t wcrc;
+        o.mode = S3D_FILE_IO_CUFILE;
+        CHECK_OK(s3d_file_writer_open(dev, pool, out, &o, &w));
+        CHECK_OK(s3d_file_writer_write(w, 10, &seg, 1, &wcrc));
+        CHECK_OK(s3d_file_writer_pwrite(w, 0, "0123456789", 10));
+        CHECK_OK(s3d_file_writer_commit(w));
+        s3d_file_writer_free(w);
+        CHECK(wcrc == s3d_crc32c(0, data + 1, 3u << 20));
+        size_t n = (3u << 20) + 10;
+        unsigned char *back = malloc(n + 1);
+        fd = open(out, O_RDONLY);
+        CHECK(fd >= 0 && read(fd, back, n + 1) == (ssize_t)n);
+        close(fd);
+        CHECK(memcmp(back, "0123456789", 10) == 0 && memcmp(back + 10, data + 1, n - 10) == 0);
+        free(back);
+        unlink(out);
+
+        /* A driver that refuses: "not available" with the reason (a fresh process, since
+         * the driver state is per process). */
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            struct s3d_device *d2;
+            setenv("FAKE_CUFILE_FAIL_OPEN", "1", 1);
+            set_cur(NULL);
+            if (s3d_device_open(0, &d2) != 0 || s3d_cufile_available(d2, &why) != 0 ||
+                strstr(why, "cuFileDriverOpen: CU_FILE_PLATFORM_NOT_SUPPORTED (5007)") == NULL)
+                _exit(1);
+            _exit(0);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    } else {
+        printf("a real libcufile.so.0 is found first: cuFile part skipped\n");
+    }
+
+    stats(&st);
+    printf("fake driver: %d copies, %d retains, %d waits, %d bad-context calls\n", st.copies,
+           st.retains, st.wait_events, st.bad_context);
+    CHECK(st.bad_context == 0);
+    CHECK(st.stream_flags_seen >= 2);         /* ours were CU_STREAM_NON_BLOCKING */
+    CHECK(st.wait_events == 2 + fake_cufile); /* + the writer waiting on the caller stream */
+    CHECK(st.copies > 6);
+
+    unlink(path);
+    rmdir(t_tmpdir());
+    free(data);
+    s3d_pool_free(pool);
+    s3d_device_event_free(dev, e0);
+    s3d_device_stream_free(dev, s0);
+    s3d_device_mem_free(dev, 0, d0);
+    s3d_device_mem_free(dev, 1, d1);
+    s3d_device_host_free(dev, h, 1u << 20);
+    set_cur(NULL);
+    release(1);
+    s3d_device_free(dev);
+    stats(&st);
+    CHECK(st.retains == st.releases); /* every primary context retained is released */
+    return 0;
+}
