@@ -151,7 +151,9 @@ int s3d_cufile_buf_register(struct s3d_device *dev, int ordinal, uint64_t dptr, 
 int s3d_cufile_buf_deregister(struct s3d_device *dev, int ordinal, uint64_t dptr);
 /* Reads len bytes at file_off straight into device memory at dptr (on device ordinal, made
  * current first). Loops over short transfers; stops early only at end of file. Stores the
- * bytes read in *out_n. S3D_ECUFILE (cuFile status named) or S3D_EIO (errno named). */
+ * bytes read in *out_n. S3D_ECUFILE (cuFile status named) or S3D_EIO (errno named). dptr is
+ * given to cuFile as the buffer base: memory registered with s3d_cufile_buf_register must be
+ * read into at its registered base. */
 int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
                     uint64_t file_off, uint64_t *out_n);
 /* Writes len bytes from device memory at dptr to the file at file_off; all or an error. */
