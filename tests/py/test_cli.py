@@ -345,3 +345,70 @@ def test_progress_only_when_asked(cli, s3_env, bucket, boto3_client, tmp):
     assert "\r" in err and "100%" in err and "4.0 MiB / 4.0 MiB" in err
     r = run(cli, "cp", f"s3://{bucket}/g.bin", str(dst), "--progress", "--quiet", check=0)
     assert r.stderr == b"" and r.stdout == b""
+
+
+# ---- info and verify (checkpoints written by the Python layer over the same library) ------
+
+@pytest.fixture
+def ckpt(cli, s3_env, bucket, lib_path):
+    torch = pytest.importorskip("torch")
+    import s3direct
+
+    g = torch.Generator().manual_seed(0)
+    tensors = {"w": torch.randn(256, 128, generator=g), "b": torch.zeros(7, dtype=torch.bfloat16),
+               "step": torch.tensor(3, dtype=torch.int64)}
+    s3direct.save(tensors, f"s3://{bucket}/m.safetensors", metadata={"epoch": "10"})
+    s3direct.save(tensors, f"s3://{bucket}/sh/model.safetensors.index.json", shard_size=100000)
+    return tensors
+
+
+def tensor_rows(out):
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"^(\S+)\s+([A-Z0-9_]+)\s+(\[[^\]]*\])\s+(\d+)(?:\s+(\d+))?$", line)
+        if m and m.group(1) != "tensor":
+            rows[m.group(1)] = (m.group(2), m.group(3), int(m.group(4)), m.group(5))
+    return rows
+
+
+def test_info(cli, ckpt, bucket, tmp):
+    out = run(cli, "info", f"s3://{bucket}/m.safetensors", check=0).stdout.decode()
+    assert tensor_rows(out) == {"w": ("F32", "[256, 128]", 131072, None),
+                                "b": ("BF16", "[7]", 14, None),
+                                "step": ("I64", "[]", 8, None)}
+    assert "tensors: 3, data: 131094 bytes" in out
+    assert "checksums: all (3 of 3" in out
+    assert re.search(r"^  epoch: 10$", out, re.M)
+    out = run(cli, "info", f"s3://{bucket}/sh/model.safetensors.index.json",
+              check=0).stdout.decode()
+    assert "shards: 2" in out
+    assert re.search(rf"^shard 1: s3://{bucket}/sh/model-00002-of-00002.safetensors ", out, re.M)
+    assert {r[3] for r in tensor_rows(out).values()} == {"0", "1"}
+    st = pytest.importorskip("safetensors.torch")
+    p = tmp / "plain.safetensors"
+    st.save_file({"x": ckpt["w"][:2]}, str(p))
+    out = run(cli, "info", str(p), check=0).stdout.decode()
+    assert tensor_rows(out) == {"x": ("F32", "[2, 128]", 1024, None)}
+    assert "checksums: none (0 of 1" in out
+    line = one_error_line(run(cli, "info", f"s3://{bucket}/nothing.safetensors"))
+    assert "nothing.safetensors" in line
+
+
+def test_verify_ok_and_mismatch(cli, ckpt, bucket, boto3_client):
+    for uri in (f"s3://{bucket}/m.safetensors", f"s3://{bucket}/sh/model.safetensors.index.json"):
+        r = run(cli, "verify", uri, "--batch-size", "64k", check=0)
+        assert "3 ok, 0 not stored, 0 mismatches" in r.stdout.decode()
+    # flip one byte inside tensor "w" (the largest: the middle of the data region is in it)
+    body = bytearray(boto3_client.get_object(Bucket=bucket, Key="m.safetensors")["Body"].read())
+    hdr = 8 + int.from_bytes(body[:8], "little")
+    body[hdr + 65536] ^= 0x01
+    boto3_client.put_object(Bucket=bucket, Key="m.safetensors", Body=bytes(body))
+    r = run(cli, "verify", f"s3://{bucket}/m.safetensors")
+    assert r.returncode == 1
+    out = r.stdout.decode()
+    assert re.search(r"^MISMATCH  w: ", out, re.M) and "MISMATCH  b" not in out
+    assert "2 ok, 0 not stored, 1 mismatch" in out
+    line = one_error_line(r)
+    assert "1 tensor of" in line and "CRC32C" in line
+    # --no-verify reads without comparing
+    run(cli, "verify", "--no-verify", f"s3://{bucket}/m.safetensors", check=0)
