@@ -15,14 +15,6 @@ See docs/python.md.
 
 from __future__ import annotations
 
-from ._checkpoint import (
-    CheckpointReader,
-    load,
-    load_into,
-    open_checkpoint,
-    save,
-    save_async,
-)
 from .client import Client, default_client
 from .errors import (
     AccessDenied,
@@ -56,11 +48,20 @@ def library_version() -> str:
     return _capi.lib().s3d_version_string().decode()
 
 
-def __getattr__(name):
-    # torch.distributed.checkpoint is imported only when s3direct.dcp is used.
-    if name == "dcp":
-        import importlib
+_TORCH_API = ("save", "load", "load_into", "save_async", "open_checkpoint", "CheckpointReader")
 
+
+def __getattr__(name):
+    # torch is imported on first use of the tensor API, so the CLI entry point and the plain
+    # byte API work without it; torch.distributed.checkpoint only when s3direct.dcp is used.
+    import importlib
+
+    if name in _TORCH_API:
+        mod = importlib.import_module("._checkpoint", __name__)
+        value = getattr(mod, name)
+        globals()[name] = value
+        return value
+    if name == "dcp":
         return importlib.import_module(".dcp", __name__)
     raise AttributeError(f"module 's3direct' has no attribute {name!r}")
 
