@@ -13,9 +13,10 @@
 #include "s3direct/s3direct.h"
 
 /* Exit codes: 0 success, 1 the operation failed, 2 the command line was wrong. */
-#define CLI_EXIT_OK    0
-#define CLI_EXIT_FAIL  1
-#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_OK          0
+#define CLI_EXIT_FAIL        1
+#define CLI_EXIT_USAGE       2
+#define CLI_EXIT_INTERRUPTED 130 /* 128 + SIGINT, as shells report it */
 
 /* Flags a command accepts beyond the common ones (bit mask, see struct cli_command). */
 enum {
@@ -104,7 +105,8 @@ int cli_parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out);
  * negative S3D_E* code (*out NULL). */
 int cli_client(const struct cli_opts *o, struct s3d_client **out);
 /* Prints "s3direct: <library message>" (or the code's description when the library left
- * none) to stderr and returns CLI_EXIT_FAIL. rc is the negative code returned. */
+ * none) to stderr and returns CLI_EXIT_FAIL (CLI_EXIT_INTERRUPTED for a transfer canceled by
+ * Ctrl-C). rc is the negative code returned. */
 int cli_fail(int rc);
 /* Prints "s3direct: <printf message>" to stderr and returns CLI_EXIT_FAIL. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -368,6 +368,9 @@ static int cp_one(struct cp_ctx *x, const char *src, const char *dst)
         (ends_with_slash(dst) || (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)))) {
         if (join(path, sizeof(path), dst, base_name(sk)) != 0)
             return CLI_EXIT_FAIL;
+        /* "DIR/" names a folder, created if missing, as the AWS CLI does. */
+        if (!x->o->dryrun && make_parents(path) != 0)
+            return CLI_EXIT_FAIL;
         dst = path;
     }
     return download(x, sb, sk, dst);

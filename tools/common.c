@@ -50,6 +50,10 @@ int cli_fail(int rc)
 
     if (m == NULL || m[0] == '\0')
         m = s3d_strerror(rc);
+    if (rc == S3D_ECANCELED && cli_interrupted()) {
+        fprintf(stderr, "s3direct: interrupted (%s)\n", m);
+        return CLI_EXIT_INTERRUPTED;
+    }
     fprintf(stderr, "s3direct: %s\n", m);
     return CLI_EXIT_FAIL;
 }
