@@ -412,3 +412,27 @@ def test_verify_ok_and_mismatch(cli, ckpt, bucket, boto3_client):
     assert "1 tensor of" in line and "CRC32C" in line
     # --no-verify reads without comparing
     run(cli, "verify", "--no-verify", f"s3://{bucket}/m.safetensors", check=0)
+
+
+def test_ctrl_c_aborts_the_upload(cli, s3_env, bucket, boto3_client):
+    import signal
+
+    p = subprocess.Popen([cli, "cp", "-", f"s3://{bucket}/int.bin", "--part-size", "5M"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        p.stdin.write(data(7 * MiB, seed=9))  # one part gets uploaded, then stdin stalls
+        p.stdin.flush()
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        p.stdin.close()  # EOF after the interrupt: must not complete the upload
+        p.wait(timeout=60)
+        err = p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, (p.returncode, err)
+    lines = err.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("s3direct: interrupted"), lines
+    assert boto3_client.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+    assert not boto3_client.list_multipart_uploads(Bucket=bucket).get("Uploads")
