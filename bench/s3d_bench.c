@@ -105,22 +105,19 @@ int main(int argc, char **argv)
         t0 = now();
         c0 = cpu();
         if (get)
-            rc = s3d_download_to_buffer(c, argv[2], argv[3], 0, UINT64_MAX, buf, size, &got,
-                                        NULL);
+            rc = s3d_download_to_buffer(c, argv[2], argv[3], 0, UINT64_MAX, buf, size, &got, NULL);
         else
             rc = s3d_upload_from_buffer(c, argv[2], argv[3], buf, size, NULL);
         if (rc < 0)
             goto fail;
-        printf("run %d seconds %.4f cpu %.4f bytes %" PRIu64 "\n", i, now() - t0, cpu() - c0,
-               size);
+        printf("run %d seconds %.4f cpu %.4f bytes %" PRIu64 "\n", i, now() - t0, cpu() - c0, size);
         fflush(stdout);
     }
     ret = 0;
     goto out;
 fail:
-    fprintf(stderr, "s3direct-bench: %s\n", s3d_last_error_message()[0]
-                                                ? s3d_last_error_message()
-                                                : s3d_strerror(rc));
+    fprintf(stderr, "s3direct-bench: %s\n",
+            s3d_last_error_message()[0] ? s3d_last_error_message() : s3d_strerror(rc));
 out:
     free(buf);
     s3d_client_free(c);
