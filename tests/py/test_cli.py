@@ -127,6 +127,23 @@ def test_usage_errors_exit_2(cli, args, needle):
     assert r.stdout == b""
 
 
+@pytest.mark.parametrize("size,ok", [
+    ("8M", True), ("64MiB", True), ("5242880", True), ("1.5G", True), ("512k", True),
+    ("8mb", True), ("8Q", False), ("-1", False), ("1.5", False), ("", False), ("0", False),
+    ("8MiBs", False), ("99999999999T", False),
+])
+def test_part_size_syntax(cli, tmp_path, size, ok):
+    # --dryrun: the command line is parsed and the client built, nothing is sent
+    r = run(cli, "cp", "--dryrun", "--part-size", size, "s3://bkt/k", str(tmp_path / "x"),
+            env={"AWS_ENDPOINT_URL": "http://127.0.0.1:1"})
+    if ok:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode().startswith("(dryrun) download: s3://bkt/k to ")
+    else:
+        assert r.returncode == 2 and b"--part-size" in r.stderr, r
+    assert not (tmp_path / "x").exists()
+
+
 # ---- against the server -----------------------------------------------------------------
 
 @pytest.fixture
