@@ -81,6 +81,9 @@ def test_non_json_leaf_names_its_path(tmp_path, lib_path):
         s3direct.save({"cfg": [1, {1, 2}]}, path)
     with pytest.raises(s3direct.InvalidArgument, match=r"t\.x.*complex128"):
         s3direct.save({"t": {"x": torch.zeros(2, dtype=torch.complex128)}}, path)
+    # Even with allow_pickle, an unpicklable leaf is refused by path.
+    with pytest.raises(s3direct.InvalidArgument, match=r"hooks\.0.*cannot be pickled"):
+        s3direct.save({"hooks": [lambda x: x]}, path, allow_pickle=True)
     assert not os.path.exists(path)
 
 
