@@ -101,6 +101,17 @@ class _Location:
             with streams.writer(self.join(name)) as f:
                 f.write(data)
 
+    def remove(self, name: str) -> None:
+        """Deletes the object or file if it exists."""
+        if self.s3:
+            b, k = streams.split_s3(self.join(name))
+            resolve(self.client).delete_object(b, k)
+        else:
+            try:
+                os.unlink(self.join(name))
+            except FileNotFoundError:
+                pass
+
     def read_bytes(self, name: str) -> bytes:
         if self.s3:
             b, k = streams.split_s3(self.join(name))
@@ -158,6 +169,9 @@ class S3DirectStorageWriter(StorageWriter):
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        # Runs on the coordinator before any rank writes: an older checkpoint at this path
+        # stops being "complete" before its rank objects are overwritten.
+        self.loc.remove(METADATA_NAME)
         return [dataclasses.replace(p, storage_data=_RankPrefix(f"__{i}_"))
                 if p.storage_data is None else p for i, p in enumerate(plans)]
 

@@ -113,6 +113,38 @@ def test_dcp_local_save2_load4(tmp_path, lib_path):
     run_world("load", path, 4)
 
 
+def test_overwrite_drops_old_metadata_first(tmp_path, lib_path):
+    from torch.distributed.checkpoint.planner import SavePlan
+
+    from s3direct.dcp import METADATA_NAME, S3DirectStorageWriter
+
+    path = os.path.join(tmp_path, "ck")
+    os.makedirs(path)
+    open(os.path.join(path, METADATA_NAME), "wb").write(b"old")
+    w = S3DirectStorageWriter(path)
+    w.set_up_storage_writer(True, rank=0, use_collectives=True)
+    plans = w.prepare_global_plan([w.prepare_local_plan(SavePlan([])), SavePlan([])])
+    assert [p.storage_data.prefix for p in plans] == ["__0_", "__1_"]
+    assert not os.path.exists(os.path.join(path, METADATA_NAME))
+
+
+@pytest.mark.parametrize("shape,offsets,lengths,expect", [
+    ((8, 12), (0, 0), (8, 12), (0, 96)),          # whole tensor
+    ((8, 12), (2, 0), (3, 12), (24, 36)),         # rows: contiguous
+    ((8, 12), (0, 6), (8, 6), None),              # columns: strided
+    ((8, 12), (5, 3), (1, 4), (63, 4)),           # part of one row
+    ((4, 3, 2), (1, 2, 0), (1, 1, 2), (10, 2)),   # length-1 leading dims
+    ((4, 3, 2), (1, 1, 0), (2, 1, 2), None),      # second dim cut after a >1 dim
+    ((), (), (), (0, 1)),                         # 0-d
+])
+def test_contiguous_range(shape, offsets, lengths, expect):
+    from s3direct.dcp import _contiguous_range
+
+    assert _contiguous_range(shape, offsets, lengths, 1) == expect
+    if expect is not None:
+        assert _contiguous_range(shape, offsets, lengths, 4) == (expect[0] * 4, expect[1] * 4)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                     "python"))
