@@ -530,7 +530,12 @@ def load_into(target, uri, *, strict=True, progress=False, client=None, allow_pi
         with torch.no_grad():
             dst.copy_(tmp)
     for opt, sub, loaded in opt_states:
-        opt.load_state_dict(_tree.unflatten(sub, loaded, allow_pickle=allow_pickle))
+        try:
+            opt.load_state_dict(_tree.unflatten(sub, loaded, allow_pickle=allow_pickle))
+        except (ValueError, KeyError) as e:
+            path = next(p for p, _, o in opt_prefixes if o is opt)
+            raise errors.StateMismatch(
+                f"load_into {os.fspath(uri)}: optimizer at {path or '<root>'}: {e}") from e
     if doc is None:
         return result
     return _tree.unflatten(doc["tree"], lambda name, path: result.get(name),

@@ -129,3 +129,15 @@ def test_corrupted_data_fails_checksum(tmp_path, lib_path):
         s3direct.load(path)
     back = s3direct.load(path, verify=False)
     assert back["a"].count_nonzero() == 1
+
+
+def test_load_into_optimizer_with_other_param_groups(tmp_path, lib_path):
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    path = os.path.join(tmp_path, "o.safetensors")
+    s3direct.save({"optim": opt.state_dict()}, path)
+    other = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1, momentum=0.9)
+    with pytest.raises(s3direct.StateMismatch, match="optimizer at optim"):
+        s3direct.load_into({"optim": other}, path)
