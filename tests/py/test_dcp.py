@@ -113,6 +113,34 @@ def test_dcp_local_save2_load4(tmp_path, lib_path):
     run_world("load", path, 4)
 
 
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_dcp_single_process_and_async_save(where, request, tmp_path, lib_path):
+    """Without a process group DCP runs as one rank: save, async_save and load in-process."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    from s3direct.dcp import S3DirectStorageReader, S3DirectStorageWriter
+
+    if where == "s3":
+        request.getfixturevalue("s3_env")
+        base = f"s3://{request.getfixturevalue('bucket')}/dcp"
+    else:
+        base = os.path.join(tmp_path, "dcp")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.LayerNorm(4))
+    ref = {k: v.clone() for k, v in model.state_dict().items()}
+    sd = {"model": model.state_dict(), "step": 5}
+    dcp.save(sd, storage_writer=S3DirectStorageWriter(base + "/sync"))
+    fut = dcp.async_save(sd, storage_writer=S3DirectStorageWriter(base + "/async"))
+    fut.result()
+    for sub in ("sync", "async"):
+        fresh = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.LayerNorm(4))
+        out = {"model": fresh.state_dict(), "step": 0}
+        dcp.load(out, storage_reader=S3DirectStorageReader(f"{base}/{sub}"))
+        for k, v in ref.items():
+            assert torch.equal(fresh.state_dict()[k], v), (sub, k)
+        assert out["step"] == 5
+
+
 def test_overwrite_drops_old_metadata_first(tmp_path, lib_path):
     from torch.distributed.checkpoint.planner import SavePlan
 
