@@ -2,7 +2,8 @@
 
 - python/ is put on sys.path, so the tests run without installing the package.
 - lib_path: the libs3direct.so the package will load (S3D_LIBRARY, else $S3D_BUILD_DIR, else
-  build/); the test is skipped when there is none.
+  python/s3direct/_lib, else build/), exported as S3D_LIBRARY for this process and its
+  children; a test using it is skipped when there is none.
 - s3_env: skips the test unless AWS_ENDPOINT_URL is set (a server to talk to); returns the
   environment as a dict.
 - boto3_client: a boto3 S3 client for that server (checks the library against an independent
@@ -44,13 +45,18 @@ def _find_lib():
     return None
 
 
+# The library under test is pinned for this process and its children: a build dir given by
+# the runner wins over a copy installed into python/s3direct/_lib.
+_LIB = _find_lib()
+if _LIB is not None:
+    os.environ["S3D_LIBRARY"] = os.path.abspath(_LIB)
+
+
 @pytest.fixture(scope="session")
 def lib_path():
-    p = _find_lib()
-    if p is None:
+    if _LIB is None:
         pytest.skip("libs3direct.so not built (set S3D_BUILD_DIR or S3D_LIBRARY)")
-    os.environ.setdefault("S3D_LIBRARY", os.path.abspath(p))
-    return p
+    return _LIB
 
 
 @pytest.fixture(scope="session")
