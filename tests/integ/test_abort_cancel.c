@@ -123,6 +123,7 @@ int main(void)
     tproxy_parse_endpoint(ep, host, sizeof(host), &port);
     memset(&po, 0, sizeof(po));
     po.cut_s2c_after = -1;
+    po.stall_s2c_after = -1;
     po.cut_c2s_after = -1;
     po.delay_us = 20000; /* ~3 MB/s per connection: 40 MiB would take several seconds */
     px = tproxy_start(host, port, &po);

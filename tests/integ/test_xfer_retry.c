@@ -67,6 +67,7 @@ int main(void)
     memset(&po, 0, sizeof(po));
     po.cut_s2c_after = 10 << 20;
     po.cut_c2s_after = -1;
+    po.stall_s2c_after = -1;
     px = tproxy_start(host, port, &po);
     via = client_at(tproxy_url(px), 32u << 20, 1);
     memset(dst, 0, n);
@@ -96,6 +97,7 @@ int main(void)
     memset(&po, 0, sizeof(po));
     po.cut_s2c_after = -1;
     po.cut_c2s_after = 8 << 20;
+    po.stall_s2c_after = -1;
     px = tproxy_start(host, port, &po);
     via = client_at(tproxy_url(px), 6u << 20, 1);
     t_fill_random(src, n, 43);
@@ -111,6 +113,52 @@ int main(void)
     CHECK(memcmp(src, dst, n) == 0);
     CHECK_OK(s3d_list_multipart_uploads(direct, bucket, NULL, no_upload, &uploads));
     CHECK(uploads == 0);
+    s3d_client_free(via);
+    tproxy_stop(px);
+
+    /* 3. A stall: the response stops for 5 s after 1 MiB; below 1 MB/s for 1 s, the request
+     * is given up as stalled and resumed on a new connection. */
+    memset(&po, 0, sizeof(po));
+    po.cut_s2c_after = -1;
+    po.cut_c2s_after = -1;
+    po.stall_s2c_after = 1 << 20;
+    po.stall_ms = 5000;
+    px = tproxy_start(host, port, &po);
+    {
+        struct s3d_client_options o;
+        memset(&o, 0, sizeof(o));
+        o.endpoint_url = tproxy_url(px);
+        o.part_size = 32u << 20;
+        o.max_concurrency = 1;
+        o.low_speed_time_s = 1;
+        o.low_speed_limit = 1000000;
+        CHECK_OK(s3d_client_new(&o, &via));
+    }
+    memset(dst, 0, n);
+    CHECK_OK(s3d_download_to_buffer(via, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
+    CHECK(memcmp(src, dst, n) == 0);
+    CHECK(tproxy_stalls(px) == 1);
+    log = tproxy_log(px);
+    fprintf(stderr, "proxy log (stall):\n%s", log);
+    CHECK(count_lines(log, "GET /", "Range: bytes=") == 2);
+    s3d_client_free(via);
+
+    /* 4. A deadline shorter than the stall: the request times out and no retry can start
+     * before the deadline: S3D_ETIMEDOUT. */
+    tproxy_stop(px);
+    po.stall_s2c_after = 1 << 20;
+    po.stall_ms = 2500;
+    px = tproxy_start(host, port, &po);
+    {
+        struct s3d_client_options o;
+        memset(&o, 0, sizeof(o));
+        o.endpoint_url = tproxy_url(px);
+        o.deadline_ms = 1500;
+        o.low_speed_time_s = 10;
+        CHECK_OK(s3d_client_new(&o, &via));
+    }
+    CHECK_ERR(s3d_download_to_buffer(via, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL),
+              S3D_ETIMEDOUT);
     s3d_client_free(via);
     tproxy_stop(px);
 

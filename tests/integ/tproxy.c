@@ -38,6 +38,7 @@ struct tproxy {
     pthread_t acc;
     atomic_int stop;
     atomic_int cuts;
+    atomic_int stalls;
     atomic_llong s2c, c2s;
     pthread_mutex_t mu;
     char *log;
@@ -168,6 +169,12 @@ static void *conn_main(void *arg)
                 parse_c2s(c, buf, (size_t)n);
                 if (should_cut(p, &p->c2s, p->o.cut_c2s_after, (size_t)n))
                     goto cut;
+            } else if (p->o.stall_s2c_after >= 0 &&
+                       atomic_load(&p->s2c) + n > p->o.stall_s2c_after &&
+                       atomic_exchange(&p->stalls, 1) == 0) {
+                /* Hold this chunk back: the client sees no byte for stall_ms. */
+                usleep((useconds_t)p->o.stall_ms * 1000);
+                atomic_fetch_add(&p->s2c, (long long)n);
             } else if (should_cut(p, &p->s2c, p->o.cut_s2c_after, (size_t)n)) {
                 /* Send part of this chunk first: the client sees a body that stops short. */
                 ssize_t part = n / 2;
@@ -273,6 +280,11 @@ const char *tproxy_url(const struct tproxy *p)
 int tproxy_cuts(struct tproxy *p)
 {
     return atomic_load(&p->cuts);
+}
+
+int tproxy_stalls(struct tproxy *p)
+{
+    return atomic_load(&p->stalls);
 }
 
 const char *tproxy_log(struct tproxy *p)

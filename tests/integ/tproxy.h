@@ -15,6 +15,9 @@ struct tproxy_opts {
                                to the client in total; -1 = never */
     int64_t cut_c2s_after;  /* the same for request bytes going to the server; -1 = never */
     int delay_us;           /* sleep this long after each forwarded chunk (<= 64 KiB) */
+    int64_t stall_s2c_after; /* once this many response bytes went to the client, stop
+                                forwarding on that connection for stall_ms (once); -1 never */
+    int stall_ms;
 };
 
 struct tproxy;
@@ -26,6 +29,8 @@ struct tproxy *tproxy_start(const char *up_host, int up_port, const struct tprox
 const char *tproxy_url(const struct tproxy *p);
 /* Connections cut so far (0 or 1). */
 int tproxy_cuts(struct tproxy *p);
+/* Stalls so far (0 or 1). */
+int tproxy_stalls(struct tproxy *p);
 /* The log so far: one line per request ("PUT /b/k?partNumber=1&uploadId=..." then, when
  * present, " Range: bytes=A-B"). Owned by the proxy; valid until the next call. */
 const char *tproxy_log(struct tproxy *p);
