@@ -193,10 +193,16 @@ static void *conn_main(void *arg)
         }
     }
 cut:
-    /* A hard reset, as a dying server or middlebox would do. */
+    /* A hard reset, as a dying server or middlebox would do: close with linger 0 sends RST
+     * at once, whichever way the client was sending. */
     {
         struct linger lg = {1, 0};
         setsockopt(c->cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        close(c->cfd);
+        c->cfd = -1;
+        shutdown(c->sfd, SHUT_RDWR);
+        free(buf);
+        return NULL;
     }
 done:
     shutdown(c->cfd, SHUT_RDWR);
@@ -303,7 +309,8 @@ void tproxy_stop(struct tproxy *p)
     pthread_join(p->acc, NULL);
     for (i = 0; i < p->n_conns; i++) {
         pthread_join(p->conns[i]->th, NULL);
-        close(p->conns[i]->cfd);
+        if (p->conns[i]->cfd >= 0)
+            close(p->conns[i]->cfd);
         close(p->conns[i]->sfd);
         free(p->conns[i]);
     }
