@@ -23,7 +23,8 @@ static const char usage[] =
     "A DEST key ending in '/' (or an existing local folder) receives the source's base name.\n\n"
     "Options:\n"
     "  -r, --recursive       copy everything under the folder or prefix (a prefix is taken as\n"
-    "                        a folder: s3://b/data means s3://b/data/...)\n"
+    "                        a folder: s3://b/data means s3://b/data/...); symbolic links to\n"
+    "                        files are followed, links to folders are not\n"
     "  --content-type TYPE   Content-Type of uploaded objects (default\n"
     "                        application/octet-stream)\n"
     "  --dryrun              print what would be copied, copy nothing\n\n"
@@ -222,10 +223,16 @@ static int walk_cb(const char *path, const struct stat *st, int type, struct FTW
     const char *rel;
     int n;
 
+    struct stat target;
+
     (void)st;
     (void)ftw;
-    if (type != FTW_F)
-        return 0; /* folders, symlinks to nowhere and unreadable entries are skipped */
+    /* Links to files are followed; links to folders are not (no cycles to detect). Folders,
+     * dangling links and unreadable entries are skipped. */
+    if (type == FTW_SL && !(stat(path, &target) == 0 && S_ISREG(target.st_mode)))
+        return 0;
+    if (type != FTW_F && type != FTW_SL)
+        return 0;
     rel = path + walk.root_len;
     while (*rel == '/')
         rel++;
