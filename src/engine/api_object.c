@@ -59,8 +59,7 @@ int s3d_delete_object(struct s3d_client *c, const char *bucket, const char *key)
     return rc < 0 ? rc : s3d_op_delete_object(&c->s3, bucket, key);
 }
 
-int s3d_delete_objects(struct s3d_client *c, const char *bucket, const char *const *keys,
-                       size_t n)
+int s3d_delete_objects(struct s3d_client *c, const char *bucket, const char *const *keys, size_t n)
 {
     size_t i;
     int rc = check_bucket(c, bucket);

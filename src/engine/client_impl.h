@@ -18,22 +18,22 @@
 /* Defaults of the client options (client.h). part_size and concurrency: measured against the
  * local RGW, see docs/internals/engine.md. */
 #define S3D_DEFAULT_CONCURRENCY 8u
-#define S3D_DEFAULT_PART_SIZE (8ull << 20)
-#define S3D_MIN_PART_SIZE (5ull << 20)       /* S3's minimum for all parts but the last */
-#define S3D_MAX_PARTS 10000u
-#define S3D_MAX_SINGLE_PUT (5ull << 30)
+#define S3D_DEFAULT_PART_SIZE   (8ull << 20)
+#define S3D_MIN_PART_SIZE       (5ull << 20) /* S3's minimum for all parts but the last */
+#define S3D_MAX_PARTS           10000u
+#define S3D_MAX_SINGLE_PUT      (5ull << 30)
 
 struct s3d_pool;
 struct s3d_device;
 
 struct s3d_client {
-    struct s3d_s3ctx s3;          /* config, connections; thread-safe */
-    pid_t pid;                    /* the process that created it (fork check) */
+    struct s3d_s3ctx s3; /* config, connections; thread-safe */
+    pid_t pid;           /* the process that created it (fork check) */
     uint32_t max_concurrency;
     uint64_t part_size;
     uint64_t multipart_threshold;
     uint64_t staging_bytes;
-    int32_t device_opt;           /* client option device: -1 never, >= 0 ordinal hint */
+    int32_t device_opt; /* client option device: -1 never, >= 0 ordinal hint */
 
     /* Created on first use by whoever needs them (the checkpoint pipeline: staging pool;
      * the device layer: the GPU handle), under lazy_lock; freed by s3d_client_free (pool

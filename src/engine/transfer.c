@@ -128,12 +128,14 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
     if (rc < 0)
         return rc;
     if (offset > info.size)
-        return s3d_fail(S3D_ERANGE, "s3://%s/%s: offset %" PRIu64 " is past the end (%" PRIu64
-                        " bytes)", bucket, key, offset, info.size);
+        return s3d_fail(S3D_ERANGE,
+                        "s3://%s/%s: offset %" PRIu64 " is past the end (%" PRIu64 " bytes)",
+                        bucket, key, offset, info.size);
     len = S3D_MIN(length, info.size - offset);
     if (len > dst_cap)
-        return s3d_fail(S3D_ETOOBIG, "s3://%s/%s: %" PRIu64 " bytes do not fit the %" PRIu64
-                        "-byte buffer", bucket, key, len, dst_cap);
+        return s3d_fail(S3D_ETOOBIG,
+                        "s3://%s/%s: %" PRIu64 " bytes do not fit the %" PRIu64 "-byte buffer",
+                        bucket, key, len, dst_cap);
     rc = make_jobs(bucket, key, offset, len, o.part_size, &jobs, &n);
     if (rc < 0)
         return rc;
@@ -209,8 +211,7 @@ static void slots_free(struct slots *s)
     memset(s, 0, sizeof(*s));
 }
 
-static int write_all(int fd, const char *p, size_t n, int seekable, uint64_t off,
-                     const char *what)
+static int write_all(int fd, const char *p, size_t n, int seekable, uint64_t off, const char *what)
 {
     while (n > 0) {
         ssize_t w = seekable ? pwrite(fd, p, n, (off_t)off) : write(fd, p, n);
@@ -234,7 +235,7 @@ struct file_dl {
     const char *what;
     struct s3d_get_job *jobs;
     size_t n_jobs;
-    size_t next_write;  /* stdout: the next job to write, in order */
+    size_t next_write; /* stdout: the next job to write, in order */
 };
 
 static int dl_prepare(void *ctx, struct s3d_get_job *j)
@@ -348,8 +349,8 @@ struct buf_up {
     const char *src;
     uint64_t len, part, next_off;
     uint32_t next_number;
-    struct iovec iov[1];   /* not used: each part points into iovs */
-    struct iovec *iovs;    /* one per part */
+    struct iovec iov[1]; /* not used: each part points into iovs */
+    struct iovec *iovs;  /* one per part */
 };
 
 static int bufup_next(void *ctx, struct s3d_put_part *p)
@@ -425,8 +426,8 @@ struct fd_up {
     int eof;
     uint32_t next_number;
     uint64_t part;
-    struct iovec *iovs;    /* one per slot */
-    char *pending;         /* a slot already filled (the first part), or NULL */
+    struct iovec *iovs; /* one per slot */
+    char *pending;      /* a slot already filled (the first part), or NULL */
     uint64_t pending_len;
 };
 
@@ -476,8 +477,10 @@ static int fdup_next(void *ctx, struct s3d_put_part *p)
         }
     }
     if (f->next_number > S3D_MAX_PARTS)
-        return s3d_fail(S3D_ETOOBIG, "%s: more than %u parts of %" PRIu64 " bytes; raise "
-                        "part_size", f->what, S3D_MAX_PARTS, f->part);
+        return s3d_fail(S3D_ETOOBIG,
+                        "%s: more than %u parts of %" PRIu64 " bytes; raise "
+                        "part_size",
+                        f->what, S3D_MAX_PARTS, f->part);
     for (idx = 0; idx < f->slots.n && f->slots.buf[idx] != buf; idx++) {
     }
     f->iovs[idx].iov_base = buf;
@@ -586,8 +589,8 @@ int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *k
         rc = s3d_fail(S3D_EINVAL, "%s is a directory", path);
     } else {
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        rc = upload_fd(c, bucket, key, fd, path, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0,
-                       &o, NULL);
+        rc = upload_fd(c, bucket, key, fd, path, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0, &o,
+                       NULL);
     }
     close(fd);
     return rc;
@@ -602,7 +605,7 @@ struct copy_ctx {
     uint32_t next_number;
     struct topts *o;
     struct slots slots;
-    struct s3d_get_job *win;   /* the fetched window, one per slot */
+    struct s3d_get_job *win; /* the fetched window, one per slot */
     size_t win_n, win_next;
     struct iovec *iovs;
 };
@@ -634,8 +637,7 @@ static int copy_next(void *ctx, struct s3d_put_part *p)
             x->next_off += j->length;
             x->win_n++;
         }
-        rc = s3d_xfer_get(x->c, x->win, x->win_n, NULL, x->o->max_conc, NULL, NULL,
-                          x->o->cancel);
+        rc = s3d_xfer_get(x->c, x->win, x->win_n, NULL, x->o->max_conc, NULL, NULL, x->o->cancel);
         if (rc < 0)
             return rc;
     }
@@ -675,8 +677,9 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
     rc = s3d_op_head(&c->s3, src_bucket, src_key, &info);
     if (rc < 0)
         return rc;
-    put_opts(&o, info.size, o.content_type ? o.content_type
-                            : (info.content_type[0] ? info.content_type : NULL), &po);
+    put_opts(&o, info.size,
+             o.content_type ? o.content_type : (info.content_type[0] ? info.content_type : NULL),
+             &po);
     if (info.size < c->multipart_threshold) {
         char *buf = malloc(info.size ? info.size : 1);
         struct iovec v;

@@ -55,7 +55,7 @@ struct s3d_upload_stream {
     int *busy;
     struct qent *q;
     size_t q_head, q_len;
-    struct iovec *iovs;     /* one per slot, for the part being uploaded from it */
+    struct iovec *iovs; /* one per slot, for the part being uploaded from it */
     int eof, abort, worker_done, worker_rc;
     struct worker_err werr;
 };
@@ -77,9 +77,13 @@ static void werr_save(struct worker_err *w, int code)
 
 static int werr_restore(const struct worker_err *w)
 {
-    struct s3d_err_s3 d = {.operation = w->operation, .bucket = w->bucket, .key = w->key,
-                           .http_status = w->http_status, .s3_code = w->s3_code,
-                           .s3_message = w->s3_message, .request_id = w->request_id};
+    struct s3d_err_s3 d = {.operation = w->operation,
+                           .bucket = w->bucket,
+                           .key = w->key,
+                           .http_status = w->http_status,
+                           .s3_code = w->s3_code,
+                           .s3_message = w->s3_message,
+                           .request_id = w->request_id};
     return s3d_fail_s3(w->code, &d, "%s", w->message);
 }
 
@@ -120,8 +124,7 @@ static int st_next(void *ctx, struct s3d_put_part *p)
     pthread_mutex_lock(&s->mu);
     if (s->abort) {
         pthread_mutex_unlock(&s->mu);
-        return s3d_fail(S3D_ECANCELED, "upload stream to s3://%s/%s abandoned", s->bucket,
-                        s->key);
+        return s3d_fail(S3D_ECANCELED, "upload stream to s3://%s/%s abandoned", s->bucket, s->key);
     }
     if (s->q_len > 0) {
         struct qent e = s->q[s->q_head];
@@ -174,8 +177,7 @@ static void *worker(void *arg)
 }
 
 int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *key,
-                          const struct s3d_transfer_options *opts,
-                          struct s3d_upload_stream **out)
+                          const struct s3d_transfer_options *opts, struct s3d_upload_stream **out)
 {
     struct s3d_transfer_options t;
     struct s3d_upload_stream *s;
@@ -234,9 +236,10 @@ static int enqueue_cur(struct s3d_upload_stream *s)
 {
     int rc = 0;
     if (s->next_number > S3D_MAX_PARTS)
-        return s3d_fail(S3D_ETOOBIG, "upload stream to s3://%s/%s: more than %u parts of %"
-                        PRIu64 " bytes; raise part_size", s->bucket, s->key, S3D_MAX_PARTS,
-                        s->part);
+        return s3d_fail(S3D_ETOOBIG,
+                        "upload stream to s3://%s/%s: more than %u parts of %" PRIu64
+                        " bytes; raise part_size",
+                        s->bucket, s->key, S3D_MAX_PARTS, s->part);
     pthread_mutex_lock(&s->mu);
     s->q[(s->q_head + s->q_len) % s->n_slots] =
         (struct qent){.buf = s->cur, .len = s->cur_len, .number = s->next_number++};

@@ -31,7 +31,7 @@ enum eng_kind { KIND_GET, KIND_PART, KIND_SINGLE };
 
 struct item {
     int state;
-    CURL *e;                  /* created on first use, reset per attempt */
+    CURL *e; /* created on first use, reset per attempt */
     struct s3d_s3_op op;
     uint32_t attempts;
     uint64_t retry_at;
@@ -40,7 +40,7 @@ struct item {
     struct s3d_get_job *job;
     /* PUT */
     struct s3d_put_part part;
-    int synthetic;            /* the empty part 1 of an upload that got no parts */
+    int synthetic; /* the empty part 1 of an upload that got no parts */
     char number[12];
     char crc[S3D_CRC32C_B64_LEN];
 };
@@ -58,11 +58,11 @@ struct engine {
     struct s3d_cancel *cancel;
     int (*poll)(void *ctx);
     void *hook_ctx;
-    uint64_t total;           /* for progress */
-    uint64_t done_bytes;      /* of finished items */
+    uint64_t total;      /* for progress */
+    uint64_t done_bytes; /* of finished items */
     uint64_t last_progress_ms;
     int feed_done;
-    int feed_blocked;         /* a hook said "not yet" this turn */
+    int feed_blocked; /* a hook said "not yet" this turn */
     /* GET */
     struct s3d_get_job *jobs;
     size_t n_jobs, next_job;
@@ -70,11 +70,12 @@ struct engine {
     /* PUT */
     const char *bucket, *key;
     const char *upload_id;
+    const char *content_type; /* single PUT */
     const struct s3d_put_hooks *ph;
-    struct s3d_op_part *parts;  /* accepted parts */
+    struct s3d_op_part *parts; /* accepted parts */
     size_t n_parts, cap_parts;
     size_t handed_out;
-    unsigned char *seen;        /* part numbers handed out, 1..10000 */
+    unsigned char *seen; /* part numbers handed out, 1..10000 */
     const struct iovec *single_iov;
     int single_iovcnt;
     uint64_t single_len;
@@ -115,8 +116,7 @@ static int start_attempt(struct engine *g, struct item *it)
     }
     if (it->pol.deadline_ms != 0) {
         uint64_t now = s3d_now_ms();
-        it->op.req.timeout_ms = now < it->pol.deadline_ms ? (long)(it->pol.deadline_ms - now)
-                                                          : 1;
+        it->op.req.timeout_ms = now < it->pol.deadline_ms ? (long)(it->pol.deadline_ms - now) : 1;
     }
     rc = s3d_s3_op_prepare(&g->c->s3, &it->op, it->e);
     if (rc < 0)
@@ -158,11 +158,12 @@ static int feed_get(struct engine *g, struct item *it)
             return r;
     }
     if (j->dst == NULL)
-        return s3d_fail(S3D_EINVAL, "GetObject s3://%s/%s: no destination for the range at %" PRIu64,
-                        j->bucket, j->key, j->offset);
+        return s3d_fail(S3D_EINVAL,
+                        "GetObject s3://%s/%s: no destination for the range at %" PRIu64, j->bucket,
+                        j->key, j->offset);
     if (j->received > j->length)
-        return s3d_fail(S3D_EINVAL, "GetObject s3://%s/%s: job already past its length",
-                        j->bucket, j->key);
+        return s3d_fail(S3D_EINVAL, "GetObject s3://%s/%s: job already past its length", j->bucket,
+                        j->key);
     g->next_job++;
     if (j->received == j->length) {
         /* Nothing left (a caller re-running finished jobs). */
@@ -175,8 +176,8 @@ static int feed_get(struct engine *g, struct item *it)
     }
     item_reset(it);
     it->job = j;
-    s3d_op_get_init(&it->op, j->bucket, j->key, j->offset + j->received,
-                    j->offset + j->length - 1, (char *)j->dst + j->received);
+    s3d_op_get_init(&it->op, j->bucket, j->key, j->offset + j->received, j->offset + j->length - 1,
+                    (char *)j->dst + j->received);
     return start_attempt(g, it);
 }
 
@@ -245,7 +246,7 @@ static int feed_single(struct engine *g, struct item *it)
     it->op.iovcnt = g->single_iovcnt;
     it->op.body_len = len;
     s3d_s3_op_add_header(&it->op, "Content-Type",
-                         g->upload_id ? g->upload_id : "application/octet-stream");
+                         g->content_type ? g->content_type : "application/octet-stream");
     return start_attempt(g, it);
 }
 
@@ -283,11 +284,15 @@ static int finish_ok(struct engine *g, struct item *it)
     case KIND_PART: {
         struct s3d_op_part *p;
         if (it->op.req.resp.etag[0] == '\0') {
-            struct s3d_err_s3 d = {.operation = "UploadPart", .bucket = g->bucket,
-                                   .key = g->key, .http_status = (int)it->op.req.resp.status,
+            struct s3d_err_s3 d = {.operation = "UploadPart",
+                                   .bucket = g->bucket,
+                                   .key = g->key,
+                                   .http_status = (int)it->op.req.resp.status,
                                    .request_id = it->op.req.resp.request_id};
-            return s3d_fail_s3(S3D_EPROTO, &d, "UploadPart s3://%s/%s part %u: no ETag in the "
-                               "response", g->bucket, g->key, it->part.part_number);
+            return s3d_fail_s3(S3D_EPROTO, &d,
+                               "UploadPart s3://%s/%s part %u: no ETag in the "
+                               "response",
+                               g->bucket, g->key, it->part.part_number);
         }
         if (g->n_parts == g->cap_parts) {
             size_t cap = g->cap_parts ? g->cap_parts * 2 : 64;
@@ -322,15 +327,14 @@ static int finish_err(struct engine *g, struct item *it, int err)
     uint64_t delay;
     if (g->kind == KIND_GET && r->status == 206 && !r->overflow)
         it->job->received += r->received;
-    if (!s3d_retry_decide(&it->pol, it->attempts, err, (int)r->status, it->op.s3_code,
-                          s3d_now_ms(), s3d_retry_random(), &delay)) {
+    if (!s3d_retry_decide(&it->pol, it->attempts, err, (int)r->status, it->op.s3_code, s3d_now_ms(),
+                          s3d_retry_random(), &delay)) {
         if (it->attempts > 1 && s3d_s3_op_transient(&it->op, err))
             s3d_fail_prefix(err, "after %u attempts", it->attempts);
         return err;
     }
-    S3D_DEBUG("%s s3://%s/%s: attempt %u failed (%s); retry in %" PRIu64 " ms",
-              it->op.operation, it->op.bucket, it->op.key, it->attempts,
-              s3d_last_error_message(), delay);
+    S3D_DEBUG("%s s3://%s/%s: attempt %u failed (%s); retry in %" PRIu64 " ms", it->op.operation,
+              it->op.bucket, it->op.key, it->attempts, s3d_last_error_message(), delay);
     it->state = ITEM_WAITING;
     it->retry_at = s3d_now_ms() + delay;
     g->waiting++;
@@ -343,8 +347,10 @@ static int check_range_status(struct engine *g, struct item *it)
      * asked from byte 0 (and then the length check catches a longer object). */
     const struct s3d_http_resp *r = &it->op.req.resp;
     if (g->kind == KIND_GET && r->status == 200 && it->job->offset + it->job->received != 0) {
-        struct s3d_err_s3 d = {.operation = "GetObject", .bucket = it->job->bucket,
-                               .key = it->job->key, .http_status = 200,
+        struct s3d_err_s3 d = {.operation = "GetObject",
+                               .bucket = it->job->bucket,
+                               .key = it->job->key,
+                               .http_status = 200,
                                .request_id = r->request_id};
         return s3d_fail_s3(S3D_EPROTO, &d,
                            "GetObject s3://%s/%s: the server ignored the Range header (HTTP "
@@ -489,8 +495,11 @@ static int run(struct engine *g)
         rc = report_progress(g, 0);
         if (rc < 0)
             goto out;
+        /* A caller with asynchronous work of its own (GPU copies) is polled often. */
         if (g->feed_blocked)
             timeout = 2;
+        else if (g->poll != NULL)
+            timeout = 10;
         for (i = 0; i < g->n_items; i++) {
             const struct item *it = &g->items[i];
             if (it->state == ITEM_WAITING) {
@@ -674,15 +683,16 @@ int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *ke
     for (i = 0; i < iovcnt; i++)
         len += iov[i].iov_len;
     if (len > S3D_MAX_SINGLE_PUT)
-        return s3d_fail(S3D_ETOOBIG, "PutObject s3://%s/%s: %" PRIu64 " bytes is over the 5 GiB "
-                        "limit of one PUT", bucket, key, len);
+        return s3d_fail(S3D_ETOOBIG,
+                        "PutObject s3://%s/%s: %" PRIu64 " bytes is over the 5 GiB "
+                        "limit of one PUT",
+                        bucket, key, len);
     memset(&g, 0, sizeof(g));
     g.c = c;
     g.kind = KIND_SINGLE;
     g.bucket = bucket;
     g.key = key;
-    /* upload_id carries the content type for a single PUT. */
-    g.upload_id = o && o->content_type ? o->content_type : NULL;
+    g.content_type = o ? o->content_type : NULL;
     g.single_iov = iov;
     g.single_iovcnt = iovcnt;
     g.max_conc = 1;

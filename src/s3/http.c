@@ -171,10 +171,10 @@ void s3d_http_req_cleanup(struct s3d_http_req *req)
         s3d_dynbuf_free(&req->resp.body);
 }
 
-#define SETOPT(opt, val)                                  \
-    do {                                                  \
-        if (curl_easy_setopt(e, opt, val) != CURLE_OK)    \
-            goto fail_opt;                                \
+#define SETOPT(opt, val)                                                                           \
+    do {                                                                                           \
+        if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
+            goto fail_opt;                                                                         \
     } while (0)
 
 int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf *conf)

@@ -17,14 +17,14 @@
 #include "common/dynbuf.h"
 
 /* Caps on what a server may send us beyond object bytes. */
-#define S3D_HTTP_MAX_HEADER_BYTES (64u * 1024u)   /* all response header lines together */
-#define S3D_HTTP_MAX_ERROR_BODY (64u * 1024u)     /* error bodies: the rest is dropped */
-#define S3D_HTTP_MAX_XML_BODY (16u * 1024u * 1024u) /* 2xx XML bodies (listings) */
+#define S3D_HTTP_MAX_HEADER_BYTES (64u * 1024u)         /* all response header lines together */
+#define S3D_HTTP_MAX_ERROR_BODY   (64u * 1024u)         /* error bodies: the rest is dropped */
+#define S3D_HTTP_MAX_XML_BODY     (16u * 1024u * 1024u) /* 2xx XML bodies (listings) */
 
 /* What the response said, parsed from its headers. Strings are NUL-terminated, "" if absent;
  * a longer value than its field is cut. */
 struct s3d_http_resp {
-    long status;                 /* of the last response; 0 when none came */
+    long status; /* of the last response; 0 when none came */
     int has_content_length;
     uint64_t content_length;
     char etag[80];
@@ -33,43 +33,43 @@ struct s3d_http_resp {
     char last_modified[64];
     char content_range[96];
     char checksum_crc32c[16];
-    uint64_t received;           /* body bytes of a 2xx response written to dst */
+    uint64_t received; /* body bytes of a 2xx response written to dst */
     size_t header_bytes;
-    int overflow;                /* a 2xx body longer than dst_cap (protocol error) */
-    int header_toobig;           /* headers over S3D_HTTP_MAX_HEADER_BYTES */
-    int body_toobig;             /* a 2xx body over body.max without dst */
-    struct s3d_dynbuf body;      /* 2xx body when dst is NULL (capped at body_max), or the
-                                    error body (capped at S3D_HTTP_MAX_ERROR_BODY, the rest
-                                    dropped) */
+    int overflow;           /* a 2xx body longer than dst_cap (protocol error) */
+    int header_toobig;      /* headers over S3D_HTTP_MAX_HEADER_BYTES */
+    int body_toobig;        /* a 2xx body over body.max without dst */
+    struct s3d_dynbuf body; /* 2xx body when dst is NULL (capped at body_max), or the
+                               error body (capped at S3D_HTTP_MAX_ERROR_BODY, the rest
+                               dropped) */
 };
 
 /* Settings shared by every request of a client. */
 struct s3d_http_conf {
-    CURLSH *share;               /* DNS + TLS session cache; may be NULL */
+    CURLSH *share; /* DNS + TLS session cache; may be NULL */
     long connect_timeout_ms;
-    long low_speed_limit;        /* bytes/s; 0 = no stall detection */
+    long low_speed_limit; /* bytes/s; 0 = no stall detection */
     long low_speed_time_s;
-    long buffer_size;            /* CURLOPT_BUFFERSIZE; 0 = curl's default */
+    long buffer_size; /* CURLOPT_BUFFERSIZE; 0 = curl's default */
     int no_verify_ssl;
-    const char *ca_bundle;       /* NULL = system CAs */
-    int verbose;                 /* CURLOPT_VERBOSE (S3D_LOG=debug) */
+    const char *ca_bundle; /* NULL = system CAs */
+    int verbose;           /* CURLOPT_VERBOSE (S3D_LOG=debug) */
 };
 
 struct s3d_http_req {
     /* Set by the caller. */
-    const char *method;          /* "GET", "PUT", "POST", "HEAD", "DELETE" */
-    const char *url;             /* NUL-terminated, already percent-encoded */
-    struct curl_slist *headers;  /* owned by the caller; must contain "Expect:" for bodies
-                                    (s3ctx adds it) and stay valid until finished */
-    const struct iovec *iov;     /* request body, NULL/0 for none; must stay valid until the
-                                    request is finished */
+    const char *method;         /* "GET", "PUT", "POST", "HEAD", "DELETE" */
+    const char *url;            /* NUL-terminated, already percent-encoded */
+    struct curl_slist *headers; /* owned by the caller; must contain "Expect:" for bodies
+                                   (s3ctx adds it) and stay valid until finished */
+    const struct iovec *iov;    /* request body, NULL/0 for none; must stay valid until the
+                                   request is finished */
     int iovcnt;
-    uint64_t body_len;           /* sum of iov lengths */
-    void *dst;                   /* receives a 2xx body; NULL = into resp.body */
-    uint64_t dst_cap;            /* bytes writable at dst */
-    size_t body_max;             /* cap of resp.body for a 2xx body without dst;
-                                    0 = S3D_HTTP_MAX_XML_BODY */
-    long timeout_ms;             /* whole request; 0 = none */
+    uint64_t body_len; /* sum of iov lengths */
+    void *dst;         /* receives a 2xx body; NULL = into resp.body */
+    uint64_t dst_cap;  /* bytes writable at dst */
+    size_t body_max;   /* cap of resp.body for a 2xx body without dst;
+                          0 = S3D_HTTP_MAX_XML_BODY */
+    long timeout_ms;   /* whole request; 0 = none */
     /* Internal state. */
     int iov_idx;
     size_t iov_off;

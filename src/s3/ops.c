@@ -63,8 +63,7 @@ int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
     r = &op.req.resp;
     if (!r->has_content_length) {
         struct s3d_err_s3 d = detail(&op);
-        rc = s3d_fail_s3(S3D_EPROTO, &d, "HeadObject s3://%s/%s: no Content-Length", bucket,
-                         key);
+        rc = s3d_fail_s3(S3D_EPROTO, &d, "HeadObject s3://%s/%s: no Content-Length", bucket, key);
         goto out;
     }
     out->size = r->content_length;
@@ -72,8 +71,7 @@ int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
     snprintf(out->content_type, sizeof(out->content_type), "%s", r->content_type);
     snprintf(out->checksum_crc32c, sizeof(out->checksum_crc32c), "%s", r->checksum_crc32c);
     if (r->last_modified[0] != '\0' &&
-        s3d_time_parse_rfc1123(r->last_modified, strlen(r->last_modified),
-                               &out->last_modified) < 0)
+        s3d_time_parse_rfc1123(r->last_modified, strlen(r->last_modified), &out->last_modified) < 0)
         out->last_modified = 0; /* informative only: a strange date is not a failure */
 out:
     s3d_s3_op_cleanup(&op);
@@ -90,8 +88,8 @@ void s3d_op_get_init(struct s3d_s3_op *op, const char *bucket, const char *key, 
     op->exact_length = 1;
 }
 
-int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                     uint64_t offset, uint64_t length, void *dst)
+int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key, uint64_t offset,
+                     uint64_t length, void *dst)
 {
     struct s3d_s3_op op;
     int rc;
@@ -103,8 +101,8 @@ int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
     return rc;
 }
 
-int s3d_op_put(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-               const struct iovec *iov, int iovcnt, const char *content_type, char *etag_out)
+int s3d_op_put(struct s3d_s3ctx *ctx, const char *bucket, const char *key, const struct iovec *iov,
+               int iovcnt, const char *content_type, char *etag_out)
 {
     struct s3d_s3_op op;
     uint64_t len = 0;
@@ -179,8 +177,7 @@ static int error_in_body(struct s3d_s3_op *op, const struct s3d_xml_error *xe)
 }
 
 int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                              const char *upload_id, const struct s3d_op_part *parts,
-                              size_t n)
+                              const char *upload_id, const struct s3d_op_part *parts, size_t n)
 {
     struct s3d_s3_op op;
     struct s3d_xml_part *xp = NULL;
@@ -227,8 +224,7 @@ int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const c
                 if (s3d_retry_decide(&pol, attempt, rc, 500, op.s3_code, s3d_now_ms(),
                                      s3d_retry_random(), &delay)) {
                     s3d_s3_op_cleanup(&op);
-                    struct timespec ts = {(time_t)(delay / 1000),
-                                          (long)(delay % 1000) * 1000000L};
+                    struct timespec ts = {(time_t)(delay / 1000), (long)(delay % 1000) * 1000000L};
                     nanosleep(&ts, NULL);
                     continue;
                 }
@@ -362,7 +358,8 @@ int s3d_op_list_objects(struct s3d_s3ctx *ctx, const char *bucket, const char *p
             struct s3d_err_s3 d = {.operation = "ListObjectsV2", .bucket = bucket};
             rc = s3d_fail_s3(S3D_EPROTO, &d,
                              "ListObjectsV2 s3://%s: truncated page without a continuation "
-                             "token", bucket);
+                             "token",
+                             bucket);
             stop = 1;
         } else {
             token = res.next_continuation_token;
@@ -482,9 +479,8 @@ int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket)
     s3d_dynbuf_init(&body, 4096);
     op_init(&op, "CreateBucket", "PUT", bucket, NULL);
     if (region != NULL && region[0] != '\0' && strcmp(region, "us-east-1") != 0) {
-        rc = s3d_dynbuf_appendf(&body,
-                                "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/"
-                                "doc/2006-03-01/\"><LocationConstraint>");
+        rc = s3d_dynbuf_appendf(&body, "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/"
+                                       "doc/2006-03-01/\"><LocationConstraint>");
         if (rc == 0)
             rc = s3d_xml_escape(&body, region, strlen(region));
         if (rc == 0)
@@ -513,8 +509,8 @@ int s3d_op_delete_bucket(struct s3d_s3ctx *ctx, const char *bucket)
     return rc;
 }
 
-int s3d_op_presign(struct s3d_s3ctx *ctx, const char *method, const char *bucket,
-                   const char *key, uint32_t expires_s, char *out, size_t out_cap)
+int s3d_op_presign(struct s3d_s3ctx *ctx, const char *method, const char *bucket, const char *key,
+                   uint32_t expires_s, char *out, size_t out_cap)
 {
     struct s3d_dynbuf url;
     int rc;

@@ -23,13 +23,13 @@ int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
 
 /* GetObject of [offset, offset + length) into dst (length bytes, exactly; length > 0).
  * S3D_ERANGE when offset is past the end, S3D_EPROTO when the server sends another size. */
-int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                     uint64_t offset, uint64_t length, void *dst);
+int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key, uint64_t offset,
+                     uint64_t length, void *dst);
 
 /* PutObject of the iovec (content_type NULL = application/octet-stream). etag_out (80 bytes)
  * may be NULL. */
-int s3d_op_put(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-               const struct iovec *iov, int iovcnt, const char *content_type, char *etag_out);
+int s3d_op_put(struct s3d_s3ctx *ctx, const char *bucket, const char *key, const struct iovec *iov,
+               int iovcnt, const char *content_type, char *etag_out);
 
 /* Fills a zeroed op for a ranged GET of [first, last] into dst (last - first + 1 bytes). */
 void s3d_op_get_init(struct s3d_s3_op *op, const char *bucket, const char *key, uint64_t first,
@@ -50,15 +50,14 @@ int s3d_op_create_multipart(struct s3d_s3ctx *ctx, const char *bucket, const cha
 struct s3d_op_part {
     uint32_t part_number;
     char etag[80];
-    char crc32c[16];   /* base64, "" for none */
+    char crc32c[16]; /* base64, "" for none */
 };
 
 /* CompleteMultipartUpload with parts in the order given (sort them by number first). A 200
  * response carrying an <Error> body fails with that error. The ETag of the result is not
  * required (Ceph RGW sends none). */
 int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                              const char *upload_id, const struct s3d_op_part *parts,
-                              size_t n);
+                              const char *upload_id, const struct s3d_op_part *parts, size_t n);
 
 /* AbortMultipartUpload. NoSuchUpload is S3D_ENOUPLOAD. */
 int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
@@ -85,7 +84,7 @@ int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket);
 int s3d_op_delete_bucket(struct s3d_s3ctx *ctx, const char *bucket);
 
 /* A presigned URL into out (out_cap bytes, NUL included). */
-int s3d_op_presign(struct s3d_s3ctx *ctx, const char *method, const char *bucket,
-                   const char *key, uint32_t expires_s, char *out, size_t out_cap);
+int s3d_op_presign(struct s3d_s3ctx *ctx, const char *method, const char *bucket, const char *key,
+                   uint32_t expires_s, char *out, size_t out_cap);
 
 #endif

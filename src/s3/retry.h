@@ -8,15 +8,15 @@
 #include <stdint.h>
 
 struct s3d_retry_policy {
-    uint32_t max_attempts;  /* tries per request, the first included; >= 1 */
-    uint32_t base_ms;       /* backoff of the first retry is drawn from [0, base_ms] */
-    uint32_t cap_ms;        /* no single wait is longer than this */
-    uint64_t deadline_ms;   /* absolute time (same clock as now_ms) after which no retry
-                               starts; 0 = no deadline */
+    uint32_t max_attempts; /* tries per request, the first included; >= 1 */
+    uint32_t base_ms;      /* backoff of the first retry is drawn from [0, base_ms] */
+    uint32_t cap_ms;       /* no single wait is longer than this */
+    uint64_t deadline_ms;  /* absolute time (same clock as now_ms) after which no retry
+                              starts; 0 = no deadline */
 };
 
 #define S3D_RETRY_BASE_MS 100u
-#define S3D_RETRY_CAP_MS 20000u
+#define S3D_RETRY_CAP_MS  20000u
 
 /* 1 when a request that failed with err (an S3D_E* code), the HTTP status (0 when no response
  * came) and the S3 <Code> (NULL or "" when none) may succeed if sent again; 0 otherwise.

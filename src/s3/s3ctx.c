@@ -39,8 +39,7 @@ static void curl_init_once(void)
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
-                   uint32_t max_conns)
+int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts, uint32_t max_conns)
 {
     int rc, i;
     memset(ctx, 0, sizeof(*ctx));
@@ -63,14 +62,19 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
         curl_share_setopt(ctx->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
         curl_share_setopt(ctx->share, CURLSHOPT_USERDATA, ctx) != CURLSHE_OK ||
         curl_share_setopt(ctx->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
-        curl_share_setopt(ctx->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) !=
-            CURLSHE_OK) {
+        curl_share_setopt(ctx->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
         rc = s3d_fail(S3D_ENOMEM, "setting up the curl share failed");
         goto fail;
     }
-    ctx->max_attempts = opts && opts->max_attempts ? opts->max_attempts
-                                                   : S3D_DEFAULT_MAX_ATTEMPTS;
+    ctx->max_attempts = opts && opts->max_attempts ? opts->max_attempts : S3D_DEFAULT_MAX_ATTEMPTS;
     ctx->deadline_ms = opts ? opts->deadline_ms : 0;
+    ctx->retry_base_ms = S3D_RETRY_BASE_MS;
+    {
+        /* Tests shorten the backoff so that retry paths stay quick. */
+        const char *b = getenv("S3D_RETRY_BASE_MS");
+        if (b != NULL && atol(b) > 0)
+            ctx->retry_base_ms = (uint32_t)atol(b);
+    }
     ctx->max_host_connections = max_conns;
     ctx->http.share = ctx->share;
     ctx->http.connect_timeout_ms = opts && opts->connect_timeout_ms
@@ -167,15 +171,9 @@ void s3d_s3ctx_multi_release(struct s3d_s3ctx *ctx, CURLM *m)
 void s3d_s3ctx_retry_policy(const struct s3d_s3ctx *ctx, struct s3d_retry_policy *out)
 {
     out->max_attempts = ctx->max_attempts;
-    out->base_ms = S3D_RETRY_BASE_MS;
+    out->base_ms = ctx->retry_base_ms;
     out->cap_ms = S3D_RETRY_CAP_MS;
     out->deadline_ms = ctx->deadline_ms ? s3d_now_ms() + ctx->deadline_ms : 0;
-    /* Tests shorten the backoff so that retry paths stay quick (S3D_RETRY_BASE_MS=ms). */
-    {
-        const char *b = getenv("S3D_RETRY_BASE_MS");
-        if (b != NULL && atol(b) > 0)
-            out->base_ms = (uint32_t)atol(b);
-    }
 }
 
 /* ---- ops ---------------------------------------------------------------------------------- */
@@ -264,8 +262,8 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
     if (rc < 0)
         return rc;
     rc = s3d_config_build_url(cfg, op->bucket, op->key,
-                              op->query_buf.len ? op->query_buf.data : NULL, &op->url,
-                              &op->host, &op->path);
+                              op->query_buf.len ? op->query_buf.data : NULL, &op->url, &op->host,
+                              &op->path);
     if (rc < 0)
         return rc;
 
@@ -283,8 +281,7 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
             } else if (cfg->payload_signing == S3D_PAYLOAD_SIGNED || op->body_len == 0) {
                 snprintf(op->payload_hash, sizeof(op->payload_hash), "%s", S3D_EMPTY_SHA256);
             } else {
-                snprintf(op->payload_hash, sizeof(op->payload_hash), "%s",
-                         S3D_UNSIGNED_PAYLOAD);
+                snprintf(op->payload_hash, sizeof(op->payload_hash), "%s", S3D_UNSIGNED_PAYLOAD);
             }
         }
         memset(&sr, 0, sizeof(sr));
@@ -364,8 +361,7 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     d.http_status = (int)r->status;
     d.request_id = r->request_id;
     if (op->bucket != NULL)
-        snprintf(where, sizeof(where), "%s s3://%s%s%s", op->operation, b, is_object ? "/" : "",
-                 k);
+        snprintf(where, sizeof(where), "%s s3://%s%s%s", op->operation, b, is_object ? "/" : "", k);
     else
         snprintf(where, sizeof(where), "%s", op->operation);
 
@@ -392,8 +388,8 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     if (r->status >= 200 && r->status < 300) {
         if (op->dst != NULL && op->exact_length && r->received != op->dst_cap)
             return s3d_fail_s3(S3D_EPROTO, &d,
-                               "%s: the server sent %" PRIu64 " bytes, %" PRIu64 " expected",
-                               where, r->received, op->dst_cap);
+                               "%s: the server sent %" PRIu64 " bytes, %" PRIu64 " expected", where,
+                               r->received, op->dst_cap);
         return 0;
     }
 
@@ -410,8 +406,8 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     d.s3_message = xe.message;
     if (r->request_id[0] == '\0' && xe.request_id != NULL)
         d.request_id = xe.request_id;
-    err = s3d_fail_s3(err, &d, "%s: HTTP %ld%s%s%s%s (request id %s)", where, r->status,
-                      " ", op->s3_code[0] ? op->s3_code : s3d_strerror(err),
+    err = s3d_fail_s3(err, &d, "%s: HTTP %ld%s%s%s%s (request id %s)", where, r->status, " ",
+                      op->s3_code[0] ? op->s3_code : s3d_strerror(err),
                       xe.message && xe.message[0] ? ": " : "", or_empty(xe.message),
                       d.request_id && d.request_id[0] ? d.request_id : "none");
     s3d_xml_error_free(&xe);
@@ -482,8 +478,8 @@ int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
         if (!s3d_retry_decide(&pol, attempt, rc, (int)op->req.resp.status, op->s3_code,
                               s3d_now_ms(), s3d_retry_random(), &delay))
             break;
-        S3D_DEBUG("%s: attempt %u failed (%s), retrying in %" PRIu64 " ms", op->operation,
-                  attempt, s3d_last_error_message(), delay);
+        S3D_DEBUG("%s: attempt %u failed (%s), retrying in %" PRIu64 " ms", op->operation, attempt,
+                  s3d_last_error_message(), delay);
         sleep_ms(delay);
     }
 out:

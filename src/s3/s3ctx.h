@@ -29,20 +29,21 @@
 #include "s3/sigv4.h"
 #include "s3direct/client.h"
 
-#define S3D_DEFAULT_MAX_ATTEMPTS 5u
+#define S3D_DEFAULT_MAX_ATTEMPTS       5u
 #define S3D_DEFAULT_CONNECT_TIMEOUT_MS 10000u
-#define S3D_DEFAULT_LOW_SPEED_TIME_S 30u
-#define S3D_DEFAULT_LOW_SPEED_LIMIT 1024u
+#define S3D_DEFAULT_LOW_SPEED_TIME_S   30u
+#define S3D_DEFAULT_LOW_SPEED_LIMIT    1024u
 /* CURLOPT_BUFFERSIZE: the write callback's chunk. Measured in docs/internals/retry.md; larger
  * buffers mean fewer callbacks per part. */
 #define S3D_DEFAULT_CURL_BUFFER (256L * 1024L)
 
 struct s3d_s3ctx {
-    struct s3d_config cfg;        /* read-only after init */
-    struct s3d_http_conf http;    /* read-only after init */
+    struct s3d_config cfg;     /* read-only after init */
+    struct s3d_http_conf http; /* read-only after init */
     uint32_t max_attempts;
-    uint32_t deadline_ms;         /* per request, retries included; 0 = none */
-    long max_host_connections;    /* CURLMOPT_MAX_HOST_CONNECTIONS of each multi */
+    uint32_t deadline_ms;      /* per request, retries included; 0 = none */
+    uint32_t retry_base_ms;    /* S3D_RETRY_BASE_MS, or env S3D_RETRY_BASE_MS (tests) */
+    long max_host_connections; /* CURLMOPT_MAX_HOST_CONNECTIONS of each multi */
     CURLSH *share;
     pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
     /* Idle multi handles (with their connections), guarded by pool_lock. */
@@ -70,30 +71,30 @@ void s3d_s3ctx_retry_policy(const struct s3d_s3ctx *ctx, struct s3d_retry_policy
 
 /* ---- one S3 request ----------------------------------------------------------------------- */
 
-#define S3D_OP_MAX_QUERY 8
+#define S3D_OP_MAX_QUERY   8
 #define S3D_OP_MAX_HEADERS 8
 
 struct s3d_s3_op {
     /* Set by the caller (zero the struct first; strings must outlive the op). */
-    const char *operation;        /* "GetObject", for messages */
+    const char *operation; /* "GetObject", for messages */
     const char *method;
-    const char *bucket;           /* NULL: service-level */
-    const char *key;              /* NULL or "": bucket-level */
-    struct s3d_kv query[S3D_OP_MAX_QUERY];   /* unencoded parameters */
+    const char *bucket;                    /* NULL: service-level */
+    const char *key;                       /* NULL or "": bucket-level */
+    struct s3d_kv query[S3D_OP_MAX_QUERY]; /* unencoded parameters */
     size_t n_query;
     struct s3d_kv headers[S3D_OP_MAX_HEADERS]; /* signed and sent (Range, Content-Type,
                                                  Content-MD5, x-amz-checksum-crc32c...) */
     size_t n_headers;
-    const struct iovec *iov;      /* request body; NULL/0 for none */
+    const struct iovec *iov; /* request body; NULL/0 for none */
     int iovcnt;
     uint64_t body_len;
-    void *dst;                    /* 2xx body destination; NULL = op->req.resp.body */
+    void *dst; /* 2xx body destination; NULL = op->req.resp.body */
     uint64_t dst_cap;
-    int exact_length;             /* with dst: the 2xx body must be exactly dst_cap bytes */
+    int exact_length; /* with dst: the 2xx body must be exactly dst_cap bytes */
     /* Results, valid after s3d_s3_op_result. */
-    struct s3d_http_req req;      /* req.resp: status, headers, body */
-    char s3_code[64];             /* <Code> of an error body, "" if none */
-    char payload_hash[65];        /* computed once, reused by retries */
+    struct s3d_http_req req; /* req.resp: status, headers, body */
+    char s3_code[64];        /* <Code> of an error body, "" if none */
+    char payload_hash[65];   /* computed once, reused by retries */
     /* Internal. */
     struct s3d_dynbuf url, host, path, query_buf, sig;
     struct curl_slist *slist;

@@ -49,8 +49,7 @@ static void check_previous(struct s3d_client *c, const char *key, const char *wa
     char buf[64];
     uint64_t got = 0;
     int uploads = 0;
-    CHECK_OK(s3d_download_to_buffer(c, bucket, key, 0, UINT64_MAX, buf, sizeof(buf), &got,
-                                    NULL));
+    CHECK_OK(s3d_download_to_buffer(c, bucket, key, 0, UINT64_MAX, buf, sizeof(buf), &got, NULL));
     CHECK_EQ_U64(got, strlen(want));
     CHECK(memcmp(buf, want, got) == 0);
     CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, count_uploads, &uploads));

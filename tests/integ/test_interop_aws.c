@@ -64,8 +64,7 @@ int main(void)
     CHECK(f != NULL);
     CHECK(fwrite(src, 1, n, f) == n);
     fclose(f);
-    snprintf(cmd, sizeof(cmd), "aws s3 cp --only-show-errors '%s' 's3://%s/by cli'", path2,
-             bucket);
+    snprintf(cmd, sizeof(cmd), "aws s3 cp --only-show-errors '%s' 's3://%s/by cli'", path2, bucket);
     CHECK(system(cmd) == 0);
     CHECK_OK(s3d_download_to_buffer(c, bucket, "by cli", 0, UINT64_MAX, dst, n, &got, NULL));
     CHECK_EQ_U64(got, n);

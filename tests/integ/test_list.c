@@ -7,7 +7,7 @@
 
 #include "testutil.h"
 
-#define NKEYS 1012
+#define NKEYS    1012
 #define NTHREADS 8
 
 static struct s3d_client *client;

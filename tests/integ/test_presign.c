@@ -13,8 +13,8 @@ static int curl_status(const char *method, const char *url, const char *upload,
     FILE *f;
     int status = -1;
     snprintf(cmd, sizeof(cmd), "curl -s -o '%s' -w '%%{http_code}' -X %s %s%s%s '%s'", out_path,
-             method, upload ? "--data-binary @'" : "", upload ? upload : "",
-             upload ? "'" : "", url);
+             method, upload ? "--data-binary @'" : "", upload ? upload : "", upload ? "'" : "",
+             url);
     f = popen(cmd, "r");
     CHECK(f != NULL);
     if (fscanf(f, "%d", &status) != 1)
@@ -69,8 +69,8 @@ int main(void)
     CHECK(curl_status("PUT", url, up_path, body_path) == 200);
     CHECK_OK(s3d_head_object(c, bucket, "put-by-url", &info));
     CHECK_EQ_U64(info.size, 16);
-    CHECK_OK(s3d_download_to_buffer(c, bucket, "put-by-url", 0, UINT64_MAX, buf, sizeof(buf),
-                                    &got, NULL));
+    CHECK_OK(s3d_download_to_buffer(c, bucket, "put-by-url", 0, UINT64_MAX, buf, sizeof(buf), &got,
+                                    NULL));
     CHECK(memcmp(buf, "uploaded by curl", 16) == 0);
 
     /* Errors: too small a buffer; an invalid expiry. */

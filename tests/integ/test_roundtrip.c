@@ -87,8 +87,7 @@ static void *pipe_reader(void *arg)
     return NULL;
 }
 
-static void roundtrip_sizes(struct s3d_client *c, const char *bucket, const char *tag,
-                            uint64_t max)
+static void roundtrip_sizes(struct s3d_client *c, const char *bucket, const char *tag, uint64_t max)
 {
     static const uint64_t sizes[] = {0, 1, 5 * MiB - 1, 5 * MiB, 5 * MiB + 1, 64 * MiB};
     size_t i;
@@ -123,8 +122,7 @@ static void roundtrip_sizes(struct s3d_client *c, const char *bucket, const char
 
         /* File paths: upload from a file, download to another, compare. */
         snprintf(path, sizeof(path), "%s/up-%s-%llu", t_tmpdir(), tag, (unsigned long long)n);
-        snprintf(path2, sizeof(path2), "%s/down-%s-%llu", t_tmpdir(), tag,
-                 (unsigned long long)n);
+        snprintf(path2, sizeof(path2), "%s/down-%s-%llu", t_tmpdir(), tag, (unsigned long long)n);
         write_file(path, src, n);
         snprintf(key, sizeof(key), "%s/file-%llu", tag, (unsigned long long)n);
         CHECK_OK(s3d_upload_from_file(c, bucket, key, path, NULL));
@@ -171,19 +169,19 @@ int main(void)
     CHECK_OK(s3d_upload_from_buffer(c, bucket, "ranged", src, n, NULL));
     {
         static const uint64_t ranges[][2] = {
-            {0, 1}, {1, 1}, {5 * MiB - 3, 7}, {8 * MiB - 1, 2}, {3 * MiB, 9 * MiB + 17},
+            {0, 1},     {1, 1},         {5 * MiB - 3, 7}, {8 * MiB - 1, 2}, {3 * MiB, 9 * MiB + 17},
             {n - 1, 1}, {n - 100, 100}, {123, n - 123}};
         size_t i;
         for (i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
             memset(dst, 0, n);
-            CHECK_OK(s3d_download_to_buffer(c5, bucket, "ranged", ranges[i][0], ranges[i][1],
-                                            dst, n, &got, NULL));
+            CHECK_OK(s3d_download_to_buffer(c5, bucket, "ranged", ranges[i][0], ranges[i][1], dst,
+                                            n, &got, NULL));
             CHECK_EQ_U64(got, ranges[i][1]);
             CHECK(memcmp(dst, src + ranges[i][0], (size_t)got) == 0);
         }
         /* To the end from an offset; a length past the end is cut to the object. */
-        CHECK_OK(s3d_download_to_buffer(c, bucket, "ranged", 10 * MiB, UINT64_MAX, dst, n, &got,
-                                        NULL));
+        CHECK_OK(
+            s3d_download_to_buffer(c, bucket, "ranged", 10 * MiB, UINT64_MAX, dst, n, &got, NULL));
         CHECK_EQ_U64(got, n - 10 * MiB);
         CHECK(memcmp(dst, src + 10 * MiB, (size_t)got) == 0);
         CHECK_OK(s3d_download_to_buffer(c, bucket, "ranged", n - 5, 1000, dst, n, &got, NULL));
@@ -197,7 +195,11 @@ int main(void)
     /* Keys with spaces, unicode and reserved characters. */
     {
         static const char *keys[] = {"dir with space/file name.bin",
-                                     "\xc3\xbc" "n\xc3\xaf" "c\xc3\xb6" "d\xc3\xa9/\xe2\x98\x83" " snow.bin",
+                                     "\xc3\xbc"
+                                     "n\xc3\xaf"
+                                     "c\xc3\xb6"
+                                     "d\xc3\xa9/\xe2\x98\x83"
+                                     " snow.bin",
                                      "odd+chars%20&=?#;:@$,!'()*~.bin", "/leading-slash"};
         size_t i;
         int found = 0;
@@ -206,8 +208,7 @@ int main(void)
             CHECK_OK(s3d_upload_from_buffer(c, bucket, keys[i], src, 1000 + i, NULL));
             CHECK_OK(s3d_head_object(c, bucket, keys[i], &info));
             CHECK_EQ_U64(info.size, 1000 + i);
-            CHECK_OK(s3d_download_to_buffer(c, bucket, keys[i], 0, UINT64_MAX, dst, n, &got,
-                                            NULL));
+            CHECK_OK(s3d_download_to_buffer(c, bucket, keys[i], 0, UINT64_MAX, dst, n, &got, NULL));
             CHECK_EQ_U64(got, 1000 + i);
             CHECK(memcmp(dst, src, (size_t)got) == 0);
         }
@@ -251,8 +252,8 @@ int main(void)
         CHECK_OK(s3d_upload_stream_write(s, src, 100));
         CHECK_OK(s3d_upload_stream_finish(s));
         s3d_upload_stream_free(s);
-        CHECK_OK(s3d_download_to_buffer(c, bucket, "stream small", 0, UINT64_MAX, dst, n, &got,
-                                        NULL));
+        CHECK_OK(
+            s3d_download_to_buffer(c, bucket, "stream small", 0, UINT64_MAX, dst, n, &got, NULL));
         CHECK_EQ_U64(got, 100);
 
         CHECK_OK(s3d_upload_stream_new(c5, bucket, "stream abandoned", NULL, &s));
@@ -302,8 +303,8 @@ int main(void)
     CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, count_uploads, &uploads));
     CHECK(uploads == 0);
     {
-        const char *keys[] = {"ranged", "copy big", "small", "copy small", "stream",
-                              "stream small", "from stdin"};
+        const char *keys[] = {"ranged", "copy big",     "small",     "copy small",
+                              "stream", "stream small", "from stdin"};
         CHECK_OK(s3d_delete_objects(c, bucket, keys, sizeof(keys) / sizeof(keys[0])));
     }
     CHECK_OK(s3d_delete_bucket(c, bucket));

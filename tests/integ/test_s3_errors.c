@@ -25,7 +25,7 @@ int main(void)
 {
     const char *ep = t_s3_endpoint();
     const char *akid = getenv("AWS_ACCESS_KEY_ID");
-    struct s3d_client *c = t_s3_client(), *bad;
+    struct s3d_client *c, *bad;
     struct s3d_object_info info;
     struct s3d_error_info ei;
     char bucket[128], buf[16], msg[256];
@@ -33,6 +33,7 @@ int main(void)
     int st;
 
     setenv("S3D_RETRY_BASE_MS", "10", 1);
+    c = t_s3_client();
     t_s3_bucket(c, "errs", bucket, sizeof(bucket));
     CHECK_OK(s3d_upload_from_buffer(c, bucket, "there", "hello", 5, NULL));
 
@@ -82,8 +83,7 @@ int main(void)
     CHECK_ERR(s3d_head_object(bad, bucket, "there", &info), S3D_EACCESS); /* HEAD: no body */
     CHECK_ERR(s3d_download_to_buffer(bad, bucket, "there", 0, 5, buf, sizeof(buf), NULL, NULL),
               S3D_EACCESS);
-    CHECK_ERR(s3d_list_objects(bad, bucket, NULL, NULL, (s3d_list_fn)(void (*)(void))abort,
-                               NULL),
+    CHECK_ERR(s3d_list_objects(bad, bucket, NULL, NULL, (s3d_list_fn)(void (*)(void))abort, NULL),
               S3D_ESIGNATURE);
     CHECK_MSG_HAS("SignatureDoesNotMatch");
     CHECK_MSG_HAS("403");
@@ -92,8 +92,7 @@ int main(void)
 
     /* Unknown key id. */
     bad = client_with(ep, "NOSUCHKEYID000000000", "whatever000000000000000000000000000000000");
-    CHECK_ERR(s3d_list_objects(bad, bucket, NULL, NULL, (s3d_list_fn)(void (*)(void))abort,
-                               NULL),
+    CHECK_ERR(s3d_list_objects(bad, bucket, NULL, NULL, (s3d_list_fn)(void (*)(void))abort, NULL),
               S3D_EKEYID);
     CHECK_MSG_HAS("InvalidAccessKeyId");
     s3d_client_free(bad);

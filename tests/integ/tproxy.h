@@ -11,10 +11,10 @@
 #include <stdint.h>
 
 struct tproxy_opts {
-    int64_t cut_s2c_after;  /* close one connection once this many response bytes have gone
-                               to the client in total; -1 = never */
-    int64_t cut_c2s_after;  /* the same for request bytes going to the server; -1 = never */
-    int delay_us;           /* sleep this long after each forwarded chunk (<= 64 KiB) */
+    int64_t cut_s2c_after;   /* close one connection once this many response bytes have gone
+                                to the client in total; -1 = never */
+    int64_t cut_c2s_after;   /* the same for request bytes going to the server; -1 = never */
+    int delay_us;            /* sleep this long after each forwarded chunk (<= 64 KiB) */
     int64_t stall_s2c_after; /* once this many response bytes went to the client, stop
                                 forwarding on that connection for stall_ms (once); -1 never */
     int stall_ms;

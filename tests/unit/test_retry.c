@@ -18,8 +18,8 @@ static const struct transient_case transient_cases[] = {
     {S3D_ESLOWDOWN, 503, "", 1},
     {S3D_ETIMEDOUT, 400, "RequestTimeout", 1},
     {S3D_ECONNECT, 0, NULL, 1},
-    {S3D_ENETWORK, 0, NULL, 1},   /* connection reset mid-body */
-    {S3D_ETIMEDOUT, 0, NULL, 1},  /* stall below the low-speed limit */
+    {S3D_ENETWORK, 0, NULL, 1},  /* connection reset mid-body */
+    {S3D_ETIMEDOUT, 0, NULL, 1}, /* stall below the low-speed limit */
     {S3D_ENOSUCHKEY, 404, "NoSuchKey", 0},
     {S3D_ENOSUCHBUCKET, 404, "NoSuchBucket", 0},
     {S3D_EACCESS, 403, "AccessDenied", 0},
@@ -29,7 +29,7 @@ static const struct transient_case transient_cases[] = {
     {S3D_EHTTP, 400, "InvalidArgument", 0},
     {S3D_ECHECKSUM, 400, "BadDigest", 0},
     {S3D_ETLS, 0, NULL, 0},
-    {S3D_EPROTO, 206, NULL, 0},   /* more bytes than asked: never resent */
+    {S3D_EPROTO, 206, NULL, 0}, /* more bytes than asked: never resent */
     {S3D_ECANCELED, 0, NULL, 0},
     {S3D_ENOMEM, 0, NULL, 0},
     {S3D_EIO, 0, NULL, 0},
@@ -37,8 +37,8 @@ static const struct transient_case transient_cases[] = {
 
 int main(void)
 {
-    struct s3d_retry_policy p = {.max_attempts = 5, .base_ms = 100, .cap_ms = 20000,
-                                 .deadline_ms = 0};
+    struct s3d_retry_policy p = {
+        .max_attempts = 5, .base_ms = 100, .cap_ms = 20000, .deadline_ms = 0};
     uint64_t delay = 0, rnd;
     size_t i;
     uint32_t r;
@@ -82,8 +82,8 @@ int main(void)
     CHECK_EQ_U64(delay, 123 % 401);
     /* Client errors never. */
     CHECK(s3d_retry_decide(&p, 1, S3D_ENOSUCHKEY, 404, "NoSuchKey", 1000, 7, &delay) == 0);
-    CHECK(s3d_retry_decide(&p, 1, S3D_ESIGNATURE, 403, "SignatureDoesNotMatch", 1000, 7,
-                           &delay) == 0);
+    CHECK(s3d_retry_decide(&p, 1, S3D_ESIGNATURE, 403, "SignatureDoesNotMatch", 1000, 7, &delay) ==
+          0);
 
     /* Deadline: a wait that would end at or past it is refused; one that ends before is ok. */
     p.deadline_ms = 1100;
