@@ -144,6 +144,19 @@ def test_part_size_syntax(cli, tmp_path, size, ok):
     assert not (tmp_path / "x").exists()
 
 
+def test_recursive_upload_dryrun_follows_file_links_only(cli, tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "f").write_bytes(b"x")
+    os.symlink("real/f", tmp_path / "link")
+    os.symlink("real", tmp_path / "dirlink")
+    os.symlink("nowhere", tmp_path / "dangling")
+    r = run(cli, "cp", "-r", "--dryrun", str(tmp_path), "s3://bkt/up",
+            env={"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}, check=0)
+    assert sorted(r.stdout.decode().splitlines()) == [
+        f"(dryrun) upload: {tmp_path}/link to s3://bkt/up/link",
+        f"(dryrun) upload: {tmp_path}/real/f to s3://bkt/up/real/f"]
+
+
 # ---- against the server -----------------------------------------------------------------
 
 @pytest.fixture
