@@ -345,6 +345,25 @@ static const char *or_empty(const char *s)
     return s ? s : "";
 }
 
+/* The <Code> of an error body the XML parser refused (cut at our 64 KiB cap, or followed by
+ * junk): the code is what maps the error, so take it from the text. */
+static void scan_code(const char *body, char *out, size_t cap)
+{
+    const char *b = strstr(body, "<Code>"), *e;
+    size_t n;
+    if (b == NULL)
+        return;
+    b += 6;
+    e = strstr(b, "</Code>");
+    if (e == NULL)
+        return;
+    n = (size_t)(e - b);
+    if (n == 0 || n >= cap)
+        return;
+    memcpy(out, b, n);
+    out[n] = '\0';
+}
+
 int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLcode cc)
 {
     struct s3d_http_resp *r = &op->req.resp;
@@ -401,6 +420,8 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     }
     if (xe.code != NULL)
         snprintf(op->s3_code, sizeof(op->s3_code), "%s", xe.code);
+    else if (r->body.len > 0)
+        scan_code(r->body.data, op->s3_code, sizeof(op->s3_code));
     err = s3d_http_err_from_status(r->status, op->s3_code, is_object);
     d.s3_code = op->s3_code;
     d.s3_message = xe.message;

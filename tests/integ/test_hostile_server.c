@@ -1,0 +1,244 @@
+/* test_hostile_server.c - a fake S3 server in this process answers with canned responses: a
+ * body longer than the range asked (S3D_EPROTO, nothing written past the destination), a
+ * shorter one, a 200 to a range from byte > 0 (Range ignored), response headers over the cap,
+ * a 500 with a 1 MiB error body (capped, retried, S3D_ESERVER), 503 SlowDown (retried,
+ * S3D_ESLOWDOWN), and a 400 RequestTimeout that succeeds on the second try. No S3 server
+ * needed: signatures are not checked here. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engine/xfer.h"
+#include "testutil.h"
+
+enum mode { M_MORE, M_LESS, M_IGNORE_RANGE, M_BIG_HEADERS, M_500_BIG, M_SLOWDOWN, M_TIMEOUT_ONCE };
+
+static atomic_int mode;
+static atomic_int requests;
+static int lfd;
+
+static void send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void respond(int fd)
+{
+    char head[512], *body = NULL;
+    size_t body_len = 0;
+    int n = atomic_fetch_add(&requests, 1);
+    switch (atomic_load(&mode)) {
+    case M_MORE:
+        body_len = 2000;
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 206 Partial Content\r\nContent-Length: %zu\r\n"
+                 "Content-Range: bytes 0-999/5000\r\nConnection: close\r\n\r\n",
+                 body_len);
+        break;
+    case M_LESS:
+        body_len = 500;
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 206 Partial Content\r\nContent-Length: %zu\r\n"
+                 "Connection: close\r\n\r\n",
+                 body_len);
+        break;
+    case M_IGNORE_RANGE:
+        body_len = 1000;
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n"
+                 "Connection: close\r\n\r\n",
+                 body_len);
+        break;
+    case M_BIG_HEADERS: {
+        size_t i;
+        snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n");
+        send_all(fd, head, strlen(head));
+        for (i = 0; i < 1000; i++) {
+            char line[128];
+            snprintf(line, sizeof(line), "X-Junk-%zu: %0100zu\r\n", i, i);
+            send_all(fd, line, strlen(line));
+        }
+        snprintf(head, sizeof(head), "Connection: close\r\n\r\n");
+        break;
+    }
+    case M_500_BIG:
+        body_len = 1u << 20;
+        body = malloc(body_len);
+        CHECK(body != NULL);
+        memset(body, 'j', body_len);
+        memcpy(body, "<Error><Code>InternalError</Code><Message>boom</Message></Error>", 64);
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 500 Internal Server Error\r\nContent-Length: %zu"
+                 "\r\nx-amz-request-id: RID500\r\nConnection: close\r\n\r\n",
+                 body_len);
+        break;
+    case M_SLOWDOWN:
+        body = strdup("<Error><Code>SlowDown</Code><Message></Message></Error>");
+        body_len = strlen(body);
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 503 Slow Down\r\nContent-Length: %zu\r\n"
+                 "Connection: close\r\n\r\n",
+                 body_len);
+        break;
+    case M_TIMEOUT_ONCE:
+        if (n == 0) {
+            body = strdup("<Error><Code>RequestTimeout</Code></Error>");
+            body_len = strlen(body);
+            snprintf(head, sizeof(head),
+                     "HTTP/1.1 400 Bad Request\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     body_len);
+        } else {
+            body_len = 1000;
+            snprintf(head, sizeof(head),
+                     "HTTP/1.1 206 Partial Content\r\nContent-Length: %zu"
+                     "\r\nConnection: close\r\n\r\n",
+                     body_len);
+        }
+        break;
+    }
+    send_all(fd, head, strlen(head));
+    if (body_len > 0) {
+        if (body == NULL) {
+            body = malloc(body_len);
+            CHECK(body != NULL);
+            memset(body, 'B', body_len);
+        }
+        send_all(fd, body, body_len);
+    }
+    free(body);
+}
+
+static void *server(void *arg)
+{
+    for (;;) {
+        char req[65536];
+        size_t len = 0;
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0)
+            return NULL;
+        /* Read the request head (our requests here have no body). */
+        while (len < sizeof(req) - 1) {
+            ssize_t r = read(fd, req + len, sizeof(req) - 1 - len);
+            if (r <= 0)
+                break;
+            len += (size_t)r;
+            req[len] = '\0';
+            if (strstr(req, "\r\n\r\n") != NULL)
+                break;
+        }
+        respond(fd);
+        shutdown(fd, SHUT_WR);
+        while (read(fd, req, sizeof(req)) > 0) {
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static int get(struct s3d_client *c, uint64_t offset, char *dst)
+{
+    struct s3d_get_job job;
+    memset(&job, 0, sizeof(job));
+    job.bucket = "bucket";
+    job.key = "key";
+    job.offset = offset;
+    job.length = 1000;
+    job.dst = dst;
+    return s3d_xfer_get(c, &job, 1, NULL, 1, NULL, NULL, NULL);
+}
+
+int main(void)
+{
+    struct sockaddr_in a;
+    socklen_t al = sizeof(a);
+    struct s3d_client_options o;
+    struct s3d_client *c;
+    struct s3d_object_info info;
+    struct s3d_error_info ei;
+    pthread_t th;
+    char url[64], *buf = malloc(4096);
+    size_t i;
+
+    CHECK(buf != NULL);
+    setenv("S3D_RETRY_BASE_MS", "5", 1);
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(lfd >= 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    CHECK(listen(lfd, 16) == 0);
+    CHECK(getsockname(lfd, (struct sockaddr *)&a, &al) == 0);
+    CHECK(pthread_create(&th, NULL, server, NULL) == 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+    memset(&o, 0, sizeof(o));
+    o.endpoint_url = url;
+    o.access_key_id = "AKIDFAKE";
+    o.secret_access_key = "secretfake";
+    o.max_attempts = 3;
+    CHECK_OK(s3d_client_new(&o, &c));
+
+    /* More than asked: refused, and nothing written past the 1000 bytes. */
+    atomic_store(&mode, M_MORE);
+    memset(buf, 'G', 4096);
+    CHECK_ERR(get(c, 0, buf), S3D_EPROTO);
+    CHECK_MSG_HAS("more than the 1000 bytes asked");
+    for (i = 1000; i < 4096; i++)
+        CHECK(buf[i] == 'G');
+
+    /* Less than asked (a complete response): refused. */
+    atomic_store(&mode, M_LESS);
+    CHECK_ERR(get(c, 0, buf), S3D_EPROTO);
+    CHECK_MSG_HAS("500 bytes, 1000 expected");
+
+    /* Range ignored: 200 for a range from byte 4000. */
+    atomic_store(&mode, M_IGNORE_RANGE);
+    CHECK_ERR(get(c, 4000, buf), S3D_EPROTO);
+    CHECK_MSG_HAS("ignored the Range header");
+
+    /* Headers over the cap. */
+    atomic_store(&mode, M_BIG_HEADERS);
+    CHECK_ERR(s3d_head_object(c, "bucket", "key", &info), S3D_EPROTO);
+    CHECK_MSG_HAS("response headers over");
+
+    /* 500 with a 1 MiB body: the code is read from the capped body; retried 3 times. */
+    atomic_store(&mode, M_500_BIG);
+    atomic_store(&requests, 0);
+    CHECK_ERR(get(c, 0, buf), S3D_ESERVER);
+    CHECK(atomic_load(&requests) == 3);
+    CHECK_MSG_HAS("InternalError");
+    CHECK_MSG_HAS("after 3 attempts");
+    s3d_last_error(&ei);
+    CHECK(ei.http_status == 500);
+    CHECK_STREQ(ei.s3_code, "InternalError");
+    CHECK_STREQ(ei.request_id, "RID500");
+
+    /* 503 SlowDown: retried, then S3D_ESLOWDOWN. */
+    atomic_store(&mode, M_SLOWDOWN);
+    atomic_store(&requests, 0);
+    CHECK_ERR(get(c, 0, buf), S3D_ESLOWDOWN);
+    CHECK(atomic_load(&requests) == 3);
+
+    /* 400 RequestTimeout once, then the data. */
+    atomic_store(&mode, M_TIMEOUT_ONCE);
+    atomic_store(&requests, 0);
+    CHECK_OK(get(c, 0, buf));
+    CHECK(atomic_load(&requests) == 2);
+    CHECK(buf[0] == 'B' && buf[999] == 'B');
+
+    s3d_client_free(c);
+    free(buf);
+    return 0;
+}
