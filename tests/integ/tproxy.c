@@ -236,7 +236,9 @@ static void *accept_main(void *arg)
             free(c);
             continue;
         }
+        pthread_mutex_lock(&p->mu);
         p->conns[p->n_conns++] = c;
+        pthread_mutex_unlock(&p->mu);
         CHECK(pthread_create(&c->th, NULL, conn_main, c) == 0);
     }
     return NULL;
@@ -286,6 +288,15 @@ const char *tproxy_url(const struct tproxy *p)
 int tproxy_cuts(struct tproxy *p)
 {
     return atomic_load(&p->cuts);
+}
+
+int tproxy_connections(struct tproxy *p)
+{
+    int n;
+    pthread_mutex_lock(&p->mu);
+    n = p->n_conns;
+    pthread_mutex_unlock(&p->mu);
+    return n;
 }
 
 int tproxy_stalls(struct tproxy *p)

@@ -29,6 +29,8 @@ struct tproxy *tproxy_start(const char *up_host, int up_port, const struct tprox
 const char *tproxy_url(const struct tproxy *p);
 /* Connections cut so far (0 or 1). */
 int tproxy_cuts(struct tproxy *p);
+/* Client connections accepted so far. */
+int tproxy_connections(struct tproxy *p);
 /* Stalls so far (0 or 1). */
 int tproxy_stalls(struct tproxy *p);
 /* The log so far: one line per request ("PUT /b/k?partNumber=1&uploadId=..." then, when
