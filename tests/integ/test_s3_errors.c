@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/xfer.h"
 #include "testutil.h"
 
 static struct s3d_client *client_with(const char *url, const char *akid, const char *secret)
@@ -77,6 +78,22 @@ int main(void)
     /* Too small a buffer. */
     CHECK_ERR(s3d_download_to_buffer(c, bucket, "there", 0, UINT64_MAX, buf, 2, NULL, NULL),
               S3D_ETOOBIG);
+
+    /* A range the server refuses (416 InvalidRange), through the engine (no HEAD first). */
+    {
+        struct s3d_get_job job;
+        memset(&job, 0, sizeof(job));
+        job.bucket = bucket;
+        job.key = "there";
+        job.offset = 100;
+        job.length = 10;
+        job.dst = buf;
+        CHECK_ERR(s3d_xfer_get(c, &job, 1, NULL, 0, NULL, NULL, NULL), S3D_ERANGE);
+        CHECK_MSG_HAS("416");
+    }
+    /* An upload id that does not exist. */
+    CHECK_ERR(s3d_abort_multipart_upload(c, bucket, "there", "2~nosuchuploadid"), S3D_ENOUPLOAD);
+    CHECK_MSG_HAS("NoSuchUpload");
 
     /* Wrong secret: SignatureDoesNotMatch. */
     bad = client_with(ep, akid, "wrongsecretwrongsecretwrongsecret0000000");
