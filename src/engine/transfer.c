@@ -278,7 +278,8 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
     struct file_dl f;
     struct topts o;
     char *tmp = NULL;
-    int to_stdout, rc;
+    struct stat st;
+    int to_stdout, special = 0, rc;
 
     memset(&f, 0, sizeof(f));
     f.fd = -1;
@@ -290,12 +291,25 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
     if (path == NULL || path[0] == '\0')
         return s3d_fail(S3D_EINVAL, "s3d_download_to_file: empty path");
     to_stdout = strcmp(path, "-") == 0;
+    /* An existing device or pipe (/dev/null, a FIFO) is written in place, in order: renaming
+     * a temporary file over it would replace the device node. */
+    if (!to_stdout && stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return s3d_fail(S3D_EINVAL, "%s is a directory", path);
+        special = !S_ISREG(st.st_mode);
+    }
     rc = s3d_op_head(&c->s3, bucket, key, &info);
     if (rc < 0)
         return rc;
     if (to_stdout) {
         f.fd = STDOUT_FILENO;
         f.what = "standard output";
+        f.seekable = 0;
+    } else if (special) {
+        f.fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (f.fd < 0)
+            return s3d_fail(s3d_err_from_errno(errno), "open %s: %s", path, strerror(errno));
+        f.what = path;
         f.seekable = 0;
     } else {
         size_t len = strlen(path);
@@ -324,7 +338,10 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
         rc = s3d_xfer_get(c, f.jobs, f.n_jobs, &hooks, o.max_conc, o.progress, o.progress_user,
                           o.cancel);
     }
-    if (!to_stdout) {
+    if (special) {
+        if (close(f.fd) < 0 && rc == 0)
+            rc = s3d_fail(s3d_err_from_errno(errno), "close %s: %s", path, strerror(errno));
+    } else if (!to_stdout) {
         if (rc == 0 && fchmod(f.fd, 0644) < 0)
             rc = s3d_fail(s3d_err_from_errno(errno), "chmod %s: %s", tmp, strerror(errno));
         if (rc == 0 && fsync(f.fd) < 0)

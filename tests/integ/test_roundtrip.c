@@ -300,6 +300,15 @@ int main(void)
         CHECK(memcmp(dst, src, (size_t)j.len) == 0);
     }
 
+    /* A device is written in place, never replaced by a rename. */
+    {
+        struct stat st;
+        CHECK_OK(s3d_download_to_file(c5, bucket, "from stdin", "/dev/null", NULL));
+        CHECK(stat("/dev/null", &st) == 0);
+        CHECK(S_ISCHR(st.st_mode));
+        CHECK_ERR(s3d_download_to_file(c5, bucket, "from stdin", t_tmpdir(), NULL), S3D_EINVAL);
+    }
+
     CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, count_uploads, &uploads));
     CHECK(uploads == 0);
     {
