@@ -33,7 +33,7 @@
 #define S3D_DEFAULT_CONNECT_TIMEOUT_MS 10000u
 #define S3D_DEFAULT_LOW_SPEED_TIME_S   30u
 #define S3D_DEFAULT_LOW_SPEED_LIMIT    1024u
-/* CURLOPT_BUFFERSIZE: the write callback's chunk. Measured in docs/internals/retry.md; larger
+/* CURLOPT_BUFFERSIZE: the write callback's chunk. Measured in docs/internals/engine.md; larger
  * buffers mean fewer callbacks per part. */
 #define S3D_DEFAULT_CURL_BUFFER (256L * 1024L)
 
