@@ -120,6 +120,21 @@ int main(void)
     CHECK_MSG_HAS("could not connect to http://127.0.0.1:1: Connection refused");
     s3d_client_free(bad);
 
+    /* Outside us-east-1 CreateBucket sends a LocationConstraint: RGW refuses a region that
+     * is not its zonegroup, which proves the body went out. */
+    {
+        struct s3d_client_options o;
+        char b2[160];
+        memset(&o, 0, sizeof(o));
+        o.endpoint_url = ep;
+        o.region = "eu-west-1";
+        CHECK_OK(s3d_client_new(&o, &bad));
+        snprintf(b2, sizeof(b2), "%s-eu", bucket);
+        CHECK_ERR(s3d_create_bucket(bad, b2), S3D_EHTTP);
+        CHECK_MSG_HAS("InvalidLocationConstraint");
+        s3d_client_free(bad);
+    }
+
     /* A client used in a forked child fails clearly. */
     pid = fork();
     CHECK(pid >= 0);
