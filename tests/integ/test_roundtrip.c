@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -111,6 +112,9 @@ static void roundtrip_sizes(struct s3d_client *c, const char *bucket, const char
         CHECK_EQ_U64(pu.last, n);
         CHECK_OK(s3d_head_object(c, bucket, key, &info));
         CHECK_EQ_U64(info.size, n);
+        CHECK(info.etag[0] == '"');
+        CHECK(info.last_modified > time(NULL) - 86400 && info.last_modified < time(NULL) + 86400);
+        CHECK_STREQ(info.content_type, "application/octet-stream");
         to.progress_user = &pd;
         memset(dst, 0xEE, n + 1);
         CHECK_OK(s3d_download_to_buffer(c, bucket, key, 0, UINT64_MAX, dst, n, &got, &to));
