@@ -7,8 +7,8 @@
 #   nginx-origin.sh start ROOT [PORT]   (default port 8090) prints the endpoint URL
 #   nginx-origin.sh stop [PORT]         stops the instance started for that port
 #
-# Config, pid file and logs live in ${NGINX_ORIGIN_BASE:-/tmp/s3direct-nginx}-PORT; the
-# instance is stopped by its recorded pid only.
+# Config, pid file and logs live in ${NGINX_ORIGIN_BASE:-/tmp/s3direct-nginx}-PORT, removed by
+# stop; the instance is stopped by its recorded pid only.
 set -euo pipefail
 cmd=${1:?usage: nginx-origin.sh start ROOT [PORT] | stop [PORT]}
 case $cmd in
@@ -28,7 +28,7 @@ if [ "$cmd" = stop ]; then
   kill -QUIT "$pid" 2>/dev/null || true
   for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-  rm -f "$dir/nginx.pid"
+  rm -rf "$dir"
   exit 0
 fi
 
