@@ -31,7 +31,9 @@ struct s3d_object_info {
 
 S3D_API int s3d_head_object(struct s3d_client *c, const char *bucket, const char *key,
                             struct s3d_object_info *out);
-/* Creates a bucket in the client's region. Exists and owned by you: S3D_EBUCKETEXISTS. */
+/* Creates a bucket in the client's region. A bucket that exists and is owned by someone else,
+ * or that the server reports as BucketAlreadyOwnedByYou, is S3D_EBUCKETEXISTS; note that AWS
+ * in us-east-1 and Ceph RGW answer 200 for a bucket you already own, which is success. */
 S3D_API int s3d_create_bucket(struct s3d_client *c, const char *bucket);
 S3D_API int s3d_delete_bucket(struct s3d_client *c, const char *bucket);
 /* Deleting a key that does not exist succeeds, as on S3. */
