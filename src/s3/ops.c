@@ -176,6 +176,44 @@ static int error_in_body(struct s3d_s3_op *op, const struct s3d_xml_error *xe)
                        xe->message && xe->message[0] ? ": " : "", xe->message ? xe->message : "");
 }
 
+/* A Complete whose response was lost (connection reset after the server finished) is sent
+ * again and answered NoSuchUpload: the upload is done if the object at the key is now a
+ * multipart object of exactly n parts (ETag "...-n"). The NoSuchUpload detail is kept when
+ * it is not. */
+static int completed_already(struct s3d_s3ctx *ctx, const char *bucket, const char *key, size_t n)
+{
+    struct s3d_object_info info;
+    struct s3d_error_info e;
+    struct s3d_err_s3 d;
+    char suffix[32], msg[1536], s3code[128], rid[160];
+    size_t el, sl;
+    int code, status, ok = 0;
+
+    s3d_last_error(&e);
+    code = e.code;
+    status = e.http_status;
+    snprintf(msg, sizeof(msg), "%s", e.message);
+    snprintf(s3code, sizeof(s3code), "%s", e.s3_code);
+    snprintf(rid, sizeof(rid), "%s", e.request_id);
+    if (s3d_op_head(ctx, bucket, key, &info) == 0) {
+        snprintf(suffix, sizeof(suffix), "-%zu\"", n);
+        el = strlen(info.etag);
+        sl = strlen(suffix);
+        ok = el > sl && strcmp(info.etag + el - sl, suffix) == 0;
+    }
+    if (!ok) {
+        memset(&d, 0, sizeof(d));
+        d.operation = "CompleteMultipartUpload";
+        d.bucket = bucket;
+        d.key = key;
+        d.http_status = status;
+        d.s3_code = s3code;
+        d.request_id = rid;
+        s3d_fail_s3(code, &d, "%s", msg);
+    }
+    return ok;
+}
+
 int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
                               const char *upload_id, const struct s3d_op_part *parts, size_t n)
 {
@@ -187,7 +225,7 @@ int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const c
     struct iovec iov;
     uint32_t attempt = 0;
     size_t i;
-    int rc;
+    int rc, resent = 0;
 
     s3d_dynbuf_init(&body, (size_t)n * 256 + 4096);
     memset(&res, 0, sizeof(res));
@@ -203,33 +241,52 @@ int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const c
     rc = s3d_xml_build_complete(xp, n, &body);
     if (rc < 0)
         goto out;
-    /* S3 may answer 200 and then report an InternalError in the body: that is retried like
-     * a 500, with the same upload id and parts. */
+    /* S3 may answer 200 and then report an InternalError in the body, or the body may never
+     * come (S3 sends the status line early and the body when done): both are retried like a
+     * 500, with the same upload id and parts. */
     for (;;) {
         struct s3d_retry_policy pol;
         uint64_t delay;
+        int status = 500;
         op_init(&op, "CompleteMultipartUpload", "POST", bucket, key);
         s3d_s3_op_add_query(&op, "uploadId", upload_id);
         s3d_s3_op_add_header(&op, "Content-Type", "application/xml");
         set_body(&op, &iov, body.data, body.len);
         rc = s3d_s3_op_run(ctx, &op);
         attempt++;
-        if (rc == 0) {
-            rc = s3d_xml_parse_complete(op.req.resp.body.data ? op.req.resp.body.data : "",
-                                        op.req.resp.body.len, &res, &xe);
+        if (op.attempts > 1)
+            resent = 1;
+        if (rc == S3D_ENOUPLOAD && resent && completed_already(ctx, bucket, key, n)) {
+            rc = 0;
+        } else if (rc == 0 && op.req.resp.body.len == 0) {
+            struct s3d_err_s3 d = detail(&op);
+            rc = s3d_fail_s3(S3D_ENETWORK, &d,
+                             "CompleteMultipartUpload s3://%s/%s: HTTP %ld without a body", bucket,
+                             key, op.req.resp.status);
+            status = 0;
+        } else if (rc == 0) {
+            rc = s3d_xml_parse_complete(op.req.resp.body.data, op.req.resp.body.len, &res, &xe);
             if (rc == 1) {
                 rc = error_in_body(&op, &xe);
                 s3d_xml_error_free(&xe);
-                s3d_s3ctx_retry_policy(ctx, &pol);
-                if (s3d_retry_decide(&pol, attempt, rc, 500, op.s3_code, s3d_now_ms(),
-                                     s3d_retry_random(), &delay)) {
-                    s3d_s3_op_cleanup(&op);
-                    struct timespec ts = {(time_t)(delay / 1000), (long)(delay % 1000) * 1000000L};
-                    nanosleep(&ts, NULL);
-                    continue;
-                }
             } else if (rc < 0) {
                 s3d_fail_prefix(rc, "CompleteMultipartUpload s3://%s/%s", bucket, key);
+                s3d_s3_op_cleanup(&op);
+                break;
+            }
+        } else {
+            s3d_s3_op_cleanup(&op);
+            break;
+        }
+        if (rc < 0) {
+            s3d_s3ctx_retry_policy(ctx, &pol);
+            if (s3d_retry_decide(&pol, attempt, rc, status, op.s3_code, s3d_now_ms(),
+                                 s3d_retry_random(), &delay)) {
+                struct timespec ts = {(time_t)(delay / 1000), (long)(delay % 1000) * 1000000L};
+                s3d_s3_op_cleanup(&op);
+                nanosleep(&ts, NULL);
+                resent = 1;
+                continue;
             }
         }
         s3d_s3_op_cleanup(&op);

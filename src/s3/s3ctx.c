@@ -471,6 +471,7 @@ int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
         uint64_t delay;
 
         attempt++;
+        op->attempts = attempt;
         curl_easy_reset(e);
         if (pol.deadline_ms != 0) {
             uint64_t now = s3d_now_ms();

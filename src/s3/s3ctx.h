@@ -95,6 +95,7 @@ struct s3d_s3_op {
     struct s3d_http_req req; /* req.resp: status, headers, body */
     char s3_code[64];        /* <Code> of an error body, "" if none */
     char payload_hash[65];   /* computed once, reused by retries */
+    uint32_t attempts;       /* requests sent by s3d_s3_op_run */
     /* Internal. */
     struct s3d_dynbuf url, host, path, query_buf, sig;
     struct curl_slist *slist;

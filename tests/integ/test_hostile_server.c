@@ -7,16 +7,30 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "engine/client_impl.h"
 #include "engine/xfer.h"
+#include "s3/ops.h"
 #include "testutil.h"
 
-enum mode { M_MORE, M_LESS, M_IGNORE_RANGE, M_BIG_HEADERS, M_500_BIG, M_SLOWDOWN, M_TIMEOUT_ONCE };
+enum mode {
+    M_MORE,
+    M_LESS,
+    M_IGNORE_RANGE,
+    M_BIG_HEADERS,
+    M_500_BIG,
+    M_SLOWDOWN,
+    M_TIMEOUT_ONCE,
+    M_COMPLETE_LOST
+};
+
+static const char *complete_etag = "\"abc-3\"";
 
 static atomic_int mode;
 static atomic_int requests;
@@ -107,6 +121,25 @@ static void respond(int fd)
                      body_len);
         }
         break;
+    case M_COMPLETE_LOST:
+        /* The first Complete's response dies after its status line; the resent one finds
+         * the upload gone; HEAD shows the object the first one made. */
+        if (n == 0) {
+            snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\n");
+        } else if (n == 1) {
+            body = strdup("<Error><Code>NoSuchUpload</Code></Error>");
+            body_len = strlen(body);
+            snprintf(head, sizeof(head),
+                     "HTTP/1.1 404 Not Found\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     body_len);
+        } else {
+            snprintf(head, sizeof(head),
+                     "HTTP/1.1 200 OK\r\nContent-Length: 123\r\n"
+                     "ETag: %s\r\nConnection: close\r\n\r\n",
+                     complete_etag);
+        }
+        break;
     }
     send_all(fd, head, strlen(head));
     if (body_len > 0) {
@@ -139,6 +172,13 @@ static void *server(void *arg)
                 break;
         }
         respond(fd);
+        if (atomic_load(&mode) == M_COMPLETE_LOST && atomic_load(&requests) == 1) {
+            /* The first Complete: reset after the status line, as a dying link would. */
+            struct linger lg = {1, 0};
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            close(fd);
+            continue;
+        }
         shutdown(fd, SHUT_WR);
         while (read(fd, req, sizeof(req)) > 0) {
         }
@@ -172,6 +212,7 @@ int main(void)
     size_t i;
 
     CHECK(buf != NULL);
+    signal(SIGPIPE, SIG_IGN); /* the fake server writes to clients that gave up */
     setenv("S3D_RETRY_BASE_MS", "5", 1);
     lfd = socket(AF_INET, SOCK_STREAM, 0);
     CHECK(lfd >= 0);
@@ -237,6 +278,26 @@ int main(void)
     CHECK_OK(get(c, 0, buf));
     CHECK(atomic_load(&requests) == 2);
     CHECK(buf[0] == 'B' && buf[999] == 'B');
+
+    /* A lost CompleteMultipartUpload response: done when the object has that many parts. */
+    {
+        struct s3d_op_part parts[3];
+        memset(parts, 0, sizeof(parts));
+        for (i = 0; i < 3; i++) {
+            parts[i].part_number = (uint32_t)i + 1;
+            snprintf(parts[i].etag, sizeof(parts[i].etag), "\"e%zu\"", i);
+        }
+        atomic_store(&mode, M_COMPLETE_LOST);
+        atomic_store(&requests, 0);
+        CHECK_OK(s3d_op_complete_multipart(&c->s3, "bucket", "key", "upid", parts, 3));
+        CHECK(atomic_load(&requests) == 3);
+        /* Another object (2 parts) at the key: the NoSuchUpload stands. */
+        complete_etag = "\"abc-2\"";
+        atomic_store(&requests, 0);
+        CHECK_ERR(s3d_op_complete_multipart(&c->s3, "bucket", "key", "upid", parts, 3),
+                  S3D_ENOUPLOAD);
+        CHECK_MSG_HAS("NoSuchUpload");
+    }
 
     s3d_client_free(c);
     free(buf);

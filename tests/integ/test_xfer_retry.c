@@ -117,6 +117,29 @@ int main(void)
     s3d_client_free(via);
     tproxy_stop(px);
 
+    /* 2b. Part 2 answered with HTTP 500 InternalError (by the proxy, the server never sees
+     * it): the engine retries that part alone after its backoff. */
+    memset(&po, 0, sizeof(po));
+    po.cut_s2c_after = po.cut_c2s_after = po.stall_s2c_after = -1;
+    po.fail_request = "partNumber=2&";
+    px = tproxy_start(host, port, &po);
+    via = client_at(tproxy_url(px), 6u << 20, 2);
+    t_fill_random(src, n, 45);
+    CHECK_OK(s3d_upload_from_buffer(via, bucket, "mp", src, n, NULL));
+    CHECK(tproxy_failed_requests(px) == 1);
+    log = tproxy_log(px);
+    fprintf(stderr, "proxy log (500 on part 2):\n%s", log);
+    CHECK(count_lines(log, "PUT /", "partNumber=2&") == 2);
+    CHECK(count_lines(log, "PUT /", "partNumber=") == 5);
+    memset(dst, 0, n);
+    CHECK_OK(s3d_download_to_buffer(direct, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
+    CHECK(memcmp(src, dst, n) == 0);
+    uploads = 0;
+    CHECK_OK(s3d_list_multipart_uploads(direct, bucket, NULL, no_upload, &uploads));
+    CHECK(uploads == 0);
+    s3d_client_free(via);
+    tproxy_stop(px);
+
     /* 3. A stall: the response stops for 5 s after 1 MiB; below 1 MB/s for 1 s, the request
      * is given up as stalled and resumed on a new connection. */
     memset(&po, 0, sizeof(po));
@@ -160,6 +183,25 @@ int main(void)
     }
     CHECK_ERR(s3d_download_to_buffer(via, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL),
               S3D_ETIMEDOUT);
+    s3d_client_free(via);
+    tproxy_stop(px);
+
+    /* 5. The response to CompleteMultipartUpload is lost (connection reset after the server
+     * finished): the resent Complete gets NoSuchUpload, and the upload is recognized as done
+     * (the object is a multipart object with the right number of parts). */
+    memset(&po, 0, sizeof(po));
+    po.cut_s2c_after = po.cut_c2s_after = po.stall_s2c_after = -1;
+    po.cut_response_to = "mp?uploadId="; /* Complete (POST), not Create (?uploads) */
+    px = tproxy_start(host, port, &po);
+    via = client_at(tproxy_url(px), 6u << 20, 2);
+    t_fill_random(src, n, 44);
+    CHECK_OK(s3d_upload_from_buffer(via, bucket, "mp", src, n, NULL));
+    log = tproxy_log(px);
+    fprintf(stderr, "proxy log (lost Complete):\n%s", log);
+    CHECK(tproxy_cuts(px) == 1);
+    memset(dst, 0, n);
+    CHECK_OK(s3d_download_to_buffer(direct, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
+    CHECK(memcmp(src, dst, n) == 0);
     s3d_client_free(via);
     tproxy_stop(px);
 

@@ -26,6 +26,8 @@ struct conn {
     char hdr[16384];
     size_t hdr_len;
     uint64_t body_left;
+    int kill_response;
+    int swallow; /* the current request is answered by the proxy */
 };
 
 struct tproxy {
@@ -39,6 +41,8 @@ struct tproxy {
     atomic_int stop;
     atomic_int cuts;
     atomic_int stalls;
+    atomic_int response_cut_armed;
+    atomic_int failed_armed;
     atomic_llong s2c, c2s;
     pthread_mutex_t mu;
     char *log;
@@ -81,15 +85,38 @@ static const char *find_header(const char *h, const char *name, size_t *len)
     return NULL;
 }
 
-/* Feeds client->server bytes to the request parser, logging each request head. */
-static void parse_c2s(struct conn *c, const char *d, size_t n)
+static void fake_500(struct conn *c)
+{
+    static const char resp[] = "HTTP/1.1 500 Internal Server Error\r\n"
+                               "Content-Type: application/xml\r\nContent-Length: 40\r\n\r\n"
+                               "<Error><Code>InternalError</Code></Error>";
+    size_t off = 0, n = strlen(resp);
+    while (off < n) {
+        ssize_t w = write(c->cfd, resp + off, n - off);
+        if (w <= 0)
+            return;
+        off += (size_t)w;
+    }
+}
+
+/* Feeds client->server bytes to the request parser, logging each request head, and appends to
+ * out what goes on to the server (everything, except a request the proxy answers itself). */
+static void parse_c2s(struct conn *c, const char *d, size_t n, char *out, size_t *out_len)
 {
     while (n > 0) {
         if (c->body_left > 0) {
             size_t k = n < c->body_left ? n : (size_t)c->body_left;
+            if (!c->swallow) {
+                memcpy(out + *out_len, d, k);
+                *out_len += k;
+            }
             c->body_left -= k;
             d += k;
             n -= k;
+            if (c->body_left == 0 && c->swallow) {
+                c->swallow = 0;
+                fake_500(c);
+            }
             continue;
         }
         if (c->hdr_len < sizeof(c->hdr) - 1) {
@@ -108,8 +135,21 @@ static void parse_c2s(struct conn *c, const char *d, size_t n)
                 k += snprintf(line + k, sizeof(line) - (size_t)k, " Range: %.*s", (int)vl, v);
             snprintf(line + k, sizeof(line) - (size_t)k, "\n");
             log_append(c->p, line, strlen(line));
+            if (c->p->o.cut_response_to != NULL && strstr(line, c->p->o.cut_response_to) &&
+                atomic_exchange(&c->p->response_cut_armed, 1) == 0)
+                c->kill_response = 1;
+            if (c->p->o.fail_request != NULL && strstr(line, c->p->o.fail_request) &&
+                atomic_exchange(&c->p->failed_armed, 1) == 0)
+                c->swallow = 1;
             v = find_header(c->hdr, "Content-Length", &vl);
             c->body_left = v ? strtoull(v, NULL, 10) : 0;
+            if (!c->swallow) {
+                memcpy(out + *out_len, c->hdr, c->hdr_len);
+                *out_len += c->hdr_len;
+            } else if (c->body_left == 0) {
+                c->swallow = 0;
+                fake_500(c);
+            }
             c->hdr_len = 0;
         }
     }
@@ -146,8 +186,8 @@ static void *conn_main(void *arg)
 {
     struct conn *c = arg;
     struct tproxy *p = c->p;
-    char *buf = malloc(65536);
-    CHECK(buf != NULL);
+    char *buf = malloc(65536), *out = malloc(65536 + sizeof(c->hdr));
+    CHECK(buf != NULL && out != NULL);
     for (;;) {
         struct pollfd fds[2] = {{c->cfd, POLLIN, 0}, {c->sfd, POLLIN, 0}};
         int i, r = poll(fds, 2, 100);
@@ -166,9 +206,29 @@ static void *conn_main(void *arg)
             if (n <= 0)
                 goto done;
             if (i == 0) {
-                parse_c2s(c, buf, (size_t)n);
+                size_t out_len = 0;
+                parse_c2s(c, buf, (size_t)n, out, &out_len);
                 if (should_cut(p, &p->c2s, p->o.cut_c2s_after, (size_t)n))
                     goto cut;
+                while (off < (ssize_t)out_len) {
+                    w = write(to, out + off, out_len - (size_t)off);
+                    if (w <= 0)
+                        goto done;
+                    off += w;
+                }
+                continue;
+            } else if (c->kill_response) {
+                /* Let the status line through, then reset: the client has seen a response
+                 * start (so libcurl does not resend on its own) but never gets it. */
+                c->kill_response = 0;
+                atomic_store(&p->cuts, 1);
+                {
+                    const char *eol = memchr(buf, '\n', (size_t)n);
+                    size_t k = eol ? (size_t)(eol - buf) + 1 : (size_t)n;
+                    if (write(to, buf, k) < 0)
+                        goto done;
+                }
+                goto cut;
             } else if (p->o.stall_s2c_after >= 0 &&
                        atomic_load(&p->s2c) + n > p->o.stall_s2c_after &&
                        atomic_exchange(&p->stalls, 1) == 0) {
@@ -202,12 +262,14 @@ cut:
         c->cfd = -1;
         shutdown(c->sfd, SHUT_RDWR);
         free(buf);
+        free(out);
         return NULL;
     }
 done:
     shutdown(c->cfd, SHUT_RDWR);
     shutdown(c->sfd, SHUT_RDWR);
     free(buf);
+    free(out);
     return NULL;
 }
 
@@ -297,6 +359,11 @@ int tproxy_connections(struct tproxy *p)
     n = p->n_conns;
     pthread_mutex_unlock(&p->mu);
     return n;
+}
+
+int tproxy_failed_requests(struct tproxy *p)
+{
+    return atomic_load(&p->failed_armed);
 }
 
 int tproxy_stalls(struct tproxy *p)

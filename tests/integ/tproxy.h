@@ -18,6 +18,12 @@ struct tproxy_opts {
     int64_t stall_s2c_after; /* once this many response bytes went to the client, stop
                                 forwarding on that connection for stall_ms (once); -1 never */
     int stall_ms;
+    const char *fail_request;    /* answer the first request whose line contains this with
+                                    HTTP 500 InternalError from the proxy itself (the request
+                                    never reaches the server); NULL = never */
+    const char *cut_response_to; /* reset the connection instead of passing on the response
+                                    to the first request whose line contains this; NULL =
+                                    never */
 };
 
 struct tproxy;
@@ -27,6 +33,8 @@ struct tproxy;
 struct tproxy *tproxy_start(const char *up_host, int up_port, const struct tproxy_opts *o);
 /* "http://127.0.0.1:PORT" */
 const char *tproxy_url(const struct tproxy *p);
+/* Requests answered with a 500 by the proxy (0 or 1). */
+int tproxy_failed_requests(struct tproxy *p);
 /* Connections cut so far (0 or 1). */
 int tproxy_cuts(struct tproxy *p);
 /* Client connections accepted so far. */
