@@ -216,6 +216,8 @@ static void *conn_main(void *arg)
                         goto done;
                     off += w;
                 }
+                if (p->o.delay_us > 0)
+                    usleep((useconds_t)p->o.delay_us);
                 continue;
             } else if (c->kill_response) {
                 /* Let the status line through, then reset: the client has seen a response
