@@ -1,5 +1,6 @@
 /* client.c - the client object, its configuration and cancel tokens. */
 #include "engine/client_impl.h"
+#include "device/device.h"
 #include "engine/resources.h"
 
 #include <stdlib.h>
@@ -97,7 +98,13 @@ int s3d_client_get_config(const struct s3d_client *c, struct s3d_client_config *
     out->part_size = c->part_size;
     out->multipart_threshold = c->multipart_threshold;
     out->staging_bytes = c->staging_bytes;
-    out->gpu_available = 0; /* set from the device handle once the device layer opens it */
+    /* Opens the device layer if nothing did yet (dlopen of libcuda, no GPU memory): the
+     * client's lazily created members are guarded inside s3d_client_device. */
+    if (c->device_opt >= 0) {
+        struct s3d_device *dev = NULL;
+        if (s3d_client_device((struct s3d_client *)c, &dev) == 0 && dev != NULL)
+            out->gpu_available = s3d_device_has_gpu(dev) ? 1 : 0;
+    }
     return 0;
 }
 
