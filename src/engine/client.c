@@ -60,6 +60,12 @@ void s3d_client_free(struct s3d_client *c)
 {
     if (c == NULL)
         return;
+    if (getpid() != c->pid) {
+        /* Freed in a forked child: the connections (and a GPU context) are the parent's.
+         * Closing them here would send TLS close_notify on sockets the parent still uses;
+         * the child leaks them instead. */
+        return;
+    }
     s3d_client_free_resources(c); /* staging pool, then the device layer */
     s3d_s3ctx_cleanup(&c->s3);
     pthread_mutex_destroy(&c->lazy_lock);
