@@ -204,7 +204,8 @@ int main(void)
                                      "c\xc3\xb6"
                                      "d\xc3\xa9/\xe2\x98\x83"
                                      " snow.bin",
-                                     "odd+chars%20&=?#;:@$,!'()*~.bin", "/leading-slash"};
+                                     "odd+chars%20&=?#;:@$,!'()*~.bin", "/leading-slash",
+                                     "a/../dots/./x"};
         size_t i;
         int found = 0;
         for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
