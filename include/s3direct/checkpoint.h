@@ -67,13 +67,13 @@ struct s3d_reader;
 /* One tensor of an open checkpoint. Strings and arrays are owned by the reader. */
 struct s3d_tensor_info {
     const char *name;
-    int32_t dtype;           /* enum s3d_dtype */
+    int32_t dtype; /* enum s3d_dtype */
     int32_t ndim;
-    const int64_t *shape;    /* ndim entries */
+    const int64_t *shape; /* ndim entries */
     uint64_t nbytes;
-    uint32_t shard;          /* index into the reader's shards; 0 for a single file */
-    uint64_t offset;         /* absolute byte offset of the data in its shard */
-    int32_t has_crc32c;      /* 1 when the writer stored a CRC32C for it */
+    uint32_t shard;     /* index into the reader's shards; 0 for a single file */
+    uint64_t offset;    /* absolute byte offset of the data in its shard */
+    int32_t has_crc32c; /* 1 when the writer stored a CRC32C for it */
     uint32_t crc32c;
 };
 
@@ -102,12 +102,12 @@ S3D_API int s3d_reader_shard(const struct s3d_reader *r, size_t i, const char **
 
 /* Where one tensor (or a byte range of it) goes. */
 struct s3d_tensor_dest {
-    size_t index;            /* tensor index in the reader */
-    void *ptr;               /* host pointer, or CUdeviceptr when device >= 0 */
-    int32_t device;          /* -1: host memory; >= 0: CUDA device ordinal */
-    uint64_t capacity;       /* bytes available at ptr; must be >= the bytes read */
-    uint64_t src_offset;     /* byte offset inside the tensor; 0 for the whole tensor */
-    uint64_t length;         /* bytes to read from src_offset; 0 = to the end of the tensor */
+    size_t index;        /* tensor index in the reader */
+    void *ptr;           /* host pointer, or CUdeviceptr when device >= 0 */
+    int32_t device;      /* -1: host memory; >= 0: CUDA device ordinal */
+    uint64_t capacity;   /* bytes available at ptr; must be >= the bytes read */
+    uint64_t src_offset; /* byte offset inside the tensor; 0 for the whole tensor */
+    uint64_t length;     /* bytes to read from src_offset; 0 = to the end of the tensor */
 };
 
 enum s3d_file_io {
@@ -123,8 +123,8 @@ struct s3d_read_options {
     s3d_progress_fn progress; /* bytes of tensor data done / total */
     void *progress_user;
     struct s3d_cancel *cancel;
-    int32_t no_verify;        /* 1: skip the per-tensor CRC32C check (it needs whole tensors) */
-    int32_t file_io;          /* enum s3d_file_io */
+    int32_t no_verify; /* 1: skip the per-tensor CRC32C check (it needs whole tensors) */
+    int32_t file_io;   /* enum s3d_file_io */
 };
 
 /* Reads the chosen tensors in one planned transfer: only their byte ranges are fetched,
@@ -133,25 +133,25 @@ struct s3d_read_options {
  * library's streams) before it returns, so the caller may use the tensors on any stream.
  * A whole tensor read is checked against its stored CRC32C unless no_verify; a mismatch fails
  * with S3D_ECHECKSUM naming the tensor and the object. */
-S3D_API int s3d_reader_read(struct s3d_reader *r, const struct s3d_tensor_dest *dests,
-                            size_t n, const struct s3d_read_options *opts);
+S3D_API int s3d_reader_read(struct s3d_reader *r, const struct s3d_tensor_dest *dests, size_t n,
+                            const struct s3d_read_options *opts);
 
 /* ---- writing -------------------------------------------------------------------------- */
 
 /* One tensor to save: a contiguous byte span in host or device memory. */
 struct s3d_tensor_src {
-    const char *name;        /* UTF-8, unique within the checkpoint */
+    const char *name; /* UTF-8, unique within the checkpoint */
     int32_t dtype;
     int32_t ndim;
     const int64_t *shape;
-    const void *ptr;         /* host pointer, or CUdeviceptr when device >= 0 */
-    int32_t device;          /* -1: host memory; >= 0: CUDA device ordinal */
-    uint64_t nbytes;         /* must equal s3d_dtype_nbytes(dtype, shape) */
+    const void *ptr; /* host pointer, or CUdeviceptr when device >= 0 */
+    int32_t device;  /* -1: host memory; >= 0: CUDA device ordinal */
+    uint64_t nbytes; /* must equal s3d_dtype_nbytes(dtype, shape) */
 };
 
 struct s3d_metadata_entry {
-    const char *key;         /* NUL-terminated UTF-8; keys starting with "s3direct." are
-                                reserved for the library */
+    const char *key; /* NUL-terminated UTF-8; keys starting with "s3direct." are
+                        reserved for the library */
     const char *value;
 };
 
@@ -160,14 +160,14 @@ struct s3d_write_options {
     s3d_progress_fn progress; /* bytes of tensor data done / total */
     void *progress_user;
     struct s3d_cancel *cancel;
-    uint64_t max_shard_size;  /* 0: one object. Otherwise uri must end in
-                                 ".safetensors.index.json"; shards NAME-0000i-of-0000N
-                                 .safetensors are written beside it, each holding at most this
-                                 many data bytes (a larger tensor gets a shard of its own) */
-    int32_t no_checksum;      /* 1: store no per-tensor CRC32C */
-    int32_t file_io;          /* enum s3d_file_io */
-    uint64_t cuda_stream;     /* CUstream that produced the device tensors (0 = legacy default
-                                 stream): copies wait for the work queued on it so far */
+    uint64_t max_shard_size; /* 0: one object. Otherwise uri must end in
+                                ".safetensors.index.json"; shards NAME-0000i-of-0000N
+                                .safetensors are written beside it, each holding at most this
+                                many data bytes (a larger tensor gets a shard of its own) */
+    int32_t no_checksum;     /* 1: store no per-tensor CRC32C */
+    int32_t file_io;         /* enum s3d_file_io */
+    uint64_t cuda_stream;    /* CUstream that produced the device tensors (0 = legacy default
+                                stream): copies wait for the work queued on it so far */
 };
 
 /* Writes tensors and metadata as a safetensors checkpoint. Tensors are laid out in the order

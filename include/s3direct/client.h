@@ -53,31 +53,31 @@ enum s3d_payload_signing {
  * Strings are NUL-terminated and copied by s3d_client_new. New fields are added at the end:
  * set struct_size to sizeof(struct s3d_client_options) so older libraries can tell. */
 struct s3d_client_options {
-    uint32_t struct_size;          /* sizeof(struct s3d_client_options); 0 = current size */
-    const char *endpoint_url;      /* "http://127.0.0.1:8000"; default: resolved as above */
-    const char *region;            /* default: resolved as above, else "us-east-1" */
-    const char *profile;           /* default: AWS_PROFILE, else "default" */
-    const char *access_key_id;     /* with secret_access_key: overrides every other source */
+    uint32_t struct_size;      /* sizeof(struct s3d_client_options); 0 = current size */
+    const char *endpoint_url;  /* "http://127.0.0.1:8000"; default: resolved as above */
+    const char *region;        /* default: resolved as above, else "us-east-1" */
+    const char *profile;       /* default: AWS_PROFILE, else "default" */
+    const char *access_key_id; /* with secret_access_key: overrides every other source */
     const char *secret_access_key;
     const char *session_token;
-    const char *ca_bundle;         /* PEM file of trusted CAs; default: AWS_CA_BUNDLE, system */
-    int32_t addressing;            /* enum s3d_addressing; default AUTO */
-    int32_t anonymous;             /* 1: send requests unsigned (public buckets) */
-    int32_t no_verify_ssl;         /* 1: do not verify TLS certificates (explicit only) */
-    int32_t payload_signing;       /* enum s3d_payload_signing; default AUTO */
-    uint32_t max_concurrency;      /* parallel requests per transfer; default 8 */
-    uint64_t part_size;            /* bytes per ranged GET / uploaded part; default 8 MiB */
-    uint64_t multipart_threshold;  /* uploads of at least this size use multipart; default
-                                      part_size */
-    uint64_t staging_bytes;        /* total size of the staging pool; default 256 MiB */
-    uint32_t max_attempts;         /* tries per request, first included; default 5 */
-    uint32_t deadline_ms;          /* per request, retries included; default 0 = none */
-    uint32_t connect_timeout_ms;   /* default 10000 */
-    uint32_t low_speed_time_s;     /* a transfer below low_speed_limit for this long is a
-                                      stall, retried; default 30 */
-    uint32_t low_speed_limit;      /* bytes per second; default 1024 */
-    int32_t device;                /* CUDA device for the staging pool's context: -1 = never
-                                      use a GPU; default 0 = find one at run time */
+    const char *ca_bundle;        /* PEM file of trusted CAs; default: AWS_CA_BUNDLE, system */
+    int32_t addressing;           /* enum s3d_addressing; default AUTO */
+    int32_t anonymous;            /* 1: send requests unsigned (public buckets) */
+    int32_t no_verify_ssl;        /* 1: do not verify TLS certificates (explicit only) */
+    int32_t payload_signing;      /* enum s3d_payload_signing; default AUTO */
+    uint32_t max_concurrency;     /* parallel requests per transfer; default 8 */
+    uint64_t part_size;           /* bytes per ranged GET / uploaded part; default 8 MiB */
+    uint64_t multipart_threshold; /* uploads of at least this size use multipart; default
+                                     part_size */
+    uint64_t staging_bytes;       /* total size of the staging pool; default 256 MiB */
+    uint32_t max_attempts;        /* tries per request, first included; default 5 */
+    uint32_t deadline_ms;         /* per request, retries included; default 0 = none */
+    uint32_t connect_timeout_ms;  /* default 10000 */
+    uint32_t low_speed_time_s;    /* a transfer below low_speed_limit for this long is a
+                                     stall, retried; default 30 */
+    uint32_t low_speed_limit;     /* bytes per second; default 1024 */
+    int32_t device;               /* CUDA device for the staging pool's context: -1 = never
+                                     use a GPU; default 0 = find one at run time */
 };
 
 /* Creates a client. opts may be NULL (all defaults). On success stores it in *out and returns
@@ -94,15 +94,15 @@ S3D_API void s3d_client_free(struct s3d_client *client);
 struct s3d_client_config {
     const char *endpoint_url;
     const char *region;
-    const char *access_key_id;      /* "" when none */
-    const char *credential_source;  /* "options", "env", "shared-credentials-file",
-                                        "config-file", "none", "anonymous" */
-    int32_t addressing;             /* the resolved mode: PATH or VIRTUAL */
+    const char *access_key_id;     /* "" when none */
+    const char *credential_source; /* "options", "env", "shared-credentials-file",
+                                       "config-file", "none", "anonymous" */
+    int32_t addressing;            /* the resolved mode: PATH or VIRTUAL */
     uint32_t max_concurrency;
     uint64_t part_size;
     uint64_t multipart_threshold;
     uint64_t staging_bytes;
-    int32_t gpu_available;          /* 1 when libcuda loaded and a device was found */
+    int32_t gpu_available; /* 1 when libcuda loaded and a device was found */
 };
 S3D_API int s3d_client_get_config(const struct s3d_client *client, struct s3d_client_config *out);
 

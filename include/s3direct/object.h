@@ -23,8 +23,8 @@ S3D_API int s3d_uri_parse(const char *uri, char *bucket, size_t bucket_cap, char
 
 struct s3d_object_info {
     uint64_t size;
-    int64_t last_modified;   /* seconds since the epoch, 0 if unknown */
-    char etag[80];           /* as the server sent it, quotes included */
+    int64_t last_modified; /* seconds since the epoch, 0 if unknown */
+    char etag[80];         /* as the server sent it, quotes included */
     char content_type[128];
     char checksum_crc32c[16]; /* base64 x-amz-checksum-crc32c when the server returned one */
 };
@@ -40,8 +40,8 @@ S3D_API int s3d_delete_bucket(struct s3d_client *c, const char *bucket);
 S3D_API int s3d_delete_object(struct s3d_client *c, const char *bucket, const char *key);
 /* Deletes up to any number of keys, 1000 per DeleteObjects request. Fails on the first key
  * the server refused, naming it. */
-S3D_API int s3d_delete_objects(struct s3d_client *c, const char *bucket,
-                               const char *const *keys, size_t n);
+S3D_API int s3d_delete_objects(struct s3d_client *c, const char *bucket, const char *const *keys,
+                               size_t n);
 
 /* One entry of a listing; strings valid only during the callback. */
 struct s3d_list_entry {
@@ -49,7 +49,7 @@ struct s3d_list_entry {
     uint64_t size;
     int64_t last_modified;
     const char *etag;
-    int32_t is_prefix;       /* 1: a CommonPrefixes entry (with a delimiter); size is 0 */
+    int32_t is_prefix; /* 1: a CommonPrefixes entry (with a delimiter); size is 0 */
 };
 /* Called once per entry, on the calling thread, in the server's order. Return non-zero to stop
  * the listing early (s3d_list_objects then returns 0). */
@@ -60,10 +60,10 @@ S3D_API int s3d_list_objects(struct s3d_client *c, const char *bucket, const cha
 
 /* Multipart uploads in progress under prefix (NULL = all): key and upload id per entry. */
 typedef int (*s3d_upload_list_fn)(void *user, const char *key, const char *upload_id);
-S3D_API int s3d_list_multipart_uploads(struct s3d_client *c, const char *bucket,
-                                       const char *prefix, s3d_upload_list_fn fn, void *user);
-S3D_API int s3d_abort_multipart_upload(struct s3d_client *c, const char *bucket,
-                                       const char *key, const char *upload_id);
+S3D_API int s3d_list_multipart_uploads(struct s3d_client *c, const char *bucket, const char *prefix,
+                                       s3d_upload_list_fn fn, void *user);
+S3D_API int s3d_abort_multipart_upload(struct s3d_client *c, const char *bucket, const char *key,
+                                       const char *upload_id);
 
 /* A presigned URL (SigV4 query-string form) for method "GET", "PUT", "HEAD" or "DELETE",
  * valid for expires_s seconds (1 .. 604800). Written NUL-terminated into out.

@@ -25,13 +25,13 @@ extern "C" {
 
 /* Options shared by all transfers; NULL means all defaults. */
 struct s3d_transfer_options {
-    uint32_t struct_size;       /* sizeof; 0 = current */
-    s3d_progress_fn progress;   /* may be NULL */
+    uint32_t struct_size;     /* sizeof; 0 = current */
+    s3d_progress_fn progress; /* may be NULL */
     void *progress_user;
-    struct s3d_cancel *cancel;  /* may be NULL */
-    uint32_t max_concurrency;   /* 0 = the client's */
-    uint64_t part_size;         /* 0 = the client's */
-    const char *content_type;   /* uploads; NULL = application/octet-stream */
+    struct s3d_cancel *cancel; /* may be NULL */
+    uint32_t max_concurrency;  /* 0 = the client's */
+    uint64_t part_size;        /* 0 = the client's */
+    const char *content_type;  /* uploads; NULL = application/octet-stream */
 };
 
 /* Downloads [offset, offset + length) of the object into dst (dst_cap bytes). length

@@ -6,8 +6,7 @@
 #define S3D_VERSION_MINOR 1
 #define S3D_VERSION_PATCH 0
 /* One integer, 0xMMmmpp: comparable with < and >. */
-#define S3D_VERSION_HEX \
-    ((S3D_VERSION_MAJOR << 16) | (S3D_VERSION_MINOR << 8) | S3D_VERSION_PATCH)
+#define S3D_VERSION_HEX    ((S3D_VERSION_MAJOR << 16) | (S3D_VERSION_MINOR << 8) | S3D_VERSION_PATCH)
 #define S3D_VERSION_STRING "0.1.0"
 
 #if defined(_WIN32)

@@ -11,7 +11,7 @@
 #endif
 
 #define S3D_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-#define S3D_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define S3D_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define S3D_MIN(a, b)    ((a) < (b) ? (a) : (b))
+#define S3D_MAX(a, b)    ((a) > (b) ? (a) : (b))
 
 #endif

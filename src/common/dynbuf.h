@@ -9,10 +9,10 @@
 #include <stddef.h>
 
 struct s3d_dynbuf {
-    char *data;   /* NULL until the first append */
+    char *data; /* NULL until the first append */
     size_t len;
-    size_t cap;   /* allocated bytes, NUL included */
-    size_t max;   /* len may never exceed this */
+    size_t cap; /* allocated bytes, NUL included */
+    size_t max; /* len may never exceed this */
 };
 
 void s3d_dynbuf_init(struct s3d_dynbuf *b, size_t max);
@@ -20,8 +20,8 @@ void s3d_dynbuf_init(struct s3d_dynbuf *b, size_t max);
 int s3d_dynbuf_append(struct s3d_dynbuf *b, const void *data, size_t n);
 int s3d_dynbuf_appendf(struct s3d_dynbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void s3d_dynbuf_reset(struct s3d_dynbuf *b);  /* len = 0, memory kept */
-void s3d_dynbuf_free(struct s3d_dynbuf *b);   /* back to the initial state, max kept */
+void s3d_dynbuf_reset(struct s3d_dynbuf *b); /* len = 0, memory kept */
+void s3d_dynbuf_free(struct s3d_dynbuf *b);  /* back to the initial state, max kept */
 /* Gives the caller the data (malloc'ed, NUL-terminated; NULL if empty) and resets b. */
 char *s3d_dynbuf_take(struct s3d_dynbuf *b, size_t *len);
 

@@ -11,8 +11,8 @@ const char *s3d_err_name(int err)
     switch (err) {
     case 0:
         return "S3D_OK";
-#define S3D_X_NAME(name, value, desc) \
-    case value:                       \
+#define S3D_X_NAME(name, value, desc)                                                              \
+    case value:                                                                                    \
         return "S3D_" #name;
         S3D_ERRNO_MAP(S3D_X_NAME)
 #undef S3D_X_NAME
@@ -25,8 +25,8 @@ const char *s3d_strerror(int err)
     switch (err) {
     case 0:
         return "success";
-#define S3D_X_DESC(name, value, desc) \
-    case value:                       \
+#define S3D_X_DESC(name, value, desc)                                                              \
+    case value:                                                                                    \
         return desc;
         S3D_ERRNO_MAP(S3D_X_DESC)
 #undef S3D_X_DESC
@@ -109,8 +109,7 @@ int s3d_fail_prefix(int err, const char *fmt, ...)
     /* Built in two steps so that a long message is cut at the end, not the prefix. */
     plen = (size_t)snprintf(tls_err.message, sizeof(tls_err.message), "%s: ", prefix);
     if (plen < sizeof(tls_err.message))
-        memcpy(tls_err.message + plen, rest,
-               strnlen(rest, sizeof(tls_err.message) - plen - 1) + 1);
+        memcpy(tls_err.message + plen, rest, strnlen(rest, sizeof(tls_err.message) - plen - 1) + 1);
     tls_err.message[sizeof(tls_err.message) - 1] = '\0';
     tls_err.code = err;
     return err;

@@ -8,14 +8,14 @@
 #include "s3direct/client.h"
 
 #define S3D_BUCKET_CAP 256
-#define S3D_KEY_CAP 1100 /* S3 keys are at most 1024 bytes */
+#define S3D_KEY_CAP    1100 /* S3 keys are at most 1024 bytes */
 
 /* Where a checkpoint file lives: an S3 object or a local path. */
 struct s3d_loc {
     int is_s3;
     char bucket[S3D_BUCKET_CAP];
     char key[S3D_KEY_CAP];
-    const char *path;   /* the URI as given (for local paths and messages) */
+    const char *path; /* the URI as given (for local paths and messages) */
 };
 
 /* Classifies uri ("s3://..." or a local path) into *loc; loc->path points into uri.

@@ -71,8 +71,8 @@ int s3d_rplan_build(struct s3d_rpiece *pieces, size_t n, uint64_t max_job, uint6
                     struct s3d_rplan *out)
 {
     struct builder b = {.p = out};
-    size_t open_idx = (size_t)-1;  /* index of the staged job being filled */
-    uint64_t open_end = 0;         /* object offset where it ends */
+    size_t open_idx = (size_t)-1; /* index of the staged job being filled */
+    uint64_t open_end = 0;        /* object offset where it ends */
     uint32_t open_shard = 0;
     int rc = 0;
 

@@ -18,29 +18,29 @@
 #include <stdint.h>
 
 struct s3d_rpiece {
-    uint32_t shard;          /* which object */
-    uint64_t obj_off;        /* absolute offset in the object */
-    uint64_t len;            /* > 0 */
-    void *dst;               /* host pointer, or CUdeviceptr when device >= 0 */
-    int32_t device;          /* -1 host */
-    size_t dest;             /* the caller's destination index (for CRC and messages) */
+    uint32_t shard;   /* which object */
+    uint64_t obj_off; /* absolute offset in the object */
+    uint64_t len;     /* > 0 */
+    void *dst;        /* host pointer, or CUdeviceptr when device >= 0 */
+    int32_t device;   /* -1 host */
+    size_t dest;      /* the caller's destination index (for CRC and messages) */
 };
 
 struct s3d_rseg {
-    size_t piece;            /* index into the (sorted) pieces */
-    uint64_t piece_off;      /* offset inside the piece */
-    uint64_t job_off;        /* offset inside the job's bytes */
+    size_t piece;       /* index into the (sorted) pieces */
+    uint64_t piece_off; /* offset inside the piece */
+    uint64_t job_off;   /* offset inside the job's bytes */
     uint64_t len;
-    uint32_t crc;            /* filled in when the job completes */
+    uint32_t crc; /* filled in when the job completes */
 };
 
 struct s3d_rjob {
     uint32_t shard;
     uint64_t obj_off;
     uint64_t len;
-    size_t seg0;             /* first segment */
+    size_t seg0; /* first segment */
     size_t nseg;
-    int direct;              /* 1: lands in the host destination of its only segment */
+    int direct; /* 1: lands in the host destination of its only segment */
 };
 
 struct s3d_rplan {

@@ -45,20 +45,20 @@
 /* First GET of a header: most headers fit, so opening costs one HEAD and one GET. */
 #define S3D_HEADER_PROBE (256u << 10)
 /* Host pieces at least this big are fetched straight into their destination. */
-#define S3D_DIRECT_MIN (1u << 20)
+#define S3D_DIRECT_MIN  (1u << 20)
 #define S3D_MAX_DEVICES 64
 
 struct shard {
     char *uri;
-    struct s3d_loc loc;          /* loc.path points at uri */
+    struct s3d_loc loc; /* loc.path points at uri */
     uint64_t object_size;
-    uint64_t header_bytes;       /* 8 + N */
+    uint64_t header_bytes; /* 8 + N */
     struct s3d_st_header hdr;
 };
 
 struct tref {
     uint32_t shard;
-    uint32_t tensor;             /* index into shards[shard].hdr.tensors */
+    uint32_t tensor; /* index into shards[shard].hdr.tensors */
 };
 
 struct s3d_reader {
@@ -66,8 +66,8 @@ struct s3d_reader {
     size_t n_shards;
     struct shard *shards;
     size_t n_tensors;
-    struct tref *tensors;        /* shard order, then data-offset order */
-    uint32_t *by_name;           /* indexes into tensors, sorted by name */
+    struct tref *tensors; /* shard order, then data-offset order */
+    uint32_t *by_name;    /* indexes into tensors, sorted by name */
 };
 
 /* ---- opening --------------------------------------------------------------------------- */
@@ -129,8 +129,7 @@ static int read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t ca
     }
     if (size > 0) {
         if (loc->is_s3)
-            rc = s3d_download_to_buffer(c, loc->bucket, loc->key, 0, size, buf, size, NULL,
-                                        NULL);
+            rc = s3d_download_to_buffer(c, loc->bucket, loc->key, 0, size, buf, size, NULL, NULL);
         else
             rc = file_pread_all(fd, loc->path, buf, size, 0);
         if (rc < 0)
@@ -166,8 +165,7 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
         struct stat st;
         fd = open(sh->loc.path, O_RDONLY | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st) < 0) {
-            rc = s3d_fail(s3d_err_from_errno(errno), "open %s: %s", sh->loc.path,
-                          strerror(errno));
+            rc = s3d_fail(s3d_err_from_errno(errno), "open %s: %s", sh->loc.path, strerror(errno));
             goto fail;
         }
         if (!S_ISREG(st.st_mode)) {
@@ -178,8 +176,8 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
     }
     if (sh->object_size < 8) {
         rc = s3d_fail(S3D_EFMT_HEADER_SIZE,
-                      "%s: %llu bytes, too short for a safetensors header (8-byte length)",
-                      sh->uri, (unsigned long long)sh->object_size);
+                      "%s: %llu bytes, too short for a safetensors header (8-byte length)", sh->uri,
+                      (unsigned long long)sh->object_size);
         goto fail;
     }
     probe = S3D_MIN(sh->object_size, (uint64_t)S3D_HEADER_PROBE);
@@ -454,8 +452,7 @@ size_t s3d_reader_num_metadata(const struct s3d_reader *r)
     return r == NULL || r->n_shards == 0 ? 0 : r->shards[0].hdr.n_metadata;
 }
 
-int s3d_reader_metadata(const struct s3d_reader *r, size_t i, const char **key,
-                        const char **value)
+int s3d_reader_metadata(const struct s3d_reader *r, size_t i, const char **key, const char **value)
 {
     if (r == NULL || key == NULL || value == NULL)
         return s3d_fail(S3D_EINVAL, "s3d_reader_metadata: NULL argument");
@@ -478,14 +475,13 @@ size_t s3d_reader_num_shards(const struct s3d_reader *r)
     return r == NULL ? 0 : r->n_shards;
 }
 
-int s3d_reader_shard(const struct s3d_reader *r, size_t i, const char **uri,
-                     uint64_t *header_bytes, uint64_t *object_bytes)
+int s3d_reader_shard(const struct s3d_reader *r, size_t i, const char **uri, uint64_t *header_bytes,
+                     uint64_t *object_bytes)
 {
     if (r == NULL)
         return s3d_fail(S3D_EINVAL, "s3d_reader_shard: reader is NULL");
     if (i >= r->n_shards)
-        return s3d_fail(S3D_EINVAL, "shard index %zu out of range (%zu shards)", i,
-                        r->n_shards);
+        return s3d_fail(S3D_EINVAL, "shard index %zu out of range (%zu shards)", i, r->n_shards);
     if (uri != NULL)
         *uri = r->shards[i].uri;
     if (header_bytes != NULL)
@@ -500,42 +496,43 @@ int s3d_reader_shard(const struct s3d_reader *r, size_t i, const char **uri,
 /* One validated destination. */
 struct dest {
     size_t tensor;
-    uint64_t src_off;    /* inside the tensor */
+    uint64_t src_off; /* inside the tensor */
     uint64_t len;
-    int verify;          /* whole tensor with a stored CRC, and verification on */
-    uint32_t crc;        /* computed */
+    int verify;   /* whole tensor with a stored CRC, and verification on */
+    uint32_t crc; /* computed */
 };
 
 static int check_dests(struct s3d_reader *r, struct s3d_device *dev,
-                       const struct s3d_tensor_dest *d, size_t n, int no_verify,
-                       struct dest *out)
+                       const struct s3d_tensor_dest *d, size_t n, int no_verify, struct dest *out)
 {
     for (size_t i = 0; i < n; i++) {
         const struct s3d_st_tensor *t;
         uint64_t nbytes, len;
         if (d[i].index >= r->n_tensors)
-            return s3d_fail(S3D_ENOTENSOR, "destination %zu: tensor index %zu out of range "
-                            "(%zu tensors)", i, d[i].index, r->n_tensors);
+            return s3d_fail(S3D_ENOTENSOR,
+                            "destination %zu: tensor index %zu out of range "
+                            "(%zu tensors)",
+                            i, d[i].index, r->n_tensors);
         t = tref_tensor(r, d[i].index);
         nbytes = t->end - t->begin;
         if (d[i].src_offset > nbytes)
-            return s3d_fail(S3D_EDEST, "tensor '%s': offset %llu is past its %llu bytes",
-                            t->name, (unsigned long long)d[i].src_offset,
-                            (unsigned long long)nbytes);
+            return s3d_fail(S3D_EDEST, "tensor '%s': offset %llu is past its %llu bytes", t->name,
+                            (unsigned long long)d[i].src_offset, (unsigned long long)nbytes);
         len = d[i].length ? d[i].length : nbytes - d[i].src_offset;
         if (len > nbytes - d[i].src_offset)
             return s3d_fail(S3D_EDEST, "tensor '%s': range %llu+%llu is past its %llu bytes",
-                            t->name, (unsigned long long)d[i].src_offset,
-                            (unsigned long long)len, (unsigned long long)nbytes);
+                            t->name, (unsigned long long)d[i].src_offset, (unsigned long long)len,
+                            (unsigned long long)nbytes);
         if (d[i].capacity < len)
             return s3d_fail(S3D_EDEST, "tensor '%s': destination holds %llu bytes, needs %llu",
-                            t->name, (unsigned long long)d[i].capacity,
-                            (unsigned long long)len);
+                            t->name, (unsigned long long)d[i].capacity, (unsigned long long)len);
         if (len > 0 && d[i].ptr == NULL)
             return s3d_fail(S3D_EINVAL, "tensor '%s': destination pointer is NULL", t->name);
         if (d[i].device >= 0 && !s3d_device_has_gpu(dev))
-            return s3d_fail(S3D_ENODEVICE, "tensor '%s': destination on cuda:%d, but there is "
-                            "no GPU (%s)", t->name, d[i].device, s3d_device_why_host(dev));
+            return s3d_fail(S3D_ENODEVICE,
+                            "tensor '%s': destination on cuda:%d, but there is "
+                            "no GPU (%s)",
+                            t->name, d[i].device, s3d_device_why_host(dev));
         if (d[i].device >= S3D_MAX_DEVICES)
             return s3d_fail(S3D_ENODEVICE, "tensor '%s': device %d out of range", t->name,
                             d[i].device);
@@ -555,7 +552,7 @@ struct s3read {
     struct s3d_rpiece *pieces;
     struct s3d_rplan plan;
     struct s3d_get_job *jobs;
-    void **chunks;               /* per job: its staging chunk, or NULL */
+    void **chunks; /* per job: its staging chunk, or NULL */
     struct s3d_device *dev;
     struct s3d_pool *pool;
     struct s3d_stream *streams[S3D_MAX_DEVICES];
@@ -563,7 +560,7 @@ struct s3read {
     struct inflight {
         void *chunk;
         struct s3d_event *ev;
-    } *inflight;
+    } * inflight;
     size_t n_inflight;
 };
 
@@ -684,8 +681,8 @@ static void combine_crcs(struct s3read *s)
         const struct s3d_rseg *seg = &s->plan.segs[k];
         struct dest *d = &s->dests[s->pieces[seg->piece].dest];
         if (d->verify)
-            d->crc = seg->piece_off == 0 ? seg->crc
-                                         : s3d_crc32c_combine(d->crc, seg->crc, seg->len);
+            d->crc =
+                seg->piece_off == 0 ? seg->crc : s3d_crc32c_combine(d->crc, seg->crc, seg->len);
     }
 }
 
@@ -846,8 +843,8 @@ int s3d_reader_read(struct s3d_reader *r, const struct s3d_tensor_dest *dests, s
         return rc;
     memset(&o, 0, sizeof(o));
     if (opts != NULL)
-        memcpy(&o, opts, opts->struct_size && opts->struct_size < sizeof(o) ? opts->struct_size
-                                                                               : sizeof(o));
+        memcpy(&o, opts,
+               opts->struct_size && opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
     if (n == 0)
         return 0;
     rc = s3d_client_device(r->client, &dev);

@@ -46,16 +46,16 @@
 #include "s3direct/checkpoint.h"
 #include "s3direct/transfer.h"
 
-#define S3D_MAX_PARTS_W 10000u
-#define S3D_MIN_PART_W (5ull << 20)
+#define S3D_MAX_PARTS_W   10000u
+#define S3D_MIN_PART_W    (5ull << 20)
 #define S3D_MAX_DEVICES_W 64
 
 /* One source of bytes of the object: the header (tensor = -1) or a tensor. */
 struct src {
-    const char *ptr;         /* host pointer, or device address */
+    const char *ptr; /* host pointer, or device address */
     uint64_t len;
-    int32_t device;          /* -1 host */
-    long tensor;             /* index in the shard's tensors, -1 for the header */
+    int32_t device; /* -1 host */
+    long tensor;    /* index in the shard's tensors, -1 for the header */
 };
 
 /* The CRC of one piece of a tensor, in object order. */
@@ -70,22 +70,22 @@ struct part {
     uint64_t length;
     struct iovec *iov;
     int iovcnt;
-    void **chunks;           /* staging chunks holding this part's device bytes */
+    void **chunks; /* staging chunks holding this part's device bytes */
     size_t nchunks;
-    struct s3d_event *ev;    /* completes when the device-to-host copies are done */
+    struct s3d_event *ev; /* completes when the device-to-host copies are done */
     int ev_ordinal;
     /* Device pieces whose CRC is computed once the copy is done: (record, host address). */
     struct pending_crc {
         size_t rec;
         const char *host;
-    } *pend;
+    } * pend;
     size_t npend;
 };
 
 struct shard_writer {
     struct s3d_client *c;
     struct s3d_device *dev;
-    struct s3d_pool *pool;   /* NULL when no tensor is on a device */
+    struct s3d_pool *pool; /* NULL when no tensor is on a device */
     const struct s3d_write_options *o;
     int with_crc;
     struct s3d_stream *streams[S3D_MAX_DEVICES_W];
@@ -94,7 +94,7 @@ struct shard_writer {
     struct src *srcs;
     size_t nsrcs;
     size_t ntensors;
-    uint64_t total;          /* object bytes */
+    uint64_t total; /* object bytes */
     uint64_t part_size;
     uint32_t nparts;
 
@@ -104,18 +104,17 @@ struct shard_writer {
 
     struct crcrec *recs;
     size_t nrecs, cap_recs;
-    uint32_t *crcs;          /* per tensor, after combine */
+    uint32_t *crcs; /* per tensor, after combine */
 
     /* multipart state */
-    uint32_t next_number;    /* next part to build */
-    struct part *parts;      /* indexed by number - 1 */
-    struct part *pending;    /* built, copies in flight */
+    uint32_t next_number; /* next part to build */
+    struct part *parts;   /* indexed by number - 1 */
+    struct part *pending; /* built, copies in flight */
     int part1_held;
     int part1_sent;
 };
 
-static int add_rec(struct shard_writer *w, size_t tensor, uint64_t len, uint32_t crc,
-                   size_t *idx)
+static int add_rec(struct shard_writer *w, size_t tensor, uint64_t len, uint32_t crc, size_t *idx)
 {
     if (w->nrecs == w->cap_recs) {
         size_t cap = w->cap_recs ? w->cap_recs * 2 : 256;
@@ -253,8 +252,8 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
             if (rc < 0)
                 return rc;
             if (w->with_crc && sr->tensor >= 0) {
-                rc = add_rec(w, (size_t)sr->tensor, take,
-                             s3d_crc32c(0, sr->ptr + w->cur_off, take), NULL);
+                rc = add_rec(w, (size_t)sr->tensor, take, s3d_crc32c(0, sr->ptr + w->cur_off, take),
+                             NULL);
                 if (rc < 0)
                     return rc;
             }
@@ -275,8 +274,7 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
                 }
                 ordinal = sr->device;
                 rc = s3d_device_copy_dtoh(w->dev, st, host,
-                                          (uint64_t)(uintptr_t)sr->ptr + w->cur_off + done,
-                                          piece);
+                                          (uint64_t)(uintptr_t)sr->ptr + w->cur_off + done, piece);
                 if (rc < 0)
                     return rc;
                 rc = iov_push(p, &cap, host, piece);
@@ -329,7 +327,8 @@ static int part_ready(struct shard_writer *w, struct part *p, int blocking)
 {
     int rc;
     if (p->ev != NULL) {
-        rc = blocking ? s3d_device_event_sync(w->dev, p->ev) : s3d_device_event_query(w->dev, p->ev);
+        rc =
+            blocking ? s3d_device_event_sync(w->dev, p->ev) : s3d_device_event_query(w->dev, p->ev);
         if (rc < 0)
             return rc;
         if (!blocking && rc == 0)
@@ -463,9 +462,10 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
     if (w->nparts == 0)
         w->nparts = 1;
     if (w->pool != NULL && 2 * chunks_for(w, w->part_size) + 1 > s3d_pool_chunk_count(w->pool))
-        return s3d_fail(S3D_ETOOBIG, "%s: %llu-byte parts need more staging than the %zu-chunk "
-                        "pool has: raise staging_bytes", loc->path,
-                        (unsigned long long)w->part_size, s3d_pool_chunk_count(w->pool));
+        return s3d_fail(S3D_ETOOBIG,
+                        "%s: %llu-byte parts need more staging than the %zu-chunk "
+                        "pool has: raise staging_bytes",
+                        loc->path, (unsigned long long)w->part_size, s3d_pool_chunk_count(w->pool));
 
     if (w->total < w->c->multipart_threshold || w->nparts == 1) {
         /* One PutObject: build the whole object as part 1, wait for its copies. */
@@ -647,7 +647,8 @@ static int write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3
                          const struct s3d_metadata_entry *meta, size_t n_meta,
                          const struct s3d_write_options *o)
 {
-    size_t *first = s3d_calloc(n + 1, sizeof(*first)); /* shard k = tensors [first[k], first[k+1]) */
+    size_t *first =
+        s3d_calloc(n + 1, sizeof(*first)); /* shard k = tensors [first[k], first[k+1]) */
     const char **names = s3d_calloc(n, sizeof(*names));
     const char **shard_of = s3d_calloc(n, sizeof(*shard_of));
     char **shard_names = NULL;
@@ -748,11 +749,13 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
         return rc;
     memset(&o, 0, sizeof(o));
     if (opts != NULL)
-        memcpy(&o, opts, opts->struct_size && opts->struct_size < sizeof(o) ? opts->struct_size
-                                                                               : sizeof(o));
+        memcpy(&o, opts,
+               opts->struct_size && opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
     if (o.max_shard_size > 0 && !s3d_str_ends_with(uri, S3D_ST_INDEX_SUFFIX))
-        return s3d_fail(S3D_EINVAL, "%s: a sharded checkpoint is named by its index, "
-                        "NAME%s", uri, S3D_ST_INDEX_SUFFIX);
+        return s3d_fail(S3D_EINVAL,
+                        "%s: a sharded checkpoint is named by its index, "
+                        "NAME%s",
+                        uri, S3D_ST_INDEX_SUFFIX);
     rc = s3d_client_device(c, &dev);
     if (rc < 0)
         return rc;
@@ -762,9 +765,11 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
                             tensors[i].name ? tensors[i].name : "(null)");
         if (tensors[i].device >= 0) {
             if (!s3d_device_has_gpu(dev))
-                return s3d_fail(S3D_ENODEVICE, "tensor '%s' is on cuda:%d, but there is no "
-                                "GPU (%s)", tensors[i].name ? tensors[i].name : "(null)",
-                                tensors[i].device, s3d_device_why_host(dev));
+                return s3d_fail(S3D_ENODEVICE,
+                                "tensor '%s' is on cuda:%d, but there is no "
+                                "GPU (%s)",
+                                tensors[i].name ? tensors[i].name : "(null)", tensors[i].device,
+                                s3d_device_why_host(dev));
             if (tensors[i].device >= S3D_MAX_DEVICES_W ||
                 tensors[i].device >= s3d_device_count(dev))
                 return s3d_fail(S3D_ENODEVICE, "tensor '%s': no device cuda:%d",

@@ -21,13 +21,13 @@ struct s3d_get_job {
     /* Set by the caller before the run. */
     const char *bucket;
     const char *key;
-    uint64_t offset;       /* first byte of the range in the object */
-    uint64_t length;       /* bytes; > 0 */
-    void *user;            /* the caller's, untouched */
+    uint64_t offset; /* first byte of the range in the object */
+    uint64_t length; /* bytes; > 0 */
+    void *user;      /* the caller's, untouched */
     /* Set by the prepare hook: the host memory that receives [offset, offset + length). */
     void *dst;
     /* Engine state; the caller zero-initializes. */
-    uint64_t received;     /* bytes written to dst so far (a retry resumes from here) */
+    uint64_t received; /* bytes written to dst so far (a retry resumes from here) */
     int state;
 };
 
@@ -59,11 +59,11 @@ int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
 
 /* One part of a multipart upload, as the producer hands it to the engine. */
 struct s3d_put_part {
-    uint32_t part_number;      /* 1 .. 10000, each number exactly once */
-    const struct iovec *iov;   /* the part's bytes, in order; must stay valid until released */
+    uint32_t part_number;    /* 1 .. 10000, each number exactly once */
+    const struct iovec *iov; /* the part's bytes, in order; must stay valid until released */
     int iovcnt;
-    uint64_t length;           /* sum of the iov lengths; >= 5 MiB except for the last part */
-    void *user;                /* the producer's, handed back in release */
+    uint64_t length; /* sum of the iov lengths; >= 5 MiB except for the last part */
+    void *user;      /* the producer's, handed back in release */
 };
 
 struct s3d_put_hooks {
@@ -80,9 +80,9 @@ struct s3d_put_hooks {
 };
 
 struct s3d_put_options {
-    const char *content_type;  /* NULL = application/octet-stream */
-    uint32_t max_concurrency;  /* 0 = the client's */
-    uint64_t total_hint;       /* for progress; 0 if unknown */
+    const char *content_type; /* NULL = application/octet-stream */
+    uint32_t max_concurrency; /* 0 = the client's */
+    uint64_t total_hint;      /* for progress; 0 if unknown */
     s3d_progress_fn progress;
     void *progress_user;
     struct s3d_cancel *cancel;

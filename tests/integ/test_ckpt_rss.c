@@ -6,11 +6,11 @@
 
 #include "ckpt_util.h"
 
-#define MiB (1ull << 20)
-#define N_BIG 16
-#define BIG (128 * MiB)
+#define MiB     (1ull << 20)
+#define N_BIG   16
+#define BIG     (128 * MiB)
 #define N_SMALL 200
-#define SMALL (64 * 1024)
+#define SMALL   (64 * 1024)
 
 static uint64_t status_kib(const char *field)
 {
@@ -56,8 +56,12 @@ int main(void)
         uint64_t n = i < N_BIG ? BIG : SMALL;
         snprintf(names[i], sizeof(names[i]), "t%03d", i);
         shapes[i][0] = (int64_t)(n / 2);
-        src[i] = (struct s3d_tensor_src){.name = names[i], .dtype = S3D_DTYPE_BF16, .ndim = 1,
-                                         .shape = shapes[i], .ptr = buf + off, .device = -1,
+        src[i] = (struct s3d_tensor_src){.name = names[i],
+                                         .dtype = S3D_DTYPE_BF16,
+                                         .ndim = 1,
+                                         .shape = shapes[i],
+                                         .ptr = buf + off,
+                                         .device = -1,
                                          .nbytes = n};
         t_fill_random(buf + off, n, (uint64_t)i);
         off += n;
@@ -70,8 +74,8 @@ int main(void)
     for (int i = 0; i < N_BIG + N_SMALL; i++) {
         size_t idx;
         CHECK_OK(s3d_reader_find(r, names[i], &idx));
-        dst[i] = (struct s3d_tensor_dest){.index = idx, .ptr = (void *)src[i].ptr,
-                                          .device = -1, .capacity = src[i].nbytes};
+        dst[i] = (struct s3d_tensor_dest){
+            .index = idx, .ptr = (void *)src[i].ptr, .device = -1, .capacity = src[i].nbytes};
     }
     if (reset_hwm() != 0)
         t_skip("cannot reset VmHWM through /proc/self/clear_refs");

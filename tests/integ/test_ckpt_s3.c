@@ -10,8 +10,8 @@ static struct s3d_client *client_at(const char *endpoint)
     struct s3d_client_options o;
     memset(&o, 0, sizeof(o));
     o.endpoint_url = endpoint;
-    o.part_size = 5 << 20;       /* many parts for a few tens of MiB */
-    o.staging_bytes = 24 << 20;  /* a small pool that must be recycled */
+    o.part_size = 5 << 20;      /* many parts for a few tens of MiB */
+    o.staging_bytes = 24 << 20; /* a small pool that must be recycled */
     CHECK_OK(s3d_client_new(&o, &c));
     return c;
 }
@@ -40,8 +40,8 @@ int main(void)
     struct s3d_reader *r = NULL;
 
     t_s3_bucket(c, "ckpt", bucket, sizeof(bucket));
-    t_make_tensors(&big, 40, 1500000, 11);   /* ~30 MB: multipart */
-    t_make_tensors(&small, 25, 2000, 12);    /* ~30 KB: one PUT */
+    t_make_tensors(&big, 40, 1500000, 11); /* ~30 MB: multipart */
+    t_make_tensors(&small, 25, 2000, 12);  /* ~30 KB: one PUT */
 
     snprintf(uri, sizeof(uri), "s3://%s/small.safetensors", bucket);
     CHECK_OK(s3d_checkpoint_write(c, uri, small.src, small.n, NULL, 0, NULL));
@@ -118,8 +118,7 @@ int main(void)
         snprintf(uri, sizeof(uri), "s3://%s/%s", bucket, cuk);
         {
             void *b = malloc(ti.nbytes);
-            struct s3d_tensor_dest d = {.index = i, .ptr = b, .device = -1,
-                                        .capacity = ti.nbytes};
+            struct s3d_tensor_dest d = {.index = i, .ptr = b, .device = -1, .capacity = ti.nbytes};
             CHECK_OK(s3d_reader_open(c, uri, &r));
             CHECK_ERR(s3d_reader_read(r, &d, 1, NULL), S3D_ECHECKSUM);
             CHECK_MSG_HAS(small.src[7].name);

@@ -20,53 +20,52 @@ void t_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
 void t_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond))                                                                 \
-            t_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);                   \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            t_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);                                 \
     } while (0)
 
 /* An s3direct call that must succeed; prints the library's message otherwise. */
-#define CHECK_OK(expr)                                                               \
-    do {                                                                             \
-        int t_rc_ = (expr);                                                          \
-        if (t_rc_ != 0)                                                              \
-            t_fail(__FILE__, __LINE__, "%s returned %s: %s", #expr,                  \
-                   s3d_err_name(t_rc_), s3d_last_error_message());                   \
+#define CHECK_OK(expr)                                                                             \
+    do {                                                                                           \
+        int t_rc_ = (expr);                                                                        \
+        if (t_rc_ != 0)                                                                            \
+            t_fail(__FILE__, __LINE__, "%s returned %s: %s", #expr, s3d_err_name(t_rc_),           \
+                   s3d_last_error_message());                                                      \
     } while (0)
 
 /* An s3direct call that must fail with exactly code. */
-#define CHECK_ERR(expr, code)                                                        \
-    do {                                                                             \
-        int t_rc_ = (expr);                                                          \
-        if (t_rc_ != (code))                                                         \
-            t_fail(__FILE__, __LINE__, "%s returned %s, expected %s (%s)", #expr,    \
-                   s3d_err_name(t_rc_), s3d_err_name(code), s3d_last_error_message()); \
+#define CHECK_ERR(expr, code)                                                                      \
+    do {                                                                                           \
+        int t_rc_ = (expr);                                                                        \
+        if (t_rc_ != (code))                                                                       \
+            t_fail(__FILE__, __LINE__, "%s returned %s, expected %s (%s)", #expr,                  \
+                   s3d_err_name(t_rc_), s3d_err_name(code), s3d_last_error_message());             \
     } while (0)
 
-#define CHECK_EQ_U64(a, b)                                                           \
-    do {                                                                             \
-        uint64_t t_a_ = (uint64_t)(a), t_b_ = (uint64_t)(b);                         \
-        if (t_a_ != t_b_)                                                            \
-            t_fail(__FILE__, __LINE__, "%s == %s failed: %" PRIu64 " != %" PRIu64,   \
-                   #a, #b, t_a_, t_b_);                                              \
+#define CHECK_EQ_U64(a, b)                                                                         \
+    do {                                                                                           \
+        uint64_t t_a_ = (uint64_t)(a), t_b_ = (uint64_t)(b);                                       \
+        if (t_a_ != t_b_)                                                                          \
+            t_fail(__FILE__, __LINE__, "%s == %s failed: %" PRIu64 " != %" PRIu64, #a, #b, t_a_,   \
+                   t_b_);                                                                          \
     } while (0)
 
-#define CHECK_STREQ(a, b)                                                            \
-    do {                                                                             \
-        const char *t_a_ = (a), *t_b_ = (b);                                         \
-        if (t_a_ == NULL || t_b_ == NULL || strcmp(t_a_, t_b_) != 0)                 \
-            t_fail(__FILE__, __LINE__, "%s == %s failed: \"%s\" != \"%s\"", #a, #b,  \
-                   t_a_ ? t_a_ : "(null)", t_b_ ? t_b_ : "(null)");                 \
+#define CHECK_STREQ(a, b)                                                                          \
+    do {                                                                                           \
+        const char *t_a_ = (a), *t_b_ = (b);                                                       \
+        if (t_a_ == NULL || t_b_ == NULL || strcmp(t_a_, t_b_) != 0)                               \
+            t_fail(__FILE__, __LINE__, "%s == %s failed: \"%s\" != \"%s\"", #a, #b,                \
+                   t_a_ ? t_a_ : "(null)", t_b_ ? t_b_ : "(null)");                                \
     } while (0)
 
 /* The message of the last error must contain needle. */
-#define CHECK_MSG_HAS(needle)                                                        \
-    do {                                                                             \
-        const char *t_m_ = s3d_last_error_message();                                 \
-        if (strstr(t_m_, (needle)) == NULL)                                          \
-            t_fail(__FILE__, __LINE__, "error message \"%s\" lacks \"%s\"", t_m_,    \
-                   (needle));                                                        \
+#define CHECK_MSG_HAS(needle)                                                                      \
+    do {                                                                                           \
+        const char *t_m_ = s3d_last_error_message();                                               \
+        if (strstr(t_m_, (needle)) == NULL)                                                        \
+            t_fail(__FILE__, __LINE__, "error message \"%s\" lacks \"%s\"", t_m_, (needle));       \
     } while (0)
 
 /* Test S3 server: AWS_ENDPOINT_URL (+ keys) from the environment, as scripts/start-rgw.sh

@@ -46,8 +46,8 @@ int main(void)
 
     /* One big host tensor: direct 8 MiB jobs straight into it. */
     {
-        struct s3d_rpiece p[1] = {{.shard = 0, .obj_off = 1000, .len = 20 * MiB, .dst = host,
-                                   .device = -1, .dest = 0}};
+        struct s3d_rpiece p[1] = {
+            {.shard = 0, .obj_off = 1000, .len = 20 * MiB, .dst = host, .device = -1, .dest = 0}};
         CHECK_OK(s3d_rplan_build(p, 1, 8 * MiB, 1 * MiB, &plan));
         CHECK_EQ_U64(plan.njobs, 3);
         CHECK(plan.jobs[0].direct && plan.jobs[1].direct && plan.jobs[2].direct);
@@ -59,8 +59,12 @@ int main(void)
     {
         struct s3d_rpiece p[64];
         for (size_t i = 0; i < 64; i++)
-            p[i] = (struct s3d_rpiece){.shard = 0, .obj_off = 64 + i * 300000, .len = 300000,
-                                       .dst = host, .device = -1, .dest = 63 - i};
+            p[i] = (struct s3d_rpiece){.shard = 0,
+                                       .obj_off = 64 + i * 300000,
+                                       .len = 300000,
+                                       .dst = host,
+                                       .device = -1,
+                                       .dest = 63 - i};
         CHECK_OK(s3d_rplan_build(p, 64, 8 * MiB, 1 * MiB, &plan));
         /* 64 * 300000 = 19.2 MB -> 3 jobs */
         CHECK_EQ_U64(plan.njobs, 3);
@@ -96,11 +100,15 @@ int main(void)
         struct s3d_rpiece p[3] = {
             {.shard = 0, .obj_off = 0, .len = 1000, .dst = host, .device = -1, .dest = 0},
             {.shard = 0, .obj_off = 1000, .len = 10 * MiB, .dst = host, .device = 0, .dest = 1},
-            {.shard = 0, .obj_off = 1000 + 10 * MiB, .len = 2 * MiB, .dst = host,
-             .device = -1, .dest = 2}};
+            {.shard = 0,
+             .obj_off = 1000 + 10 * MiB,
+             .len = 2 * MiB,
+             .dst = host,
+             .device = -1,
+             .dest = 2}};
         CHECK_OK(s3d_rplan_build(p, 3, 8 * MiB, 1 * MiB, &plan));
         CHECK(!plan.jobs[0].direct);
-        CHECK_EQ_U64(plan.jobs[0].nseg, 2); /* host 1000 B + device up to 8 MiB */
+        CHECK_EQ_U64(plan.jobs[0].nseg, 2);      /* host 1000 B + device up to 8 MiB */
         CHECK(plan.jobs[plan.njobs - 1].direct); /* the 2 MiB host piece */
         check_cover(p, 3, &plan, 8 * MiB);
         s3d_rplan_free(&plan);

@@ -15,8 +15,12 @@ static void *other_thread(void *arg)
 int main(void)
 {
     struct s3d_error_info info;
-    struct s3d_err_s3 d = {.operation = "GetObject", .bucket = "b", .key = "k",
-                           .http_status = 404, .s3_code = "NoSuchKey", .request_id = "rid"};
+    struct s3d_err_s3 d = {.operation = "GetObject",
+                           .bucket = "b",
+                           .key = "k",
+                           .http_status = 404,
+                           .s3_code = "NoSuchKey",
+                           .request_id = "rid"};
     pthread_t th;
 
     CHECK_STREQ(s3d_err_name(S3D_ENOSUCHKEY), "S3D_ENOSUCHKEY");
@@ -29,8 +33,7 @@ int main(void)
     S3D_ERRNO_MAP(X_CHECK)
 #undef X_CHECK
 
-    CHECK(s3d_fail_s3(S3D_ENOSUCHKEY, &d, "GetObject s3://b/k: %s", "missing") ==
-          S3D_ENOSUCHKEY);
+    CHECK(s3d_fail_s3(S3D_ENOSUCHKEY, &d, "GetObject s3://b/k: %s", "missing") == S3D_ENOSUCHKEY);
     s3d_last_error(&info);
     CHECK(info.code == S3D_ENOSUCHKEY);
     CHECK(info.http_status == 404);
