@@ -29,11 +29,13 @@ struct s3d_object_info {
     char checksum_crc32c[16]; /* base64 x-amz-checksum-crc32c when the server returned one */
 };
 
+/* HeadObject. A missing key is S3D_ENOSUCHKEY; a missing bucket S3D_ENOSUCHBUCKET (a 404 to
+ * HEAD has no body, so a HeadBucket tells the two apart, on that error path only). */
 S3D_API int s3d_head_object(struct s3d_client *c, const char *bucket, const char *key,
                             struct s3d_object_info *out);
-/* Creates a bucket in the client's region. A bucket that exists and is owned by someone else,
- * or that the server reports as BucketAlreadyOwnedByYou, is S3D_EBUCKETEXISTS; note that AWS
- * in us-east-1 and Ceph RGW answer 200 for a bucket you already own, which is success. */
+/* Creates a bucket in the client's region. A bucket that already exists, yours or another
+ * account's, is S3D_EBUCKETEXISTS (checked with HeadBucket first: AWS us-east-1 and Ceph RGW
+ * answer 200 to re-creating a bucket you own). */
 S3D_API int s3d_create_bucket(struct s3d_client *c, const char *bucket);
 S3D_API int s3d_delete_bucket(struct s3d_client *c, const char *bucket);
 /* Deleting a key that does not exist succeeds, as on S3. */

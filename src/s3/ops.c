@@ -48,6 +48,32 @@ static void set_body(struct s3d_s3_op *op, struct iovec *iov, const void *p, siz
     op->body_len = n;
 }
 
+/* A HEAD answered 404 has no body, so it cannot say whether the key or the whole bucket is
+ * missing. Ask the bucket (one more request, on this error path only) and report
+ * S3D_ENOSUCHBUCKET when it is the bucket; otherwise keep the original NoSuchKey error. */
+static int head_404(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
+{
+    struct s3d_error_info info;
+    struct s3d_err_s3 d = detail(op);
+    struct s3d_s3_op bop;
+    char saved[1024];
+    int brc;
+
+    s3d_last_error(&info);
+    snprintf(saved, sizeof(saved), "%s", info.message);
+    op_init(&bop, "HeadBucket", "HEAD", op->bucket, NULL);
+    brc = s3d_s3_op_run(ctx, &bop);
+    s3d_s3_op_cleanup(&bop);
+    if (brc == S3D_ENOSUCHBUCKET) {
+        d.s3_code = "NoSuchBucket";
+        return s3d_fail_s3(S3D_ENOSUCHBUCKET, &d,
+                           "HeadObject s3://%s/%s: HTTP 404 no such bucket '%s'", op->bucket,
+                           op->key, op->bucket);
+    }
+    d.s3_code = "NoSuchKey";
+    return s3d_fail_s3(S3D_ENOSUCHKEY, &d, "%s", saved);
+}
+
 int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
                 struct s3d_object_info *out)
 {
@@ -58,6 +84,8 @@ int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
     op_init(&op, "HeadObject", "HEAD", bucket, key);
     memset(out, 0, sizeof(*out));
     rc = s3d_s3_op_run(ctx, &op);
+    if (rc == S3D_ENOSUCHKEY)
+        rc = head_404(ctx, &op);
     if (rc < 0)
         goto out;
     r = &op.req.resp;

@@ -69,6 +69,20 @@ int main(void)
     CHECK_STREQ(ei.s3_code, "NoSuchBucket");
     CHECK(ei.request_id[0] != '\0');
 
+    /* HEAD has no error body: a missing bucket is still told apart from a missing key. */
+    {
+        struct s3d_object_info oi;
+        CHECK_ERR(s3d_head_object(c, "no-such-bucket-s3d-test", "k", &oi), S3D_ENOSUCHBUCKET);
+        CHECK_MSG_HAS("no such bucket 'no-such-bucket-s3d-test'");
+        s3d_last_error(&ei);
+        CHECK_STREQ(ei.s3_code, "NoSuchBucket");
+        CHECK(ei.http_status == 404);
+        CHECK_ERR(s3d_head_object(c, bucket, "missing/key", &oi), S3D_ENOSUCHKEY);
+        CHECK_MSG_HAS("missing/key");
+        s3d_last_error(&ei);
+        CHECK_STREQ(ei.s3_code, "NoSuchKey");
+    }
+
     /* Existing bucket. */
     CHECK_ERR(s3d_create_bucket(c, bucket), S3D_EBUCKETEXISTS);
 
