@@ -13,6 +13,7 @@ TOOLS = OrderedDict([
     ("s3direct-file", "s3direct cp → file (/dev/shm)"),
     ("s3direct-put-mem", "s3direct API ← memory"),
     ("s3direct-put-file", "s3direct cp ← file (/dev/shm)"),
+    ("s3direct-put-unsigned", "s3direct API ← memory, UNSIGNED-PAYLOAD"),
     ("curl8", "curl, 8 parallel ranges → /dev/null"),
     ("aws", "aws s3 cp (/dev/shm)"),
     ("boto3", "boto3 download_file / upload_file (/dev/shm)"),

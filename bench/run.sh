@@ -12,6 +12,8 @@
 #                       s3direct-put-mem s3direct-put-file curl8 aws boto3), e.g. for a quick run
 #   BENCH_KEEP=DIR      also copy the raw results (results.tsv) and the table into DIR
 #   BENCH_TIMEOUT=300   seconds before one client invocation is killed (counted as failed)
+#   BENCH_CKPT_MIB=2048 size of the checkpoint for the tensor-pipeline section (BENCH_SKIP=ckpt
+#                       leaves it out)
 #
 # How each client is measured:
 #   s3direct-mem / -put-mem  bench/s3d_bench.c (s3direct-bench): the public API to and from a
@@ -193,6 +195,12 @@ fi
 say "PUT to the S3 server ($rgw)"
 after_run=gc
 inproc "PUT rgw" s3direct-put-mem "$sbench" put "$bucket" bench/put-mem.bin --size "$bytes"
+# The same with the payload left unsigned (s3 payload_signing_enabled = false, read from the
+# config file as the AWS CLI reads it): the SHA-256 of every byte is the client's main PUT
+# cost over plain http on this CPU, which has no SHA instructions.
+printf '[default]\ns3 =\n  payload_signing_enabled = false\n' >"$work/unsigned.cfg"
+AWS_CONFIG_FILE=$work/unsigned.cfg inproc "PUT rgw" s3direct-put-unsigned "$sbench" put \
+  "$bucket" bench/put-unsigned.bin --size "$bytes"
 timed "PUT rgw" s3direct-put-file "$cli" cp -q --no-progress "$work/src.bin" \
   "s3://$bucket/bench/put-file.bin"
 timed "PUT rgw" aws aws s3 cp --quiet "$work/src.bin" "s3://$bucket/bench/put-aws.bin"
@@ -200,8 +208,24 @@ inproc "PUT rgw" boto3 python3 "$here/boto3_xfer.py" put "$bucket" bench/put-bot
   "$work/src.bin"
 after_run=
 
+# The tensor pipeline against the engine's own byte transfers, same bytes (2 GiB by default).
+ckpt_out=$work/ckpt.md
+if ! skipped ckpt && [ -x "$build/tools/s3direct-ckpt-bench" ]; then
+  say "Checkpoint load/save against raw GET/PUT of the same bytes (${BENCH_CKPT_MIB:-2048} MiB)"
+  # The PUT objects above would leave too little room in the RAM-backed OSD.
+  aws s3 rm --quiet --recursive "s3://$bucket/bench/" >/dev/null 2>&1
+  gc
+  timeout -k 5 $((tmo * 4)) "$build/tools/s3direct-ckpt-bench" "$bucket" \
+    "${BENCH_CKPT_MIB:-2048}" "$runs" >"$ckpt_out" 2>"$work/err" ||
+    { say "bench: checkpoint bench failed: $(tail -n 1 "$work/err")"; : >"$ckpt_out"; }
+fi
+
 echo
 python3 "$here/report.py" "$results" "$size_arg" | tee "$work/table.md"
+if [ -s "$ckpt_out" ]; then
+  echo
+  tee -a "$work/table.md" <"$ckpt_out"
+fi
 if [ -n "${BENCH_KEEP:-}" ]; then
   mkdir -p "$BENCH_KEEP" && cp "$results" "$work/table.md" "$BENCH_KEEP/"
 fi
