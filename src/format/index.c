@@ -11,6 +11,7 @@
 #include "common/alloc.h"
 #include "common/compiler.h"
 #include "common/error.h"
+#include "format/jsonbuf.h"
 #include "format/safetensors.h"
 
 #define SHOWN   160
@@ -204,27 +205,10 @@ fail:
     return rc;
 }
 
-struct dump_ctx {
-    struct s3d_dynbuf *b;
-    int rc;
-};
-
-static int dump_cb(const char *buf, size_t size, void *data)
-{
-    struct dump_ctx *d = data;
-    int rc = s3d_dynbuf_append(d->b, buf, size);
-    if (rc < 0) {
-        d->rc = rc;
-        return -1;
-    }
-    return 0;
-}
-
 int s3d_st_index_build(const char *const *tensors, const char *const *shards, size_t n,
                        uint64_t total_size, struct s3d_dynbuf *out)
 {
     json_t *root = NULL, *wm;
-    struct dump_ctx dc = {out, 0};
     size_t bad;
     int rc;
 
@@ -259,9 +243,11 @@ int s3d_st_index_build(const char *const *tensors, const char *const *shards, si
             goto nomem;
     }
     /* Indented as huggingface_hub writes it (json.dumps(indent=2)). */
-    if (json_dump_callback(root, dump_cb, &dc, JSON_INDENT(2)) < 0 ||
-        s3d_dynbuf_append(out, "\n", 1) < 0) {
-        if (dc.rc == S3D_ETOOBIG || out->len + 1 > out->max) {
+    rc = s3d_json_dump_to(root, JSON_INDENT(2), out);
+    if (rc == 0)
+        rc = s3d_dynbuf_append(out, "\n", 1);
+    if (rc < 0) {
+        if (rc == S3D_ETOOBIG) {
             rc = s3d_fail(S3D_ETOOBIG, "index for %zu tensors is over %zu bytes", n, out->max);
             goto fail;
         }

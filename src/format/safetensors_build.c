@@ -16,27 +16,12 @@
 #include "common/alloc.h"
 #include "common/compiler.h"
 #include "common/error.h"
+#include "format/jsonbuf.h"
 #include "format/safetensors.h"
 
 #define DUMP_FLAGS      JSON_COMPACT
 #define CRC_PLACEHOLDER "00000000"
 #define CRC_PREFIX      "{\"__metadata__\":{\"" S3D_ST_META_CRC32C "\":\""
-
-struct dump_ctx {
-    struct s3d_dynbuf *b;
-    int rc;
-};
-
-static int dump_cb(const char *buf, size_t size, void *data)
-{
-    struct dump_ctx *d = data;
-    int rc = s3d_dynbuf_append(d->b, buf, size);
-    if (rc < 0) {
-        d->rc = rc;
-        return -1;
-    }
-    return 0;
-}
 
 /* Bytes that s[0..len) takes inside a JSON string as jansson writes it; SIZE_MAX on ENOMEM. */
 static size_t escaped_len(const char *s, size_t len)
@@ -152,7 +137,6 @@ int s3d_st_build(const struct s3d_tensor_src *t, size_t n, const struct s3d_meta
 {
     json_t *root, *md = NULL, *crcmap = NULL;
     char *inner = NULL;
-    struct dump_ctx dc = {out, 0};
     uint64_t begin = 0, jlen;
     int rc;
 
@@ -208,8 +192,9 @@ int s3d_st_build(const struct s3d_tensor_src *t, size_t n, const struct s3d_meta
     }
 
     rc = s3d_dynbuf_append(out, "\0\0\0\0\0\0\0\0", 8);
-    if (rc < 0 || json_dump_callback(root, dump_cb, &dc, DUMP_FLAGS) < 0) {
-        rc = rc < 0 ? rc : dc.rc < 0 ? dc.rc : S3D_ENOMEM;
+    if (rc == 0)
+        rc = s3d_json_dump_to(root, DUMP_FLAGS, out);
+    if (rc < 0) {
         if (rc == S3D_ETOOBIG)
             rc = s3d_fail(rc, "safetensors header for %zu tensors is over the cap of %u bytes", n,
                           S3D_ST_MAX_HEADER);
