@@ -82,6 +82,8 @@ int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
     int rc;
 
     op_init(&op, "HeadObject", "HEAD", bucket, key);
+    /* Servers that store additional checksums return them only when asked. */
+    s3d_s3_op_add_header(&op, "x-amz-checksum-mode", "ENABLED");
     memset(out, 0, sizeof(*out));
     rc = s3d_s3_op_run(ctx, &op);
     if (rc == S3D_ENOSUCHKEY)

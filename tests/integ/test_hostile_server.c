@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/crc32c.h"
 #include "engine/client_impl.h"
 #include "engine/xfer.h"
 #include "s3/ops.h"
@@ -27,8 +28,12 @@ enum mode {
     M_500_BIG,
     M_SLOWDOWN,
     M_TIMEOUT_ONCE,
-    M_COMPLETE_LOST
+    M_COMPLETE_LOST,
+    M_CHECKSUM
 };
+
+/* M_CHECKSUM: HEAD announces this x-amz-checksum-crc32c for a 1000-byte object of 'B's. */
+static char announced_crc[16];
 
 static const char *complete_etag = "\"abc-3\"";
 
@@ -140,6 +145,21 @@ static void respond(int fd)
                      complete_etag);
         }
         break;
+    case M_CHECKSUM:
+        /* HEAD (no body) then the ranged GET of the whole object. */
+        if (n % 2 == 0) {
+            snprintf(head, sizeof(head),
+                     "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n"
+                     "x-amz-checksum-crc32c: %s\r\nConnection: close\r\n\r\n",
+                     announced_crc);
+        } else {
+            body_len = 1000;
+            snprintf(head, sizeof(head),
+                     "HTTP/1.1 206 Partial Content\r\nContent-Length: %zu\r\n"
+                     "Content-Range: bytes 0-999/1000\r\nConnection: close\r\n\r\n",
+                     body_len);
+        }
+        break;
     }
     send_all(fd, head, strlen(head));
     if (body_len > 0) {
@@ -248,6 +268,27 @@ int main(void)
     atomic_store(&mode, M_IGNORE_RANGE);
     CHECK_ERR(get(c, 4000, buf), S3D_EPROTO);
     CHECK_MSG_HAS("ignored the Range header");
+
+    /* A full-object CRC32C from HEAD is checked on a whole-object download; a composite
+     * one ("-N") is not. */
+    {
+        char b[1000];
+        uint64_t got = 0;
+        memset(b, 'B', sizeof(b));
+        atomic_store(&mode, M_CHECKSUM);
+        s3d_crc32c_base64(s3d_crc32c(0, b, sizeof(b)), announced_crc);
+        atomic_store(&requests, 0);
+        CHECK_OK(s3d_download_to_buffer(c, "bucket", "key", 0, UINT64_MAX, buf, 4096, &got, NULL));
+        CHECK_EQ_U64(got, 1000);
+        s3d_crc32c_base64(s3d_crc32c(0, b, sizeof(b) - 1), announced_crc);
+        atomic_store(&requests, 0);
+        CHECK_ERR(s3d_download_to_buffer(c, "bucket", "key", 0, UINT64_MAX, buf, 4096, &got, NULL),
+                  S3D_ECHECKSUM);
+        CHECK_MSG_HAS("CRC32C mismatch");
+        snprintf(announced_crc, sizeof(announced_crc), "AAAAAA==-3");
+        atomic_store(&requests, 0);
+        CHECK_OK(s3d_download_to_buffer(c, "bucket", "key", 0, UINT64_MAX, buf, 4096, &got, NULL));
+    }
 
     /* Headers over the cap. */
     atomic_store(&mode, M_BIG_HEADERS);
