@@ -11,18 +11,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "s3/config.h"
 #include "s3direct/errors.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+const char *const s3d_fuzz_tokens[] = {"[", "]",  "=",         "\n",  "  ", "s3 =",  "#",
+                                       ";", "\"", "[profile ", "://", ":",  "[::1]", "\xff"};
+const size_t s3d_fuzz_n_tokens = sizeof(s3d_fuzz_tokens) / sizeof(s3d_fuzz_tokens[0]);
 
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #c);              \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+void s3d_fuzz_fixup(uint8_t *buf, size_t len, uint64_t r)
+{
+    (void)buf;
+    (void)len;
+    (void)r;
+}
 
 static int blank(char c)
 {

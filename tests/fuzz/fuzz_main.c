@@ -1,8 +1,10 @@
-/* fuzz_main.c - a plain driver for the libFuzzer-style targets fuzz_xml.c and fuzz_ini.c, so
+/* fuzz_main.c - a plain driver for the libFuzzer-style targets (fuzz_xml.c, fuzz_ini.c,
+ * fuzz_safetensors.c), so
  * they build with gcc and run as ordinary tests: every file of the corpus folder
  * (S3D_FUZZ_CORPUS, or the folders given as arguments) goes through LLVMFuzzerTestOneInput,
  * then every prefix of it (truncation), then a fixed number of seeded mutations (byte flips,
- * insertions, deletions of short runs), all as exact-size heap copies so that ASan sees any
+ * insertions of the target's tokens, deletions and duplications of short runs, the target's
+ * own fix-up), all as exact-size heap copies so that ASan sees any
  * read past the end. Deterministic: the same corpus gives the same inputs on every run. */
 #include <dirent.h>
 #include <stdint.h>
@@ -10,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 /* Per corpus file; S3D_FUZZ_MUTATIONS overrides it for a longer local soak. */
 #define MUTATIONS_PER_FILE 300
@@ -38,9 +40,6 @@ static void run_copy(const uint8_t *data, size_t len)
 
 static void mutate_and_run(const uint8_t *data, size_t len)
 {
-    static const char tokens[][12] = {"<",   ">",         "</",   "/>", "&",    "&amp;",
-                                      "&#x", ";",         "[",    "]",  "=",    "\n",
-                                      "  ",  "<![CDATA[", "<!--", "\"", "s3 =", "\xff"};
     size_t cap = len + 64, n = len, pos, k;
     uint8_t *buf = malloc(cap);
     long m;
@@ -53,13 +52,13 @@ static void mutate_and_run(const uint8_t *data, size_t len)
         edits = 1 + (int)(rnd() % 4);
         for (k = 0; k < (size_t)edits; k++) {
             pos = n ? (size_t)(rnd() % n) : 0;
-            switch (rnd() % 4) {
+            switch (rnd() % 5) {
             case 0: /* flip a byte */
                 if (n)
                     buf[pos] ^= (uint8_t)(1u << (rnd() % 8));
                 break;
             case 1: { /* insert a token */
-                const char *t = tokens[rnd() % (sizeof(tokens) / sizeof(tokens[0]))];
+                const char *t = s3d_fuzz_tokens[rnd() % s3d_fuzz_n_tokens];
                 size_t tl = strlen(t);
                 if (n + tl <= cap) {
                     memmove(buf + pos + tl, buf + pos, n - pos);
@@ -76,6 +75,9 @@ static void mutate_and_run(const uint8_t *data, size_t len)
                 }
                 break;
             }
+            case 3: /* the target's own edit */
+                s3d_fuzz_fixup(buf, n, rnd());
+                break;
             default: /* duplicate a short run */
                 if (n && n + 8 <= cap) {
                     size_t d = (size_t)(rnd() % 8);

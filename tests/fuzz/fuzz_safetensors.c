@@ -6,27 +6,16 @@
  * builder and parsed again, which must give the same tensors at the same offsets.
  *
  * Built two ways: with clang -fsanitize=fuzzer as a libFuzzer binary (tests/unit/format
- * .cmake), and with S3D_FUZZ_DRIVER as an ordinary test whose main() runs every file of the
- * corpus folder (S3D_FUZZ_CORPUS, or the folders given as arguments) through the target,
- * with every prefix of it and a few hundred seeded mutations of it. */
-#include <dirent.h>
+ * .cmake), and with the plain driver fuzz_main.c as an ordinary test (every corpus file,
+ * every prefix of it, a few hundred seeded mutations of it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/dynbuf.h"
+#include "fuzz.h"
 #include "format/index.h"
 #include "format/safetensors.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #c);              \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static void check_accepted(const struct s3d_st_header *h, size_t size)
 {
@@ -125,23 +114,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 
-#ifdef S3D_FUZZ_DRIVER
-/* Seeded mutations (a fixed xorshift, so a failure reproduces): flip a byte, cut a run,
- * splice in a JSON token, or make the length field agree with the mutated size. */
-#define MUTATIONS_PER_INPUT 300
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static void mutate_and_run(const uint8_t *seed, size_t seed_len)
-{
-    static const char *const toks[] = {"\"",
+/* For the plain driver: JSON and safetensors tokens, and an edit that makes the length field
+ * agree with the mutated size, so mutations reach the JSON parser instead of dying at the
+ * length check. */
+const char *const s3d_fuzz_tokens[] = {"\"",
                                        "{",
                                        "}",
                                        "[",
@@ -165,114 +141,13 @@ static void mutate_and_run(const uint8_t *seed, size_t seed_len)
                                        "\xff",
                                        "\xc3",
                                        "99999999999"};
-    enum { CAP = 1 << 16 };
-    uint8_t *buf = malloc(CAP);
-    REQUIRE(buf != NULL);
-    for (int it = 0; it < MUTATIONS_PER_INPUT; it++) {
-        size_t len = seed_len < CAP / 2 ? seed_len : CAP / 2;
-        int n = 1 + (int)(rnd() % 4);
-        uint8_t *x;
-        memcpy(buf, seed, len);
-        for (int m = 0; m < n; m++) {
-            size_t pos = len ? (size_t)(rnd() % len) : 0;
-            switch (rnd() % 4) {
-            case 0:
-                if (len)
-                    buf[pos] = (uint8_t)rnd();
-                break;
-            case 1: {
-                size_t cut = 1 + (size_t)(rnd() % 8);
-                if (pos + cut > len)
-                    cut = len - pos;
-                memmove(buf + pos, buf + pos + cut, len - pos - cut);
-                len -= cut;
-                break;
-            }
-            case 2: {
-                const char *t = toks[rnd() % (sizeof(toks) / sizeof(toks[0]))];
-                size_t tl = strlen(t);
-                if (len + tl < CAP) {
-                    memmove(buf + pos + tl, buf + pos, len - pos);
-                    memcpy(buf + pos, t, tl);
-                    len += tl;
-                }
-                break;
-            }
-            default:
-                if (len > 8) {
-                    uint64_t nn = len - 8 - rnd() % 4;
-                    for (int i = 0; i < 8; i++)
-                        buf[i] = (uint8_t)(nn >> (8 * i));
-                }
-            }
-        }
-        x = malloc(len ? len : 1); /* exact size, for ASan */
-        REQUIRE(x != NULL);
-        memcpy(x, buf, len);
-        LLVMFuzzerTestOneInput(x, len);
-        free(x);
-    }
-    free(buf);
-}
+const size_t s3d_fuzz_n_tokens = sizeof(s3d_fuzz_tokens) / sizeof(s3d_fuzz_tokens[0]);
 
-static int run_dir(const char *dir, int *count)
+void s3d_fuzz_fixup(uint8_t *buf, size_t len, uint64_t r)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    if (d == NULL) {
-        perror(dir);
-        return -1;
+    if (len > 8) {
+        uint64_t nn = len - 8 - r % 4;
+        for (int i = 0; i < 8; i++)
+            buf[i] = (uint8_t)(nn >> (8 * i));
     }
-    while ((e = readdir(d)) != NULL) {
-        char path[4096];
-        FILE *f;
-        long len;
-        uint8_t *buf;
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        f = fopen(path, "rb");
-        if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0) {
-            perror(path);
-            closedir(d);
-            return -1;
-        }
-        rewind(f);
-        /* An exact-size heap copy, so that ASan sees any read past the end. */
-        buf = malloc(len > 0 ? (size_t)len : 1);
-        if (buf == NULL || fread(buf, 1, (size_t)len, f) != (size_t)len) {
-            perror(path);
-            closedir(d);
-            return -1;
-        }
-        fclose(f);
-        LLVMFuzzerTestOneInput(buf, (size_t)len);
-        /* Every prefix too: a header cut anywhere must be refused cleanly. */
-        for (long cut = 0; cut < len && cut < 512; cut++)
-            LLVMFuzzerTestOneInput(buf, (size_t)cut);
-        mutate_and_run(buf, (size_t)len);
-        free(buf);
-        (*count)++;
-    }
-    closedir(d);
-    return 0;
 }
-
-int main(int argc, char **argv)
-{
-    int count = 0;
-    if (argc > 1) {
-        for (int i = 1; i < argc; i++)
-            if (run_dir(argv[i], &count) < 0)
-                return 1;
-    } else if (run_dir(S3D_FUZZ_CORPUS, &count) < 0) {
-        return 1;
-    }
-    if (count == 0) {
-        fprintf(stderr, "empty corpus\n");
-        return 1;
-    }
-    printf("ok: %d inputs\n", count);
-    return 0;
-}
-#endif

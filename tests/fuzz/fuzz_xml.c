@@ -10,18 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "common/dynbuf.h"
 #include "s3/xml.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+const char *const s3d_fuzz_tokens[] = {"<",   ">",         "</",   "/>", "&",   "&amp;",
+                                       "&#x", ";",         "[",    "]",  "=",   "\n",
+                                       "  ",  "<![CDATA[", "<!--", "\"", "\xff"};
+const size_t s3d_fuzz_n_tokens = sizeof(s3d_fuzz_tokens) / sizeof(s3d_fuzz_tokens[0]);
 
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #c);              \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+void s3d_fuzz_fixup(uint8_t *buf, size_t len, uint64_t r)
+{
+    (void)buf;
+    (void)len;
+    (void)r;
+}
 
 static int is_zero(const void *p, size_t n)
 {

@@ -7,8 +7,8 @@ target_compile_definitions(test_malformed PRIVATE
   S3D_MALFORMED_DIR="${CMAKE_CURRENT_SOURCE_DIR}/data/malformed")
 
 # The fuzz target, run here by a plain driver over the committed corpus as an ordinary test.
-s3d_test(test_fuzz_safetensors fuzz/fuzz_safetensors.c)
-target_compile_definitions(test_fuzz_safetensors PRIVATE S3D_FUZZ_DRIVER=1
+s3d_test(test_fuzz_safetensors fuzz/fuzz_safetensors.c fuzz/fuzz_main.c)
+target_compile_definitions(test_fuzz_safetensors PRIVATE
   S3D_FUZZ_CORPUS="${CMAKE_CURRENT_SOURCE_DIR}/data/malformed")
 # With clang, also a real libFuzzer binary (not run by the test runner):
 #   CC=clang cmake -S . -B build-fuzz -DS3D_SANITIZE=ON && cmake --build build-fuzz
