@@ -28,6 +28,7 @@
 #include "common/crc32c.h"
 #include "common/dynbuf.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "device/device.h"
 #include "engine/ckpt_common.h"
 #include "engine/ckpt_plan.h"
@@ -841,10 +842,7 @@ int s3d_reader_read(struct s3d_reader *r, const struct s3d_tensor_dest *dests, s
     rc = s3d_client_check(r->client);
     if (rc < 0)
         return rc;
-    memset(&o, 0, sizeof(o));
-    if (opts != NULL)
-        memcpy(&o, opts,
-               opts->struct_size && opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
+    s3d_opts_copy(&o, sizeof(o), opts);
     if (n == 0)
         return 0;
     rc = s3d_client_device(r->client, &dev);

@@ -34,6 +34,7 @@
 #include "common/crc32c.h"
 #include "common/dynbuf.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "device/device.h"
 #include "engine/ckpt_common.h"
 #include "engine/client_impl.h"
@@ -747,10 +748,7 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
     rc = s3d_loc_parse(uri, &loc);
     if (rc < 0)
         return rc;
-    memset(&o, 0, sizeof(o));
-    if (opts != NULL)
-        memcpy(&o, opts,
-               opts->struct_size && opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
+    s3d_opts_copy(&o, sizeof(o), opts);
     if (o.max_shard_size > 0 && !s3d_str_ends_with(uri, S3D_ST_INDEX_SUFFIX))
         return s3d_fail(S3D_EINVAL,
                         "%s: a sharded checkpoint is named by its index, "

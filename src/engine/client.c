@@ -9,19 +9,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
-
-/* The last struct s3d_client_options field an older caller could have known: we read only
- * the prefix of the struct that the caller's struct_size covers. */
-static void copy_options(const struct s3d_client_options *in, struct s3d_client_options *out)
-{
-    size_t n = sizeof(*out);
-    memset(out, 0, sizeof(*out));
-    if (in == NULL)
-        return;
-    if (in->struct_size != 0 && in->struct_size < n)
-        n = in->struct_size;
-    memcpy(out, in, n);
-}
+#include "common/opts.h"
 
 int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **out)
 {
@@ -32,7 +20,7 @@ int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **ou
     if (out == NULL)
         return s3d_fail(S3D_EINVAL, "s3d_client_new: out is NULL");
     *out = NULL;
-    copy_options(opts, &o);
+    s3d_opts_copy(&o, sizeof(o), opts);
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory creating the client");

@@ -18,6 +18,7 @@
 #include "common/compiler.h"
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "engine/client_impl.h"
 #include "engine/xfer.h"
 #include "s3/ops.h"
@@ -37,13 +38,7 @@ static int resolve_opts(struct s3d_client *c, const struct s3d_transfer_options 
                         struct topts *o)
 {
     struct s3d_transfer_options t;
-    size_t n = sizeof(t);
-    memset(&t, 0, sizeof(t));
-    if (in != NULL) {
-        if (in->struct_size != 0 && in->struct_size < n)
-            n = in->struct_size;
-        memcpy(&t, in, n);
-    }
+    s3d_opts_copy(&t, sizeof(t), in);
     o->progress = t.progress;
     o->progress_user = t.progress_user;
     o->cancel = t.cancel;

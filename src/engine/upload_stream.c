@@ -17,6 +17,7 @@
 #include "common/alloc.h"
 #include "common/compiler.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "engine/client_impl.h"
 #include "engine/xfer.h"
 #include "s3/uri.h"
@@ -181,7 +182,6 @@ int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *
 {
     struct s3d_transfer_options t;
     struct s3d_upload_stream *s;
-    size_t n = sizeof(t);
     int rc;
 
     if (out == NULL)
@@ -195,12 +195,7 @@ int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *
     rc = s3d_bucket_name_check(bucket, strlen(bucket));
     if (rc < 0)
         return rc;
-    memset(&t, 0, sizeof(t));
-    if (opts != NULL) {
-        if (opts->struct_size != 0 && opts->struct_size < n)
-            n = opts->struct_size;
-        memcpy(&t, opts, n);
-    }
+    s3d_opts_copy(&t, sizeof(t), opts);
     s = calloc(1, sizeof(*s));
     if (s == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory");
