@@ -16,7 +16,7 @@
 #define CLI_EXIT_OK          0
 #define CLI_EXIT_FAIL        1
 #define CLI_EXIT_USAGE       2
-#define CLI_EXIT_INTERRUPTED 130 /* 128 + SIGINT, as shells report it */
+#define CLI_EXIT_INTERRUPTED 130 /* 128 + SIGINT (see cli_interrupted_exit) */
 
 /* Flags a command accepts beyond the common ones (bit mask, see struct cli_command). */
 enum {
@@ -105,8 +105,8 @@ int cli_parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out);
  * negative S3D_E* code (*out NULL). */
 int cli_client(const struct cli_opts *o, struct s3d_client **out);
 /* Prints "s3direct: <library message>" (or the code's description when the library left
- * none) to stderr and returns CLI_EXIT_FAIL (CLI_EXIT_INTERRUPTED for a transfer canceled by
- * Ctrl-C). rc is the negative code returned. */
+ * none) to stderr and returns CLI_EXIT_FAIL (128 + the signal for a transfer canceled by
+ * Ctrl-C, SIGTERM or SIGHUP). rc is the negative code returned. */
 int cli_fail(int rc);
 /* Prints "s3direct: <printf message>" to stderr and returns CLI_EXIT_FAIL. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -162,11 +162,15 @@ void cli_progress_init(struct cli_progress *p, const struct cli_opts *o, const c
 int cli_progress_cb(void *user, uint64_t done, uint64_t total);
 /* Ends the line (draws the final state once when something was drawn). */
 void cli_progress_finish(struct cli_progress *p, int ok);
-/* Makes the first SIGINT cancel the running transfer cleanly (the progress callback returns
- * non-zero); a second one kills the process. */
+/* Makes the first SIGINT, SIGTERM or SIGHUP cancel the running transfer cleanly (the progress
+ * callback returns non-zero: temporary files are removed, a multipart upload is aborted); a
+ * second one of the same signal kills the process. */
 void cli_install_sigint(void);
-/* 1 once SIGINT arrived. */
+/* 1 once one of those signals arrived. */
 int cli_interrupted(void);
+/* The exit status after a stop signal: 128 + its number, as shells report a signal's death
+ * (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). */
+int cli_interrupted_exit(void);
 /* Monotonic seconds. */
 double cli_now(void);
 

@@ -285,8 +285,11 @@ static int cp_recursive(struct cp_ctx *x, const char *src, const char *dst)
         walk.files = 0;
         if (nftw(src, walk_cb, 32, FTW_PHYS) < 0)
             return cli_error("cannot read folder %s: %s", src, strerror(errno));
-        if (cli_interrupted() && !walk.failed)
-            return cli_error("interrupted");
+        if (cli_interrupted()) {
+            if (!walk.failed)
+                cli_error("interrupted");
+            return cli_interrupted_exit();
+        }
         return walk.failed ? CLI_EXIT_FAIL : 0;
     }
 
@@ -328,7 +331,7 @@ static int cp_recursive(struct cp_ctx *x, const char *src, const char *dst)
             rc = cli_error("interrupted");
     }
     cli_keys_free(&keys);
-    return rc;
+    return rc != 0 && cli_interrupted() ? cli_interrupted_exit() : rc;
 }
 
 /* ---- one object ----------------------------------------------------------------------- */

@@ -26,6 +26,12 @@ int cli_client(const struct cli_opts *o, struct s3d_client **out)
     /* The CLI moves bytes between S3 and files or memory only: no GPU context is needed, and
      * skipping the driver probe keeps start-up quick on GPU machines. */
     co.device = -1;
+    /* As the AWS CLI (urllib3's InsecureRequestWarning), on every run and even with --quiet:
+     * a setting that lets anyone on the path read and change the data must not go unseen in
+     * a script's log. */
+    if (o->no_verify_ssl)
+        fprintf(stderr, "s3direct: warning: --no-verify-ssl: TLS certificates are not verified; "
+                        "anyone on the network path can read and change the data\n");
     rc = s3d_client_new(&co, out);
     if (rc < 0) {
         *out = NULL;
@@ -52,7 +58,7 @@ int cli_fail(int rc)
         m = s3d_strerror(rc);
     if (rc == S3D_ECANCELED && cli_interrupted()) {
         fprintf(stderr, "s3direct: interrupted (%s)\n", m);
-        return CLI_EXIT_INTERRUPTED;
+        return cli_interrupted_exit();
     }
     fprintf(stderr, "s3direct: %s\n", m);
     return CLI_EXIT_FAIL;

@@ -77,7 +77,7 @@ const char cli_common_help[] =
     "                       else us-east-1)\n"
     "  --no-sign-request    send requests unsigned (public buckets); no credentials are read\n"
     "  --ca-bundle FILE     PEM file of CA certificates to trust (default: AWS_CA_BUNDLE, system)\n"
-    "  --no-verify-ssl      do not verify TLS certificates (unsafe)\n"
+    "  --no-verify-ssl      do not verify TLS certificates (unsafe; says so on stderr)\n"
     "  --concurrency N      parallel requests per transfer, 1..1024 (default 8)\n"
     "  --part-size SIZE     bytes per ranged GET / uploaded part: 8M, 64MiB, 1G, 5242880\n"
     "                       (default 8 MiB)\n"

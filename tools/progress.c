@@ -70,28 +70,40 @@ static void draw(struct cli_progress *p, uint64_t done, uint64_t total, double n
     p->last_done = done;
 }
 
+/* The number of the first stop signal that arrived, 0 before. */
 static volatile sig_atomic_t interrupted;
 
-static void on_sigint(int sig)
+static void on_stop_signal(int sig)
 {
-    (void)sig;
-    interrupted = 1;
+    if (interrupted == 0)
+        interrupted = sig;
 }
 
 void cli_install_sigint(void)
 {
+    /* SIGTERM (timeout(1), docker stop, systemd) and SIGHUP (the terminal closed) stop a
+     * transfer the way Ctrl-C does: otherwise they kill the process mid-transfer and leave
+     * the temporary file of a download and the multipart upload of an upload behind. */
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
     struct sigaction sa;
+    size_t i;
 
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills at once */
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second one of the same signal kills at once */
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        sigaction(sigs[i], &sa, NULL);
 }
 
 int cli_interrupted(void)
 {
-    return interrupted;
+    return interrupted != 0;
+}
+
+int cli_interrupted_exit(void)
+{
+    return interrupted ? 128 + interrupted : CLI_EXIT_INTERRUPTED;
 }
 
 int cli_progress_cb(void *user, uint64_t done, uint64_t total)
