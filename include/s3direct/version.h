@@ -1,4 +1,8 @@
-/* s3direct/version.h - compile-time and run-time version of the library. */
+/* s3direct/version.h - compile-time and run-time version of the library.
+ *
+ * The one place the version is written: CMakeLists.txt (project VERSION), pyproject.toml
+ * (scikit-build-core's regex metadata provider) and the Python package (_version.py,
+ * generated into the wheel) all read the three numbers below. Change only these. */
 #ifndef S3DIRECT_VERSION_H
 #define S3DIRECT_VERSION_H
 
@@ -6,8 +10,13 @@
 #define S3D_VERSION_MINOR 1
 #define S3D_VERSION_PATCH 0
 /* One integer, 0xMMmmpp: comparable with < and >. */
-#define S3D_VERSION_HEX    ((S3D_VERSION_MAJOR << 16) | (S3D_VERSION_MINOR << 8) | S3D_VERSION_PATCH)
-#define S3D_VERSION_STRING "0.1.0"
+#define S3D_VERSION_HEX ((S3D_VERSION_MAJOR << 16) | (S3D_VERSION_MINOR << 8) | S3D_VERSION_PATCH)
+/* "MAJOR.MINOR.PATCH", built from the numbers above. */
+#define S3D_VERSION_STR_(x)  #x
+#define S3D_VERSION_XSTR_(x) S3D_VERSION_STR_(x)
+#define S3D_VERSION_STRING                                                                         \
+    S3D_VERSION_XSTR_(S3D_VERSION_MAJOR)                                                           \
+    "." S3D_VERSION_XSTR_(S3D_VERSION_MINOR) "." S3D_VERSION_XSTR_(S3D_VERSION_PATCH)
 
 #if defined(_WIN32)
 #define S3D_API __declspec(dllexport)

@@ -38,7 +38,28 @@ from .errors import (
 )
 from .streams import reader, writer
 
-__version__ = "0.1.0"
+
+def _source_version() -> str:
+    """The version of a source checkout: the numbers in include/s3direct/version.h, the one
+    place the version is written (an installed package has _version.py, generated from it)."""
+    import os
+    import re
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        with open(os.path.join(repo, "include", "s3direct", "version.h"), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return "0+unknown"
+    parts = [re.search(rf"^#define S3D_VERSION_{p} (\d+)$", text, re.M) for p in
+             ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts) if all(parts) else "0+unknown"
+
+
+try:
+    from ._version import __version__
+except ImportError:
+    __version__ = _source_version()
 
 
 def library_version() -> str:
