@@ -28,12 +28,14 @@ from .errors import (
     InvalidArgument,
     NoCredentials,
     NoSuchBucket,
+    NoSuchFile,
     NoSuchKey,
     NotSupported,
     PickleRefused,
     S3DirectError,
     SignatureDoesNotMatch,
     StateMismatch,
+    Timeout,
     TransferError,
 )
 from .streams import reader, writer
@@ -90,8 +92,8 @@ def __getattr__(name):
 __all__ = [
     "save", "load", "load_into", "save_async", "open_checkpoint", "CheckpointReader",
     "Client", "default_client", "reader", "writer", "library_version",
-    "S3DirectError", "NoSuchKey", "NoSuchBucket", "AccessDenied", "SignatureDoesNotMatch",
-    "InvalidAccessKeyId", "ChecksumMismatch", "FormatError", "TransferError", "ConfigError",
+    "S3DirectError", "NoSuchKey", "NoSuchFile", "NoSuchBucket", "AccessDenied", "SignatureDoesNotMatch",
+    "InvalidAccessKeyId", "ChecksumMismatch", "FormatError", "TransferError", "Timeout", "ConfigError",
     "NoCredentials", "DeviceError", "Cancelled", "NotSupported", "BucketAlreadyExists",
     "InvalidArgument", "StateMismatch", "PickleRefused",
 ]

@@ -219,6 +219,40 @@ class TensorEntry:
         return dt
 
 
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save since 1.6 (a zip archive)
+_PICKLE_PROTO = b"\x80"  # torch.save(..., _use_new_zipfile_serialization=False), pickle
+
+
+def _peek(uri: str, client, n: int) -> bytes:
+    from .streams import is_s3, split_s3
+
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        buf = bytearray(n)
+        got = client.download_into(bucket, key, 0, buf, n)
+        return bytes(buf[:got])
+    with open(uri, "rb") as f:
+        return f.read(n)
+
+
+def _explain_not_safetensors(uri: str, client, err: errors.S3DirectError) -> None:
+    """When a safetensors header is unreadable, looks at the first bytes: a torch.save file
+    (zip or pickle) gets an error that says what it is and how to read it."""
+    if uri.endswith(".json"):
+        return
+    try:
+        head = _peek(uri, client, 8)
+    except Exception:
+        return
+    if head.startswith(_ZIP_MAGIC) or head.startswith(_PICKLE_PROTO):
+        kind = "a zip archive" if head.startswith(_ZIP_MAGIC) else "a pickle"
+        raise errors.FormatError(
+            err.code,
+            f"{uri} is not a safetensors file: it starts like a torch.save file ({kind}); "
+            f"read it with torch.load(s3direct.reader({uri!r})), or convert it once with "
+            f"s3direct.save(torch.load(...), uri)") from err
+
+
 class CheckpointReader:
     """An open checkpoint (s3d_reader): its tensors and metadata; read() fills destinations.
     Use as a context manager or call close()."""
@@ -228,8 +262,12 @@ class CheckpointReader:
         self._lib = _capi.lib()
         self._client = resolve(client)
         h = ctypes.c_void_p()
-        self._lib.check(self._lib.s3d_reader_open(self._client.handle, enc(self.uri),
-                                                  ctypes.byref(h)))
+        rc = self._lib.s3d_reader_open(self._client.handle, enc(self.uri), ctypes.byref(h))
+        if rc < 0:
+            err = self._lib.last_error(rc)
+            if isinstance(err, errors.FormatError):
+                _explain_not_safetensors(self.uri, self._client, err)
+            raise err
         self._h = h
         self.tensors: list = []
         self.by_name: dict = {}

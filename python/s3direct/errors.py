@@ -6,17 +6,23 @@ line), ``http_status`` (0 when no HTTP response was involved), ``s3_code`` (the 
 ``s3_message``, ``request_id``, ``operation``, ``bucket`` and ``key`` (empty strings when
 unknown).
 
+Each class also derives from the builtin exception users already catch, so
+``except FileNotFoundError`` / ``PermissionError`` / ``TimeoutError`` / ``ValueError`` work as
+they do for ``open()`` and boto3 callers.
+
 Hierarchy::
 
     S3DirectError
-    +-- NoSuchKey            object or local file does not exist (S3D_ENOSUCHKEY, S3D_ENOENT)
-    +-- NoSuchBucket
-    +-- AccessDenied         S3D_EACCESS
+    +-- NoSuchKey            object does not exist (S3D_ENOSUCHKEY)     also FileNotFoundError
+    |   +-- NoSuchFile       local file or folder does not exist (S3D_ENOENT)
+    +-- NoSuchBucket                                                    also FileNotFoundError
+    +-- AccessDenied         S3D_EACCESS                                also PermissionError
     |   +-- SignatureDoesNotMatch   wrong secret key (S3D_ESIGNATURE)
     |   +-- InvalidAccessKeyId      unknown key id (S3D_EKEYID)
     +-- ChecksumMismatch     stored CRC32C differs from the bytes read
     +-- FormatError          malformed safetensors header/index, truncated data, missing tensor
     +-- TransferError        network, TLS, HTTP, server, retries exhausted, local I/O
+    |   +-- Timeout          connect/transfer timeout, deadline (S3D_ETIMEDOUT) also TimeoutError
     +-- ConfigError          bad configuration or URI
     |   +-- NoCredentials
     +-- DeviceError          CUDA / cuFile / no such GPU
@@ -81,16 +87,20 @@ def _rebuild(cls, code, message, state):
     return e
 
 
-class NoSuchKey(S3DirectError):
-    pass
+class NoSuchKey(S3DirectError, FileNotFoundError):
+    """The object does not exist (also a FileNotFoundError)."""
 
 
-class NoSuchBucket(S3DirectError):
-    pass
+class NoSuchFile(NoSuchKey):
+    """A local file or folder does not exist (also a FileNotFoundError)."""
 
 
-class AccessDenied(S3DirectError):
-    pass
+class NoSuchBucket(S3DirectError, FileNotFoundError):
+    """The bucket does not exist (also a FileNotFoundError)."""
+
+
+class AccessDenied(S3DirectError, PermissionError):
+    """The server (or the file system) refused access (also a PermissionError)."""
 
 
 class SignatureDoesNotMatch(AccessDenied):
@@ -111,6 +121,10 @@ class FormatError(S3DirectError):
 
 class TransferError(S3DirectError):
     pass
+
+
+class Timeout(TransferError, TimeoutError):
+    """A connect or transfer timeout, or the deadline passed (also a TimeoutError)."""
 
 
 class ConfigError(S3DirectError):
@@ -158,12 +172,12 @@ class PickleRefused(S3DirectError, ValueError):
 
 _c = _CODES
 _BY_CODE = {
-    _c["ENOSUCHKEY"]: NoSuchKey, _c["ENOENT"]: NoSuchKey,
+    _c["ENOSUCHKEY"]: NoSuchKey, _c["ENOENT"]: NoSuchFile,
     _c["ENOSUCHBUCKET"]: NoSuchBucket,
     _c["EACCESS"]: AccessDenied, _c["ESIGNATURE"]: SignatureDoesNotMatch,
     _c["EKEYID"]: InvalidAccessKeyId,
     _c["ECHECKSUM"]: ChecksumMismatch,
-    _c["ECONNECT"]: TransferError, _c["ETIMEDOUT"]: TransferError,
+    _c["ECONNECT"]: TransferError, _c["ETIMEDOUT"]: Timeout,
     _c["ENETWORK"]: TransferError, _c["ETLS"]: TransferError, _c["EHTTP"]: TransferError,
     _c["ESLOWDOWN"]: TransferError, _c["ESERVER"]: TransferError,
     _c["EPROTO"]: TransferError, _c["ERETRIES"]: TransferError,

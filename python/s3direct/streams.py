@@ -4,10 +4,12 @@ file (as s3torchconnector's S3Checkpoint does).
 reader(uri): seekable, read-only. Reads are served from a read-ahead buffer that is refilled
 by ranged GETs (s3d_download_to_buffer); a read at least as large as the buffer goes straight
 into the caller's memory.
-writer(uri): write-only, not seekable. Bytes go to the C upload stream (s3d_upload_stream_*),
+writer(uri): write-only, not seekable; use it as a context manager (``with s3direct.writer(uri)
+as f: torch.save(obj, f)``): torch.save does not close the file it is given. Bytes go to the C upload stream (s3d_upload_stream_*),
 which uploads parts in the background with memory bounded by concurrency x part_size. The
 object appears only when close() succeeds; leaving a ``with`` block by an exception, or
-abort(), discards the upload.
+abort(), discards the upload. A writer garbage-collected unclosed discards its upload too and
+emits a ResourceWarning naming the URI.
 
 Local paths work too: reader gives the builtin binary file; writer writes a temporary file in
 the same folder and renames it on close (the file appears only when complete).
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import ctypes
 import io
+import logging
 import os
+import warnings
 
 from . import _capi, errors
 from ._capi import enc
@@ -120,6 +124,15 @@ class S3Reader(io.RawIOBase):
         return self.read(-1)
 
 
+def _warn_unclosed(uri: str, nbytes: int, source: object) -> None:
+    msg = (f"s3direct writer for {uri} was garbage-collected without close(): its {nbytes} "
+           f"bytes were discarded and nothing was written. Use `with s3direct.writer(uri) as "
+           f"f: torch.save(obj, f)` (torch.save does not close the file it is given)")
+    warnings.warn(msg, ResourceWarning, stacklevel=2, source=source)
+    # ResourceWarning is hidden by default; lost data is not: the log says it too.
+    logging.getLogger("s3direct").warning("%s", msg)
+
+
 class S3Writer(io.RawIOBase):
     def __init__(self, uri: str, *, client=None, part_size=None, max_concurrency=None,
                  content_type=None):
@@ -185,9 +198,11 @@ class S3Writer(io.RawIOBase):
             self.close()
 
     def __del__(self):
-        # Never complete an upload from the garbage collector: abort it.
+        # Never complete an upload from the garbage collector: abort it, and say so, as an
+        # unclosed builtin file does (torch.save(obj, writer(uri)) never closes its file).
         try:
-            if self._h is not None:
+            if getattr(self, "_h", None) is not None:
+                _warn_unclosed(self.uri, self._written, self)
                 self.abort()
         except Exception:
             pass
@@ -222,8 +237,10 @@ class _LocalWriter(io.FileIO):
             self.close()
 
     def __del__(self):
-        # A writer dropped without close() leaves no file behind.
+        # A writer dropped without close() leaves no file behind, and says so.
         try:
+            if not self.closed:
+                _warn_unclosed(self._final, self.tell(), self)
             self.abort()
         except Exception:
             pass

@@ -80,8 +80,14 @@ int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const ch
     snprintf(w->tmp_path, len, "%s/.%s.XXXXXX.tmp", d, b);
     w->fd = mkstemps(w->tmp_path, 4);
     if (w->fd < 0) {
-        rc = s3d_fail(s3d_err_from_errno(errno), "create a temporary file for %s: %s", path,
-                      strerror(errno));
+        int e = errno;
+        /* The common case deserves its own words: the folder is missing (not created here, as
+         * torch.save and safetensors do not create it either). */
+        if (e == ENOENT || e == ENOTDIR)
+            rc = s3d_fail(S3D_ENOENT, "write %s: folder %s does not exist", path, d);
+        else
+            rc = s3d_fail(s3d_err_from_errno(e), "write %s: create a temporary file in %s: %s",
+                          path, d, strerror(e));
         w->tmp_path[0] = '\0';
         goto fail;
     }

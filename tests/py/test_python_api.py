@@ -1,0 +1,119 @@
+"""The Python API at its edges, as PyTorch, safetensors and boto3 users expect it (issue 11):
+writers that are never closed, builtin exception bases, torch.save files given to load."""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import warnings
+
+import pytest
+import torch
+
+import s3direct
+from s3direct import errors
+
+
+@pytest.fixture(params=["local", "s3"])
+def base(request, tmp_path, lib_path):
+    if request.param == "local":
+        return str(tmp_path)
+    request.getfixturevalue("s3_env")
+    return f"s3://{request.getfixturevalue('bucket')}"
+
+
+def exists(uri):
+    if uri.startswith("s3://"):
+        try:
+            with s3direct.reader(uri):
+                return True
+        except s3direct.NoSuchKey:
+            return False
+    return os.path.exists(uri)
+
+
+# ---- writers ---------------------------------------------------------------------------------
+def test_writer_garbage_collected_unclosed_warns_and_writes_nothing(base):
+    uri = f"{base}/lost.pt"
+    with pytest.warns(ResourceWarning, match="lost.pt.*nothing was written"):
+        torch.save({"a": torch.arange(10)}, s3direct.writer(uri))
+        gc.collect()
+    assert not exists(uri)
+
+
+def test_writer_with_block_saves(base):
+    uri = f"{base}/kept.pt"
+    obj = {"a": torch.arange(10), "step": 3}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        with s3direct.writer(uri) as f:
+            torch.save(obj, f)
+        gc.collect()
+    back = torch.load(s3direct.reader(uri), weights_only=True)
+    assert back["step"] == 3 and torch.equal(back["a"], obj["a"])
+
+
+def test_writer_closed_or_empty_does_not_warn(base):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        w = s3direct.writer(f"{base}/x.bin")
+        w.write(b"abc")
+        w.close()
+        del w
+        gc.collect()
+
+
+# ---- exceptions ------------------------------------------------------------------------------
+def test_builtin_bases():
+    assert issubclass(s3direct.NoSuchKey, FileNotFoundError)
+    assert issubclass(s3direct.NoSuchFile, FileNotFoundError)
+    assert issubclass(s3direct.NoSuchBucket, FileNotFoundError)
+    for cls in (s3direct.AccessDenied, s3direct.SignatureDoesNotMatch,
+                s3direct.InvalidAccessKeyId):
+        assert issubclass(cls, PermissionError)
+    assert issubclass(s3direct.InvalidArgument, ValueError)
+    e = errors.make_error(errors._CODES["ETIMEDOUT"], "GET s3://b/k: timed out")
+    assert isinstance(e, s3direct.Timeout) and isinstance(e, TimeoutError)
+    assert isinstance(e, s3direct.TransferError)
+    assert str(e) == "GET s3://b/k: timed out"
+    # Pickles intact (multiprocessing, DCP).
+    e2 = pickle.loads(pickle.dumps(e))
+    assert type(e2) is s3direct.Timeout and str(e2) == str(e) and e2.code == e.code
+
+
+def test_missing_key_and_bucket_are_file_not_found(s3_env, bucket):
+    with pytest.raises(FileNotFoundError) as ei:
+        s3direct.load(f"s3://{bucket}/nope.safetensors")
+    assert isinstance(ei.value, s3direct.NoSuchKey)
+    with pytest.raises(FileNotFoundError):
+        s3direct.load(f"s3://{bucket}-missing/x.safetensors")
+
+
+def test_wrong_secret_is_permission_error(s3_env, bucket):
+    c = s3direct.Client(access_key_id=s3_env["AWS_ACCESS_KEY_ID"],
+                        secret_access_key="wrong" * 8, max_attempts=1)
+    with pytest.raises(PermissionError) as ei:
+        s3direct.save({"a": torch.ones(1)}, f"s3://{bucket}/x.safetensors", client=c)
+    assert isinstance(ei.value, s3direct.AccessDenied)
+
+
+def test_missing_local_folder(tmp_path, lib_path):
+    uri = str(tmp_path / "no" / "such" / "x.safetensors")
+    with pytest.raises(FileNotFoundError) as ei:
+        s3direct.save({"a": torch.ones(1)}, uri)
+    assert isinstance(ei.value, s3direct.NoSuchFile)
+    assert "does not exist" in str(ei.value) and "temporary" not in str(ei.value)
+    with pytest.raises(FileNotFoundError):
+        s3direct.load(str(tmp_path / "absent.safetensors"))
+
+
+# ---- torch.save files where safetensors is expected -------------------------------------------
+@pytest.mark.parametrize("zipfile", [True, False])
+def test_torch_save_file_gets_a_hint(base, zipfile):
+    uri = f"{base}/model.pt"
+    with s3direct.writer(uri) as f:
+        torch.save({"w": torch.ones(3)}, f, _use_new_zipfile_serialization=zipfile)
+    with pytest.raises(s3direct.FormatError, match=r"torch\.save file.*torch\.load\("
+                                                   r"s3direct\.reader"):
+        s3direct.load(uri)
