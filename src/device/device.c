@@ -25,7 +25,6 @@ int s3d_device_open(unsigned flags, struct s3d_device **out)
             goto fail;
         dev->ops = &s3d_emu_ops;
         dev->backend = "emulated";
-        dev->count = 1;
         snprintf(dev->why_host, sizeof(dev->why_host), "emulated device");
     } else if (flags & S3D_DEVICE_FORCE_HOST) {
         dev->ops = &s3d_host_ops;

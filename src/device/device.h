@@ -5,11 +5,13 @@
  *   - "cuda": libcuda.so.1 loaded, cuInit succeeded and at least one device exists;
  *   - "host": no GPU (no driver, no device, or forced). Normal, not an error: host memory
  *     works, any device ordinal fails with S3D_ENODEVICE;
- *   - "emulated": the host backend pretending to be one GPU (ordinal 0) whose "device
- *     memory" is host memory (a CUdeviceptr is a host address). Copies are deferred until the
- *     stream is synchronized or an event recorded after them is queried or synchronized, and
- *     an event's first query answers "pending": code that reuses a staging buffer before its
- *     copy is known done reads wrong bytes in tests. For tests only.
+ *   - "emulated": pretend GPUs (one; S3D_DEVICE_EMULATE_COUNT=N for more) as strict as a
+ *     GPU for the data path: device memory is not host-accessible (a host access crashes, a
+ *     host pointer given as device memory is refused), work queued on a stream is deferred
+ *     until a synchronize or an event recorded after it is seen complete (its first query
+ *     answers "pending"), streams are unordered unless a wait orders them, and a caller's
+ *     stream handle names pending work ("kernels" queued by tests) that waits honour. See
+ *     device_host.c and the test hooks at the end of this file. For tests only.
  * The pipeline is written once against these calls: on the host backend copies are memcpy
  * and events are always complete.
  *
@@ -159,5 +161,26 @@ int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t l
 /* Writes len bytes from device memory at dptr to the file at file_off; all or an error. */
 int s3d_cufile_write(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
                      uint64_t file_off);
+
+/* ---- emulated backend: test hooks (S3D_DEVICE_EMULATE) ------------------------------ */
+
+/* The CUstream handle that names emulated stream s (what a caller passes as cuda_stream). */
+uint64_t s3d_device_emu_stream_handle(const struct s3d_stream *s);
+/* Queues a "kernel" on the caller's stream handle (0: the legacy default stream of ordinal)
+ * that fills n bytes of device memory at dptr with byte when the stream's work runs.
+ * S3D_EINVAL off the emulated backend; S3D_ECUDA when dptr is not device memory. */
+int s3d_device_emu_kernel(struct s3d_device *dev, int ordinal, uint64_t stream, uint64_t dptr,
+                          int byte, size_t n);
+/* Runs everything queued on the caller's stream handle (cuStreamSynchronize). */
+int s3d_device_emu_sync_handle(struct s3d_device *dev, int ordinal, uint64_t stream);
+/* The host-accessible view of emulated device memory at dptr, NULL when dptr is not emulated
+ * device memory. Tests only: what a kernel would see, without the deferred work. */
+void *s3d_device_emu_view(uint64_t dptr);
+/* 1 when something needed a context on emulated device ordinal since the last reset (a
+ * stream, an allocation, make_current). */
+int s3d_device_emu_ctx_used(int ordinal);
+void s3d_device_emu_reset_ctx(void);
+/* Bytes of "pinned" host memory allocated through the emulated backend and not freed. */
+size_t s3d_device_emu_pinned_bytes(void);
 
 #endif

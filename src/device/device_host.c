@@ -3,15 +3,30 @@
  * host: host memory only; device.c refuses every ordinal before a call gets here, so the
  * stream and event functions are never reached with a device and only need to be safe.
  *
- * emulated: one pretend GPU whose memory is host memory. Copies are deferred and performed
- * as late as a real GPU could perform them (when a later event is seen complete, or on a
- * synchronize), and the first query of an event after its record answers "pending": a
- * caller that reuses a staging chunk before its copy is known done, or reads a device-to-host
- * destination too early, gets wrong bytes in tests instead of a race that only a GPU shows. */
+ * emulated: pretend GPUs (one, or S3D_DEVICE_EMULATE_COUNT) as strict as hardware where it
+ * matters to the data path:
+ *   - device memory is a memfd mapped twice: the address handed out (the CUdeviceptr) is
+ *     PROT_NONE, so a host access to device memory crashes like it would on a GPU; copies
+ *     use the second, read-write mapping. A copy to or from an address that is not device
+ *     memory fails (CUDA_ERROR_INVALID_VALUE) instead of touching host memory.
+ *   - work queued on a stream (copies, test "kernels", waits for other streams) is deferred
+ *     and performed as late as a real GPU could perform it: when a later event is seen
+ *     complete, or on a synchronize. The first query of an event after its record answers
+ *     "pending". Streams are unordered with respect to each other: only an explicit wait
+ *     (s3d_device_wait_external, which is cuStreamWaitEvent on a GPU) orders them.
+ *   - a caller's CUstream handle (what PyTorch passes) names an emulated stream: the handle
+ *     of a stream made here (s3d_device_emu_stream_handle), or 0/2 for the legacy default
+ *     stream of the device. Tests queue "kernels" on it (s3d_device_emu_kernel) that write
+ *     device memory later, so a load or save that does not wait for the caller's stream
+ *     gives wrong bytes.
+ * The state is process-wide, like a driver's: every s3d_device of the emulated backend sees
+ * the same memory and streams. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
@@ -136,35 +151,53 @@ const struct s3d_device_ops s3d_host_ops = {
 
 /* ---- emulated backend --------------------------------------------------------------- */
 
-/* Streams live in a registry so that an event can tell whether its stream still exists
- * (a freed stream has performed all its copies). Locked part: everything in struct s3d_emu
- * and every stream's op queue, under mu. Lock order: mu is a leaf (no other lock inside). */
+#define EMU_MAX_DEVICES 64
+
+/* One device allocation: dev is the PROT_NONE address handed out, view the read-write
+ * mapping of the same pages. */
+struct emu_alloc {
+    uintptr_t dev;
+    unsigned char *view;
+    size_t size; /* mapped (page multiple) */
+    int ordinal;
+};
+
+/* Process-wide. Locked part: everything, and every stream's op queue, under mu. mu is a leaf
+ * lock (nothing else is taken inside). */
 struct s3d_emu {
     pthread_mutex_t mu;
     struct s3d_stream **streams;
     size_t n_streams, cap_streams;
     uint64_t next_id;
+    struct emu_alloc *allocs;
+    size_t n_allocs, cap_allocs;
+    struct s3d_stream *legacy[EMU_MAX_DEVICES]; /* legacy default streams, made on first use */
+    int ctx_used[EMU_MAX_DEVICES];              /* a "context" was needed on this device */
+    size_t pinned_bytes;                        /* host_alloc'ed and not freed */
 };
+
+static struct s3d_emu g_emu = {.mu = PTHREAD_MUTEX_INITIALIZER, .next_id = 16};
 
 int s3d_emu_open(struct s3d_device *dev)
 {
-    struct s3d_emu *emu = calloc(1, sizeof(*emu));
-    if (emu == NULL)
-        return s3d_fail(S3D_ENOMEM, "device: out of memory");
-    pthread_mutex_init(&emu->mu, NULL);
-    emu->next_id = 1;
-    dev->emu = emu;
+    const char *env = getenv("S3D_DEVICE_EMULATE_COUNT");
+    int count = 1;
+    if (env != NULL && env[0] != '\0') {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end != '\0' || v < 1 || v > EMU_MAX_DEVICES)
+            return s3d_fail(S3D_EINVAL, "S3D_DEVICE_EMULATE_COUNT=%s: expected 1 to %d", env,
+                            EMU_MAX_DEVICES);
+        count = (int)v;
+    }
+    dev->emu = &g_emu;
+    dev->count = count;
     return 0;
 }
 
 void s3d_emu_close(struct s3d_device *dev)
 {
-    if (dev->emu == NULL)
-        return;
-    pthread_mutex_destroy(&dev->emu->mu);
-    free(dev->emu->streams);
-    free(dev->emu);
-    dev->emu = NULL;
+    dev->emu = NULL; /* process-wide state stays */
 }
 
 static struct s3d_stream *emu_find(struct s3d_emu *emu, uint64_t id)
@@ -175,12 +208,48 @@ static struct s3d_stream *emu_find(struct s3d_emu *emu, uint64_t id)
     return NULL;
 }
 
-/* Performs the queued copies with sequence numbers below seq. Called with mu held. */
-static void emu_flush(struct s3d_stream *s, uint64_t seq)
+static int emu_register_stream(struct s3d_emu *emu, struct s3d_stream *s)
+{
+    if (emu->n_streams == emu->cap_streams) {
+        size_t cap = emu->cap_streams ? 2 * emu->cap_streams : 8;
+        struct s3d_stream **v = s3d_reallocarray(emu->streams, cap, sizeof(*v));
+        if (v == NULL)
+            return s3d_fail(S3D_ENOMEM, "stream: out of memory");
+        emu->streams = v;
+        emu->cap_streams = cap;
+    }
+    s->id = emu->next_id++;
+    emu->streams[emu->n_streams++] = s;
+    return 0;
+}
+
+/* The read-write view of [addr, addr + n) when it lies inside one device allocation, else
+ * NULL. Called with mu held. */
+static unsigned char *emu_view(struct s3d_emu *emu, uintptr_t addr, size_t n)
+{
+    for (size_t i = 0; i < emu->n_allocs; i++) {
+        const struct emu_alloc *a = &emu->allocs[i];
+        if (addr >= a->dev && addr - a->dev <= a->size && n <= a->size - (addr - a->dev))
+            return a->view + (addr - a->dev);
+    }
+    return NULL;
+}
+
+/* Performs the queued work with sequence numbers below seq. Called with mu held. depth
+ * bounds the chain of waits (a cycle would hang a GPU; here it stops). */
+static void emu_flush_depth(struct s3d_emu *emu, struct s3d_stream *s, uint64_t seq, int depth)
 {
     while (s->done < s->n_ops && s->seq_base + s->done < seq) {
-        const struct s3d_emu_op *op = &s->ops[s->done++];
-        memcpy(op->dst, op->src, op->n);
+        const struct s3d_emu_op op = s->ops[s->done++];
+        if (op.kind == S3D_EMU_COPY) {
+            memcpy(op.dst, op.src, op.n);
+        } else if (op.kind == S3D_EMU_FILL) {
+            memset(op.dst, op.byte, op.n);
+        } else if (depth < 64) {
+            struct s3d_stream *other = emu_find(emu, op.wait_id);
+            if (other != NULL && other != s)
+                emu_flush_depth(emu, other, op.wait_seq, depth + 1);
+        }
     }
     if (s->done == s->n_ops) {
         s->seq_base += s->n_ops;
@@ -188,43 +257,125 @@ static void emu_flush(struct s3d_stream *s, uint64_t seq)
     }
 }
 
+static void emu_flush(struct s3d_emu *emu, struct s3d_stream *s, uint64_t seq)
+{
+    emu_flush_depth(emu, s, seq, 0);
+}
+
 static int emu_make_current(struct s3d_device *dev, int ordinal)
 {
+    pthread_mutex_lock(&dev->emu->mu);
+    dev->emu->ctx_used[ordinal] = 1;
+    pthread_mutex_unlock(&dev->emu->mu);
     return 0;
+}
+
+static int emu_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device, int *ordinal)
+{
+    struct s3d_emu *emu = dev->emu;
+    *is_device = 0;
+    *ordinal = -1;
+    pthread_mutex_lock(&emu->mu);
+    for (size_t i = 0; i < emu->n_allocs; i++) {
+        const struct emu_alloc *a = &emu->allocs[i];
+        if ((uintptr_t)ptr >= a->dev && (uintptr_t)ptr - a->dev < a->size) {
+            *is_device = 1;
+            *ordinal = a->ordinal;
+        }
+    }
+    pthread_mutex_unlock(&emu->mu);
+    return 0;
+}
+
+static int emu_host_alloc(struct s3d_device *dev, size_t size, void **out)
+{
+    int rc = host_alloc(dev, size, out);
+    if (rc == 0) {
+        pthread_mutex_lock(&dev->emu->mu);
+        dev->emu->pinned_bytes += size;
+        pthread_mutex_unlock(&dev->emu->mu);
+    }
+    return rc;
+}
+
+static void emu_host_free(struct s3d_device *dev, void *p, size_t size)
+{
+    pthread_mutex_lock(&dev->emu->mu);
+    dev->emu->pinned_bytes -= size;
+    pthread_mutex_unlock(&dev->emu->mu);
+    host_free(dev, p, size);
 }
 
 static int emu_mem_alloc(struct s3d_device *dev, int ordinal, size_t size, uint64_t *out)
 {
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, size) != 0)
-        return s3d_fail(S3D_ENOMEM, "mem_alloc: %zu bytes: out of memory", size);
-    *out = (uint64_t)(uintptr_t)p;
-    return 0;
+    struct s3d_emu *emu = dev->emu;
+    size_t len = (size + 4095) & ~(size_t)4095;
+    void *d = MAP_FAILED, *v = MAP_FAILED;
+    int fd, rc = 0;
+
+    fd = memfd_create("s3d-emulated-device", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
+        rc = s3d_fail(S3D_ENOMEM, "mem_alloc: %zu bytes: %s", size, strerror(errno));
+        goto out;
+    }
+    d = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
+    v = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (d == MAP_FAILED || v == MAP_FAILED) {
+        rc = s3d_fail(S3D_ENOMEM, "mem_alloc: %zu bytes: %s", size, strerror(errno));
+        goto out;
+    }
+    pthread_mutex_lock(&emu->mu);
+    if (emu->n_allocs == emu->cap_allocs) {
+        size_t cap = emu->cap_allocs ? 2 * emu->cap_allocs : 16;
+        struct emu_alloc *a = s3d_reallocarray(emu->allocs, cap, sizeof(*a));
+        if (a == NULL) {
+            pthread_mutex_unlock(&emu->mu);
+            rc = s3d_fail(S3D_ENOMEM, "mem_alloc: out of memory");
+            goto out;
+        }
+        emu->allocs = a;
+        emu->cap_allocs = cap;
+    }
+    emu->allocs[emu->n_allocs++] = (struct emu_alloc){(uintptr_t)d, v, len, ordinal};
+    emu->ctx_used[ordinal] = 1;
+    pthread_mutex_unlock(&emu->mu);
+    *out = (uint64_t)(uintptr_t)d;
+out:
+    if (rc < 0) {
+        if (d != MAP_FAILED)
+            munmap(d, len);
+        if (v != MAP_FAILED)
+            munmap(v, len);
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
 }
 
 static void emu_mem_free(struct s3d_device *dev, int ordinal, uint64_t dptr)
 {
-    free((void *)(uintptr_t)dptr);
+    struct s3d_emu *emu = dev->emu;
+    pthread_mutex_lock(&emu->mu);
+    for (size_t i = 0; i < emu->n_allocs; i++) {
+        struct emu_alloc a = emu->allocs[i];
+        if (a.dev == (uintptr_t)dptr) {
+            emu->allocs[i] = emu->allocs[--emu->n_allocs];
+            munmap((void *)a.dev, a.size);
+            munmap(a.view, a.size);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&emu->mu);
 }
 
 static int emu_stream_new(struct s3d_device *dev, struct s3d_stream *s)
 {
     struct s3d_emu *emu = dev->emu;
-    int rc = 0;
+    int rc;
     pthread_mutex_lock(&emu->mu);
-    if (emu->n_streams == emu->cap_streams) {
-        size_t cap = emu->cap_streams ? 2 * emu->cap_streams : 8;
-        struct s3d_stream **v = s3d_reallocarray(emu->streams, cap, sizeof(*v));
-        if (v == NULL) {
-            rc = s3d_fail(S3D_ENOMEM, "stream: out of memory");
-            goto out;
-        }
-        emu->streams = v;
-        emu->cap_streams = cap;
-    }
-    s->id = emu->next_id++;
-    emu->streams[emu->n_streams++] = s;
-out:
+    rc = emu_register_stream(emu, s);
+    if (rc == 0)
+        emu->ctx_used[s->ordinal] = 1;
     pthread_mutex_unlock(&emu->mu);
     return rc;
 }
@@ -233,7 +384,7 @@ static void emu_stream_free(struct s3d_device *dev, struct s3d_stream *s)
 {
     struct s3d_emu *emu = dev->emu;
     pthread_mutex_lock(&emu->mu);
-    emu_flush(s, UINT64_MAX);
+    emu_flush(emu, s, UINT64_MAX);
     for (size_t i = 0; i < emu->n_streams; i++) {
         if (emu->streams[i] == s) {
             emu->streams[i] = emu->streams[--emu->n_streams];
@@ -244,44 +395,59 @@ static void emu_stream_free(struct s3d_device *dev, struct s3d_stream *s)
     free(s->ops);
 }
 
-static int emu_queue(struct s3d_device *dev, struct s3d_stream *s, void *dst, const void *src,
-                     size_t n)
+/* Appends op to s. Called with mu held. */
+static int emu_push(struct s3d_stream *s, const struct s3d_emu_op *op)
 {
-    struct s3d_emu *emu = dev->emu;
-    int rc = 0;
-    pthread_mutex_lock(&emu->mu);
     if (s->n_ops == s->cap_ops) {
         size_t cap = s->cap_ops ? 2 * s->cap_ops : 16;
         struct s3d_emu_op *v = s3d_reallocarray(s->ops, cap, sizeof(*v));
-        if (v == NULL) {
-            rc = s3d_fail(S3D_ENOMEM, "copy: out of memory");
-            goto out;
-        }
+        if (v == NULL)
+            return s3d_fail(S3D_ENOMEM, "emulated stream: out of memory");
         s->ops = v;
         s->cap_ops = cap;
     }
-    s->ops[s->n_ops++] = (struct s3d_emu_op){dst, src, n};
-out:
-    pthread_mutex_unlock(&emu->mu);
-    return rc;
+    s->ops[s->n_ops++] = *op;
+    return 0;
+}
+
+static int emu_not_device(const char *fn, uint64_t addr, size_t n)
+{
+    return s3d_fail(S3D_ECUDA,
+                    "%s: CUDA_ERROR_INVALID_VALUE (emulated device: 0x%llx + %zu is not "
+                    "device memory)",
+                    fn, (unsigned long long)addr, n);
 }
 
 static int emu_copy_htod(struct s3d_device *dev, struct s3d_stream *s, uint64_t dst,
                          const void *src, size_t n)
 {
-    return emu_queue(dev, s, (void *)(uintptr_t)dst, src, n);
+    struct s3d_emu *emu = dev->emu;
+    struct s3d_emu_op op = {.kind = S3D_EMU_COPY, .src = src, .n = n};
+    int rc;
+    pthread_mutex_lock(&emu->mu);
+    op.dst = emu_view(emu, (uintptr_t)dst, n);
+    rc = op.dst == NULL ? emu_not_device("cuMemcpyHtoDAsync", dst, n) : emu_push(s, &op);
+    pthread_mutex_unlock(&emu->mu);
+    return rc;
 }
 
 static int emu_copy_dtoh(struct s3d_device *dev, struct s3d_stream *s, void *dst, uint64_t src,
                          size_t n)
 {
-    return emu_queue(dev, s, dst, (const void *)(uintptr_t)src, n);
+    struct s3d_emu *emu = dev->emu;
+    struct s3d_emu_op op = {.kind = S3D_EMU_COPY, .dst = dst, .n = n};
+    int rc;
+    pthread_mutex_lock(&emu->mu);
+    op.src = emu_view(emu, (uintptr_t)src, n);
+    rc = op.src == NULL ? emu_not_device("cuMemcpyDtoHAsync", src, n) : emu_push(s, &op);
+    pthread_mutex_unlock(&emu->mu);
+    return rc;
 }
 
 static int emu_stream_sync(struct s3d_device *dev, struct s3d_stream *s)
 {
     pthread_mutex_lock(&dev->emu->mu);
-    emu_flush(s, UINT64_MAX);
+    emu_flush(dev->emu, s, UINT64_MAX);
     pthread_mutex_unlock(&dev->emu->mu);
     return 0;
 }
@@ -310,7 +476,7 @@ static void emu_complete(struct s3d_emu *emu, struct s3d_event *e)
 {
     struct s3d_stream *s = e->stream_id ? emu_find(emu, e->stream_id) : NULL;
     if (s != NULL)
-        emu_flush(s, e->seq);
+        emu_flush(emu, s, e->seq);
 }
 
 static int emu_event_query(struct s3d_device *dev, struct s3d_event *e)
@@ -336,11 +502,136 @@ static int emu_event_sync(struct s3d_device *dev, struct s3d_event *e)
     return 0;
 }
 
+/* The stream a caller's handle names on device ordinal. Called with mu held. */
+static int emu_handle_stream(struct s3d_emu *emu, int ordinal, uint64_t handle,
+                             struct s3d_stream **out)
+{
+    struct s3d_stream *s;
+    int rc;
+    if (handle == 0 || handle == 2) { /* legacy / per-thread default stream */
+        if (emu->legacy[ordinal] == NULL) {
+            s = calloc(1, sizeof(*s));
+            if (s == NULL)
+                return s3d_fail(S3D_ENOMEM, "emulated stream: out of memory");
+            s->ordinal = ordinal;
+            if ((rc = emu_register_stream(emu, s)) < 0) {
+                free(s);
+                return rc;
+            }
+            emu->legacy[ordinal] = s;
+        }
+        *out = emu->legacy[ordinal];
+        return 0;
+    }
+    s = emu_find(emu, handle);
+    if (s == NULL || s->ordinal != ordinal)
+        return s3d_fail(S3D_ECUDA,
+                        "cuStreamWaitEvent: CUDA_ERROR_INVALID_HANDLE (emulated device %d: "
+                        "no stream 0x%llx)",
+                        ordinal, (unsigned long long)handle);
+    *out = s;
+    return 0;
+}
+
+static int emu_wait_external(struct s3d_device *dev, struct s3d_stream *s, uint64_t handle)
+{
+    struct s3d_emu *emu = dev->emu;
+    struct s3d_stream *caller;
+    struct s3d_emu_op op = {.kind = S3D_EMU_WAIT};
+    int rc;
+    pthread_mutex_lock(&emu->mu);
+    rc = emu_handle_stream(emu, s->ordinal, handle, &caller);
+    if (rc == 0 && caller != s) {
+        op.wait_id = caller->id;
+        op.wait_seq = caller->seq_base + caller->n_ops;
+        rc = emu_push(s, &op);
+    }
+    pthread_mutex_unlock(&emu->mu);
+    return rc;
+}
+
+/* ---- test hooks -------------------------------------------------------------------------- */
+
+uint64_t s3d_device_emu_stream_handle(const struct s3d_stream *s)
+{
+    return s->id;
+}
+
+int s3d_device_emu_kernel(struct s3d_device *dev, int ordinal, uint64_t stream, uint64_t dptr,
+                          int byte, size_t n)
+{
+    struct s3d_emu *emu;
+    struct s3d_stream *s;
+    struct s3d_emu_op op = {.kind = S3D_EMU_FILL, .byte = byte, .n = n};
+    int rc;
+    if (dev == NULL || dev->emu == NULL || ordinal < 0 || ordinal >= dev->count)
+        return s3d_fail(S3D_EINVAL, "emu_kernel: not an emulated device ordinal");
+    emu = dev->emu;
+    pthread_mutex_lock(&emu->mu);
+    rc = emu_handle_stream(emu, ordinal, stream, &s);
+    if (rc == 0) {
+        op.dst = emu_view(emu, (uintptr_t)dptr, n);
+        rc = op.dst == NULL ? emu_not_device("emulated kernel", dptr, n) : emu_push(s, &op);
+    }
+    pthread_mutex_unlock(&emu->mu);
+    return rc;
+}
+
+int s3d_device_emu_sync_handle(struct s3d_device *dev, int ordinal, uint64_t stream)
+{
+    struct s3d_stream *s;
+    int rc;
+    if (dev == NULL || dev->emu == NULL || ordinal < 0 || ordinal >= dev->count)
+        return s3d_fail(S3D_EINVAL, "emu_sync: not an emulated device ordinal");
+    pthread_mutex_lock(&dev->emu->mu);
+    rc = emu_handle_stream(dev->emu, ordinal, stream, &s);
+    if (rc == 0)
+        emu_flush(dev->emu, s, UINT64_MAX);
+    pthread_mutex_unlock(&dev->emu->mu);
+    return rc;
+}
+
+void *s3d_device_emu_view(uint64_t dptr)
+{
+    void *v;
+    pthread_mutex_lock(&g_emu.mu);
+    v = emu_view(&g_emu, (uintptr_t)dptr, 0);
+    pthread_mutex_unlock(&g_emu.mu);
+    return v;
+}
+
+int s3d_device_emu_ctx_used(int ordinal)
+{
+    int used;
+    if (ordinal < 0 || ordinal >= EMU_MAX_DEVICES)
+        return 0;
+    pthread_mutex_lock(&g_emu.mu);
+    used = g_emu.ctx_used[ordinal];
+    pthread_mutex_unlock(&g_emu.mu);
+    return used;
+}
+
+size_t s3d_device_emu_pinned_bytes(void)
+{
+    size_t n;
+    pthread_mutex_lock(&g_emu.mu);
+    n = g_emu.pinned_bytes;
+    pthread_mutex_unlock(&g_emu.mu);
+    return n;
+}
+
+void s3d_device_emu_reset_ctx(void)
+{
+    pthread_mutex_lock(&g_emu.mu);
+    memset(g_emu.ctx_used, 0, sizeof(g_emu.ctx_used));
+    pthread_mutex_unlock(&g_emu.mu);
+}
+
 const struct s3d_device_ops s3d_emu_ops = {
-    .pointer_info = host_pointer_info,
+    .pointer_info = emu_pointer_info,
     .make_current = emu_make_current,
-    .host_alloc = host_alloc,
-    .host_free = host_free,
+    .host_alloc = emu_host_alloc,
+    .host_free = emu_host_free,
     .host_register = host_register,
     .host_unregister = host_unregister,
     .mem_alloc = emu_mem_alloc,
@@ -355,5 +646,5 @@ const struct s3d_device_ops s3d_emu_ops = {
     .event_record = emu_event_record,
     .event_query = emu_event_query,
     .event_sync = emu_event_sync,
-    .wait_external = host_wait_external,
+    .wait_external = emu_wait_external,
 };

@@ -35,11 +35,17 @@ struct s3d_device_ops {
     int (*wait_external)(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_stream);
 };
 
-/* A deferred copy of the emulated backend. */
+/* A deferred operation of the emulated backend: a copy, a "kernel" that fills device memory,
+ * or a wait for another stream's work up to a sequence number. Addresses are host views
+ * (device pointers already translated to their read-write alias). */
+enum s3d_emu_op_kind { S3D_EMU_COPY, S3D_EMU_FILL, S3D_EMU_WAIT };
 struct s3d_emu_op {
+    int kind;
     void *dst;
     const void *src;
     size_t n;
+    int byte;                   /* S3D_EMU_FILL */
+    uint64_t wait_id, wait_seq; /* S3D_EMU_WAIT */
 };
 
 struct s3d_stream {

@@ -1,5 +1,33 @@
 /* ckpt_util.c - see ckpt_util.h. */
 #include "ckpt_util.h"
+#include "device/device.h"
+
+static struct s3d_device *g_emu_dev;
+
+uint64_t t_emu_copy(const void *src, size_t n)
+{
+    uint64_t d = 0;
+    if (g_emu_dev == NULL)
+        CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &g_emu_dev));
+    CHECK_OK(s3d_device_mem_alloc(g_emu_dev, 0, n ? n : 1, &d));
+    if (n > 0)
+        memcpy(s3d_device_emu_view(d), src, n);
+    return d;
+}
+
+void t_emu_free(uint64_t dptr)
+{
+    if (g_emu_dev != NULL)
+        s3d_device_mem_free(g_emu_dev, 0, dptr);
+}
+
+void t_tensor_to_emu(struct t_tensors *ts, size_t i)
+{
+    if (ts->src[i].device >= 0)
+        return;
+    ts->src[i].ptr = (const void *)(uintptr_t)t_emu_copy(ts->data[i], ts->src[i].nbytes);
+    ts->src[i].device = 0;
+}
 
 void t_make_tensors(struct t_tensors *ts, size_t n, size_t max_elems, uint64_t seed)
 {
@@ -50,6 +78,8 @@ void t_make_tensors(struct t_tensors *ts, size_t n, size_t max_elems, uint64_t s
 void t_free_tensors(struct t_tensors *ts)
 {
     for (size_t i = 0; i < ts->n; i++) {
+        if (ts->src[i].device >= 0)
+            t_emu_free((uint64_t)(uintptr_t)ts->src[i].ptr);
         free(ts->names[i]);
         free(ts->data[i]);
     }
@@ -84,6 +114,11 @@ void t_verify_checkpoint(struct s3d_client *c, const char *uri, const struct t_t
         out[i] = malloc(t->nbytes ? t->nbytes : 1);
         CHECK(out[i] != NULL);
         memset(out[i], 0xA5, t->nbytes);
+        if (device >= 0) { /* device memory of the emulated backend, filled with 0xA5 */
+            uint64_t dp = t_emu_copy(out[i], t->nbytes);
+            free(out[i]);
+            out[i] = (void *)(uintptr_t)dp;
+        }
         d[i].index = idx;
         d[i].ptr = out[i];
         d[i].device = device;
@@ -91,10 +126,14 @@ void t_verify_checkpoint(struct s3d_client *c, const char *uri, const struct t_t
     }
     CHECK_OK(s3d_reader_read(r, d, ts->n, NULL));
     for (size_t i = 0; i < ts->n; i++) {
-        if (memcmp(out[i], ts->data[i], ts->src[i].nbytes) != 0)
+        const void *got = device >= 0 ? s3d_device_emu_view((uint64_t)(uintptr_t)out[i]) : out[i];
+        if (memcmp(got, ts->data[i], ts->src[i].nbytes) != 0)
             t_fail(__FILE__, __LINE__, "%s: tensor %s differs after the round trip", uri,
                    ts->src[i].name);
-        free(out[i]);
+        if (device >= 0)
+            t_emu_free((uint64_t)(uintptr_t)out[i]);
+        else
+            free(out[i]);
     }
     s3d_reader_close(r);
     free(out);

@@ -21,6 +21,14 @@ void t_free_tensors(struct t_tensors *ts);
 /* Opens uri, checks every tensor's name, dtype, shape and size against ts, reads them all
  * (into host memory when device < 0, else into "device" memory of the emulated backend) and
  * compares the bytes. */
+/* Emulated device memory (S3D_DEVICE_EMULATE backend) holding a copy of n bytes of src; the
+ * pointer is not dereferenceable from the host. t_emu_free accepts 0. */
+uint64_t t_emu_copy(const void *src, size_t n);
+void t_emu_free(uint64_t dptr);
+/* Moves tensor i of ts to emulated device 0 (ptr becomes a device address; freed by
+ * t_free_tensors). */
+void t_tensor_to_emu(struct t_tensors *ts, size_t i);
+
 void t_verify_checkpoint(struct s3d_client *c, const char *uri, const struct t_tensors *ts,
                          int device);
 

@@ -79,7 +79,7 @@ static void emulated_backend(void)
 
     uint64_t dmem;
     CHECK_OK(s3d_device_mem_alloc(dev, 0, 1 << 20, &dmem));
-    unsigned char *devp = (unsigned char *)(uintptr_t)dmem;
+    unsigned char *devp = s3d_device_emu_view(dmem); /* dmem itself is not host-accessible */
     void *hv;
     CHECK_OK(s3d_device_host_alloc(dev, 1 << 20, &hv));
     unsigned char *host = hv;

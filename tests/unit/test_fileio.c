@@ -105,7 +105,8 @@ static void device_alignment(const char *path, int mode)
     uint64_t dmem;
     CHECK_OK(s3d_pool_new(g_emu, 4 * 16384, 16384, &pool));
     CHECK_OK(s3d_device_mem_alloc(g_emu, 0, (2u << 20) + 64, &dmem));
-    unsigned char *dev = (unsigned char *)(uintptr_t)dmem;
+    unsigned char *dev = (unsigned char *)(uintptr_t)dmem; /* not host-accessible */
+    unsigned char *view = s3d_device_emu_view(dmem);
     for (size_t i = 0; i < S3D_ARRAY_LEN(offs); i++) {
         for (size_t j = 0; j < S3D_ARRAY_LEN(lens); j++) {
             uint64_t off = offs[i], len = lens[j];
@@ -113,10 +114,11 @@ static void device_alignment(const char *path, int mode)
                 continue;
             uint32_t crc = 0xdeadbeef;
             /* 8-byte aligned destination, as safetensors data is */
-            memset(dev, 0xee, len + 16);
+            memset(view, 0xee, len + 16);
             struct s3d_file_range r = {off, len, dev + 8, 0, &crc};
             CHECK_OK(s3d_file_read_ranges(g_emu, pool, path, &r, 1, &o));
-            if (memcmp(dev + 8, g_data + off, len) != 0 || dev[7] != 0xee || dev[8 + len] != 0xee)
+            if (memcmp(view + 8, g_data + off, len) != 0 || view[7] != 0xee ||
+                view[8 + len] != 0xee)
                 t_fail(__FILE__, __LINE__, "device mode %d off %llu len %llu: wrong bytes", mode,
                        (unsigned long long)off, (unsigned long long)len);
             CHECK(crc == s3d_crc32c(0, g_data + off, len));
@@ -170,7 +172,8 @@ static void many_ranges(const char *path, int mode, uint64_t chunk)
     memset(crc, 0, sizeof(crc));
     CHECK_OK(s3d_file_read_ranges(g_emu, pool, path, r, N, &o));
     for (int i = 0; i < N; i++) {
-        const unsigned char *d = r[i].dst;
+        const unsigned char *d =
+            r[i].device >= 0 ? s3d_device_emu_view((uint64_t)(uintptr_t)r[i].dst) : r[i].dst;
         if (memcmp(d, g_data + r[i].file_offset, r[i].length) != 0)
             t_fail(__FILE__, __LINE__, "range %d (off %llu len %llu dev %d): wrong bytes", i,
                    (unsigned long long)r[i].file_offset, (unsigned long long)r[i].length,
@@ -267,7 +270,7 @@ static void writer(const char *dir, int mode)
     /* Segments: host, device (several chunks), empty, device (sub-chunk), host. */
     uint64_t dmem;
     CHECK_OK(s3d_device_mem_alloc(g_emu, 0, 1u << 20, &dmem));
-    memcpy((void *)(uintptr_t)dmem, g_data + 5000, 100000);
+    memcpy(s3d_device_emu_view(dmem), g_data + 5000, 100000);
     struct s3d_file_seg segs[] = {
         {g_data, 777, -1},       {(const void *)(uintptr_t)dmem, 100000, 0},
         {g_data, 0, -1},         {(const void *)(uintptr_t)(dmem + 8), 4100, 0},

@@ -1,0 +1,155 @@
+/* test_device_emu.c - the emulated device is as strict as a GPU where the data path can go
+ * wrong: device memory is not host memory (a host access crashes; a copy to host memory
+ * passed as a device pointer fails), streams are unordered unless a wait orders them, a
+ * caller's stream handle names real pending work ("kernels") that a wait honours, and a
+ * second device exists only on request. */
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "device/device.h"
+#include "testutil.h"
+
+/* A host read of emulated device memory dies with SIGSEGV (in a child). */
+static void host_access_faults(struct s3d_device *dev)
+{
+    uint64_t d;
+    CHECK_OK(s3d_device_mem_alloc(dev, 0, 4096, &d));
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        volatile unsigned char *p = (volatile unsigned char *)(uintptr_t)d;
+        unsigned char x = p[0]; /* must fault */
+        _exit(x == 0 ? 0 : 1);
+    }
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+    s3d_device_mem_free(dev, 0, d);
+}
+
+/* Host memory passed where device memory is expected is refused, not written. */
+static void host_pointer_refused(struct s3d_device *dev)
+{
+    struct s3d_stream *s;
+    unsigned char host[64], other[64];
+    memset(other, 7, sizeof(other));
+    CHECK_OK(s3d_device_stream_new(dev, 0, &s));
+    CHECK_ERR(s3d_device_copy_htod(dev, s, (uint64_t)(uintptr_t)host, other, 64), S3D_ECUDA);
+    CHECK_MSG_HAS("not device memory");
+    CHECK_ERR(s3d_device_copy_dtoh(dev, s, host, (uint64_t)(uintptr_t)other, 64), S3D_ECUDA);
+    int is_dev = 9, ord = 9;
+    CHECK_OK(s3d_device_pointer_info(dev, host, &is_dev, &ord));
+    CHECK(is_dev == 0 && ord == -1);
+    uint64_t d;
+    CHECK_OK(s3d_device_mem_alloc(dev, 0, 100, &d));
+    CHECK_OK(s3d_device_pointer_info(dev, (void *)(uintptr_t)(d + 99), &is_dev, &ord));
+    CHECK(is_dev == 1 && ord == 0);
+    /* A copy running past the end of the allocation is refused too. */
+    CHECK_ERR(s3d_device_copy_htod(dev, s, d + 4000, other, 200), S3D_ECUDA);
+    s3d_device_mem_free(dev, 0, d);
+    s3d_device_stream_free(dev, s);
+}
+
+/* Two streams: a sync of one does not run the other's work; a wait orders them. The caller's
+ * "kernel" on its own stream runs only when that stream's work runs. */
+static void streams_and_waits(struct s3d_device *dev)
+{
+    struct s3d_stream *caller, *copy;
+    uint64_t d;
+    unsigned char src[4096], back[4096];
+    CHECK_OK(s3d_device_mem_alloc(dev, 0, 4096, &d));
+    unsigned char *view = s3d_device_emu_view(d);
+    CHECK(view != NULL);
+    memset(view, 0, 4096);
+    CHECK_OK(s3d_device_stream_new(dev, 0, &caller));
+    CHECK_OK(s3d_device_stream_new(dev, 0, &copy));
+    uint64_t h = s3d_device_emu_stream_handle(caller);
+
+    /* Without a wait: the copy runs, then the caller's pending kernel overwrites it. */
+    CHECK_OK(s3d_device_emu_kernel(dev, 0, h, d, 0x11, 4096));
+    memset(src, 0x22, sizeof(src));
+    CHECK_OK(s3d_device_copy_htod(dev, copy, d, src, 4096));
+    CHECK_OK(s3d_device_stream_sync(dev, copy));
+    CHECK(view[0] == 0x22);
+    CHECK_OK(s3d_device_stream_sync(dev, caller));
+    CHECK(view[0] == 0x11); /* the unordered result a missing wait gives */
+
+    /* With the wait: the kernel runs first, the copy's bytes stay. */
+    CHECK_OK(s3d_device_emu_kernel(dev, 0, h, d, 0x33, 4096));
+    CHECK_OK(s3d_device_wait_external(dev, copy, h));
+    CHECK_OK(s3d_device_copy_htod(dev, copy, d, src, 4096));
+    CHECK_OK(s3d_device_stream_sync(dev, copy));
+    CHECK(view[0] == 0x22 && view[4095] == 0x22);
+    CHECK_OK(s3d_device_stream_sync(dev, caller));
+    CHECK(view[0] == 0x22);
+
+    /* A save-like read: the kernel that produces the bytes is waited for. */
+    CHECK_OK(s3d_device_emu_kernel(dev, 0, h, d, 0x44, 4096));
+    CHECK_OK(s3d_device_wait_external(dev, copy, h));
+    CHECK_OK(s3d_device_copy_dtoh(dev, copy, back, d, 4096));
+    CHECK_OK(s3d_device_stream_sync(dev, copy));
+    CHECK(back[0] == 0x44 && back[4095] == 0x44);
+
+    /* The legacy default stream (handle 0) is a stream too. */
+    CHECK_OK(s3d_device_emu_kernel(dev, 0, 0, d, 0x55, 16));
+    CHECK(view[0] == 0x44);
+    CHECK_OK(s3d_device_wait_external(dev, copy, 0));
+    CHECK_OK(s3d_device_stream_sync(dev, copy));
+    CHECK(view[0] == 0x55);
+
+    /* An unknown handle is an invalid handle, as on a GPU. */
+    CHECK_ERR(s3d_device_wait_external(dev, copy, 0xdead0000), S3D_ECUDA);
+    CHECK_MSG_HAS("INVALID_HANDLE");
+
+    /* An event is not ready until its work ran. */
+    struct s3d_event *e;
+    CHECK_OK(s3d_device_event_new(dev, 0, &e));
+    CHECK_OK(s3d_device_copy_htod(dev, copy, d, src, 16));
+    CHECK_OK(s3d_device_event_record(dev, e, copy));
+    CHECK(s3d_device_event_query(dev, e) == 0);
+    CHECK_OK(s3d_device_event_sync(dev, e));
+    CHECK(s3d_device_event_query(dev, e) == 1);
+    s3d_device_event_free(dev, e);
+
+    s3d_device_stream_free(dev, copy);
+    s3d_device_stream_free(dev, caller);
+    s3d_device_mem_free(dev, 0, d);
+}
+
+static void device_count(void)
+{
+    struct s3d_device *dev;
+    CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &dev));
+    CHECK(s3d_device_count(dev) == 1); /* one by default */
+    s3d_device_free(dev);
+    setenv("S3D_DEVICE_EMULATE_COUNT", "2", 1);
+    CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &dev));
+    CHECK(s3d_device_count(dev) == 2);
+    s3d_device_emu_reset_ctx();
+    uint64_t d;
+    CHECK_OK(s3d_device_mem_alloc(dev, 1, 4096, &d));
+    CHECK(s3d_device_emu_ctx_used(1) && !s3d_device_emu_ctx_used(0));
+    int is_dev, ord;
+    CHECK_OK(s3d_device_pointer_info(dev, (void *)(uintptr_t)d, &is_dev, &ord));
+    CHECK(is_dev == 1 && ord == 1);
+    s3d_device_mem_free(dev, 1, d);
+    s3d_device_free(dev);
+    setenv("S3D_DEVICE_EMULATE_COUNT", "0", 1);
+    CHECK_ERR(s3d_device_open(S3D_DEVICE_EMULATE, &dev), S3D_EINVAL);
+    unsetenv("S3D_DEVICE_EMULATE_COUNT");
+}
+
+int main(void)
+{
+    struct s3d_device *dev;
+    CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &dev));
+    host_access_faults(dev);
+    host_pointer_refused(dev);
+    streams_and_waits(dev);
+    s3d_device_free(dev);
+    device_count();
+    printf("ok\n");
+    return 0;
+}
