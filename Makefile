@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DS3D_WERROR=ON
 
-.PHONY: all deps build test test-unit demo bench sanitize format-check install clean gpu-check
+.PHONY: all deps build test test-unit demo bench sanitize fuzz format-check install clean gpu-check
 
 all: build
 
@@ -30,6 +30,11 @@ sanitize:
 	@cmake --build build-asan -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1 S3D_NO_PYTEST=1 scripts/with-rgw.sh tests/run-tests.sh build-asan
 
+# The fuzz targets as libFuzzer binaries (clang, ASan+UBSan, build-fuzz/), each run for
+# FUZZ_TIME seconds (default 30) or FUZZ_RUNS executions; stops at the first crash.
+fuzz:
+	@scripts/fuzz.sh
+
 demo: deps build
 	@scripts/with-rgw.sh bench/demo.sh $(BUILD)
 
@@ -46,4 +51,4 @@ install: build
 	@cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

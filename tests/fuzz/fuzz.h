@@ -1,4 +1,4 @@
-/* fuzz.h - shared by the fuzz targets (fuzz_xml.c, fuzz_ini.c, fuzz_safetensors.c) and their
+/* fuzz.h - shared by the fuzz targets (fuzz_*.c: safetensors, xml, ini, index, uri) and their
  * plain driver fuzz_main.c.
  *
  * A target defines LLVMFuzzerTestOneInput, checks its invariants with REQUIRE, and gives the

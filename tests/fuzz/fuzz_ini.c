@@ -5,7 +5,7 @@
  * must be trimmed, with a lower-case key, and lie within the caps. The input, as a string,
  * also goes through s3d_config_parse_endpoint: an accepted URL must have a host and a port,
  * and its normalized form must parse again to the same fields.
- * Built by tests/unit/s3.cmake as a plain test (with fuzz_main.c) and, with -DS3D_FUZZ=ON
+ * Built by tests/fuzz/fuzz.cmake as a plain test (with fuzz_main.c) and, with -DS3D_FUZZ=ON
  * under clang, as a libFuzzer binary. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,9 @@
-/* fuzz_main.c - a plain driver for the libFuzzer-style targets (fuzz_xml.c, fuzz_ini.c,
- * fuzz_safetensors.c), so
- * they build with gcc and run as ordinary tests: every file of the corpus folder
- * (S3D_FUZZ_CORPUS, or the folders given as arguments) goes through LLVMFuzzerTestOneInput,
- * then every prefix of it (truncation), then a fixed number of seeded mutations (byte flips,
- * insertions of the target's tokens, deletions and duplications of short runs, the target's
- * own fix-up), all as exact-size heap copies so that ASan sees any
+/* fuzz_main.c - a plain driver for the libFuzzer-style targets (fuzz_*.c), so they build with
+ * gcc and run as ordinary tests: every file of the corpus folders (S3D_FUZZ_CORPUS, one or
+ * more folders separated by ':', or the folders given as arguments) goes through
+ * LLVMFuzzerTestOneInput, then every prefix of it (truncation), then a fixed number of seeded
+ * mutations (byte flips, insertions of the target's tokens, deletions and duplications of
+ * short runs, the target's own fix-up), all as exact-size heap copies so that ASan sees any
  * read past the end. Deterministic: the same corpus gives the same inputs on every run. */
 #include <dirent.h>
 #include <stdint.h>
@@ -145,8 +144,12 @@ int main(int argc, char **argv)
         for (i = 1; i < argc; i++)
             if (run_dir(argv[i], &count) < 0)
                 return 1;
-    } else if (run_dir(S3D_FUZZ_CORPUS, &count) < 0) {
-        return 1;
+    } else {
+        /* S3D_FUZZ_CORPUS: one folder, or several separated by ':'. */
+        char dirs[] = S3D_FUZZ_CORPUS, *save = NULL, *dir;
+        for (dir = strtok_r(dirs, ":", &save); dir != NULL; dir = strtok_r(NULL, ":", &save))
+            if (run_dir(dir, &count) < 0)
+                return 1;
     }
     if (count == 0) {
         fprintf(stderr, "empty corpus\n");

@@ -5,9 +5,9 @@
  * return must hold the format's invariants; an accepted header is then rebuilt with the
  * builder and parsed again, which must give the same tensors at the same offsets.
  *
- * Built two ways: with clang -fsanitize=fuzzer as a libFuzzer binary (tests/unit/format
- * .cmake), and with the plain driver fuzz_main.c as an ordinary test (every corpus file,
- * every prefix of it, a few hundred seeded mutations of it). */
+ * Built two ways (tests/fuzz/fuzz.cmake): with -DS3D_FUZZ=ON under clang as a libFuzzer
+ * binary, and with the plain driver fuzz_main.c as an ordinary test (every corpus file, every
+ * prefix of it, a few hundred seeded mutations of it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

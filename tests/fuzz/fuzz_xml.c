@@ -4,7 +4,7 @@
  * under ASan) with 0 or a negative code, leave a zeroed result on failure, and on success hand
  * back entries whose required fields are set. Then the escaping round trip: the input, as key
  * text, escaped into a DeleteResult and read back, must come back byte for byte.
- * Built by tests/unit/s3.cmake as a plain test (with fuzz_main.c) and, with -DS3D_FUZZ=ON
+ * Built by tests/fuzz/fuzz.cmake as a plain test (with fuzz_main.c) and, with -DS3D_FUZZ=ON
  * under clang, as a libFuzzer binary. */
 #include <stdio.h>
 #include <stdlib.h>
