@@ -10,7 +10,9 @@
  *   1. the field in struct s3d_client_options (NULL / 0 = not set);
  *   2. environment: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN (used as a
  *      set, only when both key id and secret are present), AWS_REGION then
- *      AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3 then AWS_ENDPOINT_URL, AWS_CA_BUNDLE;
+ *      AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3 then AWS_ENDPOINT_URL, AWS_CA_BUNDLE (then,
+ *      after the profile's ca_bundle: SSL_CERT_FILE, default_ca_bundle, the system's CA
+ *      files);
  *   3. the profile (options.profile, else AWS_PROFILE, else "default") in the shared
  *      credentials file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials) and then
  *      the config file (AWS_CONFIG_FILE, default ~/.aws/config, section "[profile NAME]" or
@@ -78,6 +80,11 @@ struct s3d_client_options {
     uint32_t low_speed_limit;     /* bytes per second; default 1024 */
     int32_t device;               /* CUDA device for the staging pool's context: -1 = never
                                      use a GPU; default 0 = find one at run time */
+    /* PEM file of trusted CAs used when none is configured (ca_bundle, AWS_CA_BUNDLE, the
+     * profile's ca_bundle, SSL_CERT_FILE), if it exists; tried before the system's files
+     * (the Debian, Red Hat, SUSE and Alpine paths), then libcurl's compiled-in path. The
+     * Python layer passes certifi's, as botocore uses certifi. Default: none. */
+    const char *default_ca_bundle;
 };
 
 /* Creates a client. opts may be NULL (all defaults). On success stores it in *out and returns

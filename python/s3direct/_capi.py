@@ -77,6 +77,7 @@ class ClientOptions(Structure):
         ("low_speed_time_s", c_uint32),
         ("low_speed_limit", c_uint32),
         ("device", c_int32),
+        ("default_ca_bundle", c_char_p),
     ]
 
 

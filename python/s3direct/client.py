@@ -19,6 +19,21 @@ _ADDRESSING = {None: 0, "auto": 0, "path": 1, "virtual": 2}
 _SIGNING = {None: 0, "auto": 0, "signed": 1, "unsigned": 2}
 
 
+def _certifi_bundle():
+    """certifi's CA file when certifi is importable, else None. The library uses it only when
+    no CA bundle is configured (ca_bundle, AWS_CA_BUNDLE, the profile, SSL_CERT_FILE), before
+    the system's files: the order botocore follows. A wheel's bundled libcurl needs one of
+    them, as its compiled-in path is Debian's (see src/s3/cabundle.h)."""
+    try:
+        import certifi
+    except ImportError:
+        return None
+    try:
+        return certifi.where()
+    except Exception:  # a broken certifi install must not stop the client
+        return None
+
+
 class Client:
     """Configuration not given here is resolved as the AWS CLI does (environment, then the
     profile in ~/.aws/credentials and ~/.aws/config, then defaults); see client.h.
@@ -53,9 +68,10 @@ class Client:
         o.struct_size = ctypes.sizeof(_capi.ClientOptions)
         # Keep the encoded strings alive until s3d_client_new has copied them.
         self._strings = [enc(endpoint_url), enc(region), enc(profile), enc(access_key_id),
-                         enc(secret_access_key), enc(session_token), enc(ca_bundle)]
+                         enc(secret_access_key), enc(session_token), enc(ca_bundle),
+                         enc(_certifi_bundle())]
         (o.endpoint_url, o.region, o.profile, o.access_key_id, o.secret_access_key,
-         o.session_token, o.ca_bundle) = self._strings
+         o.session_token, o.ca_bundle, o.default_ca_bundle) = self._strings
         o.addressing = _ADDRESSING[addressing]
         o.anonymous = 1 if anonymous else 0
         o.no_verify_ssl = 0 if verify_ssl else 1

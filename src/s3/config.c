@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/compiler.h"
 #include "common/error.h"
+#include "s3/cabundle.h"
 #include "s3/uri.h"
 
 /* ---- INI ------------------------------------------------------------------------------ */
@@ -490,6 +491,8 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
     ca = opts->ca_bundle && opts->ca_bundle[0] ? opts->ca_bundle : env("AWS_CA_BUNDLE");
     if (ca == NULL)
         ca = conf.ca_bundle;
+    ca = s3d_ca_bundle_choose(ca, env("SSL_CERT_FILE"), opts->default_ca_bundle, s3d_ca_file_usable,
+                              &out->ca_bundle_source);
     if ((rc = dup_or_null(&out->ca_bundle, ca)) < 0)
         goto fail;
     out->no_verify_ssl = opts->no_verify_ssl != 0;

@@ -61,11 +61,14 @@ struct s3d_config {
     const char *credential_source; /* "options", "env", "shared-credentials-file",
                                       "config-file", "none", "anonymous" */
     /* Transport. */
-    char *ca_bundle;     /* PEM file; NULL = system default */
+    char *ca_bundle;     /* PEM file; NULL = libcurl's default */
     int no_verify_ssl;   /* options only */
     int anonymous;       /* 1: do not sign; credentials are then NULL */
     int addressing;      /* as configured: S3D_ADDRESSING_AUTO, _PATH or _VIRTUAL */
     int payload_signing; /* resolved: S3D_PAYLOAD_SIGNED or S3D_PAYLOAD_UNSIGNED */
+    /* Where ca_bundle came from (s3/cabundle.h): "configured", "SSL_CERT_FILE",
+     * "default_ca_bundle", "system" or "curl-default" (ca_bundle NULL). */
+    const char *ca_bundle_source;
 };
 
 /* Resolves the configuration for opts (NULL = all defaults) into *out (which it overwrites;

@@ -94,6 +94,8 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
     }
     ctx->http.no_verify_ssl = ctx->cfg.no_verify_ssl;
     ctx->http.ca_bundle = ctx->cfg.ca_bundle;
+    S3D_INFO("CA bundle: %s (%s)", ctx->cfg.ca_bundle ? ctx->cfg.ca_bundle : "libcurl's default",
+             ctx->cfg.ca_bundle_source);
     ctx->http.verbose = getenv("S3D_CURL_VERBOSE") != NULL;
     return 0;
 

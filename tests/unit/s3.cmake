@@ -6,5 +6,6 @@ s3d_test(test_http_map unit/test_http_map.c)
 s3d_test(test_uri unit/test_uri.c)
 s3d_test(test_xml unit/test_xml.c)
 s3d_test(test_config unit/test_config.c)
+s3d_test(test_cabundle unit/test_cabundle.c)
 # sigv4_tool: signs JSON request descriptions for tests/py/test_sigv4_botocore.py (not a test).
 s3d_test(sigv4_tool unit/sigv4_tool.c)

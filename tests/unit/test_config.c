@@ -13,17 +13,10 @@
 static char home[512];
 
 static const char *const env_vars[] = {
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_ENDPOINT_URL",
-    "AWS_CA_BUNDLE",
-    "AWS_PROFILE",
-    "AWS_CONFIG_FILE",
-    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+    "AWS_REGION",        "AWS_DEFAULT_REGION",    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT_URL",  "AWS_CA_BUNDLE",         "SSL_CERT_FILE",
+    "AWS_PROFILE",       "AWS_CONFIG_FILE",       "AWS_SHARED_CREDENTIALS_FILE",
 };
 
 static void clear_env(void)
@@ -80,7 +73,11 @@ static void test_defaults(void)
     CHECK_STREQ(c.credential_source, "none");
     CHECK(c.access_key_id == NULL && c.secret_access_key == NULL && c.session_token == NULL);
     CHECK_STREQ(c.profile, "default");
-    CHECK(c.ca_bundle == NULL && c.anonymous == 0 && c.no_verify_ssl == 0);
+    CHECK(c.anonymous == 0 && c.no_verify_ssl == 0);
+    /* No bundle configured: the system's file when this machine has one (cabundle.h). */
+    CHECK(strcmp(c.ca_bundle_source, "system") == 0 ||
+          strcmp(c.ca_bundle_source, "curl-default") == 0);
+    CHECK((c.ca_bundle != NULL) == (strcmp(c.ca_bundle_source, "system") == 0));
     CHECK(c.addressing == S3D_ADDRESSING_AUTO);
     CHECK(s3d_config_addressing_resolved(&c) == S3D_ADDRESSING_VIRTUAL);
     CHECK(c.payload_signing == S3D_PAYLOAD_UNSIGNED);
@@ -240,6 +237,43 @@ static void test_region_and_ca(void)
     s3d_config_free(&c);
     o.region = "bad/region";
     CHECK_ERR(s3d_config_resolve(&o, &c), S3D_ECONFIG);
+}
+
+/* The CA bundle after the configured ones: SSL_CERT_FILE, then options.default_ca_bundle when
+ * it exists (the Python layer's certifi), then the system's files. */
+static void test_ca_fallbacks(void)
+{
+    struct s3d_client_options o = {0};
+    struct s3d_config c;
+    char pem[1024];
+    FILE *f;
+    reset();
+    snprintf(pem, sizeof(pem), "%s/certifi.pem", home);
+    f = fopen(pem, "w");
+    CHECK(f != NULL);
+    fclose(f);
+    o.default_ca_bundle = pem;
+    c = resolve_ok(&o);
+    CHECK_STREQ(c.ca_bundle, pem);
+    CHECK_STREQ(c.ca_bundle_source, "default_ca_bundle");
+    s3d_config_free(&c);
+    /* A default that does not exist is skipped (never handed to curl). */
+    o.default_ca_bundle = "/nonexistent/certifi.pem";
+    c = resolve_ok(&o);
+    CHECK(c.ca_bundle == NULL || strcmp(c.ca_bundle, "/nonexistent/certifi.pem") != 0);
+    s3d_config_free(&c);
+    o.default_ca_bundle = pem;
+    setenv("SSL_CERT_FILE", "/etc/ssl-cert-file.pem", 1);
+    c = resolve_ok(&o);
+    CHECK_STREQ(c.ca_bundle, "/etc/ssl-cert-file.pem");
+    CHECK_STREQ(c.ca_bundle_source, "SSL_CERT_FILE");
+    s3d_config_free(&c);
+    write_file("config", "[default]\nca_bundle = /etc/conf.pem\n");
+    c = resolve_ok(&o);
+    CHECK_STREQ(c.ca_bundle, "/etc/conf.pem");
+    CHECK_STREQ(c.ca_bundle_source, "configured");
+    s3d_config_free(&c);
+    unlink(pem);
 }
 
 static void test_endpoint_precedence(void)
@@ -616,6 +650,7 @@ int main(void)
     test_credential_precedence();
     test_profiles();
     test_region_and_ca();
+    test_ca_fallbacks();
     test_endpoint_precedence();
     test_nested_and_signing();
     test_file_syntax();

@@ -1,0 +1,129 @@
+"""Which CA file verifies an https endpoint when none is configured (src/s3/cabundle.h).
+
+A loopback https server with a self-signed certificate (made by openssl) stands in for S3 and
+answers every request with a NoSuchKey error: reaching it proves the TLS handshake passed,
+a TLS error proves it did not. The wheel's bundled libcurl carries Debian's compiled-in path,
+so the Python layer hands certifi's file to the library, which uses it (or SSL_CERT_FILE,
+AWS_CA_BUNDLE) before the system's files."""
+
+from __future__ import annotations
+
+import http.server
+import shutil
+import ssl
+import subprocess
+import threading
+
+import pytest
+
+NOSUCHKEY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code>'
+             b"<Message>none here</Message></Error>")
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def _reply(self, body: bool):
+        self.send_response(404)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(NOSUCHKEY)))
+        self.end_headers()
+        if body:
+            self.wfile.write(NOSUCHKEY)
+
+    def do_HEAD(self):  # noqa: N802 (http.server's names)
+        self._reply(False)
+
+    def do_GET(self):  # noqa: N802
+        self._reply(True)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl to make a certificate")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(cert), str(key))
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"https://127.0.0.1:{srv.server_address[1]}", str(cert)
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path, lib_path):
+    """No CA bundle from the environment or the shared files."""
+    for k in ("AWS_CA_BUNDLE", "SSL_CERT_FILE", "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+
+
+def _head(endpoint):
+    import s3direct
+
+    c = s3direct.Client(endpoint, access_key_id="AK", secret_access_key="SK",
+                        addressing="path", max_attempts=1, connect_timeout_ms=5000, device=-1)
+    try:
+        c.head("bucket", "key")
+    finally:
+        c.close()
+
+
+def _reached(endpoint):
+    """The handshake passed: the server's 404 came back."""
+    import s3direct
+
+    with pytest.raises(s3direct.S3DirectError) as ei:
+        _head(endpoint)
+    assert ei.value.http_status == 404, ei.value
+
+
+def _tls_fails(endpoint):
+    import s3direct
+
+    with pytest.raises(s3direct.TransferError) as ei:
+        _head(endpoint)
+    assert ei.value.name == "S3D_ETLS", ei.value
+
+
+def test_certifi_is_used_when_nothing_is_configured(tls_server, clean_env, monkeypatch):
+    certifi = pytest.importorskip("certifi")
+    endpoint, cert = tls_server
+    # The real certifi (or the system's file) does not trust the self-signed certificate.
+    _tls_fails(endpoint)
+    # certifi's file is what the client is given: pointing it at the certificate makes the
+    # handshake pass.
+    monkeypatch.setattr(certifi, "where", lambda: cert)
+    _reached(endpoint)
+
+
+def test_ssl_cert_file_and_aws_ca_bundle_come_first(tls_server, clean_env, monkeypatch):
+    certifi = pytest.importorskip("certifi")
+    endpoint, cert = tls_server
+    real_certifi = certifi.where()
+    monkeypatch.setattr(certifi, "where", lambda: cert)
+    # SSL_CERT_FILE comes before certifi: certifi's real file (without the certificate)
+    # there makes it fail.
+    other = real_certifi
+    monkeypatch.setenv("SSL_CERT_FILE", str(other))
+    _tls_fails(endpoint)
+    monkeypatch.setenv("SSL_CERT_FILE", cert)
+    _reached(endpoint)
+    # AWS_CA_BUNDLE comes before SSL_CERT_FILE.
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(other))
+    _tls_fails(endpoint)
+    monkeypatch.setenv("AWS_CA_BUNDLE", cert)
+    monkeypatch.setenv("SSL_CERT_FILE", str(other))
+    _reached(endpoint)
