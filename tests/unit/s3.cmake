@@ -9,3 +9,6 @@ s3d_test(test_config unit/test_config.c)
 s3d_test(test_cabundle unit/test_cabundle.c)
 # sigv4_tool: signs JSON request descriptions for tests/py/test_sigv4_botocore.py (not a test).
 s3d_test(sigv4_tool unit/sigv4_tool.c)
+# sign_bench: CPU cost of the payload hash and of signing, quoted in docs/internals/sigv4.md
+# (not a test; internal API, so it is built here).
+s3d_test(sign_bench ${PROJECT_SOURCE_DIR}/bench/sign_bench.c)
