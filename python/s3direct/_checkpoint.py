@@ -425,14 +425,16 @@ def load(uri, *, device="cpu", keys=None, progress=False, client=None, allow_pic
 
 # ---- load_into -------------------------------------------------------------------------------
 def _target_tensors(target):
-    """(names -> (path, tensor), [(path, optimizer)]) with the names save() would give."""
+    """(names -> (path, tensor), [(path, optimizer)], [module prefix]) with the names save()
+    would give."""
     names = _tree.Flattened()
-    found, optims = {}, []
+    found, optims, modules = {}, [], []
 
     def walk(obj, path):
         if isinstance(obj, torch.Tensor):
             found[names.unique_name(path)] = (path, obj)
         elif isinstance(obj, torch.nn.Module):
+            modules.append(".".join(str(p) for p in path))
             walk(obj.state_dict(), path)
         elif isinstance(obj, torch.optim.Optimizer):
             optims.append((path, obj))
@@ -444,7 +446,10 @@ def _target_tensors(target):
                 walk(v, path + (i,))
 
     walk(target, ())
-    return found, optims
+    if isinstance(target, dict) and target and all(isinstance(v, torch.Tensor)
+                                                   for v in target.values()):
+        modules.append("")  # a state dict: it stands for the whole checkpoint, as a module does
+    return found, optims, modules
 
 
 def _subtree(node, path, uri):
@@ -490,9 +495,12 @@ def load_into(target, uri, *, strict=True, progress=False, client=None, allow_pi
     first parameter) and given to optimizer.load_state_dict(), which restores state and
     hyper-parameters.
     strict: missing and unexpected tensors are errors; shape and dtype differences always are.
-    All problems are reported in ONE StateMismatch. Returns the checkpoint's structure with the
-    target's tensors in it (non-tensor leaves such as a step count come from the file)."""
-    found, optims = _target_tensors(target)
+    All problems are reported in ONE StateMismatch. A checkpoint name is "unexpected" only
+    under a module (or state dict) the target holds, as in load_state_dict; entries the target
+    has no place for (an "rng" tensor beside "model" and "optim") are loaded onto the CPU and
+    returned, not dropped. Returns the checkpoint's structure with the target's tensors in it
+    and everything else (step count, RNG state) from the file."""
+    found, optims, modules = _target_tensors(target)
     opt_prefixes = [(".".join(str(p) for p in path), path, opt) for path, opt in optims]
     with CheckpointReader(uri, client) as r:
         doc = _tree_doc(r)
@@ -504,13 +512,25 @@ def load_into(target, uri, *, strict=True, progress=False, client=None, allow_pi
                 raise errors.StateMismatch(
                     f"load_into {r.uri}: a plain safetensors file has no optimizer state "
                     f"(it was not written by s3direct.save)")
+        if doc is None:
+            modules = [""]  # a plain file is one state dict: every name is the target's
         plain = [n for n in file_names if not any(_under(n, p) for p, _, _ in opt_prefixes)]
         plain_set = set(plain)
         missing = [n for n in found if n not in plain_set]
-        unexpected = [n for n in plain if n not in found]
+        # A name under a module (or a state dict) the target has is unexpected, as in
+        # load_state_dict; other entries (an "rng" beside "model") are loaded and returned.
+        unexpected = [n for n in plain if n not in found
+                      and any(_under(n, m) for m in modules)]
         mismatched = []
         dests, copies, result = [], [], {}
+        extra = set(n for n in plain if n not in found) - set(unexpected)
         for name in plain:
+            if name in extra:
+                e = r.by_name[name]
+                t = torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device="cpu")
+                result[name] = t
+                dests.append((e, t, 0, 0))
+                continue
             if name not in found:
                 continue
             e = r.by_name[name]

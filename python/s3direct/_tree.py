@@ -5,7 +5,11 @@ The tree is stored in the safetensors ``__metadata__`` under TREE_KEY ("s3direct
 
     JSON null / true / false / integer / string   that leaf itself (ints of any size)
     {"f": "1.5"} / {"f": "inf"} / {"f": "nan"}    a float, as repr() (exact round trip)
-    {"t": "model.layer.weight"}                   a tensor, by its safetensors name
+    {"t": "model.layer.weight"}                   a tensor, by its safetensors name;
+                                                  "P": 1 an nn.Parameter ("g": 0 when it did
+                                                  not require grad), "g": 1 a plain tensor
+                                                  that required grad (readers that ignore
+                                                  them get plain tensors)
     {"d": [[key, NODE], ...]}                     a dict; key a JSON string or integer;
                                                   "o": 1 marks an OrderedDict
     {"l": [NODE, ...]} / {"T": [NODE, ...]}       a list / a tuple
@@ -83,7 +87,14 @@ def _flatten(obj, path, out: Flattened, allow_pickle, expand, active):
     if isinstance(obj, torch.Tensor):
         name = out.unique_name(path)
         out.tensors.append((name, path, obj))
-        return {"t": name}
+        node = {"t": name}
+        if isinstance(obj, torch.nn.Parameter):
+            node["P"] = 1
+            if not obj.requires_grad:
+                node["g"] = 0
+        elif obj.requires_grad:
+            node["g"] = 1
+        return node
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int) and type(obj) is int:
@@ -176,6 +187,19 @@ def walk(node, path=()):
                 yield from walk(v, path + (i,))
 
 
+def restore_grad(node: dict, t):
+    """The tensor as it was saved: an nn.Parameter ("P": 1, requires_grad unless "g": 0) or a
+    plain tensor that required grad ("g": 1). Tensors already of the right kind (load_into's
+    own) are returned as they are."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    if node.get("P") and not isinstance(t, torch.nn.Parameter):
+        return torch.nn.Parameter(t, requires_grad=bool(node.get("g", 1)))
+    if node.get("g") == 1 and not t.requires_grad and (t.is_floating_point() or t.is_complex()):
+        return t.requires_grad_(True)
+    return t
+
+
 def unflatten(node, tensors, *, allow_pickle: bool = False, path=()):
     """Rebuilds the structure. tensors maps a name to its tensor (a callable may be given
     instead: tensors(name, path) -> tensor)."""
@@ -184,7 +208,8 @@ def unflatten(node, tensors, *, allow_pickle: bool = False, path=()):
     if isinstance(node, dict):
         if "t" in node:
             name = node["t"]
-            return tensors(name, path) if callable(tensors) else tensors[name]
+            t = tensors(name, path) if callable(tensors) else tensors[name]
+            return restore_grad(node, t)
         if "f" in node:
             return float(node["f"])
         if "d" in node:

@@ -117,3 +117,64 @@ def test_torch_save_file_gets_a_hint(base, zipfile):
     with pytest.raises(s3direct.FormatError, match=r"torch\.save file.*torch\.load\("
                                                    r"s3direct\.reader"):
         s3direct.load(uri)
+
+
+# ---- load_into: entries without a target ------------------------------------------------------
+def small_training_state():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(5, 4)).sum().backward()
+    opt.step()
+    return model, opt
+
+
+def test_load_into_returns_untargeted_entries(base):
+    model, opt = small_training_state()
+    rng = torch.get_rng_state()
+    state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": 7, "rng": rng}
+    uri = f"{base}/state.safetensors"
+    s3direct.save(state, uri)
+    m2 = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    o2 = torch.optim.AdamW(m2.parameters(), lr=1e-3)
+    for strict in (True, False):
+        out = s3direct.load_into({"model": m2, "optim": o2}, uri, strict=strict)
+        assert out["step"] == 7
+        assert isinstance(out["rng"], torch.Tensor) and torch.equal(out["rng"], rng)
+        for k, v in model.state_dict().items():
+            assert torch.equal(m2.state_dict()[k], v)
+
+
+def test_load_into_module_still_strict_inside(base):
+    model, _ = small_training_state()
+    uri = f"{base}/m.safetensors"
+    sd = dict(model.state_dict())
+    sd["9.weight"] = torch.ones(2)
+    s3direct.save({"model": sd, "rng": torch.get_rng_state()}, uri)
+    m2 = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    with pytest.raises(s3direct.StateMismatch) as ei:
+        s3direct.load_into({"model": m2}, uri)
+    assert ei.value.unexpected == ["model.9.weight"]
+    out = s3direct.load_into({"model": m2}, uri, strict=False)
+    assert isinstance(out["rng"], torch.Tensor)
+
+
+# ---- nn.Parameter and requires_grad ------------------------------------------------------------
+def test_parameter_and_requires_grad_round_trip(base):
+    p = torch.nn.Parameter(torch.randn(3))
+    frozen = torch.nn.Parameter(torch.randn(2), requires_grad=False)
+    g = torch.randn(2).requires_grad_()
+    obj = {"p": p, "frozen": frozen, "g": g, "plain": torch.ones(2), "ints": torch.arange(3)}
+    uri = f"{base}/params.safetensors"
+    s3direct.save(obj, uri)
+    back = s3direct.load(uri)
+    assert type(back["p"]) is torch.nn.Parameter and back["p"].requires_grad
+    assert type(back["frozen"]) is torch.nn.Parameter and not back["frozen"].requires_grad
+    assert type(back["g"]) is torch.Tensor and back["g"].requires_grad
+    assert not back["plain"].requires_grad and not back["ints"].requires_grad
+    assert torch.equal(back["p"].detach(), p.detach())
+    # A plain safetensors reader sees ordinary tensors.
+    if not uri.startswith("s3://"):
+        from safetensors.torch import load_file
+
+        assert set(load_file(uri)) == set(obj)
