@@ -14,7 +14,7 @@ import threading
 
 import torch
 
-from . import _capi, _dtypes, _tree, errors
+from . import _capi, _dtypes, _tree, _uri, errors
 from ._capi import enc
 from ._progress import Progress
 from .client import resolve
@@ -143,7 +143,7 @@ def save(obj, uri, *, shard_size=None, metadata=None, checksum=True, progress=Fa
     """Saves obj (a tensor, a dict of tensors, or nested training state) to uri ("s3://bucket/
     key" or a local path) as one safetensors object, or as a sharded checkpoint with an index
     when shard_size (bytes per shard) is given. See docs/python.md."""
-    uri = os.fspath(uri)
+    uri = _uri.for_save(uri, bool(shard_size))
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
     srcs = [_prepare(t, name, path) for name, path, t in flat.tensors]
     _write(resolve(client), uri, srcs, metadata, flat.to_json(), shard_size=shard_size,
@@ -186,7 +186,7 @@ def save_async(obj, uri, *, shard_size=None, metadata=None, checksum=True, progr
     (pinned when CUDA is available); CUDA tensors into new device memory on the current stream.
     The caller may modify its tensors as soon as this returns. Saves run one at a time, in
     submission order."""
-    uri = os.fspath(uri)
+    uri = _uri.for_save(uri, bool(shard_size))
     c = resolve(client)
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
     srcs = [_snapshot(_prepare(t, name, path)) for name, path, t in flat.tensors]
@@ -258,9 +258,9 @@ class CheckpointReader:
     Use as a context manager or call close()."""
 
     def __init__(self, uri, client=None):
-        self.uri = os.fspath(uri)
         self._lib = _capi.lib()
         self._client = resolve(client)
+        self.uri = _uri.for_load(uri, self._client)
         h = ctypes.c_void_p()
         rc = self._lib.s3d_reader_open(self._client.handle, enc(self.uri), ctypes.byref(h))
         if rc < 0:
@@ -380,13 +380,30 @@ def _select(r, names, keys):
     return list(dict.fromkeys(chosen))
 
 
-def load(uri, *, device="cpu", keys=None, progress=False, client=None, allow_pickle=False,
-         verify=True):
+def _map_location(device, map_location):
+    """device, or torch.load's map_location given as its alias (a device or device string)."""
+    if map_location is None:
+        return device
+    if isinstance(map_location, (dict, type(lambda: 0))) or callable(map_location):
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL,
+            "map_location must be a device (str or torch.device) here: tensors are allocated "
+            "on it before the bytes arrive, so a dict or a function cannot remap them")
+    if device is not None and torch.device(device) != torch.device(map_location):
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL,
+            f"device={device!r} and map_location={map_location!r} disagree; give one")
+    return map_location
+
+
+def load(uri, *, device=None, keys=None, progress=False, client=None, allow_pickle=False,
+         verify=True, map_location=None):
     """Loads what save() stored: the same structure, tensors allocated on device. A plain
     safetensors file (no s3direct tree) gives a dict name -> tensor. keys: paths (tensor names
     or prefixes such as "model") -> only those tensors are fetched, returned as a flat dict
     name -> tensor."""
-    dev = _device(device)
+    device = _map_location(device, map_location)
+    dev = _device("cpu" if device is None else device)
     alloc_dev = dev if dev.type in ("cpu", "cuda") else torch.device("cpu")
     with CheckpointReader(uri, client) as r:
         doc = _tree_doc(r)

@@ -23,7 +23,7 @@ import logging
 import os
 import warnings
 
-from . import _capi, errors
+from . import _capi, _uri, errors
 from ._capi import enc
 from .client import buffer_pointer, resolve
 
@@ -248,7 +248,7 @@ class _LocalWriter(io.FileIO):
 
 def reader(uri, *, client=None, read_ahead: int = DEFAULT_READ_AHEAD):
     """A seekable binary file over the object (s3://...) or local file at uri."""
-    uri = os.fspath(uri)
+    uri = _uri.normalize(uri)
     if is_s3(uri):
         return S3Reader(uri, client=client, read_ahead=read_ahead)
     return open(uri, "rb")
@@ -256,7 +256,7 @@ def reader(uri, *, client=None, read_ahead: int = DEFAULT_READ_AHEAD):
 
 def writer(uri, *, client=None, part_size=None, max_concurrency=None, content_type=None):
     """A write-only binary file whose bytes become the object (or file) at uri on close()."""
-    uri = os.fspath(uri)
+    uri = _uri.normalize(uri)
     if is_s3(uri):
         return S3Writer(uri, client=client, part_size=part_size,
                         max_concurrency=max_concurrency, content_type=content_type)

@@ -178,3 +178,63 @@ def test_parameter_and_requires_grad_round_trip(base):
         from safetensors.torch import load_file
 
         assert set(load_file(uri)) == set(obj)
+
+
+# ---- URIs --------------------------------------------------------------------------------------
+def test_file_uri_is_a_local_path(tmp_path, lib_path):
+    path = tmp_path / "a b.safetensors"
+    s3direct.save({"w": torch.ones(2)}, "file://" + str(path).replace(" ", "%20"))
+    assert path.exists()
+    assert torch.equal(s3direct.load(f"file://{path}")["w"], torch.ones(2))
+    assert torch.equal(s3direct.load(path)["w"], torch.ones(2))  # os.PathLike
+    with s3direct.writer(f"file://{tmp_path}/x.bin") as f:
+        f.write(b"hi")
+    assert s3direct.reader(f"file://{tmp_path}/x.bin").read() == b"hi"
+
+
+@pytest.mark.parametrize("bad", ["s3:/bucket/key", "s3:bucket/key", "https://host/b/k",
+                                 "gs://b/k", "file://otherhost/x"])
+def test_non_s3_schemes_are_errors_not_file_names(tmp_path, lib_path, bad, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for call in (lambda: s3direct.load(bad), lambda: s3direct.save({"a": torch.ones(1)}, bad),
+                 lambda: s3direct.reader(bad), lambda: s3direct.writer(bad)):
+        with pytest.raises(s3direct.ConfigError) as ei:
+            call()
+        assert bad in str(ei.value)
+    assert os.listdir(tmp_path) == []
+    if bad.startswith("s3:/"):
+        assert "s3://bucket/key" in str(ei.value)
+
+
+def test_folder_loads_the_model_in_it(base):
+    w = {"a": torch.arange(4.0), "b": torch.ones(3)}
+    single, sharded = f"{base}/single/", f"{base}/sharded/"
+    if not base.startswith("s3://"):
+        os.makedirs(single)
+        os.makedirs(sharded)
+    s3direct.save(w, single)
+    s3direct.save(w, sharded, shard_size=16)
+    assert exists(single + "model.safetensors")
+    assert exists(sharded + "model.safetensors.index.json")
+    for folder in (single, sharded):
+        back = s3direct.load(folder)
+        assert torch.equal(back["a"], w["a"]) and torch.equal(back["b"], w["b"])
+        if not base.startswith("s3://"):
+            back = s3direct.load(folder.rstrip("/"))  # a local directory needs no slash
+            assert torch.equal(back["a"], w["a"])
+    empty = f"{base}/empty/"
+    if not base.startswith("s3://"):
+        os.makedirs(empty)
+    with pytest.raises(FileNotFoundError, match="neither model.safetensors nor"):
+        s3direct.load(empty)
+
+
+def test_map_location_is_an_alias_of_device(tmp_path, lib_path):
+    uri = str(tmp_path / "m.safetensors")
+    s3direct.save({"a": torch.ones(2)}, uri)
+    assert s3direct.load(uri, map_location="cpu")["a"].device.type == "cpu"
+    assert s3direct.load(uri, map_location=torch.device("cpu"))["a"].device.type == "cpu"
+    with pytest.raises(ValueError, match="map_location"):
+        s3direct.load(uri, map_location={"cuda:0": "cpu"})
+    with pytest.raises(ValueError, match="disagree"):
+        s3direct.load(uri, device="cpu", map_location="cuda:0")

@@ -1,0 +1,106 @@
+"""What a user may pass as a location, turned into what the C library takes.
+
+- ``s3://bucket/key``: as is (the C library parses it).
+- a local path (str or os.PathLike); ``file:///abs/path`` (or ``file://localhost/...``) is the
+  local path /abs/path.
+- anything else with a scheme (``https://``, ``gs://``, ``s3:/b/k`` with one slash) is an error,
+  never a local file name.
+- a folder (``s3://bucket/model/`` with its slash, or a local directory) holds a model as
+  Hugging Face writes it: load reads ``model.safetensors`` there, else
+  ``model.safetensors.index.json``; save writes ``model.safetensors`` (or the index, with
+  shard_size).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from typing import TYPE_CHECKING, Union
+
+from . import errors
+
+if TYPE_CHECKING:
+    from .client import Client
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+WEIGHTS_NAME = "model.safetensors"
+INDEX_NAME = "model.safetensors.index.json"
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def _bad(uri: str, why: str) -> errors.ConfigError:
+    return errors.ConfigError(errors._CODES["EURI"], f"{uri!r}: {why}")
+
+
+def normalize(uri: PathLike) -> str:
+    """An s3:// URI or a local path; ConfigError (EURI) for a location s3direct cannot use."""
+    u = os.fspath(uri)
+    if not isinstance(u, str):
+        raise errors.InvalidArgument(errors.S3D_EINVAL,
+                                     f"a location must be a str or os.PathLike of str: {u!r}")
+    if u.startswith("s3://"):
+        return u
+    m = _SCHEME.match(u)
+    if m is None or (len(m.group(1)) == 1 and os.name == "nt"):
+        return u  # a local path (a drive letter on Windows)
+    scheme = m.group(1).lower()
+    if scheme == "file":
+        p = urllib.parse.urlparse(u)
+        if p.netloc not in ("", "localhost"):
+            raise _bad(u, f"file:// URIs name a local path; host {p.netloc!r} is not local")
+        return urllib.parse.unquote(p.path)
+    if scheme in ("s3", "s3a", "s3n"):
+        rest = u[m.end():].lstrip("/")
+        raise _bad(u, f"not an S3 URI; write s3://{rest}")
+    raise _bad(u, f"{scheme}:// is not supported; s3direct takes s3://bucket/key URIs and "
+                  f"local paths (set endpoint_url on the Client for another S3 server)")
+
+
+def is_folder(uri: str) -> bool:
+    if uri.startswith("s3://"):
+        return uri.endswith("/")
+    return uri.endswith(os.sep) or os.path.isdir(uri)
+
+
+def _join(folder: str, name: str) -> str:
+    if folder.startswith("s3://"):
+        return folder + name
+    return os.path.join(folder, name)
+
+
+def for_load(uri: PathLike, client: "Client") -> str:
+    """normalize(), and a folder resolved to the model file in it (NoSuchKey when neither
+    model.safetensors nor model.safetensors.index.json is there)."""
+    u = normalize(uri)
+    if not is_folder(u):
+        return u
+    for name in (WEIGHTS_NAME, INDEX_NAME):
+        cand = _join(u, name)
+        if _exists(cand, client):
+            return cand
+    cls = errors.NoSuchKey if u.startswith("s3://") else errors.NoSuchFile
+    raise cls(errors._CODES["ENOSUCHKEY"] if u.startswith("s3://") else errors._CODES["ENOENT"],
+              f"{u}: the folder has neither {WEIGHTS_NAME} nor {INDEX_NAME}")
+
+
+def for_save(uri: PathLike, sharded: bool) -> str:
+    u = normalize(uri)
+    if is_folder(u):
+        return _join(u, INDEX_NAME if sharded else WEIGHTS_NAME)
+    return u
+
+
+def _exists(uri: str, client: "Client") -> bool:
+    if not uri.startswith("s3://"):
+        return os.path.isfile(uri)
+    from .streams import split_s3
+
+    bucket, key = split_s3(uri)
+    try:
+        client.head(bucket, key)
+        return True
+    except errors.NoSuchKey:
+        return False
