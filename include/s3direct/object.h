@@ -73,6 +73,31 @@ S3D_API int s3d_abort_multipart_upload(struct s3d_client *c, const char *bucket,
 S3D_API int s3d_presign(struct s3d_client *c, const char *method, const char *bucket,
                         const char *key, uint32_t expires_s, char *out, size_t out_cap);
 
+/* One multipart upload in progress; strings valid only during the callback. */
+struct s3d_upload_entry {
+    const char *key;
+    const char *upload_id;
+    int64_t initiated;         /* seconds since the epoch, 0 if the server sent none */
+    const char *storage_class; /* "STANDARD", ...; NULL if the server sent none */
+};
+/* Called once per upload, on the calling thread, in the server's order (by key, then by
+ * initiation time). Return non-zero to stop the listing early (then 0 is returned). */
+typedef int (*s3d_upload_entry_fn)(void *user, const struct s3d_upload_entry *entry);
+/* ListMultipartUploads over all pages, with each upload's initiation time (what an age filter
+ * needs). prefix may be NULL (every upload of the bucket). */
+S3D_API int s3d_list_uploads(struct s3d_client *c, const char *bucket, const char *prefix,
+                             s3d_upload_entry_fn fn, void *user);
+
+/* One bucket of the account; the name is valid only during the callback. */
+struct s3d_bucket_entry {
+    const char *name;
+    int64_t creation_date; /* seconds since the epoch, 0 if the server sent none */
+};
+typedef int (*s3d_bucket_fn)(void *user, const struct s3d_bucket_entry *entry);
+/* ListBuckets (all pages): the buckets the credentials own, on the calling thread, in the
+ * server's order (by name). Return non-zero from fn to stop early (then 0 is returned). */
+S3D_API int s3d_list_buckets(struct s3d_client *c, s3d_bucket_fn fn, void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -342,7 +342,7 @@ int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char
 }
 
 int s3d_op_list_uploads(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,
-                        s3d_upload_list_fn fn, void *user)
+                        s3d_upload_entry_fn fn, void *user)
 {
     char *key_marker = NULL, *id_marker = NULL;
     int rc = 0, stop = 0;
@@ -370,9 +370,12 @@ int s3d_op_list_uploads(struct s3d_s3ctx *ctx, const char *bucket, const char *p
         s3d_s3_op_cleanup(&op);
         if (rc < 0)
             break;
-        for (i = 0; i < res.n_uploads && !stop; i++)
-            if (fn(user, res.uploads[i].key, res.uploads[i].upload_id) != 0)
+        for (i = 0; i < res.n_uploads && !stop; i++) {
+            const struct s3d_xml_upload *x = &res.uploads[i];
+            struct s3d_upload_entry ent = {x->key, x->upload_id, x->initiated, x->storage_class};
+            if (fn(user, &ent) != 0)
                 stop = 1;
+        }
         free(key_marker);
         free(id_marker);
         key_marker = id_marker = NULL;
@@ -387,6 +390,50 @@ int s3d_op_list_uploads(struct s3d_s3ctx *ctx, const char *bucket, const char *p
     }
     free(key_marker);
     free(id_marker);
+    return rc;
+}
+
+int s3d_op_list_buckets(struct s3d_s3ctx *ctx, s3d_bucket_fn fn, void *user)
+{
+    char *token = NULL;
+    int rc = 0, stop = 0;
+
+    while (!stop) {
+        struct s3d_s3_op op;
+        struct s3d_xml_buckets_result res;
+        size_t i;
+        memset(&res, 0, sizeof(res));
+        op_init(&op, "ListBuckets", "GET", NULL, NULL);
+        if (token != NULL)
+            s3d_s3_op_add_query(&op, "continuation-token", token);
+        rc = s3d_s3_op_run(ctx, &op);
+        if (rc == 0) {
+            rc = s3d_xml_parse_list_buckets(op.req.resp.body.data ? op.req.resp.body.data : "",
+                                            op.req.resp.body.len, &res);
+            if (rc < 0)
+                s3d_fail_prefix(rc, "ListBuckets");
+        }
+        s3d_s3_op_cleanup(&op);
+        if (rc < 0)
+            break;
+        for (i = 0; i < res.n_buckets && !stop; i++) {
+            struct s3d_bucket_entry ent = {res.buckets[i].name, res.buckets[i].creation_date};
+            if (fn(user, &ent) != 0)
+                stop = 1;
+        }
+        free(token);
+        token = NULL;
+        /* A page without a token is the last; a server repeating the token would loop. */
+        if (res.continuation_token == NULL || res.continuation_token[0] == '\0' ||
+            res.n_buckets == 0)
+            stop = 1;
+        else {
+            token = res.continuation_token;
+            res.continuation_token = NULL;
+        }
+        s3d_xml_buckets_free(&res);
+    }
+    free(token);
     return rc;
 }
 

@@ -65,7 +65,10 @@ int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char
 
 /* ListMultipartUploads over every page. */
 int s3d_op_list_uploads(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,
-                        s3d_upload_list_fn fn, void *user);
+                        s3d_upload_entry_fn fn, void *user);
+
+/* ListBuckets over every page (continuation-token). */
+int s3d_op_list_buckets(struct s3d_s3ctx *ctx, s3d_bucket_fn fn, void *user);
 
 /* ListObjectsV2 over every page; delimiter NULL = recursive. */
 int s3d_op_list_objects(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,

@@ -776,6 +776,10 @@ static int uploads_end(void *ctx, const struct xml_name *stack, int depth, const
             return dup_text(&u->key, t, len);
         if (eq(&stack[2], "UploadId"))
             return dup_text(&u->upload_id, t, len);
+        if (eq(&stack[2], "Initiated"))
+            return s3d_time_parse_iso8601(t, len, &u->initiated);
+        if (eq(&stack[2], "StorageClass"))
+            return dup_text(&u->storage_class, t, len);
     }
     return 0;
 }
@@ -788,6 +792,7 @@ void s3d_xml_uploads_free(struct s3d_xml_uploads_result *r)
     for (i = 0; i < r->n_uploads; i++) {
         free(r->uploads[i].key);
         free(r->uploads[i].upload_id);
+        free(r->uploads[i].storage_class);
     }
     free(r->uploads);
     free(r->next_key_marker);
@@ -805,6 +810,72 @@ int s3d_xml_parse_list_uploads(const char *body, size_t len, struct s3d_xml_uplo
     memset(out, 0, sizeof(*out));
     if ((rc = xml_walk(DOC_UPLOADS, body, len, &h)) < 0)
         s3d_xml_uploads_free(out);
+    return rc;
+}
+
+/* ---- ListBuckets ----------------------------------------------------------------------- */
+
+#define DOC_BUCKETS "ListBuckets"
+
+struct buckets_ctx {
+    struct s3d_xml_buckets_result *r;
+    size_t cap;
+};
+
+static int buckets_start(void *ctx, const struct xml_name *stack, int depth)
+{
+    struct buckets_ctx *c = ctx;
+    int rc;
+    if ((rc = want_root(DOC_BUCKETS, stack, depth, "ListAllMyBucketsResult")) < 0)
+        return rc;
+    if (depth == 2 && eq(&stack[1], "Buckets") && eq(&stack[2], "Bucket"))
+        return grow((void **)&c->r->buckets, &c->r->n_buckets, &c->cap, sizeof(*c->r->buckets));
+    return 0;
+}
+
+static int buckets_end(void *ctx, const struct xml_name *stack, int depth, const char *t,
+                       size_t len)
+{
+    struct buckets_ctx *c = ctx;
+    struct s3d_xml_buckets_result *r = c->r;
+    struct s3d_xml_bucket *b;
+    if (depth == 1 && eq(&stack[1], "ContinuationToken"))
+        return dup_text(&r->continuation_token, t, len);
+    if (depth < 2 || !eq(&stack[1], "Buckets") || !eq(&stack[2], "Bucket"))
+        return 0;
+    b = &r->buckets[r->n_buckets - 1];
+    if (depth == 2 && (b->name == NULL || b->name[0] == '\0'))
+        return s3d_fail(S3D_EPROTO, DOC_BUCKETS " response: <Bucket> %zu has no <Name>",
+                        r->n_buckets);
+    if (depth == 3 && eq(&stack[3], "Name"))
+        return dup_text(&b->name, t, len);
+    if (depth == 3 && eq(&stack[3], "CreationDate"))
+        return s3d_time_parse_iso8601(t, len, &b->creation_date);
+    return 0;
+}
+
+void s3d_xml_buckets_free(struct s3d_xml_buckets_result *r)
+{
+    size_t i;
+    if (r == NULL)
+        return;
+    for (i = 0; i < r->n_buckets; i++)
+        free(r->buckets[i].name);
+    free(r->buckets);
+    free(r->continuation_token);
+    memset(r, 0, sizeof(*r));
+}
+
+int s3d_xml_parse_list_buckets(const char *body, size_t len, struct s3d_xml_buckets_result *out)
+{
+    struct buckets_ctx c = {out, 0};
+    struct xml_handler h = {buckets_start, buckets_end, &c};
+    int rc;
+    if ((rc = check_args(DOC_BUCKETS, body, out)) < 0)
+        return rc;
+    memset(out, 0, sizeof(*out));
+    if ((rc = xml_walk(DOC_BUCKETS, body, len, &h)) < 0)
+        s3d_xml_buckets_free(out);
     return rc;
 }
 

@@ -94,6 +94,8 @@ void s3d_xml_complete_free(struct s3d_xml_complete *c);
 struct s3d_xml_upload {
     char *key;
     char *upload_id;
+    int64_t initiated;   /* Initiated, seconds since the epoch; 0 when absent */
+    char *storage_class; /* NULL when absent */
 };
 
 struct s3d_xml_uploads_result {
@@ -107,6 +109,23 @@ struct s3d_xml_uploads_result {
 /* Parses a <ListMultipartUploadsResult>; each <Upload> needs Key and UploadId. */
 int s3d_xml_parse_list_uploads(const char *body, size_t len, struct s3d_xml_uploads_result *out);
 void s3d_xml_uploads_free(struct s3d_xml_uploads_result *r);
+
+/* ---- ListBuckets ---------------------------------------------------------------------- */
+
+struct s3d_xml_bucket {
+    char *name;
+    int64_t creation_date; /* seconds since the epoch; 0 when absent */
+};
+
+struct s3d_xml_buckets_result {
+    struct s3d_xml_bucket *buckets; /* n_buckets entries */
+    size_t n_buckets;
+    char *continuation_token; /* NULL when absent (the last or only page) */
+};
+
+/* Parses a <ListAllMyBucketsResult>; each <Buckets><Bucket> needs a <Name>. */
+int s3d_xml_parse_list_buckets(const char *body, size_t len, struct s3d_xml_buckets_result *out);
+void s3d_xml_buckets_free(struct s3d_xml_buckets_result *r);
 
 /* ---- DeleteObjects -------------------------------------------------------------------- */
 

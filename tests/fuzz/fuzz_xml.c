@@ -61,6 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct s3d_xml_complete c;
     struct s3d_xml_uploads_result u;
     struct s3d_xml_delete_result d;
+    struct s3d_xml_buckets_result b;
     char *id = NULL;
     size_t i;
     int rc;
@@ -103,6 +104,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             REQUIRE(u.uploads[i].key != NULL && u.uploads[i].upload_id != NULL);
         s3d_xml_uploads_free(&u);
     }
+    rc = s3d_xml_parse_list_buckets(s, size, &b);
+    REQUIRE(rc <= 0);
+    if (rc == 0) {
+        for (i = 0; i < b.n_buckets; i++)
+            REQUIRE(b.buckets[i].name != NULL && b.buckets[i].name[0] != '\0');
+        s3d_xml_buckets_free(&b);
+    }
+    REQUIRE(is_zero(&b, sizeof(b)));
     if (s3d_xml_parse_delete(s, size, &d) == 0) {
         for (i = 0; i < d.n_errors; i++)
             REQUIRE(d.errors[i].key != NULL && d.errors[i].code != NULL);

@@ -231,6 +231,9 @@ static void test_multipart(void)
     CHECK_STREQ(u.uploads[1].upload_id,
                 "VXBsb2FkIElEIGZvciBlbHZpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA");
     CHECK(u.is_truncated == 1);
+    CHECK(u.uploads[0].initiated == 1289422113); /* 2010-11-10T20:48:33Z */
+    CHECK_STREQ(u.uploads[0].storage_class, "STANDARD");
+    CHECK(u.uploads[1].initiated == 0 && u.uploads[1].storage_class == NULL);
     CHECK_STREQ(u.next_key_marker, "my-movie.m2ts");
     CHECK_STREQ(u.next_upload_id_marker, "YW55IGlkZWEgd2h5");
     s3d_xml_uploads_free(&u);
@@ -238,6 +241,44 @@ static void test_multipart(void)
                                            "</Upload></ListMultipartUploadsResult>"),
                                          &u),
               S3D_EPROTO);
+}
+
+static void test_list_buckets(void)
+{
+    struct s3d_xml_buckets_result b;
+    CHECK_OK(s3d_xml_parse_list_buckets(
+        T(DECL "<ListAllMyBucketsResult" NS "><Owner><ID>o</ID><DisplayName>d</DisplayName>"
+               "</Owner><Buckets><Bucket><Name>alpha</Name><CreationDate>2026-12-02T16:27:57"
+               ".000Z</CreationDate></Bucket><Bucket><Name>b&amp;c</Name></Bucket></Buckets>"
+               "<ContinuationToken>tok</ContinuationToken></ListAllMyBucketsResult>"),
+        &b));
+    CHECK_EQ_U64(b.n_buckets, 2);
+    CHECK_STREQ(b.buckets[0].name, "alpha");
+    CHECK(b.buckets[0].creation_date == 1796228877);
+    CHECK_STREQ(b.buckets[1].name, "b&c");
+    CHECK(b.buckets[1].creation_date == 0);
+    CHECK_STREQ(b.continuation_token, "tok");
+    s3d_xml_buckets_free(&b);
+    /* No buckets at all. */
+    CHECK_OK(s3d_xml_parse_list_buckets(T("<ListAllMyBucketsResult><Buckets/>"
+                                          "</ListAllMyBucketsResult>"),
+                                        &b));
+    CHECK_EQ_U64(b.n_buckets, 0);
+    CHECK(b.continuation_token == NULL);
+    s3d_xml_buckets_free(&b);
+    CHECK_ERR(s3d_xml_parse_list_buckets(T("<ListAllMyBucketsResult><Buckets><Bucket>"
+                                           "<CreationDate>2026-12-02T16:27:57Z</CreationDate>"
+                                           "</Bucket></Buckets></ListAllMyBucketsResult>"),
+                                         &b),
+              S3D_EPROTO);
+    CHECK_MSG_HAS("no <Name>");
+    CHECK(b.buckets == NULL && b.n_buckets == 0);
+    CHECK_ERR(s3d_xml_parse_list_buckets(T("<ListAllMyBucketsResult><Buckets><Bucket><Name>x"
+                                           "</Name><CreationDate>yesterday</CreationDate>"
+                                           "</Bucket></Buckets></ListAllMyBucketsResult>"),
+                                         &b),
+              S3D_EPROTO);
+    CHECK_ERR(s3d_xml_parse_list_buckets(T("<ListBucketResult/>"), &b), S3D_EPROTO);
 }
 
 static void test_delete(void)
@@ -488,6 +529,7 @@ int main(void)
     test_list();
     test_list_1000();
     test_multipart();
+    test_list_buckets();
     test_delete();
     test_malformed();
     test_limits();
