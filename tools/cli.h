@@ -29,6 +29,8 @@ enum {
     CLI_F_DRYRUN = 1 << 6,
     CLI_F_NO_VERIFY = 1 << 7,
     CLI_F_BATCH = 1 << 8,
+    CLI_F_S3API = 1 << 9,       /* --bucket --key --upload-id --prefix */
+    CLI_F_OLDER_THAN = 1 << 10, /* --older-than */
 };
 
 #define CLI_MAX_ARGS 8
@@ -59,6 +61,11 @@ struct cli_opts {
     int dryrun;               /* cp, rm */
     int no_verify;            /* verify: only read, skip the CRC32C check (for timing) */
     uint64_t batch_bytes;     /* verify: host memory per batch; 0 = default */
+    const char *bucket;       /* s3api */
+    const char *key;          /* s3api */
+    const char *upload_id;    /* s3api */
+    const char *prefix;       /* s3api */
+    int64_t older_than;       /* abort-uploads: seconds; -1 = not given */
     /* positional arguments */
     const char *args[CLI_MAX_ARGS];
     int nargs;
@@ -75,7 +82,7 @@ struct cli_command {
 
 /* The commands, defined in their cmd_*.c files. */
 extern const struct cli_command cli_cmd_cp, cli_cmd_ls, cli_cmd_rm, cli_cmd_stat, cli_cmd_mb,
-    cli_cmd_rb, cli_cmd_presign, cli_cmd_info, cli_cmd_verify;
+    cli_cmd_rb, cli_cmd_presign, cli_cmd_info, cli_cmd_verify, cli_cmd_s3api, cli_cmd_abort_uploads;
 
 /* ---- options.c ------------------------------------------------------------------------ */
 
@@ -96,6 +103,8 @@ extern const char cli_common_help[];
 /* "64MiB", "8M", "1.5G", "4096", "512k" -> bytes. k/M/G/T (also KB/KiB...) are powers of
  * 1024, as the AWS CLI reads them. 0 on success, -1 for anything else or overflow. */
 int cli_parse_size(const char *s, uint64_t *out);
+/* "90s", "30m", "24h", "7d", "2w", "1d12h", "0" -> seconds. 0 on success, -1 otherwise. */
+int cli_parse_duration(const char *s, int64_t *out);
 /* Decimal unsigned integer in [lo, hi]; 0 on success, -1 otherwise. */
 int cli_parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out);
 
@@ -137,6 +146,15 @@ int cli_is_s3(const char *s);
 #define CLI_BUCKET_CAP 64
 #define CLI_KEY_CAP    1025
 int cli_split_uri(const char *uri, char *bucket, char *key);
+
+/* Writes a key (or any name from outside) for a terminal: control bytes (below 0x20, 0x7f, and
+ * the UTF-8 C1 controls U+0080..U+009F) as \xNN, so a key cannot move the cursor, clear the
+ * screen or fake a line of output. Other bytes as they are. */
+void cli_put_key(FILE *f, const char *s);
+
+/* Writes s as a JSON string (quotes included): ", \\ and control bytes escaped, other bytes
+ * (UTF-8) as they are, as the AWS CLI's JSON output shows keys. */
+void cli_json_string(FILE *f, const char *s);
 
 /* "1.5 GiB" style into buf (cap >= 16). */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);

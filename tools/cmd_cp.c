@@ -93,8 +93,13 @@ static void say(const struct cli_opts *o, const char *what, const char *src, con
     if (o->quiet)
         return;
     /* With "-" as DEST the data owns stdout: the report goes to stderr. */
-    fprintf(strcmp(dst, "-") == 0 ? stderr : stdout, "%s%s: %s to %s\n",
-            o->dryrun ? "(dryrun) " : "", what, src, dst);
+    FILE *f = strcmp(dst, "-") == 0 ? stderr : stdout;
+
+    fprintf(f, "%s%s: ", o->dryrun ? "(dryrun) " : "", what);
+    cli_put_key(f, src);
+    fputs(" to ", f);
+    cli_put_key(f, dst);
+    fputc('\n', f);
 }
 
 static int upload(struct cp_ctx *x, const char *path, const char *bucket, const char *key)

@@ -38,8 +38,11 @@ static int rm_recursive(const struct cli_opts *o, struct s3d_client *c, const ch
             cli_fail(rc);
     }
     if (rc == 0 && !o->quiet)
-        for (i = 0; i < keys.n; i++)
-            printf("%sdelete: s3://%s/%s\n", o->dryrun ? "(dryrun) " : "", bucket, keys.keys[i]);
+        for (i = 0; i < keys.n; i++) {
+            printf("%sdelete: s3://%s/", o->dryrun ? "(dryrun) " : "", bucket);
+            cli_put_key(stdout, keys.keys[i]);
+            putchar('\n');
+        }
     cli_keys_free(&keys);
     return rc < 0 ? CLI_EXIT_FAIL : 0;
 }
@@ -63,14 +66,20 @@ static int run(const struct cli_opts *o)
         rc = rm_recursive(o, c, bucket, key);
     } else if (o->dryrun) {
         rc = 0;
-        if (!o->quiet)
-            printf("(dryrun) delete: s3://%s/%s\n", bucket, key);
+        if (!o->quiet) {
+            printf("(dryrun) delete: s3://%s/", bucket);
+            cli_put_key(stdout, key);
+            putchar('\n');
+        }
     } else {
         rc = s3d_delete_object(c, bucket, key);
         if (rc < 0)
             rc = cli_fail(rc);
-        else if (!o->quiet)
-            printf("delete: s3://%s/%s\n", bucket, key);
+        else if (!o->quiet) {
+            printf("delete: s3://%s/", bucket);
+            cli_put_key(stdout, key);
+            putchar('\n');
+        }
     }
     s3d_client_free(c);
     return rc;

@@ -8,8 +8,9 @@
 #include "cli.h"
 
 static const struct cli_command *const commands[] = {
-    &cli_cmd_cp, &cli_cmd_ls,      &cli_cmd_rm,   &cli_cmd_stat,   &cli_cmd_mb,
-    &cli_cmd_rb, &cli_cmd_presign, &cli_cmd_info, &cli_cmd_verify,
+    &cli_cmd_cp,    &cli_cmd_ls,      &cli_cmd_rm,   &cli_cmd_stat,   &cli_cmd_mb,
+    &cli_cmd_rb,    &cli_cmd_presign, &cli_cmd_info, &cli_cmd_verify, &cli_cmd_abort_uploads,
+    &cli_cmd_s3api,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -22,7 +23,7 @@ static void print_help(FILE *f)
                "ranged GETs and multipart uploads, and inspects safetensors checkpoints.\n\n"
                "Commands:\n");
     for (i = 0; i < NCOMMANDS; i++)
-        fprintf(f, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
+        fprintf(f, "  %-13s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(f, "\n%s", cli_common_help);
     fprintf(f,
             "  --version            print the version of the tool and of the library\n\n"

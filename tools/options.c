@@ -33,6 +33,11 @@ enum opt_id {
     O_DRYRUN,
     O_NO_VERIFY,
     O_BATCH,
+    O_BUCKET,
+    O_KEY,
+    O_UPLOAD_ID,
+    O_PREFIX,
+    O_OLDER_THAN,
 };
 
 struct opt_def {
@@ -65,6 +70,11 @@ static const struct opt_def opt_defs[] = {
     {"--dryrun", 0, 0, CLI_F_DRYRUN, O_DRYRUN},
     {"--no-verify", 0, 0, CLI_F_NO_VERIFY, O_NO_VERIFY},
     {"--batch-size", 0, 1, CLI_F_BATCH, O_BATCH},
+    {"--bucket", 0, 1, CLI_F_S3API, O_BUCKET},
+    {"--key", 0, 1, CLI_F_S3API, O_KEY},
+    {"--upload-id", 0, 1, CLI_F_S3API, O_UPLOAD_ID},
+    {"--prefix", 0, 1, CLI_F_S3API, O_PREFIX},
+    {"--older-than", 0, 1, CLI_F_OLDER_THAN, O_OLDER_THAN},
 };
 
 const char cli_common_help[] =
@@ -93,6 +103,56 @@ void cli_opts_init(struct cli_opts *o)
     o->progress = -1;
     o->expires_in = 3600;
     o->method = "GET";
+    o->older_than = -1;
+}
+
+int cli_parse_duration(const char *s, int64_t *out)
+{
+    int64_t total = 0;
+
+    if (s == NULL || *s == '\0')
+        return -1;
+    if (strcmp(s, "0") == 0) {
+        *out = 0;
+        return 0;
+    }
+    while (*s) {
+        char *end;
+        unsigned long long v;
+        int64_t mult;
+
+        if (*s < '0' || *s > '9')
+            return -1;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0 || v > (1ull << 40))
+            return -1;
+        switch (*end) {
+        case 's':
+            mult = 1;
+            break;
+        case 'm':
+            mult = 60;
+            break;
+        case 'h':
+            mult = 3600;
+            break;
+        case 'd':
+            mult = 86400;
+            break;
+        case 'w':
+            mult = 7 * 86400;
+            break;
+        default:
+            return -1; /* a unit is required: "10" could mean seconds or days */
+        }
+        total += (int64_t)v * mult;
+        if (total > ((int64_t)1 << 50))
+            return -1;
+        s = end + 1;
+    }
+    *out = total;
+    return 0;
 }
 
 int cli_parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
@@ -249,6 +309,25 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
     case O_BATCH:
         if (cli_parse_size(val, &o->batch_bytes) != 0 || o->batch_bytes == 0)
             goto bad;
+        break;
+    case O_BUCKET:
+        o->bucket = val;
+        break;
+    case O_KEY:
+        o->key = val;
+        break;
+    case O_UPLOAD_ID:
+        o->upload_id = val;
+        break;
+    case O_PREFIX:
+        o->prefix = val;
+        break;
+    case O_OLDER_THAN:
+        if (cli_parse_duration(val, &o->older_than) != 0) {
+            snprintf(err, cap,
+                     "--older-than: \"%s\" is not a duration (e.g. 90s, 30m, 24h, 7d, 2w, 0)", val);
+            return -1;
+        }
         break;
     }
     return 0;

@@ -33,6 +33,8 @@ COMMAND_FLAGS = {
     "presign": ["--expires-in", "--method"],
     "info": [],
     "verify": ["--batch-size", "--no-verify"],
+    "s3api": ["--bucket", "--key", "--upload-id", "--prefix"],
+    "abort-uploads": ["--older-than", "--dryrun"],
 }
 
 
@@ -115,7 +117,7 @@ def test_version(cli):
     (["cp", "s3://b/k", "x", "--part-size", "8Q"], '"8Q" is not a valid size'),
     (["cp", "s3://b/k", "x", "--concurrency", "0"], "--concurrency"),
     (["presign", "s3://b/k", "--expires-in", "604801"], "--expires-in"),
-    (["ls"], "listing buckets is not supported"),
+    (["ls", "--recursive"], "--recursive and --summarize need s3://BUCKET"),
     (["ls", "s3://b", "--bogus"], "unknown option --bogus"),
     (["rm", "s3://bkt/dir/"], "use --recursive"),
     (["stat", "s3://bkt"], "names a bucket"),
