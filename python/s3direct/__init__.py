@@ -71,7 +71,10 @@ def library_version() -> str:
     return _capi.lib().s3d_version_string().decode()
 
 
-_TORCH_API = ("save", "load", "load_into", "save_async", "open_checkpoint", "CheckpointReader")
+_TORCH_API = {"save": "._checkpoint", "load": "._checkpoint", "load_into": "._checkpoint",
+              "save_async": "._checkpoint", "safe_open": "._safe_open"}
+# Private since safe_open took their place; still reachable, with a DeprecationWarning.
+_DEPRECATED = {"open_checkpoint": "safe_open", "CheckpointReader": "safe_open"}
 
 
 def __getattr__(name):
@@ -80,17 +83,23 @@ def __getattr__(name):
     import importlib
 
     if name in _TORCH_API:
-        mod = importlib.import_module("._checkpoint", __name__)
+        mod = importlib.import_module(_TORCH_API[name], __name__)
         value = getattr(mod, name)
         globals()[name] = value
         return value
+    if name in _DEPRECATED:
+        import warnings
+
+        warnings.warn(f"s3direct.{name} is private; use s3direct.{_DEPRECATED[name]}",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module("._checkpoint", __name__), name)
     if name == "dcp":
         return importlib.import_module(".dcp", __name__)
     raise AttributeError(f"module 's3direct' has no attribute {name!r}")
 
 
 __all__ = [
-    "save", "load", "load_into", "save_async", "open_checkpoint", "CheckpointReader",
+    "save", "load", "load_into", "save_async", "safe_open",
     "Client", "default_client", "reader", "writer", "library_version",
     "S3DirectError", "NoSuchKey", "NoSuchFile", "NoSuchBucket", "AccessDenied", "SignatureDoesNotMatch",
     "InvalidAccessKeyId", "ChecksumMismatch", "FormatError", "TransferError", "Timeout", "ConfigError",

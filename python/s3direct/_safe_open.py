@@ -1,0 +1,255 @@
+"""safe_open: the safetensors API (``safetensors.safe_open``) over S3, local files and
+Hugging Face index URIs, served by the C reader.
+
+Opening reads the header(s) only. get_tensor() fetches one tensor's byte range; get_slice()
+returns a lazy slice whose ``[...]`` fetches only the byte ranges that hold the selected
+elements (one ranged read per contiguous run, all in one planned transfer).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import torch
+
+from . import _dtypes, errors
+from ._checkpoint import CheckpointReader, TensorEntry, _device
+from .client import Client
+
+# More runs than this and a slice reads the rows that bound it instead (one range).
+_MAX_RUNS = 1 << 16
+
+class safe_open:  # noqa: N801 - the name safetensors users know
+    """An open checkpoint, as ``safetensors.safe_open(path, framework="pt", device=...)``.
+
+    Args:
+        uri: ``s3://bucket/key``, a local path or ``file://`` URI, a ``.safetensors.index.json``
+            (its shards are opened together) or a folder holding ``model.safetensors`` or
+            ``model.safetensors.index.json``.
+        framework: ``"pt"`` (or ``"torch"``, ``"pytorch"``); other frameworks are not served.
+        device: where tensors are allocated: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, an int
+            (a CUDA ordinal, as safetensors takes it) or a ``torch.device``.
+        client: the Client to use (default: the process's default client).
+        verify: check each whole tensor against its stored CRC32C (slices are not checked).
+
+    Raises:
+        NoSuchKey / NoSuchFile: nothing at uri. FormatError: not a safetensors file (a
+        ``torch.save`` file says so). ConfigError: a location s3direct cannot use.
+
+    Use as a context manager, or call close().
+    """
+
+    def __init__(self, uri: Union[str, "os.PathLike[str]"], framework: str = "pt",
+                 device: Union[str, int, torch.device] = "cpu", *,
+                 client: Optional[Client] = None, verify: bool = True) -> None:
+        if framework not in ("pt", "torch", "pytorch"):
+            raise errors.NotSupported(errors.S3D_ENOTSUP,
+                                      f"safe_open: framework {framework!r} is not served; "
+                                      f"s3direct gives PyTorch tensors (framework='pt')")
+        if isinstance(device, int):
+            device = torch.device("cuda", device)
+        self._device = _device(device)
+        self._verify = verify
+        self._r: Optional[CheckpointReader] = CheckpointReader(uri, client)
+
+    @property
+    def uri(self) -> str:
+        """The object or file opened (a folder resolved to the model file in it)."""
+        return self._reader().uri
+
+    def _reader(self) -> CheckpointReader:
+        if self._r is None:
+            raise ValueError("safe_open: the file is closed")
+        return self._r
+
+    def _entry(self, name: str) -> TensorEntry:
+        r = self._reader()
+        e = r.by_name.get(name)
+        if e is None:
+            raise KeyError(f"{r.uri}: no tensor named {name!r}")
+        return e
+
+    def keys(self) -> List[str]:
+        """The tensor names, sorted (as safetensors returns them)."""
+        return sorted(self._reader().by_name)
+
+    def offset_keys(self) -> List[str]:
+        """The tensor names in the order of their data in the file(s)."""
+        return [e.name for e in self._reader().tensors]
+
+    def metadata(self) -> Optional[Dict[str, str]]:
+        """The ``__metadata__`` of the file (of the first shard for an index), or None."""
+        md = self._reader().metadata()
+        return md or None
+
+    def get_tensor(self, name: str) -> torch.Tensor:
+        """The whole tensor, allocated on the device and filled by one ranged read.
+
+        Raises:
+            KeyError: no tensor of that name. ChecksumMismatch: the bytes differ from the
+            stored CRC32C.
+        """
+        r = self._reader()
+        e = self._entry(name)
+        dev = self._device
+        alloc = dev if dev.type in ("cpu", "cuda") else torch.device("cpu")
+        t = torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device=alloc)
+        r.read([(e, t, 0, 0)], verify=self._verify)
+        return t if alloc == dev else t.to(dev)
+
+    def get_slice(self, name: str) -> "TensorSlice":
+        """A lazy view of one tensor: ``get_shape()``, ``get_dtype()``, and ``[index]`` (ints,
+        slices with positive steps, ``...``) which fetches only the bytes it selects."""
+        return TensorSlice(self, self._entry(name))
+
+    def close(self) -> None:
+        r, self._r = self._r, None
+        if r is not None:
+            r.close()
+
+    def __enter__(self) -> "safe_open":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TensorSlice:
+    """What safe_open.get_slice returns (safetensors' PySafeSlice)."""
+
+    def __init__(self, f: safe_open, e: TensorEntry) -> None:
+        self._f = f
+        self._e = e
+
+    def get_shape(self) -> List[int]:
+        return list(self._e.shape)
+
+    def get_dtype(self) -> str:
+        """The safetensors dtype string ("F32", "BF16", ...)."""
+        return _dtypes.name(self._e.dtype)
+
+    def __len__(self) -> int:
+        if not self._e.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return int(self._e.shape[0])
+
+    def __getitem__(self, index: Any) -> torch.Tensor:
+        f, e = self._f, self._e
+        r = f._reader()
+        dtype = e.torch_dtype(r.uri)
+        shape = list(e.shape)
+        sel = _normalize(index, shape, r.uri, e.name)  # per dim: (start, stop, step, is_int)
+        esize = torch.empty((), dtype=dtype).element_size()
+        # d: the innermost dim that is not taken whole; the dims after it are contiguous.
+        d = len(shape) - 1
+        while d >= 0 and sel[d][0] == 0 and sel[d][1] == shape[d] and sel[d][2] == 1:
+            d -= 1
+        dev = f._device
+        alloc = dev if dev.type in ("cpu", "cuda") else torch.device("cpu")
+        counts = [len(range(*s[:3])) for s in sel]
+        if any(c == 0 for c in counts) or d < 0:
+            if any(c == 0 for c in counts):
+                out = torch.empty([c for c, s in zip(counts, sel) if not s[3]], dtype=dtype,
+                                  device=alloc)
+                return out if alloc == dev else out.to(dev)
+            d = -1  # everything selected whole: one range
+        inner = math.prod(shape[d + 1:]) if d + 1 < len(shape) else 1
+        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+        if d >= 0:
+            lo, hi = sel[d][0], sel[d][0] + (counts[d] - 1) * sel[d][2] + 1  # bounding range
+            outer = [range(*sel[i][:3]) for i in range(d)]
+            nruns = math.prod(counts[:d]) if d else 1
+            if nruns > _MAX_RUNS:
+                # Too many small runs: read the rows that bound the selection, index in memory.
+                first = sel[0][0]
+                last = sel[0][0] + (counts[0] - 1) * sel[0][2]
+                sub = self._read_runs(r, e, [first * strides[0] * esize],
+                                      (last - first + 1) * strides[0] * esize, alloc)
+                sub = sub.view(dtype).reshape([last - first + 1] + shape[1:])
+                idx = [slice(None, None, sel[0][2])] + [slice(s[0], s[1], s[2])
+                                                        for s in sel[1:]]
+                out = sub[tuple(idx)]
+                out = _squeeze_ints(out, sel)
+                out = out.contiguous()
+                return out if alloc == dev else out.to(dev)
+            run_elems = (hi - lo) * inner
+            offsets = []
+            for pos in _product(outer):
+                base = sum(p * strides[i] for i, p in enumerate(pos)) + lo * strides[d]
+                offsets.append(base * esize)
+            buf = self._read_runs(r, e, offsets, run_elems * esize, alloc)
+            out = buf.view(dtype).reshape(counts[:d] + [hi - lo] + shape[d + 1:])
+            if sel[d][2] != 1:
+                idx = [slice(None)] * d + [slice(None, None, sel[d][2])]
+                out = out[tuple(idx)]
+        else:
+            buf = self._read_runs(r, e, [0], e.nbytes, alloc)
+            out = buf.view(dtype).reshape(shape)
+        out = _squeeze_ints(out, sel).contiguous()
+        return out if alloc == dev else out.to(dev)
+
+    @staticmethod
+    def _read_runs(r: CheckpointReader, e: TensorEntry, offsets: List[int], length: int,
+                   device: torch.device) -> torch.Tensor:
+        """Reads `length` bytes at each offset of the tensor into one buffer, back to back."""
+        buf = torch.empty(len(offsets) * length, dtype=torch.uint8, device=device)
+        if length:
+            dests = [(e, buf[i * length:(i + 1) * length], off, length)
+                     for i, off in enumerate(offsets)]
+            r.read(dests, verify=False)
+        return buf
+
+
+def _product(ranges: List[range]) -> Any:
+    if not ranges:
+        yield ()
+        return
+    for v in ranges[0]:
+        for rest in _product(ranges[1:]):
+            yield (v,) + rest
+
+
+def _squeeze_ints(t: torch.Tensor, sel: List[Tuple[int, int, int, bool]]) -> torch.Tensor:
+    idx = tuple(0 if s[3] else slice(None) for s in sel)
+    return t[idx] if any(s[3] for s in sel) else t
+
+
+def _normalize(index: Any, shape: List[int], uri: str,
+               name: str) -> List[Tuple[int, int, int, bool]]:
+    if not isinstance(index, tuple):
+        index = (index,)
+    if sum(1 for i in index if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    n_real = sum(1 for i in index if i is not Ellipsis)
+    if n_real > len(shape):
+        raise IndexError(f"{uri}: {name} has {len(shape)} dimensions, the index has {n_real}")
+    expanded: List[Any] = []
+    for i in index:
+        if i is Ellipsis:
+            expanded.extend([slice(None)] * (len(shape) - n_real))
+        else:
+            expanded.append(i)
+    expanded.extend([slice(None)] * (len(shape) - len(expanded)))
+    out = []
+    for dim, (i, n) in enumerate(zip(expanded, shape)):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step <= 0:
+                raise ValueError(f"{uri}: {name}: slice steps must be positive")
+            if stop < start:
+                stop = start
+            out.append((start, stop, step, False))
+        elif isinstance(i, int) or (isinstance(i, torch.Tensor) and i.dim() == 0
+                                    and not i.is_floating_point()):
+            k = int(i)
+            if k < -n or k >= n:
+                raise IndexError(f"{uri}: {name}: index {k} is out of range for dimension "
+                                 f"{dim} of size {n}")
+            k %= n
+            out.append((k, k + 1, 1, True))
+        else:
+            raise TypeError(f"{uri}: {name}: unsupported index {i!r} (ints, slices and ... "
+                            f"are)")
+    return out
