@@ -291,6 +291,29 @@ static int index_tensors(struct s3d_reader *r)
     return 0;
 }
 
+/* Every shard must come from the save that wrote the index (index.h): a save that died after
+ * replacing some shards leaves the old index over new shards, each of which passes its own
+ * CRCs, so without this check a load would return a mix of two checkpoints. An index without
+ * an id (Hugging Face, or s3direct before ids) vouches only for shards without one. */
+static int check_generation(const struct s3d_reader *r, const struct s3d_st_index *ix,
+                            const char *index_path)
+{
+    for (size_t i = 0; i < r->n_shards; i++) {
+        const char *g = s3d_st_meta_get(&r->shards[i].hdr, S3D_ST_META_GENERATION);
+        if (ix->generation == NULL && g == NULL)
+            continue;
+        if (ix->generation != NULL && g != NULL && strcmp(ix->generation, g) == 0)
+            continue;
+        return s3d_fail(S3D_EFMT_INDEX,
+                        "%s: shard %s was written by another save (generation %.40s) than the "
+                        "index (generation %.40s): the checkpoint was partly overwritten, by a "
+                        "save that did not finish or by two saves at once; save it again",
+                        index_path, r->shards[i].uri, g != NULL ? g : "none",
+                        ix->generation != NULL ? ix->generation : "none");
+    }
+    return 0;
+}
+
 /* Opens the shards named by an index file and checks that the index tells the truth. */
 static int open_index(struct s3d_reader *r, const struct s3d_loc *loc)
 {
@@ -320,6 +343,9 @@ static int open_index(struct s3d_reader *r, const struct s3d_loc *loc)
         if (rc < 0)
             goto fail;
     }
+    rc = check_generation(r, &ix, loc->path);
+    if (rc < 0)
+        goto fail;
     rc = index_tensors(r);
     if (rc < 0)
         goto fail;

@@ -27,7 +27,10 @@
  * patched. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/compiler.h"
@@ -549,10 +552,11 @@ out:
     return rc;
 }
 
-/* Writes tensors t[0..n) with the metadata as one safetensors object or file at uri. */
+/* Writes tensors t[0..n) with the metadata as one safetensors object or file at uri;
+ * generation (NULL for a lone object) is the id of the sharded save this shard belongs to. */
 static int write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
                      const char *uri, const struct s3d_tensor_src *t, size_t n,
-                     const struct s3d_metadata_entry *meta, size_t n_meta,
+                     const struct s3d_metadata_entry *meta, size_t n_meta, const char *generation,
                      const struct s3d_write_options *o)
 {
     struct shard_writer w;
@@ -579,7 +583,7 @@ static int write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_po
         rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
         goto out;
     }
-    rc = s3d_st_build(t, n, meta, n_meta, w.with_crc, &hdr, NULL, crc_pos);
+    rc = s3d_st_build_gen(t, n, meta, n_meta, w.with_crc, generation, &hdr, NULL, crc_pos);
     if (rc < 0) {
         s3d_fail_prefix(rc, "%s", uri);
         goto out;
@@ -643,6 +647,32 @@ static int write_small(struct s3d_client *c, struct s3d_device *dev, const char 
     }
 }
 
+/* A fresh id for one sharded save: 128 random bits as 32 hex digits. Uniqueness is all that
+ * matters (it tells this save's shards from another's), so if the kernel has no entropy to
+ * give, time, pid and a counter stand in. */
+static void new_generation(char out[33])
+{
+    static const char hex[] = "0123456789abcdef";
+    static unsigned counter;
+    uint8_t b[16];
+    if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+        struct timespec ts;
+        uint64_t x[2];
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x[0] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        x[1] = ((uint64_t)getpid() << 32) ^ __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+        memcpy(b, x, sizeof(b));
+    }
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 0xF];
+    }
+    out[32] = '\0';
+}
+
+/* Shards first, the index last. Every shard and the index carry one generation id (index.h),
+ * so an index never vouches for shards of another save: a save that dies after replacing
+ * some shards leaves a checkpoint the reader refuses instead of a mix of two saves. */
 static int write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
                          const char *uri, const struct s3d_tensor_src *t, size_t n,
                          const struct s3d_metadata_entry *meta, size_t n_meta,
@@ -658,8 +688,10 @@ static int write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3
     struct s3d_write_options so = *o;
     uint32_t nshards = 0;
     uint64_t acc_bytes = 0, total = 0;
+    char generation[33];
     int rc = 0;
 
+    new_generation(generation);
     s3d_dynbuf_init(&name, 4096);
     s3d_dynbuf_init(&path, 8192);
     s3d_dynbuf_init(&index, S3D_ST_INDEX_MAX);
@@ -701,7 +733,7 @@ static int write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3
             rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
             goto out;
         }
-        rc = write_one(c, dev, pool, path.data, t + first[k], cnt, meta, n_meta, &so);
+        rc = write_one(c, dev, pool, path.data, t + first[k], cnt, meta, n_meta, generation, &so);
         if (rc < 0)
             goto out;
         for (size_t i = first[k]; i < first[k + 1]; i++) {
@@ -710,7 +742,7 @@ static int write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3
             acc.base += t[i].nbytes;
         }
     }
-    rc = s3d_st_index_build(names, shard_of, n, total, &index);
+    rc = s3d_st_index_build(names, shard_of, n, total, generation, &index);
     if (rc < 0)
         goto out;
     /* Last: the index makes the new checkpoint visible. */
@@ -783,5 +815,5 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
     }
     if (o.max_shard_size > 0)
         return write_sharded(c, dev, pool, uri, tensors, n, metadata, n_metadata, &o);
-    return write_one(c, dev, pool, uri, tensors, n, metadata, n_metadata, &o);
+    return write_one(c, dev, pool, uri, tensors, n, metadata, n_metadata, NULL, &o);
 }

@@ -27,6 +27,7 @@ void s3d_st_index_free(struct s3d_st_index *ix)
     for (size_t i = 0; i < ix->n_shards; i++)
         free(ix->shards[i]);
     free(ix->shards);
+    free(ix->generation);
     memset(ix, 0, sizeof(*ix));
 }
 
@@ -104,13 +105,28 @@ static long shard_slot(struct s3d_st_index *ix, json_t *seen, const char *shard,
     return (long)ix->n_shards++;
 }
 
-static int read_total_size(json_t *md, struct s3d_st_index *out)
+static int read_metadata(json_t *md, struct s3d_st_index *out)
 {
-    json_t *ts;
+    json_t *ts, *gen;
+    size_t bad;
     if (md == NULL || json_is_null(md))
         return 0;
     if (!json_is_object(md))
         return s3d_fail(S3D_EFMT_INDEX, "index \"metadata\" is not an object");
+    gen = json_object_get(md, S3D_ST_META_GENERATION);
+    if (gen != NULL) {
+        if (!json_is_string(gen))
+            return s3d_fail(S3D_EFMT_INDEX, "index metadata.%s is not a string",
+                            S3D_ST_META_GENERATION);
+        /* A NUL inside would make the C string shorter than the JSON one. */
+        if (strlen(json_string_value(gen)) != json_string_length(gen) ||
+            !s3d_utf8_valid(json_string_value(gen), json_string_length(gen), &bad))
+            return s3d_fail(S3D_EFMT_INDEX, "index metadata.%s holds a NUL character",
+                            S3D_ST_META_GENERATION);
+        out->generation = s3d_strdup(json_string_value(gen));
+        if (out->generation == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory parsing an index");
+    }
     ts = json_object_get(md, "total_size");
     if (ts == NULL || json_is_null(ts))
         return 0;
@@ -154,7 +170,7 @@ int s3d_st_index_parse(const char *json, size_t len, size_t max_len, struct s3d_
         rc = s3d_fail(S3D_EFMT_INDEX, "index is not a JSON object");
         goto fail;
     }
-    rc = read_total_size(json_object_get(root, "metadata"), out);
+    rc = read_metadata(json_object_get(root, "metadata"), out);
     if (rc < 0)
         goto fail;
     wm = json_object_get(root, "weight_map");
@@ -206,9 +222,9 @@ fail:
 }
 
 int s3d_st_index_build(const char *const *tensors, const char *const *shards, size_t n,
-                       uint64_t total_size, struct s3d_dynbuf *out)
+                       uint64_t total_size, const char *generation, struct s3d_dynbuf *out)
 {
-    json_t *root = NULL, *wm;
+    json_t *root = NULL, *wm, *md;
     size_t bad;
     int rc;
 
@@ -220,6 +236,15 @@ int s3d_st_index_build(const char *const *tensors, const char *const *shards, si
                      "weight_map", wm);
     if (root == NULL)
         goto nomem;
+    if (generation != NULL) {
+        if (!s3d_utf8_valid(generation, strlen(generation), &bad)) {
+            rc = s3d_fail(S3D_EINVAL, "index generation id is not valid UTF-8");
+            goto fail;
+        }
+        md = json_object_get(root, "metadata");
+        if (json_object_set_new(md, S3D_ST_META_GENERATION, json_string(generation)) < 0)
+            goto nomem;
+    }
     for (size_t i = 0; i < n; i++) {
         if (tensors[i] == NULL || shards[i] == NULL) {
             rc = s3d_fail(S3D_EINVAL, "index entry %zu has a NULL name", i);

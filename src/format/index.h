@@ -5,6 +5,12 @@
  *
  * Pure (no I/O), no global state, any thread. Depends only on src/common.
  *
+ * s3direct adds "s3direct.generation": "<id>" to the index metadata, and the same id to the
+ * __metadata__ of every shard it writes with that index (a fresh id per save). The index is
+ * written last, so a save that dies after replacing some shards leaves an index whose id the
+ * new shards do not carry: the reader refuses that mix (ckpt_read.c). Other readers ignore the
+ * key (Hugging Face reads only weight_map and total_size).
+ *
  * Shard names come from an untrusted file and are joined to the index's location, so they
  * are checked: relative, no "." or ".." component, no empty component (leading, trailing or
  * doubled '/'), no backslash, no scheme ("s3://", "file:", "C:"), no control character. */
@@ -32,13 +38,15 @@ struct s3d_st_index {
     char **shards; /* distinct shard names, in order of first appearance */
     int32_t has_total_size;
     uint64_t total_size; /* metadata.total_size when present */
+    char *generation;    /* metadata["s3direct.generation"], NUL-terminated; NULL if absent */
 };
 
 /* Parses an index file's bytes json[0..len). max_len: cap on len (0 = S3D_ST_INDEX_MAX).
  * Returns 0 and fills *out (free with s3d_st_index_free), or on failure leaves *out empty:
  *   S3D_EFMT_INDEX       over the cap, not JSON, not valid UTF-8, no weight_map object, a
  *                        weight_map value that is not a string, a duplicate key, metadata not
- *                        an object, total_size not a non-negative integer
+ *                        an object, total_size not a non-negative integer, a
+ *                        metadata["s3direct.generation"] that is not a string
  *   S3D_EFMT_SHARD_PATH  a shard name that fails the checks above (message names the tensor
  *                        and the shard)
  *   S3D_ENOMEM
@@ -54,11 +62,12 @@ int s3d_st_shard_path_check(const char *shard, size_t len);
 
 /* Builds an index JSON {"metadata": {"total_size": total_size}, "weight_map": {...}} from
  * n pairs (tensors[i] -> shards[i]), in the given order, indented as Hugging Face writes it,
+ * with "s3direct.generation": generation in the metadata when generation is not NULL,
  * into out (reset first; out's max is left as the caller set it, so S3D_ETOOBIG is possible).
  * Returns 0, S3D_EINVAL (NULL or non-UTF-8 name, duplicate tensor, bad shard name - message
  * names it), S3D_ETOOBIG, S3D_ENOMEM. */
 int s3d_st_index_build(const char *const *tensors, const char *const *shards, size_t n,
-                       uint64_t total_size, struct s3d_dynbuf *out);
+                       uint64_t total_size, const char *generation, struct s3d_dynbuf *out);
 
 /* The name of shard i (1-based) of n for the index at index_path (a path, URI or bare file
  * name ending in ".safetensors.index.json"): the last component with that suffix removed,

@@ -24,7 +24,9 @@
  * s3direct's per-tensor CRC32C lives in __metadata__:
  *   "s3direct.format": "1",
  *   "s3direct.crc32c": "{\"NAME\":\"1b2c3d4e\",...}"   (a JSON object, as a string value,
- *                                                     8 lowercase hex digits per tensor) */
+ *                                                     8 lowercase hex digits per tensor)
+ *   "s3direct.generation": "<32 hex digits>"           (in each shard of a sharded
+ *                                                     checkpoint: the save it belongs to) */
 #ifndef S3D_FORMAT_SAFETENSORS_H
 #define S3D_FORMAT_SAFETENSORS_H
 
@@ -38,6 +40,7 @@
 #define S3D_ST_OBJECT_SIZE_UNKNOWN UINT64_MAX
 #define S3D_ST_META_FORMAT         "s3direct.format"
 #define S3D_ST_META_CRC32C         "s3direct.crc32c"
+#define S3D_ST_META_GENERATION     "s3direct.generation"
 #define S3D_ST_RESERVED_PREFIX     "s3direct."
 
 /* One tensor of a parsed header. */
@@ -145,6 +148,14 @@ const char *s3d_st_meta_get(const struct s3d_st_header *h, const char *key);
 int s3d_st_build(const struct s3d_tensor_src *t, size_t n, const struct s3d_metadata_entry *meta,
                  size_t n_meta, int with_crc, struct s3d_dynbuf *out, uint64_t *offsets,
                  size_t *crc_pos);
+
+/* s3d_st_build, plus "s3direct.generation": generation in __metadata__ when generation is
+ * not NULL (after the s3direct.* keys, before the caller's): the save that a shard of a
+ * sharded checkpoint belongs to, which its index records too (index.h). */
+int s3d_st_build_gen(const struct s3d_tensor_src *t, size_t n,
+                     const struct s3d_metadata_entry *meta, size_t n_meta, int with_crc,
+                     const char *generation, struct s3d_dynbuf *out, uint64_t *offsets,
+                     size_t *crc_pos);
 
 /* Writes crc as 8 lowercase hex digits at header[pos..pos+8), a position returned by
  * s3d_st_build in crc_pos. The header length never changes. header must not be NULL. */

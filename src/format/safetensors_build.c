@@ -135,6 +135,14 @@ int s3d_st_build(const struct s3d_tensor_src *t, size_t n, const struct s3d_meta
                  size_t n_meta, int with_crc, struct s3d_dynbuf *out, uint64_t *offsets,
                  size_t *crc_pos)
 {
+    return s3d_st_build_gen(t, n, meta, n_meta, with_crc, NULL, out, offsets, crc_pos);
+}
+
+int s3d_st_build_gen(const struct s3d_tensor_src *t, size_t n,
+                     const struct s3d_metadata_entry *meta, size_t n_meta, int with_crc,
+                     const char *generation, struct s3d_dynbuf *out, uint64_t *offsets,
+                     size_t *crc_pos)
+{
     json_t *root, *md = NULL, *crcmap = NULL;
     char *inner = NULL;
     uint64_t begin = 0, jlen;
@@ -145,7 +153,7 @@ int s3d_st_build(const struct s3d_tensor_src *t, size_t n, const struct s3d_meta
     root = json_object();
     if (root == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory building a safetensors header");
-    if (with_crc || n_meta > 0) {
+    if (with_crc || n_meta > 0 || generation != NULL) {
         md = json_object();
         if (md == NULL || json_object_set_new(root, "__metadata__", md) < 0)
             goto nomem;
@@ -155,6 +163,15 @@ int s3d_st_build(const struct s3d_tensor_src *t, size_t n, const struct s3d_meta
         /* Placeholder value, replaced in place below: the key keeps its first position. */
         if (crcmap == NULL || json_object_set_new(md, S3D_ST_META_CRC32C, json_null()) < 0 ||
             json_object_set_new(md, S3D_ST_META_FORMAT, json_string("1")) < 0)
+            goto nomem;
+    }
+    if (generation != NULL) {
+        size_t bad;
+        if (!s3d_utf8_valid(generation, strlen(generation), &bad)) {
+            rc = s3d_fail(S3D_EINVAL, "generation id is not valid UTF-8");
+            goto fail;
+        }
+        if (json_object_set_new(md, S3D_ST_META_GENERATION, json_string(generation)) < 0)
             goto nomem;
     }
     for (size_t i = 0; i < n_meta; i++) {

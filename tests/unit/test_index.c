@@ -70,6 +70,10 @@ static void test_parse_rejects(void)
         {"{\"metadata\":{\"total_size\":-1},\"weight_map\":{}}", S3D_EFMT_INDEX, "total_size"},
         {"{\"metadata\":{\"total_size\":\"12\"},\"weight_map\":{}}", S3D_EFMT_INDEX, "total_size"},
         {"{\"metadata\":{\"total_size\":1.5},\"weight_map\":{}}", S3D_EFMT_INDEX, "total_size"},
+        {"{\"metadata\":{\"s3direct.generation\":7},\"weight_map\":{}}", S3D_EFMT_INDEX,
+         "s3direct.generation is not a string"},
+        {"{\"metadata\":{\"s3direct.generation\":\"a\\u0000b\"},\"weight_map\":{}}", S3D_EFMT_INDEX,
+         "NUL"},
         {"{\"weight_map\":{\"a\":\"x\xff\"}}", S3D_EFMT_INDEX, "UTF-8"},
         /* Shard names that would leave the checkpoint's folder or prefix. */
         {"{\"weight_map\":{\"w\":\"../secret.safetensors\"}}", S3D_EFMT_SHARD_PATH,
@@ -98,7 +102,8 @@ static void test_parse_rejects(void)
             t_fail(__FILE__, __LINE__, "case %zu (%s): got %s, expected %s (%s)", i, bad[i].json,
                    s3d_err_name(rc), s3d_err_name(bad[i].code), s3d_last_error_message());
         CHECK_MSG_HAS(bad[i].needle);
-        CHECK(ix.n_tensors == 0 && ix.tensors == NULL && ix.shards == NULL);
+        CHECK(ix.n_tensors == 0 && ix.tensors == NULL && ix.shards == NULL &&
+              ix.generation == NULL);
     }
     /* Names that are fine: a colon after the first path character class, dots inside. */
     CHECK_OK(s3d_st_shard_path_check("a/b..c/x:y.st", 13));
@@ -122,7 +127,7 @@ static void test_build(void)
     struct s3d_st_index ix;
 
     s3d_dynbuf_init(&b, 1 << 20);
-    CHECK_OK(s3d_st_index_build(tensors, shards, 4, 987654321, &b));
+    CHECK_OK(s3d_st_index_build(tensors, shards, 4, 987654321, NULL, &b));
     CHECK(strstr(b.data, "\"total_size\": 987654321") != NULL);
     CHECK(b.data[b.len - 1] == '\n');
     CHECK_OK(s3d_st_index_parse(b.data, b.len, 0, &ix));
@@ -131,17 +136,27 @@ static void test_build(void)
         CHECK_STREQ(ix.tensors[i].name, tensors[i]);
         CHECK_STREQ(ix.shards[ix.tensors[i].shard], shards[i]);
     }
+    CHECK(ix.generation == NULL);
     s3d_st_index_free(&ix);
 
-    CHECK_ERR(s3d_st_index_build(tensors, bad_shard, 2, 0, &b), S3D_EINVAL);
+    /* The generation id of a sharded save round trips through the metadata. */
+    CHECK_OK(s3d_st_index_build(tensors, shards, 4, 1, "0123abcd", &b));
+    CHECK(strstr(b.data, "\"s3direct.generation\": \"0123abcd\"") != NULL);
+    CHECK_OK(s3d_st_index_parse(b.data, b.len, 0, &ix));
+    CHECK_STREQ(ix.generation, "0123abcd");
+    CHECK(ix.total_size == 1 && ix.n_tensors == 4);
+    s3d_st_index_free(&ix);
+    CHECK(ix.generation == NULL);
+
+    CHECK_ERR(s3d_st_index_build(tensors, bad_shard, 2, 0, NULL, &b), S3D_EINVAL);
     CHECK_MSG_HAS("index entry \"a.weight\"");
     CHECK_MSG_HAS("../y");
     CHECK(b.len == 0);
-    CHECK_ERR(s3d_st_index_build(dup, shards, 2, 0, &b), S3D_EINVAL);
+    CHECK_ERR(s3d_st_index_build(dup, shards, 2, 0, NULL, &b), S3D_EINVAL);
     CHECK_MSG_HAS("\"x\" is in the index twice");
     /* The caller's cap holds. */
     b.max = 10;
-    CHECK_ERR(s3d_st_index_build(tensors, shards, 4, 0, &b), S3D_ETOOBIG);
+    CHECK_ERR(s3d_st_index_build(tensors, shards, 4, 0, NULL, &b), S3D_ETOOBIG);
     s3d_dynbuf_free(&b);
 }
 
