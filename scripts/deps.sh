@@ -32,6 +32,8 @@ command -v aws >/dev/null 2>&1 || py_missing+=(awscli)
 python3 -c 'import safetensors' 2>/dev/null || py_missing+=(safetensors)
 python3 -c 'import tqdm' 2>/dev/null || py_missing+=(tqdm)
 python3 -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
+# atheris: the coverage-guided fuzzer for tests/fuzz/fuzz_tree.py (the s3direct_tree JSON).
+python3 -c 'import atheris' 2>/dev/null || py_missing+=(atheris)
 # PyTorch: the CPU build (2.13.0) that this kind of machine keeps on disk; any >= 2.1 works.
 python3 -c 'import torch' 2>/dev/null || py_missing+=("torch==2.13.0")
 if [ ${#py_missing[@]} -gt 0 ]; then

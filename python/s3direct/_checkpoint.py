@@ -8,7 +8,9 @@ destination. See docs/python.md for the user-facing contract.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import ctypes
+import gc
 import os
 import threading
 
@@ -200,6 +202,19 @@ def save_async(obj, uri, *, shard_size=None, metadata=None, checksum=True, progr
 
 
 # ---- reading ---------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _gc_paused():
+    """The cyclic GC off while millions of acyclic objects (entries, tensors, tree nodes) are
+    made: each collection would walk all of them again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class TensorEntry:
     """One tensor of an open checkpoint: index, name, s3d dtype, shape, nbytes."""
 
@@ -405,6 +420,11 @@ def load(uri, *, device=None, keys=None, progress=False, client=None, allow_pick
     device = _map_location(device, map_location)
     dev = _device("cpu" if device is None else device)
     alloc_dev = dev if dev.type in ("cpu", "cuda") else torch.device("cpu")
+    with _gc_paused():
+        return _load(uri, dev, alloc_dev, keys, progress, client, allow_pickle, verify)
+
+
+def _load(uri, dev, alloc_dev, keys, progress, client, allow_pickle, verify):
     with CheckpointReader(uri, client) as r:
         doc = _tree_doc(r)
         if doc is not None:

@@ -26,6 +26,7 @@ the object is an ordinary safetensors file. Two paths that give the same name (a
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import pickle
 from collections import OrderedDict
@@ -154,37 +155,147 @@ def _flatten(obj, path, out: Flattened, allow_pickle, expand, active):
         f"allow_pickle=True (unsafe to load from untrusted sources)")
 
 
+# A node is a dict with exactly one of these tags ("o" may accompany "d"; "P", "g" a "t").
+_TAGS = frozenset(("t", "f", "d", "l", "T", "S", "dtype", "device", "p"))
+_OPTIONAL = frozenset((("d", "o"), ("t", "P"), ("t", "g")))  # (tag, key it may come with)
+_INT64 = 1 << 63
+
+
+def _short(node) -> str:
+    """A bounded description of node for an error message (never a deep repr)."""
+    if isinstance(node, dict):
+        keys = list(node)[:4]
+        return "{" + ", ".join(repr(k)[:20] for k in keys) + (", ...}" if len(node) > 4 else "}")
+    if isinstance(node, list):
+        return f"a list of {len(node)}"
+    return repr(node)[:80]
+
+
+def _node_problem(node, path, push):
+    """Why node is not a tree node (None if it is one); push(child, child_path) for each
+    child to check next."""
+    if node is None or isinstance(node, (bool, str)) or type(node) is int:
+        return None
+    if not isinstance(node, dict):
+        return f"a JSON {type(node).__name__} is not a node"
+    tags = [k for k in node if k in _TAGS]
+    if len(tags) != 1:
+        return "it must have exactly one of the keys " + ", ".join(sorted(_TAGS))
+    tag = tags[0]
+    extra = [k for k in node if k != tag and (tag, k) not in _OPTIONAL]
+    if extra:
+        return f"unexpected key {extra[0]!r:.40}"
+    for opt in ("o", "P", "g"):
+        if opt in node and node[opt] not in (0, 1):
+            return f"{opt!r} must be 0 or 1"
+    v = node[tag]
+    if tag in ("t", "f", "dtype", "device", "p") and not isinstance(v, str):
+        return f"{tag!r} must be a string"
+    if tag == "f":
+        try:
+            float(v)
+        except ValueError:
+            return f"{v!r:.40} is not a float"
+    elif tag == "dtype":
+        if not isinstance(getattr(torch, v, None), torch.dtype):
+            return f"unknown torch dtype {v!r:.40}"
+    elif tag == "device":
+        try:
+            torch.device(v)
+        except (RuntimeError, ValueError, TypeError):
+            return f"{v!r:.40} is not a torch device"
+    elif tag == "p":
+        try:
+            base64.b64decode(v, validate=True)
+        except (binascii.Error, ValueError):
+            return "the pickled leaf is not base64"
+    elif tag == "S":
+        if not isinstance(v, list) or any(type(d) is not int or not -_INT64 <= d < _INT64
+                                          for d in v):
+            return "'S' must be a list of 64-bit integers"
+    elif tag in ("l", "T"):
+        if not isinstance(v, list):
+            return f"{tag!r} must be a list"
+        for i, child in enumerate(v):
+            push(child, path + (i,))
+    elif tag == "d":
+        if not isinstance(v, list):
+            return "'d' must be a list of [key, node] pairs"
+        for pair in v:
+            if not isinstance(pair, list) or len(pair) != 2:
+                return "'d' must be a list of [key, node] pairs"
+            k = pair[0]
+            if not isinstance(k, str) and type(k) is not int:
+                return f"dict key {_short(k)} is not a string or an integer"
+            push(pair[1], path + (k,))
+    return None
+
+
+def check(tree, where: str) -> None:
+    """Raises FormatError naming the first malformed node of tree (iterative: any depth)."""
+    stack = [(tree, ())]
+    push = lambda child, p: stack.append((child, p))  # noqa: E731
+    while stack:
+        node, path = stack.pop()
+        why = _node_problem(node, path, push)
+        if why is not None:
+            raise errors.FormatError(
+                errors.S3D_EFMT_METADATA,
+                f"{where}: {TREE_KEY} node at {path_str(path)} is malformed: {why} "
+                f"({_short(node)})")
+
+
 def parse(text: str, where: str) -> dict:
-    """The tree document from the metadata value; FormatError when it is not one."""
+    """The tree document from the metadata value, every node checked; FormatError naming the
+    node when it is not one."""
     try:
         doc = json.loads(text)
+    except RecursionError as e:
+        raise errors.FormatError(errors.S3D_EFMT_METADATA,
+                                 f"{where}: {TREE_KEY} is nested too deeply") from e
     except ValueError as e:
         raise errors.FormatError(errors.S3D_EFMT_METADATA,
                                  f"{where}: {TREE_KEY} is not valid JSON: {e}") from e
     if not isinstance(doc, dict) or doc.get("format") != TREE_FORMAT or "tree" not in doc:
         raise errors.FormatError(errors.S3D_EFMT_METADATA,
                                  f"{where}: {TREE_KEY} is not an s3direct tree")
-    if not isinstance(doc.get("version"), int) or doc["version"] > TREE_VERSION:
+    if type(doc.get("version")) is not int or doc["version"] > TREE_VERSION:
         raise errors.FormatError(
             errors.S3D_EFMT_METADATA,
-            f"{where}: tree version {doc.get('version')!r} is newer than this package reads "
-            f"({TREE_VERSION}); upgrade s3direct")
+            f"{where}: tree version {_short(doc.get('version'))} is newer than this package "
+            f"reads ({TREE_VERSION}); upgrade s3direct")
+    check(doc["tree"], where)
     return doc
 
 
-def walk(node, path=()):
-    """Yields (path, tag, node) for every tagged leaf: tensors ("t") and pickles ("p")."""
+def _children(node, path):
+    """(tag, [(child, child_path), ...]) of a container node; (None, None) for a leaf."""
     if isinstance(node, dict):
-        if "t" in node:
-            yield path, "t", node
-        elif "p" in node:
-            yield path, "p", node
-        elif "d" in node:
-            for k, v in node["d"]:
-                yield from walk(v, path + (k,))
-        elif "l" in node or "T" in node:
-            for i, v in enumerate(node.get("l", node.get("T"))):
-                yield from walk(v, path + (i,))
+        if "d" in node:
+            return "d", [(v, path + (k,)) for k, v in node["d"]]
+        if "l" in node:
+            return "l", [(v, path + (i,)) for i, v in enumerate(node["l"])]
+        if "T" in node:
+            return "T", [(v, path + (i,)) for i, v in enumerate(node["T"])]
+    return None, None
+
+
+def walk(node, path=()):
+    """Yields (path, tag, node) for every tagged leaf, in tree order: tensors ("t") and
+    pickles ("p"). Iterative, so the cost is linear in the tree whatever its depth."""
+    stack = [(node, path)]
+    while stack:
+        n, p = stack.pop()
+        if isinstance(n, dict):
+            if "t" in n:
+                yield p, "t", n
+                continue
+            if "p" in n:
+                yield p, "p", n
+                continue
+        _, kids = _children(n, p)
+        if kids:
+            stack.extend(reversed(kids))
 
 
 def restore_grad(node: dict, t):
@@ -200,28 +311,22 @@ def restore_grad(node: dict, t):
     return t
 
 
-def unflatten(node, tensors, *, allow_pickle: bool = False, path=()):
-    """Rebuilds the structure. tensors maps a name to its tensor (a callable may be given
-    instead: tensors(name, path) -> tensor)."""
+def _leaf(node, path, tensors, allow_pickle):
     if node is None or isinstance(node, (bool, int, str)):
         return node
     if isinstance(node, dict):
         if "t" in node:
             name = node["t"]
             t = tensors(name, path) if callable(tensors) else tensors[name]
-            return restore_grad(node, t)
+            try:
+                return restore_grad(node, t)
+            except RuntimeError as e:  # requires_grad on an integer tensor
+                raise errors.FormatError(
+                    errors.S3D_EFMT_METADATA,
+                    f"{TREE_KEY} node at {path_str(path)}: tensor {name!r} cannot be restored "
+                    f"as saved: {e}") from e
         if "f" in node:
             return float(node["f"])
-        if "d" in node:
-            items = [(k, unflatten(v, tensors, allow_pickle=allow_pickle, path=path + (k,)))
-                     for k, v in node["d"]]
-            return OrderedDict(items) if node.get("o") else dict(items)
-        if "l" in node:
-            return [unflatten(v, tensors, allow_pickle=allow_pickle, path=path + (i,))
-                    for i, v in enumerate(node["l"])]
-        if "T" in node:
-            return tuple(unflatten(v, tensors, allow_pickle=allow_pickle, path=path + (i,))
-                         for i, v in enumerate(node["T"]))
         if "S" in node:
             return torch.Size(node["S"])
         if "dtype" in node:
@@ -241,5 +346,38 @@ def unflatten(node, tensors, *, allow_pickle: bool = False, path=()):
                     f"trust the checkpoint (unpickling runs arbitrary code)")
             return pickle.loads(base64.b64decode(node["p"]))
     raise errors.FormatError(errors.S3D_EFMT_METADATA,
-                             f"tree node at {path_str(path)} is malformed: {node!r:.80}")
+                             f"tree node at {path_str(path)} is malformed: {_short(node)}")
 
+
+def unflatten(node, tensors, *, allow_pickle: bool = False, path=()):
+    """Rebuilds the structure. tensors maps a name to its tensor (a callable may be given
+    instead: tensors(name, path) -> tensor). Iterative (an explicit stack), so the cost is
+    linear in the number of nodes and any depth that JSON could hold works."""
+    tag, kids = _children(node, path)
+    if tag is None:
+        return _leaf(node, path, tensors, allow_pickle)
+    # Frames: [tag, node, children, next child, values so far].
+    stack = [[tag, node, kids, 0, []]]
+    while True:
+        f = stack[-1]
+        if f[3] < len(f[2]):
+            child, cpath = f[2][f[3]]
+            f[3] += 1
+            ctag, ckids = _children(child, cpath)
+            if ctag is None:
+                f[4].append(_leaf(child, cpath, tensors, allow_pickle))
+            else:
+                stack.append([ctag, child, ckids, 0, []])
+            continue
+        stack.pop()
+        ftag, fnode, _, _, vals = f
+        if ftag == "d":
+            items = zip((k for k, _ in fnode["d"]), vals)
+            value = OrderedDict(items) if fnode.get("o") else dict(items)
+        elif ftag == "l":
+            value = vals
+        else:
+            value = tuple(vals)
+        if not stack:
+            return value
+        stack[-1][4].append(value)
