@@ -31,9 +31,18 @@ enum {
     CLI_F_BATCH = 1 << 8,
     CLI_F_S3API = 1 << 9,       /* --bucket --key --upload-id --prefix */
     CLI_F_OLDER_THAN = 1 << 10, /* --older-than */
+    CLI_F_FILTER = 1 << 11,     /* --exclude --include */
+    CLI_F_SYNC = 1 << 12,       /* --delete --exact-timestamps --size-only */
 };
 
-#define CLI_MAX_ARGS 8
+#define CLI_MAX_ARGS    8
+#define CLI_MAX_FILTERS 64
+
+/* One --exclude or --include, in command-line order. */
+struct cli_filter {
+    int include; /* 1 --include, 0 --exclude */
+    const char *pattern;
+};
 
 struct cli_progress;
 
@@ -66,6 +75,12 @@ struct cli_opts {
     const char *upload_id;    /* s3api */
     const char *prefix;       /* s3api */
     int64_t older_than;       /* abort-uploads: seconds; -1 = not given */
+    struct cli_filter filters[CLI_MAX_FILTERS]; /* cp -r, rm -r, mv -r, sync */
+    int nfilters;
+    int delete_extra;     /* sync --delete */
+    int exact_timestamps; /* sync */
+    int size_only;        /* sync */
+    int move;             /* mv: sources are deleted after each copy; lines say "move" */
     /* positional arguments */
     const char *args[CLI_MAX_ARGS];
     int nargs;
@@ -82,7 +97,8 @@ struct cli_command {
 
 /* The commands, defined in their cmd_*.c files. */
 extern const struct cli_command cli_cmd_cp, cli_cmd_ls, cli_cmd_rm, cli_cmd_stat, cli_cmd_mb,
-    cli_cmd_rb, cli_cmd_presign, cli_cmd_info, cli_cmd_verify, cli_cmd_s3api, cli_cmd_abort_uploads;
+    cli_cmd_rb, cli_cmd_presign, cli_cmd_info, cli_cmd_verify, cli_cmd_s3api, cli_cmd_abort_uploads,
+    cli_cmd_mv, cli_cmd_sync;
 
 /* ---- options.c ------------------------------------------------------------------------ */
 
@@ -160,6 +176,43 @@ void cli_json_string(FILE *f, const char *s);
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
 /* "2026-12-02 16:38:24" (UTC) into buf (cap >= 24); "-" for 0. */
 const char *cli_format_time(int64_t epoch_s, char *buf, size_t cap);
+
+/* ---- filter.c ------------------------------------------------------------------------- */
+
+/* 1 when rel (a path relative to the source folder or prefix) passes o's --exclude/--include
+ * filters, applied in order, the last match deciding (the AWS CLI's rule); 1 without filters. */
+int cli_filter_included(const struct cli_opts *o, const char *rel);
+
+/* ---- cmd_cp.c / xfer.c: copying -------------------------------------------------------- */
+
+/* What one cp, mv or sync run works with. */
+struct cp_ctx {
+    const struct cli_opts *o;
+    struct s3d_client *c;
+};
+/* One transfer each, printing the "upload: SRC to DST" line (aws s3's) when done, or only the
+ * line with --dryrun. 0, or the exit status after printing the error. (cmd_cp.c) */
+int cli_upload(struct cp_ctx *x, const char *path, const char *bucket, const char *key);
+int cli_download(struct cp_ctx *x, const char *bucket, const char *key, const char *path);
+int cli_copy(struct cp_ctx *x, const char *sb, const char *sk, const char *db, const char *dk);
+/* Copies SRC to DST for cp/mv: one object or file. (cmd_cp.c) */
+int cli_cp_one(struct cp_ctx *x, const char *src, const char *dst);
+/* --recursive copies for cp and mv: everything under a folder or prefix that passes the
+ * filters, in path order, with "*.index.json" files last (a Hugging Face index only after
+ * the shards it names). With o->move, each source is deleted once its copy succeeded. */
+int cli_cp_recursive(struct cp_ctx *x, const char *src, const char *dst);
+/* Deletes the source of a finished move (a no-op with --dryrun). (cmd_cp.c) */
+int cli_delete_source(struct cp_ctx *x, const char *src);
+/* sync SRC DST (xfer.c). */
+int cli_sync(struct cp_ctx *x, const char *src, const char *dst);
+
+/* Path helpers (xfer.c). */
+const char *cli_base_name(const char *path);
+int cli_ends_with_slash(const char *s);
+/* "dir" + "/" + "name" into out; -1 when too long (error printed). */
+int cli_join(char *out, size_t cap, const char *dir, const char *name);
+/* mkdir -p of the folder that will hold path; 0 or the exit status after printing. */
+int cli_make_parents(const char *path);
 
 /* ---- progress.c ----------------------------------------------------------------------- */
 

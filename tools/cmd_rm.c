@@ -1,5 +1,6 @@
 /* cmd_rm.c - s3direct rm: one object, or every object under a prefix (list + DeleteObjects). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -12,6 +13,10 @@ static const char usage[] =
     "taken as a folder: s3://b/data deletes s3://b/data/..., not s3://b/database.\n\n"
     "Options:\n"
     "  -r, --recursive       delete every object under the prefix\n"
+    "  --exclude PATTERN     with --recursive: do not delete keys matching PATTERN (relative\n"
+    "                        to the prefix; * ? [..] as the AWS CLI reads them)\n"
+    "  --include PATTERN     delete keys matching PATTERN after all; the last matching\n"
+    "                        filter wins, as in the AWS CLI\n"
     "  --dryrun              print what would be deleted, delete nothing\n\n"
     "Examples:\n"
     "  s3direct rm s3://bucket/old.bin\n"
@@ -31,6 +36,14 @@ static int rm_recursive(const struct cli_opts *o, struct s3d_client *c, const ch
         return cli_error("key too long: %s", key);
     if (cli_list_keys(c, bucket, prefix, &keys) < 0)
         return CLI_EXIT_FAIL;
+    /* --exclude/--include: keep the keys the filters pass, matched relative to the prefix. */
+    for (i = 0, n = 0; i < keys.n; i++) {
+        if (cli_filter_included(o, keys.keys[i] + strlen(prefix)))
+            keys.keys[n++] = keys.keys[i];
+        else
+            free(keys.keys[i]);
+    }
+    keys.n = (size_t)n;
     rc = 0;
     if (!o->dryrun && keys.n > 0) {
         rc = s3d_delete_objects(c, bucket, (const char *const *)keys.keys, keys.n);
@@ -60,6 +73,8 @@ static int run(const struct cli_opts *o)
     if (!o->recursive && (key[0] == '\0' || key[strlen(key) - 1] == '/'))
         return cli_usage_error("rm", "%s names a prefix, not an object (use --recursive)",
                                o->args[0]);
+    if (o->nfilters > 0 && !o->recursive)
+        return cli_usage_error("rm", "--exclude and --include need --recursive");
     if (cli_client(o, &c) < 0)
         return CLI_EXIT_FAIL;
     if (o->recursive) {
@@ -89,7 +104,7 @@ const struct cli_command cli_cmd_rm = {
     .name = "rm",
     .summary = "delete an object, or everything under a prefix with --recursive",
     .usage = usage,
-    .flags = CLI_F_RECURSIVE | CLI_F_DRYRUN,
+    .flags = CLI_F_RECURSIVE | CLI_F_DRYRUN | CLI_F_FILTER,
     .min_args = 1,
     .max_args = 1,
     .run = run,

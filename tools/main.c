@@ -8,8 +8,9 @@
 #include "cli.h"
 
 static const struct cli_command *const commands[] = {
-    &cli_cmd_cp,    &cli_cmd_ls,      &cli_cmd_rm,   &cli_cmd_stat,   &cli_cmd_mb,
-    &cli_cmd_rb,    &cli_cmd_presign, &cli_cmd_info, &cli_cmd_verify, &cli_cmd_abort_uploads,
+    &cli_cmd_cp,      &cli_cmd_mv,   &cli_cmd_sync,   &cli_cmd_ls,
+    &cli_cmd_rm,      &cli_cmd_stat, &cli_cmd_mb,     &cli_cmd_rb,
+    &cli_cmd_presign, &cli_cmd_info, &cli_cmd_verify, &cli_cmd_abort_uploads,
     &cli_cmd_s3api,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

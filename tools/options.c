@@ -38,6 +38,11 @@ enum opt_id {
     O_UPLOAD_ID,
     O_PREFIX,
     O_OLDER_THAN,
+    O_EXCLUDE,
+    O_INCLUDE,
+    O_DELETE,
+    O_EXACT_TIMESTAMPS,
+    O_SIZE_ONLY,
 };
 
 struct opt_def {
@@ -75,6 +80,11 @@ static const struct opt_def opt_defs[] = {
     {"--upload-id", 0, 1, CLI_F_S3API, O_UPLOAD_ID},
     {"--prefix", 0, 1, CLI_F_S3API, O_PREFIX},
     {"--older-than", 0, 1, CLI_F_OLDER_THAN, O_OLDER_THAN},
+    {"--exclude", 0, 1, CLI_F_FILTER, O_EXCLUDE},
+    {"--include", 0, 1, CLI_F_FILTER, O_INCLUDE},
+    {"--delete", 0, 0, CLI_F_SYNC, O_DELETE},
+    {"--exact-timestamps", 0, 0, CLI_F_SYNC, O_EXACT_TIMESTAMPS},
+    {"--size-only", 0, 0, CLI_F_SYNC, O_SIZE_ONLY},
 };
 
 const char cli_common_help[] =
@@ -321,6 +331,24 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
         break;
     case O_PREFIX:
         o->prefix = val;
+        break;
+    case O_EXCLUDE:
+    case O_INCLUDE:
+        if (o->nfilters >= CLI_MAX_FILTERS) {
+            snprintf(err, cap, "more than %d --exclude/--include filters", CLI_MAX_FILTERS);
+            return -1;
+        }
+        o->filters[o->nfilters].include = d->id == O_INCLUDE;
+        o->filters[o->nfilters++].pattern = val;
+        break;
+    case O_DELETE:
+        o->delete_extra = 1;
+        break;
+    case O_EXACT_TIMESTAMPS:
+        o->exact_timestamps = 1;
+        break;
+    case O_SIZE_ONLY:
+        o->size_only = 1;
         break;
     case O_OLDER_THAN:
         if (cli_parse_duration(val, &o->older_than) != 0) {

@@ -24,9 +24,12 @@ COMMON_FLAGS = ["--endpoint-url", "--profile", "--region", "--no-sign-request", 
                 "--no-verify-ssl", "--concurrency", "--part-size", "--progress",
                 "--no-progress", "--quiet", "--help"]
 COMMAND_FLAGS = {
-    "cp": ["--recursive", "--content-type", "--dryrun"],
+    "cp": ["--recursive", "--content-type", "--dryrun", "--exclude", "--include"],
+    "mv": ["--recursive", "--content-type", "--dryrun", "--exclude", "--include"],
+    "sync": ["--delete", "--exact-timestamps", "--size-only", "--exclude", "--include",
+             "--dryrun", "--content-type"],
     "ls": ["--recursive", "--human-readable", "--summarize"],
-    "rm": ["--recursive", "--dryrun"],
+    "rm": ["--recursive", "--dryrun", "--exclude", "--include"],
     "stat": [],
     "mb": [],
     "rb": [],
@@ -99,7 +102,7 @@ def test_help_mentions_every_flag(cli):
         for f in COMMON_FLAGS + flags:
             assert f in h, (cmd, f)
         # flags of other commands are refused by this one
-        if cmd != "cp":
+        if cmd not in ("cp", "mv", "sync"):
             r = run(cli, cmd, "--content-type", "x", "s3://b/k")
             assert r.returncode == 2 and b"unknown option --content-type" in r.stderr
 

@@ -3,6 +3,8 @@ control bytes in key names are escaped when printed. Checked against boto3."""
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 
 from test_cli import cli, run  # noqa: F401  (cli is a fixture)
@@ -44,3 +46,165 @@ def test_control_bytes_in_keys_are_escaped(cli, s3_env, bucket, boto3_client, tm
     assert out == f"(dryrun) delete: s3://{bucket}/{esc}\n"
     out = run(cli, "rm", f"s3://{bucket}/{key}", check=0).stdout.decode()
     assert out == f"delete: s3://{bucket}/{esc}\n"
+
+
+# ---- --exclude / --include --------------------------------------------------------------
+
+def _tree(root, files):
+    for rel, body in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(body)
+
+
+def _keys(boto3_client, bucket, prefix=""):
+    r = boto3_client.list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for o in r.get("Contents", []))
+
+
+FILES = {"a.json": b"{}", "b.bin": b"bb", "sub/c.json": b"[]", "sub/d.txt": b"dd"}
+
+
+def test_filters_follow_the_aws_order_rules(cli, s3_env, bucket, boto3_client, tmp_path):
+    src = tmp_path / "src"
+    _tree(src, FILES)
+    run(cli, "cp", "-r", str(src), f"s3://{bucket}/j/", "--exclude", "*", "--include", "*.json",
+        check=0)
+    assert _keys(boto3_client, bucket) == ["j/a.json", "j/sub/c.json"]
+    # the last matching filter wins: include-then-exclude keeps nothing
+    r = run(cli, "cp", "-r", str(src), f"s3://{bucket}/n/", "--include", "*.json", "--exclude",
+            "*", check=0)
+    assert r.stdout == b"" and _keys(boto3_client, bucket, "n/") == []
+    # '*' matches across '/', as Python's fnmatch does in the AWS CLI
+    run(cli, "cp", "-r", str(src), f"s3://{bucket}/s/", "--exclude", "sub/*", check=0)
+    assert _keys(boto3_client, bucket, "s/") == ["s/a.json", "s/b.bin"]
+    run(cli, "cp", "-r", str(src), f"s3://{bucket}/all/", check=0)
+    # S3 -> local with a filter
+    out = tmp_path / "out"
+    run(cli, "cp", "-r", f"s3://{bucket}/all", str(out), "--exclude", "*.json", check=0)
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == \
+        ["b.bin", "sub/d.txt"]
+    # rm: excluded keys are kept
+    run(cli, "rm", "-r", f"s3://{bucket}/all", "--exclude", "*.json", check=0)
+    assert _keys(boto3_client, bucket, "all/") == ["all/a.json", "all/sub/c.json"]
+    # a filter without --recursive is a usage error
+    assert run(cli, "cp", str(src / "a.json"), f"s3://{bucket}/x", "--exclude", "*").returncode == 2
+
+
+def test_recursive_upload_puts_the_index_last(cli, s3_env, bucket, boto3_client, tmp_path):
+    """A reader that sees the index must find its shards: *.index.json goes after them, even
+    when its name sorts first."""
+    src = tmp_path / "hf"
+    _tree(src, {"a.safetensors.index.json": b"{}", "b-00001-of-00002.safetensors": b"1",
+                "b-00002-of-00002.safetensors": b"2", "config.json": b"{}"})
+    for extra in (["--dryrun"], []):
+        r = run(cli, "cp", "-r", str(src), f"s3://{bucket}/m/", *extra, check=0)
+        names = [ln.rsplit("/", 1)[1] for ln in r.stdout.decode().splitlines()]
+        assert names == ["b-00001-of-00002.safetensors", "b-00002-of-00002.safetensors",
+                         "config.json", "a.safetensors.index.json"], names
+    r = run(cli, "cp", "-r", f"s3://{bucket}/m/", f"s3://{bucket}/m2/", check=0)
+    assert r.stdout.decode().splitlines()[-1].endswith("/m2/a.safetensors.index.json")
+
+
+# ---- mv ---------------------------------------------------------------------------------
+
+def test_mv(cli, s3_env, bucket, boto3_client, tmp_path):
+    f = tmp_path / "one.bin"
+    f.write_bytes(b"one")
+    r = run(cli, "mv", str(f), f"s3://{bucket}/d/", "--dryrun", check=0)
+    assert r.stdout.decode() == f"(dryrun) move: {f} to s3://{bucket}/d/one.bin\n"
+    assert f.exists() and _keys(boto3_client, bucket) == []
+    r = run(cli, "mv", str(f), f"s3://{bucket}/d/", check=0)
+    assert r.stdout.decode() == f"move: {f} to s3://{bucket}/d/one.bin\n"
+    assert not f.exists() and _keys(boto3_client, bucket) == ["d/one.bin"]
+    # S3 -> S3, recursive
+    boto3_client.put_object(Bucket=bucket, Key="d/sub/two.bin", Body=b"two")
+    run(cli, "mv", "-r", f"s3://{bucket}/d", f"s3://{bucket}/e/", check=0)
+    assert _keys(boto3_client, bucket) == ["e/one.bin", "e/sub/two.bin"]
+    # S3 -> local
+    run(cli, "mv", f"s3://{bucket}/e/one.bin", str(tmp_path / "back.bin"), check=0)
+    assert (tmp_path / "back.bin").read_bytes() == b"one"
+    assert _keys(boto3_client, bucket) == ["e/sub/two.bin"]
+    # a failed copy keeps its source
+    r = run(cli, "mv", f"s3://{bucket}/e/nope.bin", str(tmp_path / "nope.bin"))
+    assert r.returncode == 1 and _keys(boto3_client, bucket) == ["e/sub/two.bin"]
+    assert run(cli, "mv", "-", f"s3://{bucket}/x").returncode == 2
+
+
+# ---- sync -------------------------------------------------------------------------------
+
+def _lines(r):
+    return sorted(r.stdout.decode().splitlines())
+
+
+def test_sync_local_to_s3(cli, s3_env, bucket, boto3_client, tmp_path):
+    src = tmp_path / "src"
+    _tree(src, FILES)
+    r = run(cli, "sync", str(src), f"s3://{bucket}/p", "--dryrun", check=0)
+    assert _lines(r) == sorted(f"(dryrun) upload: {src}/{k} to s3://{bucket}/p/{k}"
+                               for k in FILES)
+    assert _keys(boto3_client, bucket) == []
+    r = run(cli, "sync", str(src), f"s3://{bucket}/p", check=0)
+    assert _lines(r) == sorted(f"upload: {src}/{k} to s3://{bucket}/p/{k}" for k in FILES)
+    # nothing changed: nothing copied
+    assert run(cli, "sync", str(src), f"s3://{bucket}/p", check=0).stdout == b""
+    # a changed size is copied; a same-sized file newer than the object is copied too
+    (src / "b.bin").write_bytes(b"bigger")
+    future = time.time() + 120
+    os.utime(src / "sub/d.txt", (future, future))
+    r = run(cli, "sync", str(src), f"s3://{bucket}/p", check=0)
+    assert _lines(r) == [f"upload: {src}/b.bin to s3://{bucket}/p/b.bin",
+                         f"upload: {src}/sub/d.txt to s3://{bucket}/p/sub/d.txt"]
+    # --size-only ignores the time
+    os.utime(src / "a.json", (future + 60, future + 60))
+    assert run(cli, "sync", str(src), f"s3://{bucket}/p", "--size-only", check=0).stdout == b""
+    past = time.time() - 3600
+    for k in ("a.json", "sub/d.txt"):
+        os.utime(src / k, (past, past))
+    assert run(cli, "sync", str(src), f"s3://{bucket}/p", check=0).stdout == b""
+    # --delete removes what the source lacks, but not what the filters exclude
+    boto3_client.put_object(Bucket=bucket, Key="p/extra.bin", Body=b"x")
+    boto3_client.put_object(Bucket=bucket, Key="p/keep.tmp", Body=b"x")
+    (src / "a.json").unlink()
+    r = run(cli, "sync", str(src), f"s3://{bucket}/p", "--delete", "--exclude", "*.tmp",
+            "--dryrun", check=0)
+    assert _lines(r) == [f"(dryrun) delete: s3://{bucket}/p/a.json",
+                         f"(dryrun) delete: s3://{bucket}/p/extra.bin"]
+    run(cli, "sync", str(src), f"s3://{bucket}/p", "--delete", "--exclude", "*.tmp", check=0)
+    assert _keys(boto3_client, bucket) == ["p/b.bin", "p/keep.tmp", "p/sub/c.json",
+                                           "p/sub/d.txt"]
+
+
+def test_sync_s3_to_local_and_s3(cli, s3_env, bucket, boto3_client, tmp_path):
+    for k, v in FILES.items():
+        boto3_client.put_object(Bucket=bucket, Key=f"q/{k}", Body=v)
+    dst = tmp_path / "dst"
+    r = run(cli, "sync", f"s3://{bucket}/q/", str(dst), check=0)
+    assert len(r.stdout.decode().splitlines()) == 4
+    # downloaded files take the object's time, so the next sync copies nothing
+    head = boto3_client.head_object(Bucket=bucket, Key="q/a.json")
+    assert int(os.stat(dst / "a.json").st_mtime) == int(head["LastModified"].timestamp())
+    assert run(cli, "sync", f"s3://{bucket}/q/", str(dst), check=0).stdout == b""
+    # a same-sized object that is newer: kept by default, replaced with --exact-timestamps
+    time.sleep(1.2)
+    boto3_client.put_object(Bucket=bucket, Key="q/b.bin", Body=b"BB")
+    assert run(cli, "sync", f"s3://{bucket}/q/", str(dst), check=0).stdout == b""
+    r = run(cli, "sync", f"s3://{bucket}/q/", str(dst), "--exact-timestamps", check=0)
+    assert _lines(r) == [f"download: s3://{bucket}/q/b.bin to {dst}/b.bin"]
+    assert (dst / "b.bin").read_bytes() == b"BB"
+    # a local file newer than the object is replaced (the S3 copy is the source)
+    future = time.time() + 120
+    (dst / "sub/d.txt").write_bytes(b"DD")
+    os.utime(dst / "sub/d.txt", (future, future))
+    r = run(cli, "sync", f"s3://{bucket}/q/", str(dst), check=0)
+    assert _lines(r) == [f"download: s3://{bucket}/q/sub/d.txt to {dst}/sub/d.txt"]
+    assert (dst / "sub/d.txt").read_bytes() == b"dd"
+    # --delete on a local folder
+    (dst / "stray.txt").write_bytes(b"s")
+    r = run(cli, "sync", f"s3://{bucket}/q/", str(dst), "--delete", check=0)
+    assert _lines(r) == [f"delete: {dst}/stray.txt"] and not (dst / "stray.txt").exists()
+    # S3 -> S3
+    r = run(cli, "sync", f"s3://{bucket}/q/", f"s3://{bucket}/r/", check=0)
+    assert len(r.stdout.decode().splitlines()) == 4
+    assert _keys(boto3_client, bucket, "r/") == sorted(f"r/{k}" for k in FILES)
+    assert run(cli, "sync", f"s3://{bucket}/q/", f"s3://{bucket}/r/", check=0).stdout == b""

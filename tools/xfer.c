@@ -1,0 +1,446 @@
+/* xfer.c - many files at once: cp/mv --recursive and sync.
+ *
+ * Both sides are listed first into a table of relative paths (a local folder walked with
+ * nftw, an S3 prefix listed recursively), filtered (--exclude/--include), sorted by path with
+ * "*.index.json" files last, and only then transferred one by one with the single-object
+ * calls of cmd_cp.c. Sorting first makes the order independent of the file system's, and
+ * puts a Hugging Face index after the shards it names: a reader that finds the index finds
+ * its shards. sync compares the two tables as "aws s3 sync" does (size, then modification
+ * time; see sync_needed). */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* ---- path helpers --------------------------------------------------------------------- */
+
+const char *cli_base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+int cli_ends_with_slash(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 0 && s[n - 1] == '/';
+}
+
+int cli_join(char *out, size_t cap, const char *dir, const char *name)
+{
+    int n =
+        snprintf(out, cap, "%s%s%s", dir, (dir[0] && !cli_ends_with_slash(dir)) ? "/" : "", name);
+    if (n < 0 || (size_t)n >= cap) {
+        cli_error("path too long: %s/%s", dir, name);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_make_parents(const char *path)
+{
+    char buf[PATH_MAX];
+    char *s;
+
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (s = buf + 1; (s = strchr(s, '/')) != NULL; s++) {
+        *s = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return cli_error("cannot create folder %s: %s", buf, strerror(errno));
+        *s = '/';
+    }
+    return 0;
+}
+
+/* A key under the listed prefix, made relative, must stay inside the destination folder. */
+static int safe_relative(const char *rel)
+{
+    const char *s = rel;
+
+    if (rel[0] == '\0' || rel[0] == '/')
+        return 0;
+    while (*s) {
+        const char *e = strchr(s, '/');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if ((n == 2 && s[0] == '.' && s[1] == '.') || (n == 1 && s[0] == '.') || n == 0)
+            return 0;
+        s += n + (e ? 1 : 0);
+    }
+    return 1;
+}
+
+/* key with a trailing '/' (unless empty) into out. */
+static int folder_prefix(const char *key, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "%s%s", key, (key[0] && !cli_ends_with_slash(key)) ? "/" : "");
+    if (n < 0 || (size_t)n >= cap)
+        return cli_error("key too long: %s", key);
+    return 0;
+}
+
+/* ---- the tables ----------------------------------------------------------------------- */
+
+struct item {
+    char *rel;
+    uint64_t size;
+    int64_t mtime; /* seconds since the epoch */
+};
+
+struct items {
+    struct item *v;
+    size_t n, cap;
+};
+
+static int items_add(struct items *t, const char *rel, uint64_t size, int64_t mtime)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        struct item *v = realloc(t->v, cap * sizeof(*v));
+        if (v == NULL)
+            return cli_error("out of memory listing files");
+        t->v = v;
+        t->cap = cap;
+    }
+    t->v[t->n].rel = strdup(rel);
+    if (t->v[t->n].rel == NULL)
+        return cli_error("out of memory listing files");
+    t->v[t->n].size = size;
+    t->v[t->n].mtime = mtime;
+    t->n++;
+    return 0;
+}
+
+static void items_free(struct items *t)
+{
+    size_t i;
+
+    for (i = 0; i < t->n; i++)
+        free(t->v[i].rel);
+    free(t->v);
+    memset(t, 0, sizeof(*t));
+}
+
+static int is_index(const char *rel)
+{
+    static const char suffix[] = ".index.json";
+    size_t n = strlen(rel);
+    return n >= sizeof(suffix) - 1 && strcmp(rel + n - (sizeof(suffix) - 1), suffix) == 0;
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+    const struct item *x = a, *y = b;
+    int ix = is_index(x->rel), iy = is_index(y->rel);
+    if (ix != iy)
+        return ix - iy;
+    return strcmp(x->rel, y->rel);
+}
+
+static const struct item *items_find(const struct items *t, const char *rel)
+{
+    struct item key = {(char *)rel, 0, 0};
+    return bsearch(&key, t->v, t->n, sizeof(*t->v), item_cmp);
+}
+
+/* nftw has no user pointer: the walk's state lives here for its duration. */
+static struct {
+    const struct cli_opts *o;
+    size_t root_len;
+    struct items *out;
+    int failed;
+} walk;
+
+static int walk_cb(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    struct stat target;
+    const char *rel;
+
+    (void)ftw;
+    /* Links to files are followed; links to folders are not (no cycles to detect). Folders,
+     * dangling links and unreadable entries are skipped. */
+    if (type == FTW_SL) {
+        if (!(stat(path, &target) == 0 && S_ISREG(target.st_mode)))
+            return 0;
+        st = &target;
+    } else if (type != FTW_F || !S_ISREG(st->st_mode)) {
+        return 0;
+    }
+    rel = path + walk.root_len;
+    while (*rel == '/')
+        rel++;
+    if (!cli_filter_included(walk.o, rel))
+        return 0;
+    if (items_add(walk.out, rel, (uint64_t)st->st_size, (int64_t)st->st_mtime) != 0) {
+        walk.failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Every regular file under root (filtered) into *out, sorted. Missing root: empty table when
+ * missing_ok, else an error. */
+static int list_local(const struct cli_opts *o, const char *root, int missing_ok, struct items *out)
+{
+    struct stat st;
+
+    memset(out, 0, sizeof(*out));
+    if (stat(root, &st) != 0) {
+        if (errno == ENOENT && missing_ok)
+            return 0;
+        return cli_error("cannot read %s: %s", root, strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return cli_error("%s is not a folder", root);
+    walk.o = o;
+    walk.root_len = strlen(root);
+    walk.out = out;
+    walk.failed = 0;
+    if (nftw(root, walk_cb, 32, FTW_PHYS) < 0 && !walk.failed)
+        walk.failed = cli_error("cannot read folder %s: %s", root, strerror(errno));
+    if (walk.failed) {
+        items_free(out);
+        return CLI_EXIT_FAIL;
+    }
+    qsort(out->v, out->n, sizeof(*out->v), item_cmp);
+    return 0;
+}
+
+struct s3_walk {
+    const struct cli_opts *o;
+    size_t strip;
+    struct items *out;
+    int failed;
+};
+
+static int s3_cb(void *user, const struct s3d_list_entry *e)
+{
+    struct s3_walk *w = user;
+    const char *rel = e->key + w->strip;
+
+    if (strlen(e->key) <= w->strip || cli_ends_with_slash(e->key))
+        return 0; /* the prefix itself, or a folder marker: nothing to copy */
+    if (!cli_filter_included(w->o, rel))
+        return 0;
+    if (items_add(w->out, rel, e->size, e->last_modified) != 0) {
+        w->failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Every object under bucket/prefix (prefix ends in '/' or is empty), filtered, sorted. */
+static int list_s3(struct cp_ctx *x, const char *bucket, const char *prefix, struct items *out)
+{
+    struct s3_walk w = {x->o, strlen(prefix), out, 0};
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    rc = s3d_list_objects(x->c, bucket, prefix, NULL, s3_cb, &w);
+    if (rc < 0 || w.failed) {
+        items_free(out);
+        return rc < 0 ? cli_fail(rc) : CLI_EXIT_FAIL;
+    }
+    qsort(out->v, out->n, sizeof(*out->v), item_cmp);
+    return 0;
+}
+
+/* ---- one side of a transfer ----------------------------------------------------------- */
+
+/* A folder or a prefix: local path, or bucket + prefix (ending in '/' unless empty). */
+struct side {
+    int s3;
+    const char *path; /* as given */
+    char bucket[CLI_BUCKET_CAP];
+    char prefix[CLI_KEY_CAP];
+};
+
+static int side_init(struct side *s, const char *arg)
+{
+    char key[CLI_KEY_CAP];
+
+    memset(s, 0, sizeof(*s));
+    s->path = arg;
+    s->s3 = cli_is_s3(arg);
+    if (!s->s3)
+        return 0;
+    if (cli_split_uri(arg, s->bucket, key) < 0 ||
+        folder_prefix(key, s->prefix, sizeof(s->prefix)) != 0)
+        return CLI_EXIT_FAIL;
+    return 0;
+}
+
+static int side_list(struct cp_ctx *x, const struct side *s, int missing_ok, struct items *out)
+{
+    return s->s3 ? list_s3(x, s->bucket, s->prefix, out)
+                 : list_local(x->o, s->path, missing_ok, out);
+}
+
+/* Transfers src/rel to dst/rel. */
+static int transfer(struct cp_ctx *x, const struct side *src, const struct side *dst,
+                    const char *rel, int64_t mtime)
+{
+    char spath[PATH_MAX], dpath[PATH_MAX], skey[CLI_KEY_CAP], dkey[CLI_KEY_CAP];
+    int n, rc;
+
+    if (src->s3) {
+        n = snprintf(skey, sizeof(skey), "%s%s", src->prefix, rel);
+        if (n < 0 || (size_t)n >= sizeof(skey))
+            return cli_error("key too long: %s%s", src->prefix, rel);
+    } else if (cli_join(spath, sizeof(spath), src->path, rel) != 0) {
+        return CLI_EXIT_FAIL;
+    }
+    if (dst->s3) {
+        n = snprintf(dkey, sizeof(dkey), "%s%s", dst->prefix, rel);
+        if (n < 0 || (size_t)n >= sizeof(dkey))
+            return cli_error("key too long: %s%s", dst->prefix, rel);
+        rc = src->s3 ? cli_copy(x, src->bucket, skey, dst->bucket, dkey)
+                     : cli_upload(x, spath, dst->bucket, dkey);
+    } else {
+        if (!safe_relative(rel))
+            return cli_error("refusing key s3://%s/%s: it would be written outside %s", src->bucket,
+                             skey, dst->path);
+        if (cli_join(dpath, sizeof(dpath), dst->path, rel) != 0)
+            return CLI_EXIT_FAIL;
+        if (!x->o->dryrun && (rc = cli_make_parents(dpath)) != 0)
+            return rc;
+        rc = cli_download(x, src->bucket, skey, dpath);
+        /* As the AWS CLI: a downloaded file takes the object's time, so that a later sync
+         * sees the two as the same. */
+        if (rc == 0 && !x->o->dryrun && mtime > 0) {
+            struct timespec ts[2] = {{(time_t)mtime, 0}, {(time_t)mtime, 0}};
+            if (utimensat(AT_FDCWD, dpath, ts, 0) != 0)
+                return cli_error("cannot set the time of %s: %s", dpath, strerror(errno));
+        }
+    }
+    if (rc == 0 && x->o->move) {
+        char uri[CLI_BUCKET_CAP + CLI_KEY_CAP + 8];
+        if (src->s3)
+            snprintf(uri, sizeof(uri), "s3://%s/%s", src->bucket, skey);
+        rc = cli_delete_source(x, src->s3 ? uri : spath);
+    }
+    return rc;
+}
+
+static int stop_status(int rc)
+{
+    if (cli_interrupted()) {
+        if (rc == 0)
+            cli_error("interrupted");
+        return cli_interrupted_exit();
+    }
+    return rc;
+}
+
+/* ---- cp / mv --recursive -------------------------------------------------------------- */
+
+int cli_cp_recursive(struct cp_ctx *x, const char *src, const char *dst)
+{
+    struct side s, d;
+    struct items t;
+    size_t i;
+    int rc;
+
+    if (strcmp(src, "-") == 0 || strcmp(dst, "-") == 0)
+        return cli_usage_error(x->o->move ? "mv" : "cp",
+                               "--recursive cannot read standard input or write standard "
+                               "output");
+    if (side_init(&s, src) != 0 || side_init(&d, dst) != 0)
+        return CLI_EXIT_FAIL;
+    if ((rc = side_list(x, &s, 0, &t)) != 0)
+        return rc;
+    for (i = 0; i < t.n && rc == 0 && !cli_interrupted(); i++)
+        rc = transfer(x, &s, &d, t.v[i].rel, t.v[i].mtime);
+    items_free(&t);
+    return stop_status(rc);
+}
+
+/* ---- sync ----------------------------------------------------------------------------- */
+
+/* Whether src must be copied over an existing dst, as "aws s3 sync" decides: sizes differ;
+ * else (unless --size-only) for a download, the local file is newer than the object (or, with
+ * --exact-timestamps, the times differ at all); for an upload or a copy, the source is newer
+ * than the destination. */
+static int sync_needed(const struct cli_opts *o, int download, const struct item *s,
+                       const struct item *d)
+{
+    if (s->size != d->size)
+        return 1;
+    if (o->size_only)
+        return 0;
+    if (download)
+        return o->exact_timestamps ? s->mtime != d->mtime : d->mtime > s->mtime;
+    return s->mtime > d->mtime;
+}
+
+static int delete_extra(struct cp_ctx *x, const struct side *d, const char *rel)
+{
+    char path[PATH_MAX], key[CLI_KEY_CAP];
+    int n, rc = 0;
+    FILE *f = stdout;
+
+    if (d->s3) {
+        n = snprintf(key, sizeof(key), "%s%s", d->prefix, rel);
+        if (n < 0 || (size_t)n >= sizeof(key))
+            return cli_error("key too long: %s%s", d->prefix, rel);
+        if (!x->o->dryrun && (rc = s3d_delete_object(x->c, d->bucket, key)) < 0)
+            return cli_fail(rc);
+        if (!x->o->quiet) {
+            fprintf(f, "%sdelete: s3://%s/", x->o->dryrun ? "(dryrun) " : "", d->bucket);
+            cli_put_key(f, key);
+            fputc('\n', f);
+        }
+        return 0;
+    }
+    if (cli_join(path, sizeof(path), d->path, rel) != 0)
+        return CLI_EXIT_FAIL;
+    if (!x->o->dryrun && unlink(path) != 0)
+        return cli_error("cannot delete %s: %s", path, strerror(errno));
+    if (!x->o->quiet) {
+        fprintf(f, "%sdelete: ", x->o->dryrun ? "(dryrun) " : "");
+        cli_put_key(f, path);
+        fputc('\n', f);
+    }
+    return 0;
+}
+
+int cli_sync(struct cp_ctx *x, const char *src, const char *dst)
+{
+    struct side s, d;
+    struct items st, dt;
+    size_t i;
+    int rc;
+
+    if (side_init(&s, src) != 0 || side_init(&d, dst) != 0)
+        return CLI_EXIT_FAIL;
+    if ((rc = side_list(x, &s, 0, &st)) != 0)
+        return rc;
+    if ((rc = side_list(x, &d, 1, &dt)) != 0) {
+        items_free(&st);
+        return rc;
+    }
+    for (i = 0; i < st.n && rc == 0 && !cli_interrupted(); i++) {
+        const struct item *o = items_find(&dt, st.v[i].rel);
+        if (o != NULL && !sync_needed(x->o, !d.s3, &st.v[i], o))
+            continue;
+        rc = transfer(x, &s, &d, st.v[i].rel, st.v[i].mtime);
+    }
+    /* --delete: what the destination has and the source does not (excluded paths are in
+     * neither table, so they are kept). After the copies, so an interrupted sync never
+     * leaves the destination with less than it had. */
+    for (i = 0; x->o->delete_extra && i < dt.n && rc == 0 && !cli_interrupted(); i++)
+        if (items_find(&st, dt.v[i].rel) == NULL)
+            rc = delete_extra(x, &d, dt.v[i].rel);
+    if (rc == 0 && fflush(stdout) != 0)
+        rc = cli_error("writing the output failed");
+    items_free(&st);
+    items_free(&dt);
+    return stop_status(rc);
+}
