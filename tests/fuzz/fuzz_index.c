@@ -83,7 +83,7 @@ static void check_rebuild(const struct s3d_st_index *ix)
         shards[i] = ix->shards[ix->tensors[i].shard];
     }
     s3d_dynbuf_init(&b, S3D_ST_INDEX_MAX);
-    rc = s3d_st_index_build(names, shards, ix->n_tensors, ix->total_size, &b);
+    rc = s3d_st_index_build(names, shards, ix->n_tensors, ix->total_size, NULL, &b);
     /* Only a total_size over 2^63 (read from a float) may be refused. */
     REQUIRE(rc == 0 || (rc == S3D_EINVAL && ix->total_size > (uint64_t)INT64_MAX));
     if (rc == 0) {
