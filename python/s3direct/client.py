@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from typing import NamedTuple
 
 from . import _capi, errors
 from ._capi import enc
@@ -59,6 +60,16 @@ class Client:
                  device=None):
         self._lib = _capi.lib()
         self._handle = None
+        # What pickling carries to another process, where __setstate__ builds a new C client.
+        self._kwargs = dict(
+            endpoint_url=endpoint_url, region=region, profile=profile,
+            max_concurrency=max_concurrency, part_size=part_size, staging_bytes=staging_bytes,
+            access_key_id=access_key_id, secret_access_key=secret_access_key,
+            session_token=session_token, ca_bundle=ca_bundle, addressing=addressing,
+            anonymous=anonymous, verify_ssl=verify_ssl, payload_signing=payload_signing,
+            multipart_threshold=multipart_threshold, max_attempts=max_attempts,
+            deadline_ms=deadline_ms, connect_timeout_ms=connect_timeout_ms,
+            low_speed_time_s=low_speed_time_s, low_speed_limit=low_speed_limit, device=device)
         if addressing not in _ADDRESSING:
             raise ValueError(f"addressing must be one of auto, path, virtual: {addressing!r}")
         if payload_signing not in _SIGNING:
@@ -136,6 +147,82 @@ class Client:
         except Exception:
             pass
 
+    # ---- pickling: the configuration travels, the C client is made again ----------------------
+    def __getstate__(self) -> dict:
+        """The arguments the client was made with (explicit credentials included, so pickle
+        it only to places you would give them); not its connections."""
+        return dict(self._kwargs)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state)
+
+    def __repr__(self) -> str:
+        given = {k: v for k, v in self._kwargs.items()
+                 if v not in (None, False) and k not in ("secret_access_key", "session_token")
+                 and not (k == "verify_ssl" and v is True)}
+        return f"s3direct.Client({', '.join(f'{k}={v!r}' for k, v in given.items())})"
+
+    # ---- listing and deleting (pruning old checkpoints without boto3) -------------------------
+    def list(self, prefix: str, *, delimiter: "str | None" = None) -> "list[ListedObject]":
+        """Objects whose URI starts with prefix ("s3://bucket/run1/"), over all pages, in key
+        order, as ``ListObjectsV2`` returns them.
+
+        Args:
+            prefix: "s3://bucket" or "s3://bucket/key-prefix".
+            delimiter: None lists recursively; "/" lists one level, the sub-folders coming back
+                as entries with ``is_prefix`` True.
+
+        Returns:
+            A list of ListedObject (uri, key, size, last_modified, etag, is_prefix).
+
+        Raises:
+            NoSuchBucket, AccessDenied, ConfigError (not an s3:// URI).
+        """
+        from .streams import split_s3
+
+        bucket, key = split_s3(_uri_of(prefix))
+        out: "list[ListedObject]" = []
+
+        def cb(user, e):
+            try:
+                ent = e.contents
+                k = ent.key.decode("utf-8", "surrogateescape")
+                out.append(ListedObject(f"s3://{bucket}/{k}", k, int(ent.size),
+                                        int(ent.last_modified),
+                                        (ent.etag or b"").decode("utf-8", "replace"),
+                                        bool(ent.is_prefix)))
+                return 0
+            except Exception:
+                return 1
+
+        fn = _capi.LIST_FN(cb)
+        self._lib.check(self._lib.s3d_list_objects(self.handle, enc(bucket), enc(key),
+                                                   enc(delimiter), fn, None))
+        return out
+
+    def delete(self, uris) -> None:
+        """Deletes the objects at uris (one URI or an iterable of them; DeleteObjects, 1000
+        keys per request). Missing keys are not an error, as on S3.
+
+        Raises:
+            AccessDenied and the like, naming the first key the server refused; ConfigError for
+            a URI that is not s3://.
+        """
+        from .streams import split_s3
+
+        if isinstance(uris, (str, os.PathLike)):
+            uris = [uris]
+        by_bucket: "dict[str, list[str]]" = {}
+        for u in uris:
+            b, k = split_s3(_uri_of(u))
+            if not k:
+                raise errors.InvalidArgument(errors.S3D_EINVAL,
+                                             f"delete: {u} names a bucket, not an object")
+            by_bucket.setdefault(b, []).append(k)
+        for b, keys in by_bucket.items():
+            arr = (ctypes.c_char_p * len(keys))(*[enc(k) for k in keys])
+            self._lib.check(self._lib.s3d_delete_objects(self.handle, enc(b), arr, len(keys)))
+
     # ---- small S3 operations, used by the file-like objects, DCP and tests -------------------
     def head(self, bucket: str, key: str) -> _capi.ObjectInfo:
         info = _capi.ObjectInfo()
@@ -177,6 +264,26 @@ class Client:
                     errors._CODES["EPROTO"],
                     f"s3://{bucket}/{key}: got {got} bytes, expected {size}")
         return bytes(buf)
+
+
+class ListedObject(NamedTuple):
+    """One entry of Client.list."""
+
+    uri: str
+    key: str
+    size: int
+    last_modified: int  # seconds since the epoch, 0 if unknown
+    etag: str
+    is_prefix: bool  # a "folder" (CommonPrefixes) when listing with a delimiter
+
+
+def _uri_of(u) -> str:
+    from . import _uri
+
+    s = _uri.normalize(u)
+    if not s.startswith("s3://"):
+        raise errors.ConfigError(errors._CODES["EURI"], f"{s!r}: not an s3:// URI")
+    return s
 
 
 def buffer_pointer(data, writable: bool = False):

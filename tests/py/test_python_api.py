@@ -238,3 +238,42 @@ def test_map_location_is_an_alias_of_device(tmp_path, lib_path):
         s3direct.load(uri, map_location={"cuda:0": "cpu"})
     with pytest.raises(ValueError, match="disagree"):
         s3direct.load(uri, device="cpu", map_location="cuda:0")
+
+
+# ---- Client: pickling, list, delete ------------------------------------------------------------
+def _load_in_child(client, uri):
+    return float(s3direct.load(uri, client=client)["a"].sum())
+
+
+def test_client_pickles_and_works_in_spawned_workers(s3_env, bucket):
+    import multiprocessing as mp
+
+    c = s3direct.Client(endpoint_url=s3_env["AWS_ENDPOINT_URL"], max_concurrency=3,
+                        part_size=5 << 20)
+    c2 = pickle.loads(pickle.dumps(c))
+    assert c2.handle.value != c.handle.value
+    assert c2.config()["max_concurrency"] == 3 and c2.config()["part_size"] == 5 << 20
+    uri = f"s3://{bucket}/p.safetensors"
+    s3direct.save({"a": torch.ones(4)}, uri, client=c)
+    with mp.get_context("spawn").Pool(2) as pool:
+        assert pool.starmap(_load_in_child, [(c, uri), (c, uri)]) == [4.0, 4.0]
+    assert "secret" not in repr(c)
+
+
+def test_client_list_and_delete(s3_env, bucket):
+    c = s3direct.Client()
+    for i in range(3):
+        s3direct.save({"a": torch.ones(1)}, f"s3://{bucket}/run/step{i}.safetensors", client=c)
+    s3direct.save({"a": torch.ones(1)}, f"s3://{bucket}/run/sub/x.safetensors", client=c)
+    got = c.list(f"s3://{bucket}/run/")
+    assert [o.key for o in got] == [f"run/step{i}.safetensors" for i in range(3)] + \
+        ["run/sub/x.safetensors"]
+    assert all(o.size > 0 and o.uri == f"s3://{bucket}/{o.key}" for o in got)
+    top = c.list(f"s3://{bucket}/run/", delimiter="/")
+    assert [(o.key, o.is_prefix) for o in top][-1] == ("run/sub/", True)
+    c.delete([o.uri for o in got if "step" in o.key][:2])
+    c.delete(f"s3://{bucket}/run/missing")  # absent keys are fine, as on S3
+    assert [o.key for o in c.list(f"s3://{bucket}/run")] == ["run/step2.safetensors",
+                                                             "run/sub/x.safetensors"]
+    with pytest.raises(s3direct.ConfigError):
+        c.list("/tmp")
