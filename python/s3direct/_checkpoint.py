@@ -140,6 +140,54 @@ def _write(client, uri: str, srcs, metadata, tree_json, *, shard_size, checksum,
     del keep
 
 
+def _tie_key(t: torch.Tensor):
+    """Equal for two tensors that are the same view of the same memory (tied weights)."""
+    if t.device.type == "meta" or t.layout != torch.strided or t.is_quantized:
+        return None
+    try:
+        ptr = t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+    if ptr == 0 or t.numel() == 0:
+        return None
+    return (str(t.device), ptr, t.storage_offset(), tuple(t.shape), tuple(t.stride()),
+            t.dtype, t.is_conj(), t.is_neg())
+
+
+def _untie(flat) -> dict:
+    """Tied tensors (the same view of the same memory under several names) are stored once,
+    as safetensors.torch.save_model does: the first name in tree order keeps the bytes, the
+    others point to it in the tree (so load ties them again) and are listed in __metadata__
+    as {removed: kept}. Returns that alias map; drops the removed names from flat.tensors."""
+    kept: dict = {}
+    aliases: dict = {}
+    tensors = []
+    for name, path, t in flat.tensors:
+        key = _tie_key(t)
+        if key is not None and key in kept:
+            aliases[name] = kept[key]
+            continue
+        if key is not None:
+            kept[key] = name
+        tensors.append((name, path, t))
+    if aliases:
+        flat.tensors = tensors
+        for _, tag, node in _tree.walk(flat.tree):
+            if tag == "t" and node["t"] in aliases:
+                node["t"] = aliases[node["t"]]
+    return aliases
+
+
+def _with_aliases(metadata, aliases: dict):
+    if not aliases:
+        return metadata
+    out = dict(metadata or {})
+    _metadata_entries(out, None)  # the user's entries are checked as always
+    for removed, kept_name in aliases.items():
+        out.setdefault(removed, kept_name)
+    return out
+
+
 def save(obj, uri, *, shard_size=None, metadata=None, checksum=True, progress=False,
          client=None, allow_pickle=False) -> None:
     """Saves obj (a tensor, a dict of tensors, or nested training state) to uri ("s3://bucket/
@@ -147,6 +195,7 @@ def save(obj, uri, *, shard_size=None, metadata=None, checksum=True, progress=Fa
     when shard_size (bytes per shard) is given. See docs/python.md."""
     uri = _uri.for_save(uri, bool(shard_size))
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
+    metadata = _with_aliases(metadata, _untie(flat))
     srcs = [_prepare(t, name, path) for name, path, t in flat.tensors]
     _write(resolve(client), uri, srcs, metadata, flat.to_json(), shard_size=shard_size,
            checksum=checksum, progress=progress, cuda_stream=_cuda_stream(srcs))
@@ -191,6 +240,7 @@ def save_async(obj, uri, *, shard_size=None, metadata=None, checksum=True, progr
     uri = _uri.for_save(uri, bool(shard_size))
     c = resolve(client)
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
+    metadata = _with_aliases(metadata, _untie(flat))
     srcs = [_snapshot(_prepare(t, name, path)) for name, path, t in flat.tensors]
     stream = _cuda_stream(srcs)
     tree_json = flat.to_json()
@@ -551,9 +601,33 @@ def load_into(target, uri, *, strict=True, progress=False, client=None, allow_pi
                     f"(it was not written by s3direct.save)")
         if doc is None:
             modules = [""]  # a plain file is one state dict: every name is the target's
-        plain = [n for n in file_names if not any(_under(n, p) for p, _, _ in opt_prefixes)]
+        plain = list(dict.fromkeys(n for n in file_names
+                                   if not any(_under(n, p) for p, _, _ in opt_prefixes)))
         plain_set = set(plain)
         missing = [n for n in found if n not in plain_set]
+        # Tied weights: a name the checkpoint stores once (safetensors save_model, Hugging
+        # Face, s3direct.save) is satisfied by the target tensor it shares memory with, or
+        # else from the stored tensor the metadata names ({removed: kept}).
+        tied_from: dict = {}
+        if missing:
+            by_key = {}
+            for n, (_, t) in found.items():
+                k = _tie_key(t)
+                if k is not None and n in plain_set:
+                    by_key.setdefault(k, n)
+            meta = r.metadata()
+            still = []
+            for n in missing:
+                k = _tie_key(found[n][1])
+                alias = meta.get(n)
+                if k is not None and k in by_key:
+                    result_tied = found[n][1]
+                    tied_from[n] = (None, result_tied)
+                elif alias in plain_set and alias in r.by_name:
+                    tied_from[n] = (alias, None)
+                else:
+                    still.append(n)
+            missing = still
         # A name under a module (or a state dict) the target has is unexpected, as in
         # load_state_dict; other entries (an "rng" beside "model") are loaded and returned.
         unexpected = [n for n in plain if n not in found
@@ -561,7 +635,13 @@ def load_into(target, uri, *, strict=True, progress=False, client=None, allow_pi
         mismatched = []
         dests, copies, result = [], [], {}
         extra = set(n for n in plain if n not in found) - set(unexpected)
-        for name in plain:
+        todo = [(n, n) for n in plain]
+        for n, (alias, tied_tensor) in tied_from.items():
+            if alias is not None:
+                todo.append((n, alias))  # read the kept tensor's bytes into this name too
+            else:
+                result[n] = tied_tensor  # filled through the memory it shares
+        for name, src in todo:
             if name in extra:
                 e = r.by_name[name]
                 t = torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device="cpu")
@@ -570,7 +650,7 @@ def load_into(target, uri, *, strict=True, progress=False, client=None, allow_pi
                 continue
             if name not in found:
                 continue
-            e = r.by_name[name]
+            e = r.by_name[src]
             t = found[name][1].detach()
             want = _dtypes.to_torch(e.dtype)
             if tuple(t.shape) != tuple(e.shape) or t.dtype != want:

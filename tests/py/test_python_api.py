@@ -277,3 +277,55 @@ def test_client_list_and_delete(s3_env, bucket):
                                                              "run/sub/x.safetensors"]
     with pytest.raises(s3direct.ConfigError):
         c.list("/tmp")
+
+
+# ---- tied weights -----------------------------------------------------------------------------
+class TiedLM(torch.nn.Module):
+    def __init__(self, tie=True):
+        super().__init__()
+        self.embed = torch.nn.Embedding(11, 4)
+        self.mid = torch.nn.Linear(4, 4)
+        self.lm_head = torch.nn.Linear(4, 11, bias=False)
+        if tie:
+            self.lm_head.weight = self.embed.weight
+
+
+def test_tied_weights_saved_once_and_restored(tmp_path, base):
+    from safetensors.torch import load_model
+
+    torch.manual_seed(0)
+    m = TiedLM()
+    uri = f"{base}/tied.safetensors"
+    s3direct.save(m, uri)
+    with s3direct.safe_open(uri) as f:
+        assert "lm_head.weight" not in f.keys() and "embed.weight" in f.keys()
+        assert f.metadata()["lm_head.weight"] == "embed.weight"
+    back = s3direct.load(uri)
+    assert back["lm_head.weight"] is back["embed.weight"]
+    assert list(back) == list(m.state_dict())
+    m2 = TiedLM()
+    s3direct.load_into(m2, uri)
+    assert m2.lm_head.weight is m2.embed.weight
+    assert torch.equal(m2.embed.weight, m.embed.weight)
+    untied = TiedLM(tie=False)
+    s3direct.load_into(untied, uri)  # filled from the kept tensor the metadata names
+    assert torch.equal(untied.lm_head.weight, m.embed.weight)
+    if not base.startswith("s3://"):
+        m3 = TiedLM()
+        load_model(m3, uri)  # safetensors' own loader accepts the file
+        assert torch.equal(m3.embed.weight, m.embed.weight)
+
+
+def test_load_into_tied_model_from_save_model_file(tmp_path, lib_path):
+    from safetensors.torch import save_model
+
+    torch.manual_seed(1)
+    m = TiedLM()
+    path = str(tmp_path / "hf" / "model.safetensors")
+    os.makedirs(os.path.dirname(path))
+    save_model(m, path)
+    m2 = TiedLM()
+    s3direct.load_into(m2, str(tmp_path / "hf"))
+    assert m2.lm_head.weight is m2.embed.weight
+    assert torch.equal(m2.embed.weight, m.embed.weight)
+    assert torch.equal(m2.mid.weight, m.mid.weight)
