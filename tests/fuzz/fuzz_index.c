@@ -5,7 +5,8 @@
  * must hold its invariants: every tensor points at a shard, the shards are distinct and each
  * passes the shard-name check, and each resolves against an s3:// and a local index location
  * to that location's folder plus the shard name. It is then rebuilt with the builder and
- * parsed again, which must give the same tensors, shards and total size in the same order.
+ * parsed again, which must give the same tensors, shards, total size and generation id, in the
+ * same order.
  * The input, as a string, is also an index path for s3d_st_shard_name and s3d_st_shard_resolve.
  * Built by tests/fuzz/fuzz.cmake as a plain test (with fuzz_main.c) and, with -DS3D_FUZZ=ON
  * under clang, as a libFuzzer binary. */
@@ -27,6 +28,7 @@ const char *const s3d_fuzz_tokens[] = {"\"",
                                        "\"weight_map\"",
                                        "\"metadata\"",
                                        "\"total_size\"",
+                                       "\"s3direct.generation\"",
                                        "\"a.safetensors\"",
                                        "\"../x\"",
                                        "\"s3://b/k\"",
@@ -83,13 +85,15 @@ static void check_rebuild(const struct s3d_st_index *ix)
         shards[i] = ix->shards[ix->tensors[i].shard];
     }
     s3d_dynbuf_init(&b, S3D_ST_INDEX_MAX);
-    rc = s3d_st_index_build(names, shards, ix->n_tensors, ix->total_size, NULL, &b);
+    rc = s3d_st_index_build(names, shards, ix->n_tensors, ix->total_size, ix->generation, &b);
     /* Only a total_size over 2^63 (read from a float) may be refused. */
     REQUIRE(rc == 0 || (rc == S3D_EINVAL && ix->total_size > (uint64_t)INT64_MAX));
     if (rc == 0) {
         REQUIRE(s3d_st_index_parse(b.data, b.len, 0, &ix2) == 0);
         REQUIRE(ix2.n_tensors == ix->n_tensors && ix2.n_shards == ix->n_shards);
         REQUIRE(ix2.has_total_size && ix2.total_size == ix->total_size);
+        REQUIRE((ix2.generation == NULL) == (ix->generation == NULL));
+        REQUIRE(ix->generation == NULL || strcmp(ix2.generation, ix->generation) == 0);
         for (size_t i = 0; i < ix->n_tensors; i++) {
             REQUIRE(strcmp(ix2.tensors[i].name, ix->tensors[i].name) == 0);
             REQUIRE(ix2.tensors[i].shard == ix->tensors[i].shard);
