@@ -611,6 +611,52 @@ static int err_restore(const struct saved_err *s)
     return s3d_fail_s3(s->code, &s->d, "%s", s->message);
 }
 
+/* Appends s as one shell word in single quotes ('\'' for a quote) to out[*len..cap). */
+static void shell_word(char *out, size_t cap, size_t *len, const char *s)
+{
+    if (*len + 1 < cap)
+        out[(*len)++] = '\'';
+    for (; *s != '\0' && *len + 5 < cap; s++) {
+        if (*s == '\'') {
+            memcpy(out + *len, "'\\''", 4);
+            *len += 4;
+        } else {
+            out[(*len)++] = *s;
+        }
+    }
+    if (*len + 1 < cap)
+        out[(*len)++] = '\'';
+    out[*len < cap ? *len : cap - 1] = '\0';
+}
+
+/* The first error, followed by what a person must know when the abort after it failed too:
+ * the upload is still open (its parts are stored, and billed, until it is aborted or a
+ * lifecycle rule removes it) and the command that removes it. The command comes before the
+ * abort's own error so that the 1.5 KB message cap never cuts it. */
+static int err_restore_left_open(const struct saved_err *s, const char *bucket, const char *key,
+                                 const char *upload_id, const char *abort_msg)
+{
+    char cmd[1024];
+    size_t n = 0;
+    cmd[0] = '\0';
+    n = (size_t)snprintf(cmd, sizeof(cmd), "--bucket ");
+    shell_word(cmd, sizeof(cmd), &n, bucket);
+    n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " --key ");
+    if (n < sizeof(cmd))
+        shell_word(cmd, sizeof(cmd), &n, key);
+    if (n < sizeof(cmd))
+        n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " --upload-id ");
+    if (n < sizeof(cmd))
+        shell_word(cmd, sizeof(cmd), &n, upload_id);
+    return s3d_fail_s3(s->code, &s->d,
+                       "%.400s; the multipart upload could not be aborted, so it is left open "
+                       "on the server (its parts are kept, and billed, until it is aborted): "
+                       "remove it with `s3direct s3api abort-multipart-upload %s` (or `aws "
+                       "s3api abort-multipart-upload` with the same arguments); the abort "
+                       "failed with: %.300s",
+                       s->message, cmd, abort_msg);
+}
+
 int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char *key,
                            const struct s3d_put_hooks *hooks, const struct s3d_put_options *o)
 {
@@ -657,9 +703,17 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
         struct saved_err *se = malloc(sizeof(*se));
         if (se != NULL)
             err_save(se, rc);
-        if (s3d_op_abort_multipart(&c->s3, bucket, key, upload_id) < 0)
+        if (s3d_op_abort_multipart(&c->s3, bucket, key, upload_id) < 0) {
             S3D_WARN("aborting upload %s of s3://%s/%s failed: %s", upload_id, bucket, key,
                      s3d_last_error_message());
+            if (se != NULL) {
+                char abort_msg[320];
+                snprintf(abort_msg, sizeof(abort_msg), "%s", s3d_last_error_message());
+                err_restore_left_open(se, bucket, key, upload_id, abort_msg);
+                free(se);
+                se = NULL;
+            }
+        }
         if (se != NULL) {
             err_restore(se);
             free(se);

@@ -44,6 +44,14 @@ static int failing_next(void *ctx, struct s3d_put_part *p)
     return 0;
 }
 
+/* Records the id of the (one) open upload. */
+static int get_upload_id(void *user, const char *key, const char *id)
+{
+    (void)key;
+    snprintf(user, 256, "%s", id);
+    return 0;
+}
+
 static void check_previous(struct s3d_client *c, const char *key, const char *want)
 {
     char buf[64];
@@ -164,6 +172,48 @@ int main(void)
               S3D_ECANCELED);
     CHECK_MSG_HAS("progress callback");
     CHECK(pr.last < n);
+    s3d_client_free(slow);
+    tproxy_stop(px);
+
+    /* 5. The upload fails and so does its abort (the proxy answers the DELETE with a 500, and
+     * one try per request): the error says the upload is left open and how to remove it. */
+    memset(&po, 0, sizeof(po));
+    po.cut_s2c_after = -1;
+    po.stall_s2c_after = -1;
+    po.cut_c2s_after = -1;
+    po.fail_request = "DELETE ";
+    px = tproxy_start(host, port, &po);
+    memset(&o, 0, sizeof(o));
+    o.endpoint_url = tproxy_url(px);
+    o.max_attempts = 1;
+    CHECK_OK(s3d_client_new(&o, &slow));
+    memset(&f, 0, sizeof(f));
+    f.next = 1;
+    h.ctx = &f;
+    CHECK_ERR(s3d_xfer_put_multipart(slow, bucket, "k 'q'", &h, &pop), S3D_EIO);
+    CHECK(tproxy_failed_requests(px) == 1);
+    {
+        char msg[2048], id[256] = "", want[600];
+        int uploads = 0;
+        snprintf(msg, sizeof(msg), "%s", s3d_last_error_message());
+        CHECK_MSG_HAS("producer failed at part 3");
+        CHECK_MSG_HAS("could not be aborted, so it is left open");
+        CHECK_MSG_HAS("aws s3api abort-multipart-upload");
+        CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, count_uploads, &uploads));
+        CHECK(uploads == 1);
+        CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, get_upload_id, id));
+        /* The key is one shell word: 'k '\''q'\''' */
+        snprintf(want, sizeof(want),
+                 "`s3direct s3api abort-multipart-upload --bucket '%s' --key 'k '\\''q'\\''' "
+                 "--upload-id '%s'`",
+                 bucket, id);
+        if (strstr(msg, want) == NULL)
+            t_fail(__FILE__, __LINE__, "\"%s\" lacks \"%s\"", msg, want);
+        CHECK_OK(s3d_abort_multipart_upload(c, bucket, "k 'q'", id));
+        uploads = 0;
+        CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, count_uploads, &uploads));
+        CHECK(uploads == 0);
+    }
     s3d_client_free(slow);
     tproxy_stop(px);
 
