@@ -125,6 +125,14 @@ struct s3d_read_options {
     struct s3d_cancel *cancel;
     int32_t no_verify; /* 1: skip the per-tensor CRC32C check (it needs whole tensors) */
     int32_t file_io;   /* enum s3d_file_io */
+    /* The caller's current CUstream on each device (PyTorch: torch.cuda.current_stream(d)):
+     * copies into device memory of device k wait for the work queued on cuda_streams[k] so
+     * far (kernels still reading the destination, or blocks the caching allocator recycled),
+     * and that stream waits for the copies. Devices k >= n_cuda_streams (or all, when
+     * cuda_streams is NULL) use cuda_stream; 0 is the legacy default stream. */
+    uint64_t cuda_stream;
+    const uint64_t *cuda_streams;
+    uint32_t n_cuda_streams;
 };
 
 /* Reads the chosen tensors in one planned transfer: only their byte ranges are fetched,
@@ -168,6 +176,10 @@ struct s3d_write_options {
     int32_t file_io;         /* enum s3d_file_io */
     uint64_t cuda_stream;    /* CUstream that produced the device tensors (0 = legacy default
                                 stream): copies wait for the work queued on it so far */
+    /* Per-device producer streams, as in s3d_read_options: the copies from device k wait for
+     * cuda_streams[k] when k < n_cuda_streams, else for cuda_stream. */
+    const uint64_t *cuda_streams;
+    uint32_t n_cuda_streams;
 };
 
 /* Writes tensors and metadata as a safetensors checkpoint. Tensors are laid out in the order

@@ -165,6 +165,9 @@ class ReadOptions(Structure):
         ("cancel", c_void_p),
         ("no_verify", c_int32),
         ("file_io", c_int32),
+        ("cuda_stream", c_uint64),
+        ("cuda_streams", POINTER(c_uint64)),
+        ("n_cuda_streams", c_uint32),
     ]
 
 
@@ -194,6 +197,8 @@ class WriteOptions(Structure):
         ("no_checksum", c_int32),
         ("file_io", c_int32),
         ("cuda_stream", c_uint64),
+        ("cuda_streams", POINTER(c_uint64)),
+        ("n_cuda_streams", c_uint32),
     ]
 
 

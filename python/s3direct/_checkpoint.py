@@ -89,11 +89,62 @@ class _SrcArray:
         self.n = n
 
 
-def _cuda_stream(srcs) -> int:
-    for s in srcs:
-        if s.device >= 0:
-            return torch.cuda.current_stream(s.device).cuda_stream
-    return 0
+def _cuda_streams(devices) -> list:
+    """The current CUDA stream handle of every device in devices (ordinals; -1 ignored), as a
+    list indexed by ordinal (0 where no tensor lives). The C layer orders its copies after the
+    work queued on each device's own stream."""
+    used = sorted({d for d in devices if d >= 0})
+    if not used:
+        return []
+    out = [0] * (used[-1] + 1)
+    for d in used:
+        out[d] = torch.cuda.current_stream(d).cuda_stream
+    return out
+
+
+def _cuda_stream(srcs) -> list:
+    return _cuda_streams(s.device for s in srcs)
+
+
+def _set_streams(o, streams, keep):
+    """Fills cuda_stream / cuda_streams / n_cuda_streams of a Read/WriteOptions."""
+    streams = list(streams or [])
+    if not streams:
+        return
+    arr = (ctypes.c_uint64 * len(streams))(*streams)
+    keep.append(arr)
+    o.cuda_stream = streams[0]
+    o.cuda_streams = ctypes.cast(arr, ctypes.POINTER(ctypes.c_uint64))
+    o.n_cuda_streams = len(streams)
+
+
+MAX_CUDA_ORDINAL = 63  # the C layer's per-device tables hold ordinals 0..63
+
+
+def _dest_device(t: torch.Tensor) -> int:
+    """The C device number of a destination tensor, after the checks that keep the C reader
+    from writing where it must not: contiguous memory only (a strided view's data_ptr does
+    not hold numel() contiguous bytes), CPU or CUDA only (mps/xpu pointers are not host
+    memory and not CUdeviceptr)."""
+    if t.device.type not in ("cpu", "cuda"):
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL,
+            f"destination tensor on {t.device}: s3direct reads into CPU or CUDA memory only; "
+            f"load to the CPU and move it with .to({str(t.device)!r})")
+    if t.layout != torch.strided or not t.is_contiguous():
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL,
+            f"destination tensor is not contiguous (shape {tuple(t.shape)}, stride "
+            f"{tuple(t.stride()) if t.layout == torch.strided else t.layout}): the bytes would "
+            f"land past the view; pass a contiguous tensor and copy_() into the view")
+    if t.device.type == "cpu":
+        return -1
+    idx = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    if not 0 <= idx <= MAX_CUDA_ORDINAL:
+        raise errors.InvalidArgument(errors.S3D_EINVAL,
+                                     f"destination on cuda:{idx}: ordinals 0.."
+                                     f"{MAX_CUDA_ORDINAL} are supported")
+    return idx
 
 
 def _metadata_entries(metadata, tree_json):
@@ -133,7 +184,7 @@ def _write(client, uri: str, srcs, metadata, tree_json, *, shard_size, checksum,
             o.progress = prog.fn
         o.max_shard_size = int(shard_size or 0)
         o.no_checksum = 0 if checksum else 1
-        o.cuda_stream = cuda_stream
+        _set_streams(o, cuda_stream, keep)
         rc = lib.s3d_checkpoint_write(client.handle, enc(uri), arr.arr, arr.n, marr, nmeta,
                                       ctypes.byref(o))
         lib.check(rc)
@@ -375,11 +426,13 @@ class CheckpointReader:
         if n == 0:
             return
         arr = (_capi.TensorDest * n)()
+        devices = []
         for i, (e, t, off, length) in enumerate(dests):
             d = arr[i]
             d.index = e.index
+            d.device = _dest_device(t)
             d.ptr = t.data_ptr() or None
-            d.device = -1 if t.device.type == "cpu" else t.device.index
+            devices.append(d.device)
             d.capacity = t.numel() * t.element_size()
             d.src_offset = off
             d.length = length
@@ -389,6 +442,8 @@ class CheckpointReader:
             if prog.fn is not None:
                 o.progress = prog.fn
             o.no_verify = 0 if verify else 1
+            keep = []
+            _set_streams(o, _cuda_streams(devices), keep)
             rc = self._lib.s3d_reader_read(self._h, arr, n, ctypes.byref(o))
             self._lib.check(rc)
 

@@ -400,27 +400,27 @@ static void cuda_host_free(struct s3d_device *dev, void *p, size_t size)
     cuda_host_free_impl(dev, p);
 }
 
-static int cuda_host_register(struct s3d_device *dev, void *p, size_t size)
+static int cuda_host_register(struct s3d_device *dev, int ordinal, void *p, size_t size)
 {
     struct s3d_cuda *c = dev->cuda;
     CUresult r;
     int rc = 0;
-    ENTER(dev, S3D_ANY_CTX);
+    ENTER(dev, ordinal);
     r = c->f.cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE);
     if (r != CUDA_SUCCESS)
         rc = cu_fail(c, "cuMemHostRegister", r);
-    LEAVE(dev, S3D_ANY_CTX);
+    LEAVE(dev, ordinal);
     return rc;
 }
 
-static void cuda_host_unregister(struct s3d_device *dev, void *p)
+static void cuda_host_unregister(struct s3d_device *dev, int ordinal, void *p)
 {
     struct s3d_cuda *c = dev->cuda;
     void *prev = NULL;
-    if (s3d_cuda_ctx_enter(dev, S3D_ANY_CTX, &prev) < 0)
+    if (s3d_cuda_ctx_enter(dev, ordinal, &prev) < 0)
         return;
     c->f.cuMemHostUnregister(p);
-    s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, prev);
+    s3d_cuda_ctx_leave(dev, ordinal, prev);
 }
 
 static int cuda_mem_alloc(struct s3d_device *dev, int ordinal, size_t size, uint64_t *out)

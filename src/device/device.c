@@ -123,17 +123,20 @@ void s3d_device_host_free(struct s3d_device *dev, void *p, size_t size)
         dev->ops->host_free(dev, p, size);
 }
 
-int s3d_device_host_register(struct s3d_device *dev, void *p, size_t size)
+int s3d_device_host_register(struct s3d_device *dev, int ordinal, void *p, size_t size)
 {
+    int rc;
     if (p == NULL || size == 0)
         return s3d_fail(S3D_EINVAL, "host_register: empty range");
-    return dev->ops->host_register(dev, p, size);
+    if (ordinal != -1 && (rc = check_ordinal(dev, ordinal)) < 0)
+        return rc;
+    return dev->ops->host_register(dev, ordinal, p, size);
 }
 
-void s3d_device_host_unregister(struct s3d_device *dev, void *p)
+void s3d_device_host_unregister(struct s3d_device *dev, int ordinal, void *p)
 {
-    if (dev != NULL && p != NULL)
-        dev->ops->host_unregister(dev, p);
+    if (dev != NULL && p != NULL && ordinal >= -1 && ordinal < dev->count)
+        dev->ops->host_unregister(dev, ordinal, p);
 }
 
 int s3d_device_mem_alloc(struct s3d_device *dev, int ordinal, size_t size, uint64_t *out)

@@ -83,9 +83,12 @@ int s3d_device_host_alloc(struct s3d_device *dev, size_t size, void **out);
 /* Frees what s3d_device_host_alloc returned; size must be the size allocated. NULL ok. */
 void s3d_device_host_free(struct s3d_device *dev, void *p, size_t size);
 /* Pins existing host memory (cuMemHostRegister, PORTABLE) so copies from and to it run at
- * pinned speed; no-op on the other backends. Unregister before freeing the memory. */
-int s3d_device_host_register(struct s3d_device *dev, void *p, size_t size);
-void s3d_device_host_unregister(struct s3d_device *dev, void *p);
+ * pinned speed; no-op on the host backend. The registration is made in the primary context
+ * of device ordinal, which the library retains until s3d_device_free: a user's cuCtxDestroy
+ * or device reset cannot unpin it underneath (ordinal -1: whatever context is current, else
+ * device 0's). Unregister, with the same ordinal, before freeing the memory. */
+int s3d_device_host_register(struct s3d_device *dev, int ordinal, void *p, size_t size);
+void s3d_device_host_unregister(struct s3d_device *dev, int ordinal, void *p);
 
 /* ---- device memory (tests and benchmarks: the library itself never allocates any) ---- */
 
@@ -182,5 +185,7 @@ int s3d_device_emu_ctx_used(int ordinal);
 void s3d_device_emu_reset_ctx(void);
 /* Bytes of "pinned" host memory allocated through the emulated backend and not freed. */
 size_t s3d_device_emu_pinned_bytes(void);
+/* Host ranges registered (pinned) through the emulated backend and not unregistered. */
+long s3d_device_emu_registered(void);
 
 #endif

@@ -49,12 +49,12 @@ static void host_free(struct s3d_device *dev, void *p, size_t size)
     munmap(p, size);
 }
 
-static int host_register(struct s3d_device *dev, void *p, size_t size)
+static int host_register(struct s3d_device *dev, int ordinal, void *p, size_t size)
 {
     return 0;
 }
 
-static void host_unregister(struct s3d_device *dev, void *p)
+static void host_unregister(struct s3d_device *dev, int ordinal, void *p)
 {
 }
 
@@ -174,6 +174,7 @@ struct s3d_emu {
     struct s3d_stream *legacy[EMU_MAX_DEVICES]; /* legacy default streams, made on first use */
     int ctx_used[EMU_MAX_DEVICES];              /* a "context" was needed on this device */
     size_t pinned_bytes;                        /* host_alloc'ed and not freed */
+    long registered;                            /* host_register'ed ranges not unregistered */
 };
 
 static struct s3d_emu g_emu = {.mu = PTHREAD_MUTEX_INITIALIZER, .next_id = 16};
@@ -296,6 +297,24 @@ static int emu_host_alloc(struct s3d_device *dev, size_t size, void **out)
         pthread_mutex_unlock(&dev->emu->mu);
     }
     return rc;
+}
+
+/* Pinning needs a context: the one of ordinal, else device 0's (as on the cuda backend when
+ * nothing is current). */
+static int emu_host_register(struct s3d_device *dev, int ordinal, void *p, size_t size)
+{
+    pthread_mutex_lock(&dev->emu->mu);
+    dev->emu->ctx_used[ordinal < 0 ? 0 : ordinal] = 1;
+    dev->emu->registered++;
+    pthread_mutex_unlock(&dev->emu->mu);
+    return 0;
+}
+
+static void emu_host_unregister(struct s3d_device *dev, int ordinal, void *p)
+{
+    pthread_mutex_lock(&dev->emu->mu);
+    dev->emu->registered--;
+    pthread_mutex_unlock(&dev->emu->mu);
 }
 
 static void emu_host_free(struct s3d_device *dev, void *p, size_t size)
@@ -620,6 +639,15 @@ size_t s3d_device_emu_pinned_bytes(void)
     return n;
 }
 
+long s3d_device_emu_registered(void)
+{
+    long n;
+    pthread_mutex_lock(&g_emu.mu);
+    n = g_emu.registered;
+    pthread_mutex_unlock(&g_emu.mu);
+    return n;
+}
+
 void s3d_device_emu_reset_ctx(void)
 {
     pthread_mutex_lock(&g_emu.mu);
@@ -632,8 +660,8 @@ const struct s3d_device_ops s3d_emu_ops = {
     .make_current = emu_make_current,
     .host_alloc = emu_host_alloc,
     .host_free = emu_host_free,
-    .host_register = host_register,
-    .host_unregister = host_unregister,
+    .host_register = emu_host_register,
+    .host_unregister = emu_host_unregister,
     .mem_alloc = emu_mem_alloc,
     .mem_free = emu_mem_free,
     .stream_new = emu_stream_new,

@@ -16,8 +16,8 @@ struct s3d_device_ops {
     int (*make_current)(struct s3d_device *dev, int ordinal);
     int (*host_alloc)(struct s3d_device *dev, size_t size, void **out);
     void (*host_free)(struct s3d_device *dev, void *p, size_t size);
-    int (*host_register)(struct s3d_device *dev, void *p, size_t size);
-    void (*host_unregister)(struct s3d_device *dev, void *p);
+    int (*host_register)(struct s3d_device *dev, int ordinal, void *p, size_t size);
+    void (*host_unregister)(struct s3d_device *dev, int ordinal, void *p);
     int (*mem_alloc)(struct s3d_device *dev, int ordinal, size_t size, uint64_t *out);
     void (*mem_free)(struct s3d_device *dev, int ordinal, uint64_t dptr);
     int (*stream_new)(struct s3d_device *dev, struct s3d_stream *s);

@@ -583,6 +583,7 @@ struct s3read {
     struct s3d_device *dev;
     struct s3d_pool *pool;
     struct s3d_stream *streams[S3D_MAX_DEVICES];
+    const struct s3d_read_options *o;
     /* Chunks whose device copies are queued: released when their event completes. */
     struct inflight {
         void *chunk;
@@ -596,6 +597,13 @@ static int stream_for(struct s3read *s, int ordinal, struct s3d_stream **out)
     int rc;
     if (s->streams[ordinal] == NULL) {
         rc = s3d_device_stream_new(s->dev, ordinal, &s->streams[ordinal]);
+        if (rc < 0)
+            return rc;
+        /* The destination may still be read by the caller's kernels (load_into), or be a
+         * block the caching allocator recycled from a tensor whose kernels are pending. */
+        rc = s3d_device_wait_external(s->dev, s->streams[ordinal],
+                                      s3d_caller_stream(s->o->cuda_stream, s->o->cuda_streams,
+                                                        s->o->n_cuda_streams, ordinal));
         if (rc < 0)
             return rc;
     }
@@ -719,16 +727,21 @@ static int read_s3(struct s3d_reader *r, struct dest *dests, const struct s3d_te
     struct s3read s;
     struct s3d_get_hooks hooks;
     size_t np = 0, chunks_total;
-    int rc;
+    int first_device = -1, rc;
 
     memset(&s, 0, sizeof(s));
     s.r = r;
+    s.o = o;
     s.dests = dests;
     s.dev = NULL;
-    rc = s3d_client_pool(r->client, &s.pool);
-    if (rc < 0)
+    /* Host-only reads use a plain pool and never open the device layer; the first device
+     * destination decides the context the pool is pinned in. */
+    for (size_t i = 0; i < n && first_device < 0; i++)
+        if (dests[i].len > 0 && d[i].device >= 0)
+            first_device = d[i].device;
+    if (first_device >= 0 && (rc = s3d_client_device(r->client, &s.dev)) < 0)
         return rc;
-    rc = s3d_client_device(r->client, &s.dev);
+    rc = s3d_client_pool(r->client, first_device, &s.pool);
     if (rc < 0)
         return rc;
     s.pieces = s3d_calloc(n, sizeof(*s.pieces));
@@ -811,19 +824,22 @@ static int read_files(struct s3d_reader *r, struct dest *dests, const struct s3d
     struct s3d_progress_acc acc = {.fn = o->progress, .user = o->progress_user};
     struct s3d_device *dev = NULL;
     struct s3d_pool *pool = NULL;
-    int need_pool = o->file_io == S3D_FILE_IO_DIRECT;
-    int rc;
+    int need_pool = o->file_io == S3D_FILE_IO_DIRECT, first_device = -1;
+    int rc = 0;
 
     if (ranges == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory planning %zu reads", n);
     for (size_t i = 0; i < n; i++) {
         acc.total += dests[i].len;
-        if (d[i].device >= 0)
+        if (d[i].device >= 0 && first_device < 0) {
             need_pool = 1;
+            first_device = d[i].device;
+        }
     }
-    rc = s3d_client_device(r->client, &dev);
+    if (first_device >= 0) /* host-only reads never open the device layer */
+        rc = s3d_client_device(r->client, &dev);
     if (rc == 0 && need_pool)
-        rc = s3d_client_pool(r->client, &pool);
+        rc = s3d_client_pool(r->client, first_device, &pool);
     for (size_t sh = 0; rc == 0 && sh < r->n_shards; sh++) {
         struct s3d_file_io_opts fo;
         size_t k = 0;
@@ -848,6 +864,9 @@ static int read_files(struct s3d_reader *r, struct dest *dests, const struct s3d
         fo.progress = o->progress ? s3d_progress_acc_cb : NULL;
         fo.progress_user = &acc;
         fo.cancel = o->cancel;
+        fo.cuda_stream = o->cuda_stream;
+        fo.cuda_streams = o->cuda_streams;
+        fo.n_cuda_streams = o->n_cuda_streams;
         rc = s3d_file_read_ranges(dev, pool, r->shards[sh].loc.path, ranges, k, &fo);
         acc.base += bytes;
     }
@@ -871,9 +890,12 @@ int s3d_reader_read(struct s3d_reader *r, const struct s3d_tensor_dest *dests, s
     s3d_opts_copy(&o, sizeof(o), opts);
     if (n == 0)
         return 0;
-    rc = s3d_client_device(r->client, &dev);
-    if (rc < 0)
-        return rc;
+    for (size_t i = 0; i < n; i++)
+        if (dests[i].device >= 0) { /* host-only reads never open the device layer */
+            if ((rc = s3d_client_device(r->client, &dev)) < 0)
+                return rc;
+            break;
+        }
     dd = s3d_calloc(n, sizeof(*dd));
     if (dd == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory for %zu destinations", n);

@@ -147,7 +147,9 @@ static int stream_for(struct shard_writer *w, int ordinal, struct s3d_stream **o
     }
     if (!w->waited[ordinal]) {
         /* The caller's kernels that produce the tensors may still be running. */
-        rc = s3d_device_wait_external(w->dev, w->streams[ordinal], w->o->cuda_stream);
+        rc = s3d_device_wait_external(w->dev, w->streams[ordinal],
+                                      s3d_caller_stream(w->o->cuda_stream, w->o->cuda_streams,
+                                                        w->o->n_cuda_streams, ordinal));
         if (rc < 0)
             return rc;
         w->waited[ordinal] = 1;
@@ -525,6 +527,8 @@ static int write_shard_file(struct shard_writer *w, const struct s3d_loc *loc, c
     fo.cancel = w->o->cancel;
     fo.progress_total = w->total - header_len;
     fo.cuda_stream = w->o->cuda_stream;
+    fo.cuda_streams = w->o->cuda_streams;
+    fo.n_cuda_streams = w->o->n_cuda_streams;
     segs = s3d_calloc(w->ntensors, sizeof(*segs));
     if (segs == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory writing %s", loc->path);
@@ -770,7 +774,7 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
     struct s3d_device *dev = NULL;
     struct s3d_pool *pool = NULL;
     struct s3d_loc loc;
-    int need_pool = 0, rc;
+    int need_pool = 0, first_device = -1, rc;
 
     rc = s3d_client_check(c);
     if (rc < 0)
@@ -786,14 +790,16 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
                         "%s: a sharded checkpoint is named by its index, "
                         "NAME%s",
                         uri, S3D_ST_INDEX_SUFFIX);
-    rc = s3d_client_device(c, &dev);
-    if (rc < 0)
-        return rc;
+    /* Host-only saves never open the device layer: no dlopen of libcuda, no cuInit, no
+     * context, no pinned memory (a process that only saved host tensors can fork and use
+     * CUDA in the child). */
     for (size_t i = 0; i < n; i++) {
         if (tensors[i].nbytes > 0 && tensors[i].ptr == NULL)
             return s3d_fail(S3D_EINVAL, "tensor '%s': pointer is NULL",
                             tensors[i].name ? tensors[i].name : "(null)");
         if (tensors[i].device >= 0) {
+            if (dev == NULL && (rc = s3d_client_device(c, &dev)) < 0)
+                return rc;
             if (!s3d_device_has_gpu(dev))
                 return s3d_fail(S3D_ENODEVICE,
                                 "tensor '%s' is on cuda:%d, but there is no "
@@ -804,12 +810,14 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
                 tensors[i].device >= s3d_device_count(dev))
                 return s3d_fail(S3D_ENODEVICE, "tensor '%s': no device cuda:%d",
                                 tensors[i].name ? tensors[i].name : "(null)", tensors[i].device);
+            if (!need_pool)
+                first_device = tensors[i].device;
             need_pool = 1;
         }
     }
     /* Host tensors are sent from their own memory; only device tensors need staging. */
     if (need_pool || (!loc.is_s3 && o.file_io == S3D_FILE_IO_DIRECT)) {
-        rc = s3d_client_pool(c, &pool);
+        rc = s3d_client_pool(c, first_device, &pool);
         if (rc < 0)
             return rc;
     }

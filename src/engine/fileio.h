@@ -42,11 +42,20 @@ struct s3d_file_io_opts {
     s3d_progress_fn progress; /* may be NULL. Reads: bytes of ranges done / their sum.
                                  Writers: bytes written so far / progress_total */
     void *progress_user;
-    struct s3d_cancel *cancel; /* may be NULL */
-    uint64_t progress_total;   /* writers: the total given to progress (0 = unknown) */
-    uint64_t cuda_stream;      /* writers: the CUstream that produced device segments
-                                  (0 = legacy default stream); copies wait for its work */
+    struct s3d_cancel *cancel;    /* may be NULL */
+    uint64_t progress_total;      /* writers: the total given to progress (0 = unknown) */
+    uint64_t cuda_stream;         /* the caller's CUstream (0 = legacy default stream): copies
+                                     from (writers) or into (reads, and cuFile reads after a
+                                     synchronize) device memory wait for its work so far */
+    const uint64_t *cuda_streams; /* per device ordinal; NULL or k >= n: cuda_stream */
+    uint32_t n_cuda_streams;
 };
+
+/* The caller's stream for device ordinal k: streams[k] when given, else def. */
+static inline uint64_t s3d_caller_stream(uint64_t def, const uint64_t *streams, uint32_t n, int k)
+{
+    return streams != NULL && k >= 0 && (uint32_t)k < n ? streams[k] : def;
+}
 
 /* One byte range of the file and where it goes. */
 struct s3d_file_range {

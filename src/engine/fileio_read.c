@@ -274,7 +274,17 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
         }
         return s3d_fail_prefix(rc == S3D_ENOTSUP ? S3D_ECUFILE : rc, "read %s", rd->path);
     }
-    for (size_t q = 0; q < m; q++) {
+    /* cuFile does not follow stream order: the caller's work on each destination device
+     * (kernels still reading the memory) must be finished before the first read. */
+    for (size_t q = 0; q < m && rc == 0; q++) {
+        struct s3d_stream *st;
+        const int dv = ranges[idx[q]].device;
+        if (ranges[idx[q]].length == 0 || (dv < FIO_MAX_ORDINALS && rd->gpu.stream[dv] != NULL))
+            continue;
+        if ((rc = fio_gpu_stream(&rd->gpu, dv, &st)) == 0)
+            rc = s3d_device_stream_sync(rd->dev, st);
+    }
+    for (size_t q = 0; q < m && rc == 0; q++) {
         const struct s3d_file_range *r = &ranges[idx[q]];
         uint64_t got = 0;
         if (r->length == 0) {
@@ -321,6 +331,7 @@ int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const ch
     rd.o = opts != NULL ? opts : &defaults;
     rd.fd = rd.fd_direct = -1;
     rd.gpu.dev = dev;
+    rd.gpu.wait_for = rd.o; /* copies into device memory wait for the caller's stream */
     const int mode = rd.o->mode;
     if (mode < S3D_FILE_IO_AUTO || mode > S3D_FILE_IO_BUFFERED)
         return s3d_fail(S3D_EINVAL, "read %s: unknown file I/O mode %d", path, mode);

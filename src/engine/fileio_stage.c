@@ -79,6 +79,14 @@ int fio_gpu_stream(struct fio_gpu *g, int ordinal, struct s3d_stream **out)
         rc = s3d_device_stream_new(g->dev, ordinal, &g->stream[ordinal]);
         if (rc < 0)
             return rc;
+        if (g->wait_for != NULL) {
+            const struct s3d_file_io_opts *o = g->wait_for;
+            rc = s3d_device_wait_external(
+                g->dev, g->stream[ordinal],
+                s3d_caller_stream(o->cuda_stream, o->cuda_streams, o->n_cuda_streams, ordinal));
+            if (rc < 0)
+                return rc;
+        }
     }
     *out = g->stream[ordinal];
     return 0;

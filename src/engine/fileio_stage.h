@@ -18,7 +18,7 @@
 #define FIO_MERGE_GAP    (64ull << 10) /* reads go through gaps smaller than this */
 #define FIO_HOST_PIECE   (8ull << 20)  /* host reads/writes: CRC summed per piece, in cache */
 #define FIO_MAX_INFLIGHT 4
-#define FIO_MAX_ORDINALS 16
+#define FIO_MAX_ORDINALS 64 /* as the S3 paths: CUDA ordinals 0..63 */
 
 /* s3d_fail with the errno e naming what ("read", "write"), the path and the offset. */
 int fio_io_fail(int e, const char *what, const char *path, uint64_t off);
@@ -36,6 +36,9 @@ int fio_open_direct(const char *path, int flags);
 struct fio_gpu {
     struct s3d_device *dev;
     struct s3d_stream *stream[FIO_MAX_ORDINALS];
+    /* Reads: when set, a stream made for device k first waits for the caller's stream on k
+     * (the destination may still be read by the caller's kernels). */
+    const struct s3d_file_io_opts *wait_for;
 };
 int fio_gpu_stream(struct fio_gpu *g, int ordinal, struct s3d_stream **out);
 /* Waits for every stream's copies, errors ignored (failure paths, before chunks go back). */

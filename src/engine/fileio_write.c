@@ -190,7 +190,10 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
             break;
         /* The kernels that produce the tensors may still run on the caller's stream. */
         if (!waited[sg->device]) {
-            if ((rc = s3d_device_wait_external(w->dev, st, w->o.cuda_stream)) < 0)
+            if ((rc = s3d_device_wait_external(
+                     w->dev, st,
+                     s3d_caller_stream(w->o.cuda_stream, w->o.cuda_streams, w->o.n_cuda_streams,
+                                       sg->device))) < 0)
                 break;
             waited[sg->device] = 1;
         }

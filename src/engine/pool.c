@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "common/error.h"
@@ -43,7 +44,11 @@ struct pool_block {
 };
 
 struct s3d_pool {
-    struct s3d_device *dev;
+    struct s3d_device *dev; /* allocated the blocks; NULL: plain mmap (host-only use) */
+    /* Pinned later by s3d_pool_pin (cuMemHostRegister in ordinal's primary context): set
+     * once under the caller's lock (resources.c lazy_lock), read at free. */
+    struct s3d_device *pin_dev;
+    int pin_ordinal;
     size_t chunk_size;
     size_t n_chunks;
     size_t n_blocks;
@@ -102,7 +107,15 @@ int s3d_pool_new(struct s3d_device *dev, uint64_t total_bytes, uint64_t chunk_by
     for (size_t b = 0, first = 0; b < p->n_blocks; b++) {
         size_t k = (size_t)(n_chunks - first < per_block ? n_chunks - first : per_block);
         void *base = NULL;
-        rc = s3d_device_host_alloc(dev, k * p->chunk_size, &base);
+        if (dev != NULL) {
+            rc = s3d_device_host_alloc(dev, k * p->chunk_size, &base);
+        } else {
+            base = mmap(NULL, k * p->chunk_size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            rc = base == MAP_FAILED ? s3d_fail(S3D_ENOMEM, "mmap: %s", strerror(errno)) : 0;
+            if (base == MAP_FAILED)
+                base = NULL;
+        }
         if (rc < 0) {
             s3d_fail_prefix(rc, "staging pool of %zu x %zu bytes", p->n_chunks, p->chunk_size);
             goto fail;
@@ -126,8 +139,16 @@ void s3d_pool_free(struct s3d_pool *p)
     if (p == NULL)
         return;
     if (p->blocks != NULL)
-        for (size_t b = 0; b < p->n_blocks; b++)
-            s3d_device_host_free(p->dev, p->blocks[b].base, p->blocks[b].size);
+        for (size_t b = 0; b < p->n_blocks; b++) {
+            if (p->blocks[b].base == NULL)
+                continue;
+            if (p->pin_dev != NULL)
+                s3d_device_host_unregister(p->pin_dev, p->pin_ordinal, p->blocks[b].base);
+            if (p->dev != NULL)
+                s3d_device_host_free(p->dev, p->blocks[b].base, p->blocks[b].size);
+            else
+                munmap(p->blocks[b].base, p->blocks[b].size);
+        }
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     free(p->blocks);
@@ -262,4 +283,31 @@ void s3d_pool_reset_high_water(struct s3d_pool *p)
 int s3d_pool_owns(const struct s3d_pool *p, const void *ptr)
 {
     return p != NULL && ptr != NULL && chunk_index(p, ptr) != (size_t)-1;
+}
+
+int s3d_pool_pin(struct s3d_pool *p, struct s3d_device *dev, int ordinal)
+{
+    size_t b;
+    int rc = 0;
+    if (p->dev != NULL || p->pin_dev != NULL)
+        return 0; /* allocated pinned, or pinned already */
+    for (b = 0; b < p->n_blocks; b++) {
+        rc = s3d_device_host_register(dev, ordinal, p->blocks[b].base, p->blocks[b].size);
+        if (rc < 0)
+            break;
+    }
+    if (rc < 0) {
+        while (b-- > 0)
+            s3d_device_host_unregister(dev, ordinal, p->blocks[b].base);
+        return s3d_fail_prefix(rc, "pinning the staging pool (%zu x %zu bytes)", p->n_chunks,
+                               p->chunk_size);
+    }
+    p->pin_dev = dev;
+    p->pin_ordinal = ordinal;
+    return 0;
+}
+
+int s3d_pool_is_pinned(const struct s3d_pool *p)
+{
+    return p->dev != NULL || p->pin_dev != NULL;
 }

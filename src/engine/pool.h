@@ -24,12 +24,20 @@ struct s3d_pool;
 #define S3D_POOL_DEFAULT_CHUNK (8u << 20)   /* client option part_size */
 
 /* Creates a pool of total_bytes / chunk_bytes chunks (at least 2) of chunk_bytes each,
- * carved out of a few large blocks from s3d_device_host_alloc (pinned when a GPU is there).
+ * carved out of a few large blocks from s3d_device_host_alloc (pinned when a GPU is there),
+ * or of plain page-aligned memory when dev is NULL (no CUDA call at all; see s3d_pool_pin).
  * 0 in either size means its default; chunk_bytes is rounded up to a multiple of 4096.
  * dev must outlive the pool. Errors: S3D_ENOMEM, S3D_ECUDA, S3D_EINVAL (a chunk over 4 GiB).
  * *out is NULL on failure. */
 int s3d_pool_new(struct s3d_device *dev, uint64_t total_bytes, uint64_t chunk_bytes,
                  struct s3d_pool **out);
+/* Pins a pool made with dev NULL (plain memory, for host-only transfers) the first time a
+ * device transfer needs it: cuMemHostRegister of each block in device ordinal's primary
+ * context (retained by dev until s3d_device_free; dev must outlive the pool). No-op when the
+ * pool is pinned already. Not thread-safe against itself: the caller serializes (the
+ * client's lazy_lock). Chunks may be in use meanwhile. */
+int s3d_pool_pin(struct s3d_pool *pool, struct s3d_device *dev, int ordinal);
+int s3d_pool_is_pinned(const struct s3d_pool *pool);
 /* Frees the pool's memory. Every chunk must have been put back. NULL ok. */
 void s3d_pool_free(struct s3d_pool *pool);
 

@@ -35,13 +35,17 @@ int s3d_client_device(struct s3d_client *c, struct s3d_device **out)
     return rc;
 }
 
-int s3d_client_pool(struct s3d_client *c, struct s3d_pool **out)
+int s3d_client_pool(struct s3d_client *c, int ordinal, struct s3d_pool **out)
 {
-    int rc;
+    int rc = 0;
     pthread_mutex_lock(&c->lazy_lock);
-    rc = device_locked(c);
+    if (ordinal >= 0)
+        rc = device_locked(c);
+    /* Plain memory first: host-only transfers make no CUDA call at all. */
     if (rc == 0 && c->pool == NULL)
-        rc = s3d_pool_new(c->device, c->staging_bytes, c->part_size, &c->pool);
+        rc = s3d_pool_new(NULL, c->staging_bytes, c->part_size, &c->pool);
+    if (rc == 0 && ordinal >= 0 && s3d_device_has_gpu(c->device))
+        rc = s3d_pool_pin(c->pool, c->device, ordinal);
     *out = c->pool;
     pthread_mutex_unlock(&c->lazy_lock);
     return rc;

@@ -14,8 +14,11 @@ struct s3d_pool;
  * the emulated GPU of device.h: for tests only. Thread-safe. */
 int s3d_client_device(struct s3d_client *c, struct s3d_device **out);
 /* The client's staging pool (staging_bytes total in part_size chunks), created on first call
- * through the device layer (pinned when a GPU is there). Thread-safe. */
-int s3d_client_pool(struct s3d_client *c, struct s3d_pool **out);
+ * in plain memory. ordinal < 0: for host-only work (the device layer is not opened: no
+ * libcuda, no context, no pinned memory). ordinal >= 0: for device transfers: the device
+ * layer is opened and the pool pinned (once, PORTABLE, so it serves every device) in device
+ * ordinal's primary context, which stays retained while the pool lives. Thread-safe. */
+int s3d_client_pool(struct s3d_client *c, int ordinal, struct s3d_pool **out);
 /* Frees the pool, then the device layer. Called by s3d_client_free only. */
 void s3d_client_free_resources(struct s3d_client *c);
 

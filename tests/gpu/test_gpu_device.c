@@ -64,13 +64,13 @@ int main(void)
     /* Registered (pinned after the fact) ordinary memory. */
     void *m = aligned_alloc(4096, 1u << 20);
     CHECK(m != NULL);
-    CHECK_OK(s3d_device_host_register(dev, m, 1u << 20));
+    CHECK_OK(s3d_device_host_register(dev, 0, m, 1u << 20));
     memset(m, 0x5a, 1u << 20);
     CHECK_OK(s3d_device_copy_htod(dev, s, d, m, 1u << 20));
     CHECK_OK(s3d_device_copy_dtoh(dev, s, h2, d, 1u << 20));
     CHECK_OK(s3d_device_stream_sync(dev, s));
     CHECK(((unsigned char *)h2)[0] == 0x5a && ((unsigned char *)h2)[(1u << 20) - 1] == 0x5a);
-    s3d_device_host_unregister(dev, m);
+    s3d_device_host_unregister(dev, 0, m);
     free(m);
 
     /* A call leaves the caller's (non-primary) context current. */

@@ -4,21 +4,46 @@
 
 static struct s3d_device *g_emu_dev;
 
-uint64_t t_emu_copy(const void *src, size_t n)
+uint64_t t_emu_copy_on(int ordinal, const void *src, size_t n)
 {
+    struct s3d_device *dev;
     uint64_t d = 0;
-    if (g_emu_dev == NULL)
-        CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &g_emu_dev));
-    CHECK_OK(s3d_device_mem_alloc(g_emu_dev, 0, n ? n : 1, &d));
+    if (ordinal == 0) {
+        if (g_emu_dev == NULL)
+            CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &g_emu_dev));
+        dev = g_emu_dev;
+    } else {
+        CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &dev)); /* S3D_DEVICE_EMULATE_COUNT */
+    }
+    CHECK_OK(s3d_device_mem_alloc(dev, ordinal, n ? n : 1, &d));
     if (n > 0)
         memcpy(s3d_device_emu_view(d), src, n);
+    if (dev != g_emu_dev)
+        s3d_device_free(dev); /* the emulated memory is process-wide */
     return d;
+}
+
+uint64_t t_emu_copy(const void *src, size_t n)
+{
+    return t_emu_copy_on(0, src, n);
+}
+
+void t_emu_free_on(int ordinal, uint64_t dptr)
+{
+    struct s3d_device *dev;
+    if (ordinal == 0) {
+        if (g_emu_dev != NULL)
+            s3d_device_mem_free(g_emu_dev, 0, dptr);
+        return;
+    }
+    CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &dev));
+    s3d_device_mem_free(dev, ordinal, dptr);
+    s3d_device_free(dev);
 }
 
 void t_emu_free(uint64_t dptr)
 {
-    if (g_emu_dev != NULL)
-        s3d_device_mem_free(g_emu_dev, 0, dptr);
+    t_emu_free_on(0, dptr);
 }
 
 void t_tensor_to_emu(struct t_tensors *ts, size_t i)
@@ -241,4 +266,81 @@ uint64_t t_proxy_bytes(void)
 void t_proxy_reset(void)
 {
     atomic_store(&proxy_bytes, 0);
+}
+
+/* ---- stream ordering on the emulated device --------------------------------------------- */
+
+void t_check_stream_order(struct s3d_client *c, const char *uri, int n_devices, int file_io)
+{
+    enum { NB = (1 << 20) + 100, MAXD = 4 };
+    struct s3d_stream *cs[MAXD];
+    uint64_t handles[MAXD], src[MAXD], dst[MAXD];
+    int64_t shape[MAXD][1];
+    char names[MAXD][16];
+    struct s3d_tensor_src ts[MAXD];
+    struct s3d_tensor_dest td[MAXD];
+    struct s3d_reader *r = NULL;
+    struct s3d_device *dev;
+
+    CHECK(n_devices >= 1 && n_devices <= MAXD);
+    CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &dev)); /* S3D_DEVICE_EMULATE_COUNT now */
+    CHECK(s3d_device_count(dev) >= n_devices);
+    memset(ts, 0, sizeof(ts));
+    memset(td, 0, sizeof(td));
+    for (int k = 0; k < n_devices; k++) {
+        CHECK_OK(s3d_device_stream_new(dev, k, &cs[k]));
+        handles[k] = s3d_device_emu_stream_handle(cs[k]);
+        CHECK_OK(s3d_device_mem_alloc(dev, k, NB, &src[k]));
+        CHECK_OK(s3d_device_mem_alloc(dev, k, NB, &dst[k]));
+        memset(s3d_device_emu_view(src[k]), 0, NB);
+        memset(s3d_device_emu_view(dst[k]), 0, NB);
+        /* The kernel that produces the tensor is still queued on the caller's stream. */
+        CHECK_OK(s3d_device_emu_kernel(dev, k, handles[k], src[k], 0x40 + k, NB));
+        snprintf(names[k], sizeof(names[k]), "t%d", k);
+        shape[k][0] = NB;
+        ts[k] = (struct s3d_tensor_src){.name = names[k],
+                                        .dtype = S3D_DTYPE_U8,
+                                        .ndim = 1,
+                                        .shape = shape[k],
+                                        .ptr = (const void *)(uintptr_t)src[k],
+                                        .device = k,
+                                        .nbytes = NB};
+    }
+    struct s3d_write_options wo = {.file_io = file_io,
+                                   .cuda_stream = 0xbad, /* every device has its own */
+                                   .cuda_streams = handles,
+                                   .n_cuda_streams = (uint32_t)n_devices};
+    CHECK_OK(s3d_checkpoint_write(c, uri, ts, (size_t)n_devices, NULL, 0, &wo));
+
+    /* Loads: a queued kernel still writes each destination (load_into over parameters in
+     * use); the loaded bytes must win. */
+    CHECK_OK(s3d_reader_open(c, uri, &r));
+    for (int k = 0; k < n_devices; k++) {
+        size_t idx;
+        CHECK_OK(s3d_reader_find(r, names[k], &idx));
+        CHECK_OK(s3d_device_emu_kernel(dev, k, handles[k], dst[k], 0xEE, NB));
+        td[k] = (struct s3d_tensor_dest){
+            .index = idx, .ptr = (void *)(uintptr_t)dst[k], .device = k, .capacity = NB};
+    }
+    struct s3d_read_options ro = {.file_io = file_io,
+                                  .cuda_stream = 0xbad,
+                                  .cuda_streams = handles,
+                                  .n_cuda_streams = (uint32_t)n_devices};
+    CHECK_OK(s3d_reader_read(r, td, (size_t)n_devices, &ro));
+    s3d_reader_close(r);
+    for (int k = 0; k < n_devices; k++) {
+        const unsigned char *v;
+        CHECK_OK(s3d_device_stream_sync(dev, cs[k])); /* whatever the caller queued runs */
+        v = s3d_device_emu_view(dst[k]);
+        for (size_t i = 0; i < NB; i += 4099)
+            if (v[i] != 0x40 + k)
+                t_fail(__FILE__, __LINE__, "%s: device %d byte %zu is 0x%02x, want 0x%02x", uri, k,
+                       i, v[i], 0x40 + k);
+        if (v[NB - 1] != 0x40 + k)
+            t_fail(__FILE__, __LINE__, "%s: device %d last byte is 0x%02x", uri, k, v[NB - 1]);
+        s3d_device_mem_free(dev, k, src[k]);
+        s3d_device_mem_free(dev, k, dst[k]);
+        s3d_device_stream_free(dev, cs[k]);
+    }
+    s3d_device_free(dev);
 }

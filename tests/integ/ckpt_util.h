@@ -25,9 +25,18 @@ void t_free_tensors(struct t_tensors *ts);
  * pointer is not dereferenceable from the host. t_emu_free accepts 0. */
 uint64_t t_emu_copy(const void *src, size_t n);
 void t_emu_free(uint64_t dptr);
+/* The same on emulated device ordinal (S3D_DEVICE_EMULATE_COUNT > ordinal). */
+uint64_t t_emu_copy_on(int ordinal, const void *src, size_t n);
+void t_emu_free_on(int ordinal, uint64_t dptr);
 /* Moves tensor i of ts to emulated device 0 (ptr becomes a device address; freed by
  * t_free_tensors). */
 void t_tensor_to_emu(struct t_tensors *ts, size_t i);
+
+/* Saves one tensor per emulated device 0..n_devices-1 whose producing "kernel" is still
+ * queued on the caller's stream of that device, then loads into destinations that a queued
+ * kernel still writes, passing the per-device streams: fails the test unless both waits are
+ * honoured. Needs S3D_DEVICE_EMULATE=1 for c (and S3D_DEVICE_EMULATE_COUNT >= n_devices). */
+void t_check_stream_order(struct s3d_client *c, const char *uri, int n_devices, int file_io);
 
 void t_verify_checkpoint(struct s3d_client *c, const char *uri, const struct t_tensors *ts,
                          int device);

@@ -178,6 +178,14 @@ int main(void)
     t_verify_checkpoint(c, uri, &big, -1);
     s3d_client_free(c);
 
+    /* Stream order through S3: the caller's queued kernels are waited for, per device. */
+    setenv("S3D_DEVICE_EMULATE_COUNT", "2", 1);
+    c = client_at(ep);
+    snprintf(uri, sizeof(uri), "s3://%s/order.safetensors", bucket);
+    t_check_stream_order(c, uri, 2, 0);
+    s3d_client_free(c);
+    unsetenv("S3D_DEVICE_EMULATE_COUNT");
+
     t_free_tensors(&big);
     t_free_tensors(&small);
     printf("ok\n");

@@ -22,3 +22,9 @@ set_target_properties(test_cuda_fake PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_DIR}
 # DT_RPATH, not DT_RUNPATH: under ASan the dlopen caller is libasan, whose lookup sees only the
 # executable's DT_RPATH.
 target_link_options(test_cuda_fake PRIVATE -Wl,--disable-new-dtags)
+# Driver rules (stream order, host-only work without CUDA) through the strict emulated device;
+# the fake libcuda is on its run path, so a dlopen of libcuda.so.1 would find it.
+s3d_test(test_cuda_rules unit/test_cuda_rules.c integ/ckpt_util.c)
+add_dependencies(test_cuda_rules fake_cuda fake_cufile)
+set_target_properties(test_cuda_rules PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_DIR})
+target_link_options(test_cuda_rules PRIVATE -Wl,--disable-new-dtags)

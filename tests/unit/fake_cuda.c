@@ -5,7 +5,10 @@
  *     so a dlsym of the wrong name fails the backend;
  *   - allocations, streams and events need a current context, and a copy or record on a
  *     stream needs that stream's context current (CUDA_ERROR_INVALID_CONTEXT otherwise);
- *   - pointers CUDA does not know answer CUDA_ERROR_INVALID_VALUE to cuPointerGetAttribute.
+ *   - pointers CUDA does not know answer CUDA_ERROR_INVALID_VALUE to cuPointerGetAttribute;
+ *   - CUDA does not survive fork(): cuInit in a child of a process that initialized the
+ *     driver fails with CUDA_ERROR_NOT_INITIALIZED (3), as the real driver refuses (set
+ *     FAKE_CUDA_FORK_OK=1 in a child that only tests something else).
  * FAKE_CUDA_FAIL_INIT=1 makes cuInit fail; FAKE_CUDA_FAIL_COPY=1 makes copies fail with
  * CUDA_ERROR_ILLEGAL_ADDRESS. fake_cuda_stats() reports counters to the test. */
 #include <dlfcn.h>
@@ -95,10 +98,18 @@ static void untrack(void *p)
     pthread_mutex_unlock(&g_mu);
 }
 
+static pid_t g_init_pid; /* the process that called cuInit; inherited by a fork child */
+
 EXPORT CUresult cuInit(unsigned flags)
 {
     const char *f = getenv("FAKE_CUDA_FAIL_INIT");
-    return f && *f == '1' ? 100 : 0; /* CUDA_ERROR_NO_DEVICE */
+    const char *fork_ok = getenv("FAKE_CUDA_FORK_OK");
+    if (f && *f == '1')
+        return 100; /* CUDA_ERROR_NO_DEVICE */
+    if (g_init_pid != 0 && g_init_pid != getpid() && !(fork_ok && *fork_ok == '1'))
+        return 3; /* CUDA_ERROR_NOT_INITIALIZED: initialized in the parent, then fork() */
+    g_init_pid = getpid();
+    return 0;
 }
 EXPORT CUresult cuDriverGetVersion(int *v)
 {

@@ -187,6 +187,7 @@ int main(void)
         if (pid == 0) {
             struct s3d_device *d2;
             setenv("FAKE_CUFILE_FAIL_OPEN", "1", 1);
+            setenv("FAKE_CUDA_FORK_OK", "1", 1); /* a real driver would refuse: see below */
             set_cur(NULL);
             if (s3d_device_open(0, &d2) != 0 || s3d_cufile_available(d2, &why) != 0 ||
                 strstr(why, "cuFileDriverOpen: CU_FILE_PLATFORM_NOT_SUPPORTED (5007)") == NULL)
@@ -203,8 +204,10 @@ int main(void)
     printf("fake driver: %d copies, %d retains, %d waits, %d bad-context calls\n", st.copies,
            st.retains, st.wait_events, st.bad_context);
     CHECK(st.bad_context == 0);
-    CHECK(st.stream_flags_seen >= 2);         /* ours were CU_STREAM_NON_BLOCKING */
-    CHECK(st.wait_events == 2 + fake_cufile); /* + the writer waiting on the caller stream */
+    CHECK(st.stream_flags_seen >= 2); /* ours were CU_STREAM_NON_BLOCKING */
+    /* 2 above, + each read waiting for the caller stream once per device (2 for the staged
+     * read, 1 for each cuFile read), + the writer waiting on the caller stream. */
+    CHECK(st.wait_events == 4 + 3 * fake_cufile);
     CHECK(st.copies > 6);
 
     unlink(path);

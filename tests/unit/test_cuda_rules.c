@@ -1,0 +1,139 @@
+/* test_cuda_rules.c - the rules a real CUDA driver enforces, checked on CPU through the strict
+ * emulated device (and the fake libcuda of fake_cuda.c, found through this test's run path):
+ *   - loads and saves are ordered after the caller's stream on every device (a kernel still
+ *     queued there is waited for), each device with its own stream;
+ *   - host-only work never loads libcuda, so a process that only saved and loaded host
+ *     tensors can fork() and use CUDA in the child. */
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../integ/ckpt_util.h"
+#include "device/device.h"
+
+static struct s3d_client *new_client(int device)
+{
+    struct s3d_client *c = NULL;
+    struct s3d_client_options o;
+    memset(&o, 0, sizeof(o));
+    o.staging_bytes = 4 << 20; /* 4 x 1 MiB: several refills per tensor */
+    o.part_size = 1 << 20;
+    o.device = device;
+    CHECK_OK(s3d_client_new(&o, &c));
+    return c;
+}
+
+static void stream_order(void)
+{
+    static const int modes[] = {S3D_FILE_IO_AUTO, S3D_FILE_IO_DIRECT, S3D_FILE_IO_BUFFERED};
+    char path[512];
+    setenv("S3D_DEVICE_EMULATE", "1", 1);
+    setenv("S3D_DEVICE_EMULATE_COUNT", "2", 1);
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        struct s3d_client *c = new_client(0);
+        snprintf(path, sizeof(path), "%s/order-%d.safetensors", t_tmpdir(), modes[m]);
+        t_check_stream_order(c, path, 1, modes[m]);
+        t_check_stream_order(c, path, 2, modes[m]);
+        s3d_client_free(c);
+    }
+    unsetenv("S3D_DEVICE_EMULATE");
+    unsetenv("S3D_DEVICE_EMULATE_COUNT");
+}
+
+/* Saves and loads of host tensors, every file I/O mode (DIRECT uses the staging pool). */
+static void host_only_work(struct s3d_client *c)
+{
+    static const int modes[] = {S3D_FILE_IO_AUTO, S3D_FILE_IO_DIRECT, S3D_FILE_IO_BUFFERED};
+    struct t_tensors ts;
+    char path[512];
+    t_make_tensors(&ts, 12, 300000, 5);
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        struct s3d_write_options wo = {.file_io = modes[m]};
+        snprintf(path, sizeof(path), "%s/host-%d.safetensors", t_tmpdir(), modes[m]);
+        CHECK_OK(s3d_checkpoint_write(c, path, ts.src, ts.n, NULL, 0, &wo));
+        t_verify_checkpoint(c, path, &ts, -1);
+        unlink(path);
+    }
+    t_free_tensors(&ts);
+}
+
+/* The fake libcuda is what a dlopen("libcuda.so.1") finds here: host-only work must not load
+ * it, and a forked child can then initialize CUDA (the fake refuses cuInit in a child of a
+ * process that initialized it, as the driver does). */
+static void host_only_never_touches_cuda(void)
+{
+    struct s3d_client *c = new_client(0); /* device 0 is the default: "use a GPU if any" */
+    host_only_work(c);
+    CHECK(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) == NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW);
+        int (*init)(unsigned) = h ? (int (*)(unsigned))dlsym(h, "cuInit") : NULL;
+        _exit(init == NULL ? 2 : init(0) == 0 ? 0 : 1);
+    }
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st));
+    if (WEXITSTATUS(st) == 2)
+        printf("no libcuda.so.1 found for the fork check\n");
+    else
+        CHECK(WEXITSTATUS(st) == 0);
+    s3d_client_free(c);
+
+    /* Same with the emulated device selected: it is never opened, so no context is made and
+     * nothing is pinned. */
+    setenv("S3D_DEVICE_EMULATE", "1", 1);
+    s3d_device_emu_reset_ctx();
+    c = new_client(0);
+    host_only_work(c);
+    CHECK(!s3d_device_emu_ctx_used(0));
+    CHECK(s3d_device_emu_pinned_bytes() == 0 && s3d_device_emu_registered() == 0);
+    s3d_client_free(c);
+    unsetenv("S3D_DEVICE_EMULATE");
+}
+
+/* The pool is pinned in the context of the device the tensors are on, and only that one. */
+static void right_device_only(void)
+{
+    char path[512];
+    struct t_tensors ts;
+    setenv("S3D_DEVICE_EMULATE", "1", 1);
+    setenv("S3D_DEVICE_EMULATE_COUNT", "2", 1);
+    t_make_tensors(&ts, 6, 100000, 9);
+    s3d_device_emu_reset_ctx();
+    struct s3d_client *c = new_client(0);
+    /* Everything on device 1 (emulated device memory lives outside any client). */
+    for (size_t i = 0; i < ts.n; i++) {
+        ts.src[i].ptr = (const void *)(uintptr_t)t_emu_copy_on(1, ts.data[i], ts.src[i].nbytes);
+        ts.src[i].device = 1;
+    }
+    s3d_device_emu_reset_ctx();
+    snprintf(path, sizeof(path), "%s/dev1.safetensors", t_tmpdir());
+    struct s3d_write_options wo = {.file_io = S3D_FILE_IO_DIRECT};
+    CHECK_OK(s3d_checkpoint_write(c, path, ts.src, ts.n, NULL, 0, &wo));
+    CHECK(s3d_device_emu_ctx_used(1));
+    CHECK(!s3d_device_emu_ctx_used(0));     /* no context on GPU 0 for a rank on GPU 1 */
+    CHECK(s3d_device_emu_registered() > 0); /* the pool is pinned while the client holds it */
+    s3d_client_free(c);
+    CHECK(s3d_device_emu_registered() == 0);
+    for (size_t i = 0; i < ts.n; i++)
+        t_emu_free_on(1, (uint64_t)(uintptr_t)ts.src[i].ptr);
+    for (size_t i = 0; i < ts.n; i++) {
+        ts.src[i].ptr = ts.data[i];
+        ts.src[i].device = -1;
+    }
+    t_free_tensors(&ts);
+    unlink(path);
+    unsetenv("S3D_DEVICE_EMULATE");
+    unsetenv("S3D_DEVICE_EMULATE_COUNT");
+}
+
+int main(void)
+{
+    host_only_never_touches_cuda();
+    right_device_only();
+    stream_order();
+    printf("ok\n");
+    return 0;
+}
