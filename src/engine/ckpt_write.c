@@ -242,6 +242,10 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
      * being split, so ceil(dev_bytes / chunk) chunks suffice. */
     if (dev_bytes > 0)
         need = (size_t)((dev_bytes + cs - 1) / cs);
+    /* Never wait for more chunks than the pool holds: that wait would never end. */
+    if (need > 0 && need > s3d_pool_chunk_count(w->pool))
+        return s3d_fail(S3D_ETOOBIG, "a %llu-byte part needs %zu staging chunks, the pool has %zu",
+                        (unsigned long long)len, need, s3d_pool_chunk_count(w->pool));
     while (p->nchunks < need) {
         rc = part_chunk(w, p, blocking);
         if (rc != 0)
@@ -473,7 +477,13 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
                         "pool has: raise staging_bytes",
                         loc->path, (unsigned long long)w->part_size, s3d_pool_chunk_count(w->pool));
 
-    if (w->total < w->c->multipart_threshold || w->nparts == 1) {
+    /* One PutObject holds the whole object's device bytes in staging chunks at once: only
+     * when they fit in the pool (2 * chunks of a part + 1 fit, checked above), else the
+     * object goes as a multipart upload whatever multipart_threshold says (an object below
+     * the threshold used to wait forever for more chunks than the pool has). */
+    if ((w->total < w->c->multipart_threshold &&
+         (w->pool == NULL || chunks_for(w, w->total) <= s3d_pool_chunk_count(w->pool))) ||
+        w->nparts == 1) {
         /* One PutObject: build the whole object as part 1, wait for its copies. */
         struct part p;
         memset(&p, 0, sizeof(p));

@@ -2,6 +2,8 @@
  * shards, the emulated GPU, subset loads that fetch only their bytes, corruption found by
  * the per-tensor CRC, and a save interrupted midway that leaves the previous object and no
  * open multipart upload. */
+#include <unistd.h>
+
 #include "ckpt_util.h"
 
 static struct s3d_client *client_at(const char *endpoint)
@@ -177,6 +179,38 @@ int main(void)
     t_verify_checkpoint(c, uri, &big, 0);
     t_verify_checkpoint(c, uri, &big, -1);
     s3d_client_free(c);
+
+    /* A device tensor larger than the staging pool, below multipart_threshold: it goes as a
+     * multipart upload instead of waiting for more chunks than the pool has (a hang). */
+    {
+        struct s3d_client_options o;
+        struct s3d_client *pc = NULL;
+        struct t_tensors one;
+        memset(&o, 0, sizeof(o));
+        o.endpoint_url = ep;
+        o.part_size = 8 << 20;
+        o.staging_bytes = 32 << 20; /* 4 x 8 MiB */
+        o.multipart_threshold = 1ull << 30;
+        CHECK_OK(s3d_client_new(&o, &pc));
+        t_make_tensors(&one, 4, 1, 3);
+        free(one.data[3]);
+        one.shapes[3][0] = 64 << 20;
+        one.src[3].ndim = 1;
+        one.src[3].dtype = S3D_DTYPE_U8;
+        one.src[3].nbytes = 64 << 20;
+        one.data[3] = malloc(64 << 20);
+        CHECK(one.data[3] != NULL);
+        t_fill_random(one.data[3], 64 << 20, 77);
+        one.src[3].ptr = one.data[3];
+        t_tensor_to_emu(&one, 3);
+        snprintf(uri, sizeof(uri), "s3://%s/big-single.safetensors", bucket);
+        alarm(300); /* a hang fails here instead of at the runner's timeout */
+        CHECK_OK(s3d_checkpoint_write(pc, uri, one.src, one.n, NULL, 0, NULL));
+        alarm(0);
+        t_verify_checkpoint(pc, uri, &one, 0);
+        t_free_tensors(&one);
+        s3d_client_free(pc);
+    }
 
     /* Stream order through S3: the caller's queued kernels are waited for, per device. */
     setenv("S3D_DEVICE_EMULATE_COUNT", "2", 1);
