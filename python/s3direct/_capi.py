@@ -374,7 +374,13 @@ def candidate_paths() -> list[str]:
     env = os.environ.get("S3D_LIBRARY")
     if env:
         out.append(env)
-    out.append(os.path.join(here, "_lib", "libs3direct.so"))
+    # The package's _lib/ (a wheel); for `pip install -e .` every entry of the package's
+    # __path__, where scikit-build-core's editable finder lists the installed _lib/ beside
+    # this source folder.
+    from . import __path__ as pkg_path
+
+    for d in [here] + [os.path.abspath(p) for p in pkg_path if os.path.abspath(p) != here]:
+        out.append(os.path.join(d, "_lib", "libs3direct.so"))
     bdir = os.environ.get("S3D_BUILD_DIR")
     if bdir:
         out.append(os.path.join(bdir, "libs3direct.so"))

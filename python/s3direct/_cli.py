@@ -7,7 +7,13 @@ import sys
 
 
 def main() -> None:
-    exe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib", "s3direct")
+    from . import __path__ as pkg_path
+
+    # The wheel's _lib/, or (pip install -e .) the installed _lib/ that the package's __path__
+    # lists beside the source folder.
+    here = os.path.dirname(os.path.abspath(__file__))
+    cands = [os.path.join(d, "_lib", "s3direct") for d in [here] + list(pkg_path)]
+    exe = next((c for c in cands if os.access(c, os.X_OK)), cands[0])
     if not os.access(exe, os.X_OK):
         sys.exit(f"s3direct: the command-line tool is not installed at {exe}")
     os.execv(exe, [exe] + sys.argv[1:])

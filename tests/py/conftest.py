@@ -21,16 +21,31 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYDIR = os.path.join(REPO, "python")
-if PYDIR not in sys.path:
-    sys.path.insert(0, PYDIR)
-# Subprocesses started by tests (DCP ranks, memory probes) import the same package.
-os.environ["PYTHONPATH"] = PYDIR + (os.pathsep + os.environ["PYTHONPATH"]
-                                    if os.environ.get("PYTHONPATH") else "")
+# S3D_TEST_INSTALLED=1 (tests/wheel/run.sh): test the package pip installed, with its own
+# bundled library and CLI, not the source tree.
+INSTALLED = os.environ.get("S3D_TEST_INSTALLED") == "1"
+if not INSTALLED:
+    if PYDIR not in sys.path:
+        sys.path.insert(0, PYDIR)
+    # Subprocesses started by tests (DCP ranks, memory probes) import the same package.
+    os.environ["PYTHONPATH"] = PYDIR + (os.pathsep + os.environ["PYTHONPATH"]
+                                        if os.environ.get("PYTHONPATH") else "")
 if os.environ.get("S3D_BUILD_DIR") and not os.path.isabs(os.environ["S3D_BUILD_DIR"]):
     os.environ["S3D_BUILD_DIR"] = os.path.abspath(os.environ["S3D_BUILD_DIR"])
 
 
+def _installed_lib():
+    import s3direct
+
+    pkg = os.path.dirname(os.path.abspath(s3direct.__file__))
+    if os.path.commonpath([pkg, REPO]) == REPO:
+        raise RuntimeError(f"S3D_TEST_INSTALLED=1 but s3direct was imported from {pkg}")
+    return os.path.join(pkg, "_lib", "libs3direct.so")
+
+
 def _find_lib():
+    if INSTALLED:
+        return _installed_lib()
     env = os.environ.get("S3D_LIBRARY")
     if env:
         return env if os.path.exists(env) else None

@@ -1,6 +1,7 @@
 """The s3direct command-line tool against the S3 server of the environment.
 
-Runs $S3D_BUILD_DIR/tools/s3direct (else build/tools/s3direct) as a process and checks exit
+Runs $S3D_BUILD_DIR/tools/s3direct (else build/tools/s3direct; with S3D_TEST_INSTALLED=1 the
+installed `s3direct` command) as a process and checks exit
 codes, stdout, the one-line error on stderr, and the bytes on the server through boto3 (an
 independent client). Skipped when the tool is not built or no server is configured."""
 
@@ -42,6 +43,9 @@ COMMAND_FLAGS = {
 
 
 def _cli_path():
+    if os.environ.get("S3D_TEST_INSTALLED") == "1":
+        # The console script of the installed package (tests/wheel/run.sh).
+        return shutil.which("s3direct")
     cands = []
     if os.environ.get("S3D_BUILD_DIR"):
         cands.append(os.path.join(os.environ["S3D_BUILD_DIR"], "tools", "s3direct"))
