@@ -1,9 +1,11 @@
 /* test_list.c - ListObjectsV2 over more than one page (1,000 keys per page on S3 and RGW),
  * with and without a delimiter, early stop; DeleteObjects over more than 1,000 keys. The keys
- * are created with parallel PUTs from several threads sharing one client. */
+ * are created with parallel PUTs from several threads sharing one client. ListBuckets: the
+ * test's bucket is listed with its creation time; early stop. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "testutil.h"
 
@@ -50,8 +52,26 @@ static int on_entry(void *user, const struct s3d_list_entry *e)
     return s->stop_after > 0 && s->objects + s->prefixes >= s->stop_after;
 }
 
+struct buckets_seen {
+    int n, found, stop_after;
+    int64_t created;
+};
+
+static int on_bucket(void *user, const struct s3d_bucket_entry *e)
+{
+    struct buckets_seen *b = user;
+    CHECK(e->name != NULL && e->name[0] != '\0');
+    if (strcmp(e->name, bucket) == 0) {
+        b->found = 1;
+        b->created = e->creation_date;
+    }
+    b->n++;
+    return b->stop_after > 0 && b->n >= b->stop_after;
+}
+
 int main(void)
 {
+    struct buckets_seen bs;
     pthread_t th[NTHREADS];
     const char *ptrs[NKEYS];
     struct seen s;
@@ -100,6 +120,17 @@ int main(void)
     s.stop_after = 1005;
     CHECK_OK(s3d_list_objects(client, bucket, NULL, NULL, on_entry, &s));
     CHECK(s.objects == 1005);
+
+    /* ListBuckets: this bucket, created a moment ago; stopping after one entry. */
+    memset(&bs, 0, sizeof(bs));
+    CHECK_OK(s3d_list_buckets(client, on_bucket, &bs));
+    CHECK(bs.found);
+    CHECK(bs.created > (int64_t)time(NULL) - 3600 && bs.created < (int64_t)time(NULL) + 3600);
+    memset(&bs, 0, sizeof(bs));
+    bs.stop_after = 1;
+    CHECK_OK(s3d_list_buckets(client, on_bucket, &bs));
+    CHECK(bs.n == 1);
+    CHECK(s3d_list_buckets(client, NULL, NULL) == S3D_EINVAL);
 
     /* DeleteObjects: 1,012 keys in two requests; the bucket is then empty. */
     CHECK_OK(s3d_delete_objects(client, bucket, ptrs, NKEYS));
