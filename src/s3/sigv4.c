@@ -17,7 +17,8 @@
 #include "s3/config.h"
 #include "s3/uri.h"
 
-#define ALGO "AWS4-HMAC-SHA256"
+#define ALGO         "AWS4-HMAC-SHA256"
+#define SERVICE(req) ((req)->service != NULL && (req)->service[0] != '\0' ? (req)->service : "s3")
 /* Canonical requests hold a key (<= 1 KiB, x3 encoded), a few headers and query parameters. */
 #define SIGV4_MAX_TEXT (256 * 1024)
 
@@ -121,19 +122,22 @@ static _Thread_local struct {
     int valid;
     char date[9];
     char region[64];
+    char service[16];
     char secret[128];
     unsigned char key[32];
 } tl_key;
 
 static int signing_key(const char *secret, const char *date8, const char *region,
-                       unsigned char key[32])
+                       const char *service, unsigned char key[32])
 {
     unsigned char k1[32], k2[32], k3[32];
     char first[4 + 128 + 1];
-    size_t slen = strlen(secret), rlen = strlen(region);
-    int rc, cacheable = slen < sizeof(tl_key.secret) && rlen < sizeof(tl_key.region);
+    size_t slen = strlen(secret), rlen = strlen(region), svlen = strlen(service);
+    int rc, cacheable = slen < sizeof(tl_key.secret) && rlen < sizeof(tl_key.region) &&
+                        svlen < sizeof(tl_key.service);
     if (cacheable && tl_key.valid && strcmp(tl_key.date, date8) == 0 &&
-        strcmp(tl_key.region, region) == 0 && strcmp(tl_key.secret, secret) == 0) {
+        strcmp(tl_key.region, region) == 0 && strcmp(tl_key.service, service) == 0 &&
+        strcmp(tl_key.secret, secret) == 0) {
         memcpy(key, tl_key.key, 32);
         return 0;
     }
@@ -142,12 +146,14 @@ static int signing_key(const char *secret, const char *date8, const char *region
     memcpy(first, "AWS4", 4);
     memcpy(first + 4, secret, slen);
     if ((rc = hmac256(first, 4 + slen, date8, 8, k1)) < 0 ||
-        (rc = hmac256(k1, 32, region, rlen, k2)) < 0 || (rc = hmac256(k2, 32, "s3", 2, k3)) < 0 ||
+        (rc = hmac256(k1, 32, region, rlen, k2)) < 0 ||
+        (rc = hmac256(k2, 32, service, svlen, k3)) < 0 ||
         (rc = hmac256(k3, 32, "aws4_request", 12, key)) < 0)
         goto out;
     if (cacheable) {
         memcpy(tl_key.date, date8, 9);
         memcpy(tl_key.region, region, rlen + 1);
+        memcpy(tl_key.service, service, svlen + 1);
         memcpy(tl_key.secret, secret, slen + 1);
         memcpy(tl_key.key, key, 32);
         tl_key.valid = 1;
@@ -343,7 +349,8 @@ static int check_common(const struct s3d_sigv4_request *req, const struct s3d_si
 
 /* From a finished canonical request: string to sign and signature (hex into sig). */
 static int sign_canonical(const struct s3d_dynbuf *creq, const char *amz_date, const char *region,
-                          const char *secret, struct s3d_sigv4_trace *trace, char sig[65])
+                          const char *service, const char *secret, struct s3d_sigv4_trace *trace,
+                          char sig[65])
 {
     char creq_hash[65], date8[9];
     unsigned char key[32], mac[32];
@@ -354,12 +361,12 @@ static int sign_canonical(const struct s3d_dynbuf *creq, const char *amz_date, c
         goto out;
     memcpy(date8, amz_date, 8);
     date8[8] = '\0';
-    if ((rc = s3d_dynbuf_appendf(&sts, ALGO "\n%s\n%s/%s/s3/aws4_request\n%s", amz_date, date8,
-                                 region, creq_hash)) < 0) {
+    if ((rc = s3d_dynbuf_appendf(&sts, ALGO "\n%s\n%s/%s/%s/aws4_request\n%s", amz_date, date8,
+                                 region, service, creq_hash)) < 0) {
         rc = s3d_fail(rc, "SigV4: string to sign over its limit");
         goto out;
     }
-    if ((rc = signing_key(secret, date8, region, key)) < 0 ||
+    if ((rc = signing_key(secret, date8, region, service, key)) < 0 ||
         (rc = hmac256(key, 32, sts.data, sts.len, mac)) < 0)
         goto out;
     to_hex(mac, 32, sig);
@@ -456,16 +463,16 @@ int s3d_sigv4_sign(const struct s3d_sigv4_request *req, const struct s3d_sigv4_c
     }
     if ((rc = s3d_dynbuf_appendf(&creq, "\n%s\n%s", signed_names.data, payload)) < 0)
         goto toobig;
-    if ((rc = sign_canonical(&creq, amz_date, req->region, creds->secret_access_key, trace, sig)) <
-        0)
+    if ((rc = sign_canonical(&creq, amz_date, req->region, SERVICE(req), creds->secret_access_key,
+                             trace, sig)) < 0)
         goto out;
 
     if ((rc = s3d_dynbuf_appendf(headers_out,
-                                 "Authorization: " ALGO " Credential=%s/%.8s/%s/s3/aws4_request, "
+                                 "Authorization: " ALGO " Credential=%s/%.8s/%s/%s/aws4_request, "
                                  "SignedHeaders=%s, Signature=%s\n"
                                  "x-amz-content-sha256: %s\nx-amz-date: %s\n",
-                                 creds->access_key_id, amz_date, req->region, signed_names.data,
-                                 sig, payload, amz_date)) < 0 ||
+                                 creds->access_key_id, amz_date, req->region, SERVICE(req),
+                                 signed_names.data, sig, payload, amz_date)) < 0 ||
         (token &&
          (rc = s3d_dynbuf_appendf(headers_out, "x-amz-security-token: %s\n", token)) < 0)) {
         rc = s3d_fail(rc, "SigV4: header buffer over its limit of %zu bytes", headers_out->max);
@@ -516,8 +523,8 @@ int s3d_sigv4_presign(const struct s3d_sigv4_request *req, const struct s3d_sigv
     if ((rc = s3d_sigv4_amz_date(req->now, amz_date)) < 0)
         goto out;
     snprintf(expires, sizeof(expires), "%u", expires_s);
-    if ((rc = s3d_dynbuf_appendf(&credential, "%s/%.8s/%s/s3/aws4_request", creds->access_key_id,
-                                 amz_date, req->region)) < 0)
+    if ((rc = s3d_dynbuf_appendf(&credential, "%s/%.8s/%s/%s/aws4_request", creds->access_key_id,
+                                 amz_date, req->region, SERVICE(req))) < 0)
         goto toobig;
     if ((params = s3d_calloc(req->n_query + 6, sizeof(*params))) == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory presigning a URL");
@@ -539,8 +546,8 @@ int s3d_sigv4_presign(const struct s3d_sigv4_request *req, const struct s3d_sigv
     if ((rc = s3d_dynbuf_appendf(&creq, "%s\n%s\n%s\nhost:%s\n\nhost\n" S3D_UNSIGNED_PAYLOAD,
                                  req->method, req->canonical_path, query.data, host.value)) < 0)
         goto toobig;
-    if ((rc = sign_canonical(&creq, amz_date, req->region, creds->secret_access_key, trace, sig)) <
-        0)
+    if ((rc = sign_canonical(&creq, amz_date, req->region, SERVICE(req), creds->secret_access_key,
+                             trace, sig)) < 0)
         goto out;
     if ((rc = s3d_dynbuf_appendf(url_out, "%s?%s&X-Amz-Signature=%s", url_base, query.data, sig)) <
         0) {

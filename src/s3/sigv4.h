@@ -1,4 +1,5 @@
-/* sigv4.h - AWS Signature Version 4 for service "s3", SHA-256 helpers (internal).
+/* sigv4.h - AWS Signature Version 4 for service "s3" (and "sts" for the credential chain),
+ * SHA-256 helpers (internal).
  *
  * Two forms:
  *   - header form (s3d_sigv4_sign): the caller sends the request with the returned headers
@@ -61,6 +62,7 @@ struct s3d_sigv4_request {
                                  NULL = UNSIGNED-PAYLOAD. Ignored by presign. */
     const char *region;       /* e.g. "us-east-1" */
     time_t now;               /* signing time, seconds since the epoch (UTC) */
+    const char *service;      /* credential scope service; NULL = "s3" ("sts" for STS) */
 };
 
 /* Optional outputs for tests and debugging (S3D_LOG=debug, sigv4_tool). Initialize the two

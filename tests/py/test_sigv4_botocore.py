@@ -252,3 +252,43 @@ def test_presigned_urls_match_botocore(signed_pairs):
         assert ours.query.endswith("&X-Amz-Signature=" + out["signature"])
         n += 1
     assert n > 50
+
+
+def test_sts_assume_role_signing_matches_botocore():
+    """The form-encoded STS AssumeRole POST of the credential chain (service "sts"), signed by
+    sigv4_tool and by botocore's SigV4Auth at the same time. s3direct also signs
+    x-amz-content-sha256 (STS accepts it), so botocore gets that header before signing."""
+    import hashlib
+
+    from botocore.auth import SigV4Auth
+
+    tool = tool_path()
+    body = ("Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3A"
+            "role%2Fr&RoleSessionName=s3direct-session-1&DurationSeconds=1200&ExternalId=e%2Fx")
+    ctype = "application/x-www-form-urlencoded; charset=utf-8"
+    outs = []
+    for token in (None, "FwoGZXIvYXdzEtoken/+="):
+        case = {"mode": "header", "method": "POST", "endpoint": "https://sts.eu-west-1.amazonaws.com",
+                "addressing": "path", "bucket": None, "key": None, "query": [],
+                "headers": [["Content-Type", ctype]], "body": body,
+                "access_key": "AKIDEXAMPLE", "secret_key": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+                "token": token, "region": "eu-west-1", "time": 1796280000, "service": "sts"}
+        res = subprocess.run([tool], input=(json.dumps(case) + "\n").encode(),
+                             capture_output=True, timeout=60)
+        assert res.returncode == 0, res.stderr.decode()
+        out = json.loads(res.stdout)
+        assert "error" not in out, out
+        when = datetime.datetime.fromtimestamp(case["time"], datetime.timezone.utc).replace(
+            tzinfo=None)
+        req = AWSRequest(method="POST", url="https://sts.eu-west-1.amazonaws.com/",
+                         data=body.encode(),
+                         headers={"Content-Type": ctype,
+                                  "X-Amz-Content-SHA256": hashlib.sha256(body.encode()).hexdigest()})
+        auth = SigV4Auth(Credentials(case["access_key"], case["secret_key"], token), "sts",
+                         "eu-west-1")
+        with mock.patch("botocore.auth.get_current_datetime", return_value=when):
+            auth.add_auth(req)
+        assert "/eu-west-1/sts/aws4_request" in out["headers"]["Authorization"]
+        assert out["headers"]["Authorization"] == req.headers["Authorization"], out
+        outs.append(out)
+    assert outs[0]["signature"] != outs[1]["signature"]

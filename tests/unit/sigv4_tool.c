@@ -7,7 +7,8 @@
  *    "query": [["name", "value"], ...], "headers": [["Name", "value"], ...],
  *    "body": "text" (hashed with SHA-256) | "payload": "UNSIGNED-PAYLOAD",
  *    "access_key": "...", "secret_key": "...", "token": "..." | null,
- *    "region": "us-east-1", "time": 1369353600, "expires": 3600}
+ *    "region": "us-east-1", "time": 1369353600, "expires": 3600,
+ *    "service": "sts" (optional; default "s3")}
  * Output: one JSON object per line: {"url", "host", "canonical_request", "string_to_sign",
  *   "signature", "headers": {"Name": "value", ...}} or {"error": "message"}. */
 #include <jansson.h>
@@ -94,6 +95,7 @@ static json_t *sign_one(json_t *in)
     req.payload_hash = payload;
     req.region = str(in, "region");
     req.now = (time_t)json_integer_value(json_object_get(in, "time"));
+    req.service = str(in, "service"); /* NULL = "s3" */
     creds.access_key_id = str(in, "access_key");
     creds.secret_access_key = str(in, "secret_key");
     creds.session_token = str(in, "token");

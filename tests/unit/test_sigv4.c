@@ -151,8 +151,9 @@ static void test_get_object_canonical_text(void)
         "20130524/us-east-1/s3/aws4_request\n"
         "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972";
     struct s3d_kv range = {"  RANGE ", "  bytes=0-9   "}; /* case and blanks normalized */
-    struct s3d_sigv4_request req = {"GET",  HOST, "/test.txt",      NULL,        0,
-                                    &range, 1,    S3D_EMPTY_SHA256, "us-east-1", T_20130524};
+    struct s3d_sigv4_request req = {"GET",       HOST,       "/test.txt", NULL,
+                                    0,           &range,     1,           S3D_EMPTY_SHA256,
+                                    "us-east-1", T_20130524, NULL};
     struct s3d_sigv4_trace tr;
     struct s3d_dynbuf hdrs;
     trace_init(&tr);
@@ -175,8 +176,8 @@ static void test_presign_example(void)
         "&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request"
         "&X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&X-Amz-SignedHeaders=host"
         "&X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404";
-    struct s3d_sigv4_request req = {"GET", HOST, "/test.txt", NULL,        0,
-                                    NULL,  0,    NULL,        "us-east-1", T_20130524};
+    struct s3d_sigv4_request req = {"GET", HOST, "/test.txt", NULL,       0,   NULL,
+                                    0,     NULL, "us-east-1", T_20130524, NULL};
     struct s3d_sigv4_trace tr;
     struct s3d_dynbuf url;
     struct s3d_config cfg;
@@ -229,8 +230,8 @@ static void test_session_token_and_errors(void)
     struct s3d_kv bad_hdr[2] = {{"x-amz-meta-a", "1"}, {"X-Amz-Meta-A", "2"}};
     struct s3d_kv reserved = {"Host", "evil"};
     struct s3d_kv crlf = {"x-amz-meta-a", "a\r\nInjected: 1"};
-    struct s3d_sigv4_request req = {"GET", HOST, "/k", NULL,        0,
-                                    NULL,  0,    NULL, "us-east-1", T_20130524};
+    struct s3d_sigv4_request req = {"GET", HOST, "/k",        NULL,       0,   NULL,
+                                    0,     NULL, "us-east-1", T_20130524, NULL};
     struct s3d_sigv4_creds nocreds = {NULL, NULL, NULL};
     struct s3d_sigv4_trace tr;
     struct s3d_dynbuf hdrs;
@@ -356,7 +357,8 @@ struct thread_arg {
 static void sign_with(const char *secret, const char *region, char out[65])
 {
     struct s3d_sigv4_creds c = {AKID, secret, NULL};
-    struct s3d_sigv4_request req = {"GET", HOST, "/k", NULL, 0, NULL, 0, NULL, region, T_20130524};
+    struct s3d_sigv4_request req = {"GET", HOST, "/k",   NULL,       0,   NULL,
+                                    0,     NULL, region, T_20130524, NULL};
     struct s3d_sigv4_trace tr;
     struct s3d_dynbuf hdrs;
     trace_init(&tr);
