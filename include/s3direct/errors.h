@@ -66,7 +66,9 @@ extern "C" {
     X(EFMT_SHARD_PATH, -53, "shard path escapes the checkpoint")                                   \
     X(EFMT_FIELD, -54, "missing or invalid header field")                                          \
     X(ENOTENSOR, -55, "no such tensor")                                                            \
-    X(EDEST, -56, "destination does not match the tensor")
+    X(EDEST, -56, "destination does not match the tensor")                                         \
+    X(ECREDS, -59, "credential provider failed")                                                   \
+    X(EEXPIRED, -60, "credentials expired")
 
 enum s3d_errno {
 #define S3D_X_ENUM(name, value, desc) S3D_##name = value,

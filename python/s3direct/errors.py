@@ -16,7 +16,7 @@ Hierarchy::
     +-- NoSuchKey            object does not exist (S3D_ENOSUCHKEY)     also FileNotFoundError
     |   +-- NoSuchFile       local file or folder does not exist (S3D_ENOENT)
     +-- NoSuchBucket                                                    also FileNotFoundError
-    +-- AccessDenied         S3D_EACCESS                                also PermissionError
+    +-- AccessDenied         S3D_EACCESS, S3D_EEXPIRED (credentials expired); PermissionError
     |   +-- SignatureDoesNotMatch   wrong secret key (S3D_ESIGNATURE)
     |   +-- InvalidAccessKeyId      unknown key id (S3D_EKEYID)
     +-- ChecksumMismatch     stored CRC32C differs from the bytes read
@@ -24,7 +24,7 @@ Hierarchy::
     +-- TransferError        network, TLS, HTTP, server, retries exhausted, local I/O
     |   +-- Timeout          connect/transfer timeout, deadline (S3D_ETIMEDOUT) also TimeoutError
     +-- ConfigError          bad configuration or URI
-    |   +-- NoCredentials
+    |   +-- NoCredentials    also a configured provider that failed (S3D_ECREDS)
     +-- DeviceError          CUDA / cuFile / no such GPU
     +-- Cancelled
     +-- NotSupported
@@ -48,7 +48,7 @@ _CODES = {
     "EFMT_OFFSETS": -44, "EFMT_OVERLAP": -45, "EFMT_HOLE": -46, "EFMT_SIZE_MISMATCH": -47,
     "EFMT_DUPLICATE": -48, "EFMT_UTF8": -49, "EFMT_TRUNCATED": -50, "EFMT_METADATA": -51,
     "EFMT_INDEX": -52, "EFMT_SHARD_PATH": -53, "EFMT_FIELD": -54, "ENOTENSOR": -55,
-    "EDEST": -56,
+    "EDEST": -56, "ECREDS": -59, "EEXPIRED": -60,
 }
 S3D_EINVAL = _CODES["EINVAL"]
 S3D_ENOTSUP = _CODES["ENOTSUP"]
@@ -183,6 +183,7 @@ _BY_CODE = {
     _c["EPROTO"]: TransferError, _c["ERETRIES"]: TransferError,
     _c["ENOUPLOAD"]: TransferError, _c["ERANGE"]: TransferError, _c["EIO"]: TransferError,
     _c["ECONFIG"]: ConfigError, _c["EURI"]: ConfigError, _c["ENOCREDS"]: NoCredentials,
+    _c["ECREDS"]: NoCredentials, _c["EEXPIRED"]: AccessDenied,
     _c["ENODEVICE"]: DeviceError, _c["ECUDA"]: DeviceError, _c["ECUFILE"]: DeviceError,
     _c["ECANCELED"]: Cancelled, _c["ENOTSUP"]: NotSupported,
     _c["EBUCKETEXISTS"]: BucketAlreadyExists,

@@ -304,6 +304,8 @@ int s3d_http_err_from_status(long status, const char *s3_code, int is_object)
         {"AllAccessDisabled", S3D_EACCESS},
         {"SignatureDoesNotMatch", S3D_ESIGNATURE},
         {"InvalidAccessKeyId", S3D_EKEYID},
+        {"ExpiredToken", S3D_EEXPIRED},
+        {"ExpiredTokenException", S3D_EEXPIRED},
         {"SlowDown", S3D_ESLOWDOWN},
         {"InvalidRange", S3D_ERANGE},
         {"NoSuchUpload", S3D_ENOUPLOAD},
