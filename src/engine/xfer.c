@@ -327,6 +327,12 @@ static int finish_err(struct engine *g, struct item *it, int err)
     uint64_t delay;
     if (g->kind == KIND_GET && r->status == 206 && !r->overflow)
         it->job->received += r->received;
+    if (s3d_s3_op_expired_retry(&g->c->s3, &it->op, err)) {
+        it->state = ITEM_WAITING;
+        it->retry_at = s3d_now_ms();
+        g->waiting++;
+        return 0;
+    }
     if (!s3d_retry_decide(&it->pol, it->attempts, err, (int)r->status, it->op.s3_code, s3d_now_ms(),
                           s3d_retry_random(), &delay)) {
         if (it->attempts > 1 && s3d_s3_op_transient(&it->op, err))

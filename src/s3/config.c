@@ -129,7 +129,7 @@ int s3d_ini_parse(const char *text, size_t len, const char *name, s3d_ini_fn fn,
 
 /* Reads path into *out (malloc'ed, NUL-terminated). Returns 0, 1 when the file does not exist,
  * or S3D_ECONFIG / S3D_ENOMEM. */
-static int read_small_file(const char *path, char **out, size_t *out_len)
+int s3d_config_read_file(const char *path, char **out, size_t *out_len)
 {
     struct stat st;
     char *buf = NULL;
@@ -299,7 +299,7 @@ static const char *env(const char *name)
 
 /* Path of a shared file: the environment variable (with "~/" expanded) or ~/.aws/NAME.
  * Returns 0 with *out NULL when there is no HOME to look in. */
-static int file_path(const char *envname, const char *basename, char **out)
+int s3d_config_file_path(const char *envname, const char *basename, char **out)
 {
     const char *p = env(envname), *home = env("HOME");
     size_t n;
@@ -404,12 +404,12 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
     }
 
     /* The shared files, for the profile. */
-    if ((rc = file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials", &cred_path)) < 0 ||
-        (rc = file_path("AWS_CONFIG_FILE", "config", &conf_path)) < 0)
+    if ((rc = s3d_config_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials", &cred_path)) < 0 ||
+        (rc = s3d_config_file_path("AWS_CONFIG_FILE", "config", &conf_path)) < 0)
         goto fail;
     if (cred_path != NULL) {
         struct prof_ctx ctx = {profile, 0, NULL, &cred};
-        if ((rc = read_small_file(cred_path, &cred_text, &cred_len)) < 0)
+        if ((rc = s3d_config_read_file(cred_path, &cred_text, &cred_len)) < 0)
             goto fail;
         cred_missing = rc == 1;
         if (!cred_missing && (rc = load_file(cred_path, &ctx, cred_text, cred_len)) < 0)
@@ -417,7 +417,7 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
     }
     if (conf_path != NULL) {
         struct prof_ctx ctx = {profile, 1, NULL, &conf};
-        if ((rc = read_small_file(conf_path, &conf_text, &conf_len)) < 0)
+        if ((rc = s3d_config_read_file(conf_path, &conf_text, &conf_len)) < 0)
             goto fail;
         conf_missing = rc == 1;
         if (!conf_missing && (rc = load_file(conf_path, &ctx, conf_text, conf_len)) < 0)
@@ -448,7 +448,10 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
             secret = opts->secret_access_key;
             token = opts->session_token;
             out->credential_source = "options";
-        } else if (env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY")) {
+        } else if (!(opts->profile && opts->profile[0]) && env("AWS_ACCESS_KEY_ID") &&
+                   env("AWS_SECRET_ACCESS_KEY")) {
+            /* A profile named in the options skips the environment's keys, as botocore's
+             * Session(profile=...) does (AWS_PROFILE does not). */
             id = env("AWS_ACCESS_KEY_ID");
             secret = env("AWS_SECRET_ACCESS_KEY");
             token = env("AWS_SESSION_TOKEN");

@@ -118,6 +118,15 @@ int s3d_config_build_url(const struct s3d_config *cfg, const char *bucket, const
                          const char *query, struct s3d_dynbuf *url, struct s3d_dynbuf *host_header,
                          struct s3d_dynbuf *canonical_path);
 
+/* Reads a shared file (at most S3D_CONFIG_MAX_FILE bytes) into *out (malloc'ed,
+ * NUL-terminated). Returns 0, 1 when the file does not exist, or S3D_ECONFIG / S3D_ENOMEM. */
+int s3d_config_read_file(const char *path, char **out, size_t *out_len);
+
+/* Path of a shared file: the variable envname (with "~/" expanded from HOME) or
+ * ~/.aws/basename; *out malloc'ed, or NULL when there is no HOME to look in. Returns 0 or
+ * S3D_ENOMEM. */
+int s3d_config_file_path(const char *envname, const char *basename, char **out);
+
 /* ---- INI parsing, exposed for tests and the fuzz target -------------------------------- */
 
 /* Called for each "key = value" line: section is the section header's text with blanks

@@ -648,8 +648,20 @@ int s3d_op_presign(struct s3d_s3ctx *ctx, const char *method, const char *bucket
 {
     struct s3d_dynbuf url;
     int rc;
+    struct s3d_config cfg = ctx->cfg; /* shallow: only the credentials are replaced */
+    struct s3d_creds *cr = NULL;
     s3d_dynbuf_init(&url, 64 * 1024);
-    rc = s3d_presign_url(&ctx->cfg, method, bucket, key, expires_s, time(NULL), &url);
+    if (!cfg.anonymous) {
+        if ((rc = s3d_credcache_get(ctx->creds, &cr)) < 0) {
+            s3d_dynbuf_free(&url);
+            return s3d_fail_prefix(rc, "presign s3://%s/%s", bucket ? bucket : "", key ? key : "");
+        }
+        cfg.access_key_id = cr->access_key_id;
+        cfg.secret_access_key = cr->secret_access_key;
+        cfg.session_token = cr->session_token;
+    }
+    rc = s3d_presign_url(&cfg, method, bucket, key, expires_s, time(NULL), &url);
+    s3d_creds_release(cr);
     if (rc == 0) {
         if (url.len + 1 > out_cap)
             rc = s3d_fail(S3D_ETOOBIG, "presigned URL needs %zu bytes, buffer holds %zu",

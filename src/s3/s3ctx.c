@@ -97,6 +97,10 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
     S3D_INFO("CA bundle: %s (%s)", ctx->cfg.ca_bundle ? ctx->cfg.ca_bundle : "libcurl's default",
              ctx->cfg.ca_bundle_source);
     ctx->http.verbose = getenv("S3D_CURL_VERBOSE") != NULL;
+    if (!ctx->cfg.anonymous &&
+        (rc = s3d_credcache_new(&ctx->cfg, &ctx->http, opts ? opts->profile : NULL, &ctx->creds)) <
+            0)
+        goto fail;
     return 0;
 
 fail:
@@ -123,6 +127,7 @@ void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx)
     for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_destroy(&ctx->share_locks[i]);
     pthread_mutex_destroy(&ctx->pool_lock);
+    s3d_credcache_free(ctx->creds);
     s3d_config_free(&ctx->cfg);
     memset(ctx, 0, sizeof(*ctx));
 }
@@ -270,11 +275,10 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
         return rc;
 
     if (!cfg->anonymous) {
-        if (cfg->access_key_id == NULL || cfg->secret_access_key == NULL)
-            return s3d_fail(S3D_ENOCREDS,
-                            "%s: no credentials found (options, AWS_ACCESS_KEY_ID/"
-                            "AWS_SECRET_ACCESS_KEY, or the profile \"%s\")",
-                            op->operation, cfg->profile ? cfg->profile : "default");
+        s3d_creds_release(op->signed_with);
+        op->signed_with = NULL;
+        if ((rc = s3d_credcache_get(ctx->creds, &op->signed_with)) < 0)
+            return s3d_fail_prefix(rc, "%s", op->operation);
         if (op->payload_hash[0] == '\0') {
             if (cfg->payload_signing == S3D_PAYLOAD_SIGNED && op->body_len > 0) {
                 rc = s3d_sha256_iov_hex(op->iov, op->iovcnt, op->payload_hash);
@@ -297,9 +301,9 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
         sr.payload_hash = op->payload_hash;
         sr.region = cfg->region;
         sr.now = time(NULL);
-        cr.access_key_id = cfg->access_key_id;
-        cr.secret_access_key = cfg->secret_access_key;
-        cr.session_token = cfg->session_token;
+        cr.access_key_id = op->signed_with->access_key_id;
+        cr.secret_access_key = op->signed_with->secret_access_key;
+        cr.session_token = op->signed_with->session_token;
         rc = s3d_sigv4_sign(&sr, &cr, &op->sig, NULL);
         if (rc < 0)
             return rc;
@@ -437,6 +441,18 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     return err;
 }
 
+int s3d_s3_op_expired_retry(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, int err)
+{
+    if (err != S3D_EEXPIRED || op->expired_retried || ctx->creds == NULL || op->signed_with == NULL)
+        return 0;
+    op->expired_retried = 1;
+    if (!s3d_credcache_expired(ctx->creds, op->signed_with))
+        return 0;
+    S3D_INFO("%s: the server says the credentials expired; refreshing and resending once",
+             op->operation);
+    return 1;
+}
+
 int s3d_s3_op_transient(const struct s3d_s3_op *op, int err)
 {
     return s3d_retry_is_transient(err, (int)op->req.resp.status, op->s3_code);
@@ -499,6 +515,8 @@ int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
         rc = s3d_s3_op_result(ctx, op, e, cc);
         if (rc == 0)
             break;
+        if (s3d_s3_op_expired_retry(ctx, op, rc))
+            continue;
         if (!s3d_retry_decide(&pol, attempt, rc, (int)op->req.resp.status, op->s3_code,
                               s3d_now_ms(), s3d_retry_random(), &delay))
             break;
@@ -519,6 +537,8 @@ void s3d_s3_op_cleanup(struct s3d_s3_op *op)
         return;
     curl_slist_free_all(op->slist);
     op->slist = NULL;
+    s3d_creds_release(op->signed_with);
+    op->signed_with = NULL;
     s3d_http_req_cleanup(&op->req);
     s3d_dynbuf_free(&op->url);
     s3d_dynbuf_free(&op->host);

@@ -24,6 +24,7 @@
 
 #include "common/dynbuf.h"
 #include "s3/config.h"
+#include "s3/creds.h"
 #include "s3/http.h"
 #include "s3/retry.h"
 #include "s3/sigv4.h"
@@ -38,8 +39,9 @@
 #define S3D_DEFAULT_CURL_BUFFER (256L * 1024L)
 
 struct s3d_s3ctx {
-    struct s3d_config cfg;     /* read-only after init */
-    struct s3d_http_conf http; /* read-only after init */
+    struct s3d_config cfg;       /* read-only after init */
+    struct s3d_http_conf http;   /* read-only after init */
+    struct s3d_credcache *creds; /* thread-safe itself; NULL for an anonymous client */
     uint32_t max_attempts;
     uint32_t deadline_ms;      /* per request, retries included; 0 = none */
     uint32_t retry_base_ms;    /* S3D_RETRY_BASE_MS, or env S3D_RETRY_BASE_MS (tests) */
@@ -96,10 +98,12 @@ struct s3d_s3_op {
     char s3_code[64];        /* <Code> of an error body, "" if none */
     char payload_hash[65];   /* computed once, reused by retries */
     uint32_t attempts;       /* requests sent by s3d_s3_op_run */
+    int expired_retried;     /* an ExpiredToken answer already caused one refresh + retry */
     /* Internal. */
     struct s3d_dynbuf url, host, path, query_buf, sig;
     struct curl_slist *slist;
     char range_buf[64];
+    struct s3d_creds *signed_with; /* the snapshot of the last signature (a reference) */
 };
 
 /* Builds the URL, signs the request (now), and sets up the easy handle e (fresh or reset).
@@ -114,6 +118,11 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
 
 /* 1 when the failure just judged by s3d_s3_op_result (returned as err) may be retried. */
 int s3d_s3_op_transient(const struct s3d_s3_op *op, int err);
+
+/* 1 when the failure just judged (err) says the credentials expired (ExpiredToken) and this
+ * op has not yet retried for that: the cache is told to refresh, and the caller resends at
+ * once (the resend is re-signed with the fresh credentials). Called at most once per op. */
+int s3d_s3_op_expired_retry(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, int err);
 
 /* Runs op to completion on the calling thread with retries (new signature per attempt,
  * backoff with full jitter, the client's attempts and deadline). Returns 0 or the S3D_E*

@@ -9,4 +9,9 @@ set(S3D_S3_SOURCES
   src/s3/ops.c
   src/s3/retry.c
   src/s3/s3ctx.c
+  src/s3/creds.c
+  src/s3/creds_util.c
+  src/s3/creds_process.c
+  src/s3/creds_http.c
+  src/s3/creds_sts.c
 )

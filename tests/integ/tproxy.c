@@ -87,10 +87,16 @@ static const char *find_header(const char *h, const char *name, size_t *len)
 
 static void fake_500(struct conn *c)
 {
-    static const char resp[] = "HTTP/1.1 500 Internal Server Error\r\n"
-                               "Content-Type: application/xml\r\nContent-Length: 40\r\n\r\n"
-                               "<Error><Code>InternalError</Code></Error>";
-    size_t off = 0, n = strlen(resp);
+    char resp[512], body[200];
+    int status = c->p->o.fail_status ? c->p->o.fail_status : 500;
+    size_t off = 0, n;
+    snprintf(body, sizeof(body), "<Error><Code>%s</Code></Error>",
+             c->p->o.fail_code ? c->p->o.fail_code : "InternalError");
+    snprintf(resp, sizeof(resp),
+             "HTTP/1.1 %d Injected\r\nContent-Type: application/xml\r\nContent-Length: "
+             "%zu\r\n\r\n%s",
+             status, strlen(body), body);
+    n = strlen(resp);
     while (off < n) {
         ssize_t w = write(c->cfd, resp + off, n - off);
         if (w <= 0)

@@ -21,6 +21,8 @@ struct tproxy_opts {
     const char *fail_request;    /* answer the first request whose line contains this with
                                     HTTP 500 InternalError from the proxy itself (the request
                                     never reaches the server); NULL = never */
+    int fail_status;             /* with fail_request: answer this status instead of 500 */
+    const char *fail_code;       /* with fail_request: this <Code> instead of InternalError */
     const char *cut_response_to; /* reset the connection instead of passing on the response
                                     to the first request whose line contains this; NULL =
                                     never */

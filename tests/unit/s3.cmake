@@ -7,6 +7,7 @@ s3d_test(test_uri unit/test_uri.c)
 s3d_test(test_xml unit/test_xml.c)
 s3d_test(test_config unit/test_config.c)
 s3d_test(test_cabundle unit/test_cabundle.c)
+s3d_test(test_creds unit/test_creds.c)
 # sigv4_tool: signs JSON request descriptions for tests/py/test_sigv4_botocore.py (not a test).
 s3d_test(sigv4_tool unit/sigv4_tool.c)
 # sign_bench: CPU cost of the payload hash and of signing, quoted in docs/internals/sigv4.md

@@ -1,0 +1,205 @@
+/* creds_process.c - credential_process: run the profile's command and read the JSON it prints.
+ *
+ * As botocore, the command line is split into words (single and double quotes, backslash
+ * escapes) and run directly, without a shell. Its stdout must be the version 1 format:
+ *   {"Version": 1, "AccessKeyId": ..., "SecretAccessKey": ..., "SessionToken": ...,
+ *    "Expiration": "2026-12-03T07:00:00Z"}
+ * (SessionToken and Expiration optional). Its stderr goes to ours, so the tool can talk to the
+ * user. stdout is capped at S3D_CREDS_MAX_BODY; the process is killed after
+ * S3D_CREDS_PROCESS_MS (or S3D_CREDENTIAL_PROCESS_TIMEOUT_MS milliseconds). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common/error.h"
+#include "s3/creds_int.h"
+#include "s3/retry.h"
+
+extern char **environ;
+
+#define MAX_ARGS 64
+
+/* Splits cmd into argv (pointers into buf, which must hold strlen(cmd)+1 + MAX_ARGS bytes).
+ * Returns the number of words or -1 for an unterminated quote / too many words. */
+static int split_words(const char *cmd, char *buf, char **argv)
+{
+    int argc = 0, in_word = 0;
+    char quote = 0;
+    char *o = buf;
+    for (const char *p = cmd;; p++) {
+        char ch = *p;
+        if (ch == '\0') {
+            if (quote)
+                return -1;
+            if (in_word) {
+                *o++ = '\0';
+            }
+            break;
+        }
+        if (quote) {
+            if (ch == quote)
+                quote = 0;
+            else if (ch == '\\' && quote == '"' && (p[1] == '"' || p[1] == '\\'))
+                *o++ = *++p;
+            else
+                *o++ = ch;
+            continue;
+        }
+        if (ch == ' ' || ch == '\t' || ch == '\n') {
+            if (in_word) {
+                *o++ = '\0';
+                in_word = 0;
+            }
+            continue;
+        }
+        if (!in_word) {
+            if (argc == MAX_ARGS)
+                return -1;
+            argv[argc++] = o;
+            in_word = 1;
+        }
+        if (ch == '\'' || ch == '"')
+            quote = ch;
+        else if (ch == '\\' && p[1] != '\0')
+            *o++ = *++p;
+        else
+            *o++ = ch;
+    }
+    argv[argc] = NULL;
+    return argc;
+}
+
+int s3d_creds_process(const char *command, const char *profile, struct s3d_creds **out)
+{
+    char *buf = NULL, *argv[MAX_ARGS + 1];
+    char outbuf[S3D_CREDS_MAX_BODY + 1];
+    size_t got = 0;
+    int fds[2] = {-1, -1}, rc = 0, status = 0, argc, timed_out = 0;
+    long timeout_ms = S3D_CREDS_PROCESS_MS;
+    const char *t = getenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS");
+    posix_spawn_file_actions_t fa;
+    pid_t pid = -1;
+    uint64_t deadline;
+    json_t *root = NULL;
+    json_error_t jerr;
+
+    *out = NULL;
+    if (t != NULL && atol(t) > 0)
+        timeout_ms = atol(t);
+    if ((buf = malloc(strlen(command) + 1 + MAX_ARGS)) == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory running credential_process");
+    argc = split_words(command, buf, argv);
+    if (argc <= 0) {
+        rc = s3d_fail(S3D_ECONFIG,
+                      "profile \"%s\": credential_process \"%.200s\" is empty, has an "
+                      "unterminated quote or more than %d words",
+                      profile, command, MAX_ARGS);
+        goto out;
+    }
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        rc = s3d_fail(S3D_ECREDS, "credential_process: pipe: %s", strerror(errno));
+        goto out;
+    }
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    fds[1] = -1;
+    if (rc != 0) {
+        rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process: cannot run %s: %s", profile,
+                      argv[0], strerror(rc));
+        pid = -1;
+        goto out;
+    }
+    deadline = s3d_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        struct pollfd pfd = {fds[0], POLLIN, 0};
+        uint64_t now = s3d_now_ms();
+        ssize_t n;
+        int pr;
+        if (now >= deadline) {
+            timed_out = 1;
+            break;
+        }
+        pr = poll(&pfd, 1, (int)(deadline - now));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr == 0) {
+            timed_out = 1;
+            break;
+        }
+        n = read(fds[0], outbuf + got, sizeof(outbuf) - 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        if (got == sizeof(outbuf) - 1) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            pid = -1;
+            rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process printed over %u bytes",
+                          profile, S3D_CREDS_MAX_BODY);
+            goto out;
+        }
+    }
+    if (timed_out) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        pid = -1;
+        rc = s3d_fail(S3D_ECREDS,
+                      "profile \"%s\": credential_process %s did not finish within %ld ms", profile,
+                      argv[0], timeout_ms);
+        goto out;
+    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid = -1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process %s failed (%s %d)", profile,
+                      argv[0], WIFEXITED(status) ? "exit status" : "signal",
+                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        goto out;
+    }
+    outbuf[got] = '\0';
+    root = json_loadb(outbuf, got, 0, &jerr);
+    if (root == NULL || !json_is_object(root)) {
+        rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process output is not a JSON object",
+                      profile);
+        goto out;
+    }
+    if (!json_is_integer(json_object_get(root, "Version")) ||
+        json_integer_value(json_object_get(root, "Version")) != 1) {
+        rc = s3d_fail(S3D_ECREDS,
+                      "profile \"%s\": credential_process output has no \"Version\": 1 (the only "
+                      "version defined)",
+                      profile);
+        goto out;
+    }
+    rc = s3d_creds_from_json(outbuf, got, "credential_process", "custom-process", "AccessKeyId",
+                             "SecretAccessKey", "SessionToken", "Expiration", out);
+out:
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    json_decref(root);
+    if (fds[0] >= 0)
+        close(fds[0]);
+    if (fds[1] >= 0)
+        close(fds[1]);
+    memset(outbuf, 0, got);
+    free(buf);
+    return rc;
+}
