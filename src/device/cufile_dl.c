@@ -1,7 +1,9 @@
 /* cufile_dl.c - GPUDirect Storage through cuFile, loaded with dlopen("libcufile.so.0").
  *
- * The cuFile driver is process-wide: it is opened once per process (again in a forked child),
- * on first use, and never closed while the process runs (closing it under other users, e.g. a
+ * The cuFile driver is process-wide: it is opened once per process on first use (never again
+ * in a forked child of a process that tried it: reported unavailable there), logs to
+ * /dev/null unless S3D_LOG=debug or CUFILE_LOGFILE_PATH says otherwise, and is never closed
+ * while the process runs (closing it under other users, e.g. a
  * second client or another library, is unsafe, and the process exit releases it). When the library
  * or the driver is missing the reason is kept and every caller is told "not available", so AUTO
  * falls back to O_DIRECT. */
@@ -105,6 +107,20 @@ static const char *op_name(int e)
         "CU_FILE_IO_DISABLED",
         "CU_FILE_BATCH_SUBMIT_FAILED",
         "CU_FILE_GPU_MEMORY_PINNING_FAILED",
+        "CU_FILE_BATCH_FULL",
+        "CU_FILE_ASYNC_NOT_SUPPORTED",
+        "CU_FILE_INTERNAL_BATCH_SETUP_ERROR",
+        "CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR",
+        "CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR",
+        "CU_FILE_INTERNAL_BATCH_CANCEL_ERROR",
+        "CU_FILE_NOMEM_ERROR",
+        "CU_FILE_IO_ERROR",
+        "CU_FILE_INTERNAL_BUF_REGISTER_ERROR",
+        "CU_FILE_HASH_OPR_ERROR",
+        "CU_FILE_INVALID_CONTEXT_ERROR",
+        "CU_FILE_NVFS_INTERNAL_DRIVER_ERROR",
+        "CU_FILE_BATCH_NOCOMPAT_ERROR",
+        "CU_FILE_IO_MAX_ERROR",
     };
     if (e == 0)
         return names[0];
@@ -152,6 +168,11 @@ static void try_open(void)
         }
         memcpy((char *)&g_f + syms[i].off, &p, sizeof(p));
     }
+    /* cuFile logs to ./cufile.log by default: keep it out of the user's working directory
+     * unless asked (S3D_LOG=debug, or the user's own CUFILE_LOGFILE_PATH). */
+    const char *lvl = getenv("S3D_LOG");
+    if (getenv("CUFILE_LOGFILE_PATH") == NULL && (lvl == NULL || strcmp(lvl, "debug") != 0))
+        setenv("CUFILE_LOGFILE_PATH", "/dev/null", 0);
     CUfileError_t st = g_f.cuFileDriverOpen();
     if (st.err != CU_FILE_SUCCESS) {
         char what[160];
@@ -179,8 +200,15 @@ int s3d_cufile_available(struct s3d_device *dev, const char **why)
             reason = "no CUDA context";
         } else {
             pthread_mutex_lock(&g_mu);
-            if (g_state != 0 && g_pid != getpid())
-                g_state = 0; /* the parent's driver state is not the child's */
+            if (g_state != 0 && g_pid != getpid()) {
+                /* Forked after the parent tried cuFile: its driver state (threads, nvidia-fs
+                 * handles) did not come along, and reopening it in the child is not safe. */
+                g_pid = getpid();
+                g_state = -1;
+                snprintf(g_why, sizeof(g_why),
+                         "cuFile was opened by the parent process before fork(); not "
+                         "reopened in the child");
+            }
             if (g_state == 0) {
                 g_pid = getpid();
                 try_open();
@@ -196,6 +224,16 @@ int s3d_cufile_available(struct s3d_device *dev, const char **why)
     if (why != NULL)
         *why = reason;
     return ok;
+}
+
+int s3d_cufile_gds(void)
+{
+    /* GPUDirect Storage proper needs the nvidia-fs kernel module; without it cuFile runs in
+     * compatibility mode (POSIX reads into its own bounce buffers), slower than our staged
+     * O_DIRECT path, which also gets the CRC32C for free. S3D_NVFS_PATH (tests) names the
+     * file to look for instead. */
+    const char *p = getenv("S3D_NVFS_PATH");
+    return access(p != NULL ? p : "/proc/driver/nvidia-fs/version", R_OK) == 0;
 }
 
 static int not_available(struct s3d_device *dev)

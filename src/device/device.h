@@ -143,6 +143,9 @@ struct s3d_cufile;
  * usable; 0 when not (no GPU, library missing, driver or nvidia-fs refusing), with the reason
  * in *why (static or owned by the process; why may be NULL) - not an error. */
 int s3d_cufile_available(struct s3d_device *dev, const char **why);
+/* 1 when real GPUDirect Storage is there (the nvidia-fs kernel module), 0 when cuFile would
+ * run in compatibility mode. S3D_FILE_IO_AUTO uses cuFile only with GDS. */
+int s3d_cufile_gds(void);
 /* Registers an open file with cuFile (cuFileHandleRegister). The fd should be opened with
  * O_DIRECT (GDS mode needs it; compatibility mode works without); it stays owned by the
  * caller and must outlive the handle. S3D_ECUFILE on refusal, S3D_ENOTSUP when cuFile is not

@@ -262,6 +262,7 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
                        size_t m)
 {
     struct s3d_cufile *cf = NULL;
+    const uint64_t done_before = rd->done;
     int rc;
 
     rc = s3d_cufile_open(rd->dev, rd->fd_direct >= 0 ? rd->fd_direct : rd->fd, &cf);
@@ -294,6 +295,15 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
         }
         rc = s3d_cufile_read(cf, r->device, (uint64_t)(uintptr_t)r->dst, r->length, r->file_offset,
                              &got);
+        if (rc < 0 && rd->o->mode == S3D_FILE_IO_AUTO) {
+            /* A run-time cuFile failure is not the load's: the staged path reads it all. */
+            S3D_WARN("fileio: cuFileRead of %s failed (%s), reading through the staging pool",
+                     rd->path, s3d_last_error_message());
+            s3d_clear_error();
+            rd->done = done_before;
+            rc = 1;
+            break;
+        }
         if (rc < 0) {
             rc = s3d_fail_prefix(rc, "read %s", rd->path);
             break;
@@ -384,7 +394,8 @@ int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const ch
     qsort_r(idx, m, sizeof(*idx), cmp_by_offset, (void *)ranges);
 
     rc = 1;
-    if (mode == S3D_FILE_IO_CUFILE || (mode == S3D_FILE_IO_AUTO && s3d_cufile_available(dev, NULL)))
+    if (mode == S3D_FILE_IO_CUFILE ||
+        (mode == S3D_FILE_IO_AUTO && s3d_cufile_available(dev, NULL) && s3d_cufile_gds()))
         rc = read_cufile(&rd, ranges, idx, m);
     if (rc == 1)
         rc = read_staged(&rd, ranges, idx, m);

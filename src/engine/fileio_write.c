@@ -114,7 +114,7 @@ static int writer_cufile(struct s3d_file_writer *w)
     w->cufile_state = -1;
     if (w->o.mode == S3D_FILE_IO_DIRECT || w->o.mode == S3D_FILE_IO_BUFFERED)
         return 0;
-    if (w->o.mode == S3D_FILE_IO_AUTO && !s3d_cufile_available(w->dev, NULL))
+    if (w->o.mode == S3D_FILE_IO_AUTO && (!s3d_cufile_available(w->dev, NULL) || !s3d_cufile_gds()))
         return 0;
     w->fd_direct = fio_open_direct(w->tmp_path, O_WRONLY);
     rc = s3d_cufile_open(w->dev, w->fd_direct >= 0 ? w->fd_direct : w->fd, &w->cf);

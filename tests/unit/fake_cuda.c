@@ -382,11 +382,21 @@ EXPORT CUfileError_t cuFileBufDeregister(const void *p)
 {
     return (CUfileError_t){0, 0};
 }
-/* Moves at most 1 MiB per call, to exercise the callers' loops over short transfers. */
+static int g_cufile_reads;
+EXPORT int fake_cufile_reads(void)
+{
+    return g_cufile_reads;
+}
+/* Moves at most 1 MiB per call, to exercise the callers' loops over short transfers.
+ * FAKE_CUFILE_FAIL_IO=1 makes it fail as a broken GDS path does (CU_FILE_IO_ERROR). */
 EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
 {
+    const char *f = getenv("FAKE_CUFILE_FAIL_IO");
     if (cufile_ctx() == NULL)
         return -5015; /* CONTEXT_MISMATCH */
+    g_cufile_reads++;
+    if (f && *f == '1')
+        return -5044;
     return pread((int)(intptr_t)fh - 1, (char *)base + boff, n > (1u << 20) ? 1u << 20 : n, off);
 }
 EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t n, off_t off, off_t boff)

@@ -149,15 +149,62 @@ int main(void)
     /* cuFile: read (in 1 MiB pieces, the fake's limit) with the CRC pass, and write. */
     const char *why = NULL;
     if (fake_cufile) {
+        /* A driver that refuses: "not available" with the reason (a child forked before
+         * this process tried cuFile may open it itself). */
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            struct s3d_device *d2;
+            setenv("FAKE_CUFILE_FAIL_OPEN", "1", 1);
+            setenv("FAKE_CUDA_FORK_OK", "1", 1); /* a real driver would refuse: see below */
+            set_cur(NULL);
+            if (s3d_device_open(0, &d2) != 0 || s3d_cufile_available(d2, &why) != 0 ||
+                strstr(why, "cuFileDriverOpen: CU_FILE_PLATFORM_NOT_SUPPORTED (5007)") == NULL)
+                _exit(1);
+            _exit(0);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
         CHECK(s3d_cufile_available(dev, &why) == 1);
+        /* cuFile's log goes nowhere near the working directory unless asked. */
+        CHECK(getenv("CUFILE_LOGFILE_PATH") != NULL);
+        if (getenv("S3D_LOG") == NULL)
+            CHECK_STREQ(getenv("CUFILE_LOGFILE_PATH"), "/dev/null");
+        void *cf_lib = dlopen("libcufile.so.0", RTLD_NOW | RTLD_NOLOAD);
+        int (*cf_reads)(void) = cf_lib ? (int (*)(void))dlsym(cf_lib, "fake_cufile_reads") : NULL;
+        CHECK(cf_reads != NULL);
         memset((void *)(uintptr_t)d1, 0, 8u << 20);
         r[0].file_offset = 1;
         o.mode = S3D_FILE_IO_CUFILE;
         CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
         CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 1, 3u << 20) == 0);
         CHECK(crc[0] == s3d_crc32c(0, data + 1, 3u << 20));
-        o.mode = S3D_FILE_IO_AUTO; /* AUTO picks cuFile when it opens */
+        /* AUTO: no nvidia-fs here, so cuFile would run in compatibility mode: the staged
+         * path is used. With nvidia-fs (S3D_NVFS_PATH stands in for it), cuFile. */
+        o.mode = S3D_FILE_IO_AUTO;
+        int before = cf_reads();
+        unsetenv("S3D_NVFS_PATH");
+        CHECK(!s3d_cufile_gds());
         CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+        CHECK(cf_reads() == before);
+        setenv("S3D_NVFS_PATH", path, 1);
+        CHECK(s3d_cufile_gds());
+        CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+        CHECK(cf_reads() > before);
+        /* A cuFileRead failing at run time: AUTO falls back to the staged path (right bytes);
+         * CUFILE fails with the cuFile code named. */
+        setenv("FAKE_CUFILE_FAIL_IO", "1", 1);
+        memset((void *)(uintptr_t)d1, 0, 8u << 20);
+        crc[0] = 0;
+        CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+        CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 1, 3u << 20) == 0);
+        CHECK(crc[0] == s3d_crc32c(0, data + 1, 3u << 20));
+        o.mode = S3D_FILE_IO_CUFILE;
+        CHECK_ERR(s3d_file_read_ranges(dev, pool, path, r, 1, &o), S3D_ECUFILE);
+        CHECK_MSG_HAS("CU_FILE_IO_ERROR");
+        unsetenv("FAKE_CUFILE_FAIL_IO");
+        unsetenv("S3D_NVFS_PATH");
 
         char out[600];
         snprintf(out, sizeof(out), "%s/fake-out.bin", t_tmpdir());
@@ -180,21 +227,18 @@ int main(void)
         free(back);
         unlink(out);
 
-        /* A driver that refuses: "not available" with the reason (a fresh process, since
-         * the driver state is per process). */
-        pid_t pid = fork();
+        /* A child forked after this process opened cuFile does not reopen it. */
+        pid = fork();
         CHECK(pid >= 0);
         if (pid == 0) {
             struct s3d_device *d2;
-            setenv("FAKE_CUFILE_FAIL_OPEN", "1", 1);
-            setenv("FAKE_CUDA_FORK_OK", "1", 1); /* a real driver would refuse: see below */
+            setenv("FAKE_CUDA_FORK_OK", "1", 1);
             set_cur(NULL);
             if (s3d_device_open(0, &d2) != 0 || s3d_cufile_available(d2, &why) != 0 ||
-                strstr(why, "cuFileDriverOpen: CU_FILE_PLATFORM_NOT_SUPPORTED (5007)") == NULL)
+                strstr(why, "fork()") == NULL)
                 _exit(1);
             _exit(0);
         }
-        int status;
         CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     } else {
         printf("a real libcufile.so.0 is found first: cuFile part skipped\n");
@@ -206,8 +250,8 @@ int main(void)
     CHECK(st.bad_context == 0);
     CHECK(st.stream_flags_seen >= 2); /* ours were CU_STREAM_NON_BLOCKING */
     /* 2 above, + each read waiting for the caller stream once per device (2 for the staged
-     * read, 1 for each cuFile read), + the writer waiting on the caller stream. */
-    CHECK(st.wait_events == 4 + 3 * fake_cufile);
+     * read, 1 for each of the 5 cuFile-mode reads), + the writer waiting on the caller stream. */
+    CHECK(st.wait_events == 4 + 6 * fake_cufile);
     CHECK(st.copies > 6);
 
     unlink(path);
