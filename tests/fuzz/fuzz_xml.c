@@ -3,7 +3,10 @@
  * Every parser runs on the input. Whatever the bytes, each must return (no crash, no leak
  * under ASan) with 0 or a negative code, leave a zeroed result on failure, and on success hand
  * back entries whose required fields are set. Then the escaping round trip: the input, as key
- * text, escaped into a DeleteResult and read back, must come back byte for byte.
+ * text, escaped into a DeleteResult and read back, must come back byte for byte. The input is
+ * also a time in both formats S3 sends (src/s3/timefmt.c: XML LastModified/Initiated/
+ * CreationDate, HTTP Last-Modified/Date): an accepted one, printed back, parses to the same
+ * second.
  * Built by tests/fuzz/fuzz.cmake as a plain test (with fuzz_main.c) and, with -DS3D_FUZZ=ON
  * under clang, as a libFuzzer binary. */
 #include <stdio.h>
@@ -12,7 +15,10 @@
 
 #include "fuzz.h"
 
+#include <time.h>
+
 #include "common/dynbuf.h"
+#include "s3/timefmt.h"
 #include "s3/xml.h"
 
 const char *const s3d_fuzz_tokens[] = {"<",   ">",         "</",   "/>", "&",   "&amp;",
@@ -53,8 +59,28 @@ static void roundtrip(const char *s, size_t n)
     s3d_dynbuf_free(&b);
 }
 
+/* An accepted time, printed back in both formats (years 1970..9999, which %Y prints as four
+ * digits), parses to the same second. */
+static void check_time(int64_t t)
+{
+    const char *fmt[2] = {"%Y-%m-%dT%H:%M:%SZ", "%a, %d %b %Y %H:%M:%S GMT"};
+    time_t tt = (time_t)t;
+    struct tm tm;
+    char buf[64];
+    int64_t back;
+    size_t n;
+    if (t < 0 || t >= 253402300800) /* 10000-01-01 */
+        return;
+    REQUIRE(gmtime_r(&tt, &tm) != NULL);
+    n = strftime(buf, sizeof(buf), fmt[0], &tm);
+    REQUIRE(n > 0 && s3d_time_parse_iso8601(buf, n, &back) == 0 && back == t);
+    n = strftime(buf, sizeof(buf), fmt[1], &tm);
+    REQUIRE(n > 0 && s3d_time_parse_rfc1123(buf, n, &back) == 0 && back == t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    int64_t t;
     const char *s = (const char *)data;
     struct s3d_xml_error e;
     struct s3d_xml_list_result l;
@@ -99,11 +125,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         s3d_xml_complete_free(&c);
     }
 
-    if (s3d_xml_parse_list_uploads(s, size, &u) == 0) {
+    rc = s3d_xml_parse_list_uploads(s, size, &u);
+    REQUIRE(rc <= 0);
+    if (rc == 0) {
         for (i = 0; i < u.n_uploads; i++)
             REQUIRE(u.uploads[i].key != NULL && u.uploads[i].upload_id != NULL);
         s3d_xml_uploads_free(&u);
     }
+    REQUIRE(is_zero(&u, sizeof(u)));
     rc = s3d_xml_parse_list_buckets(s, size, &b);
     REQUIRE(rc <= 0);
     if (rc == 0) {
@@ -118,5 +147,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         s3d_xml_delete_free(&d);
     }
     roundtrip(s, size < 4096 ? size : 4096);
+
+    rc = s3d_time_parse_iso8601(s, size, &t);
+    REQUIRE(rc <= 0);
+    if (rc == 0)
+        check_time(t);
+    rc = s3d_time_parse_rfc1123(s, size, &t);
+    REQUIRE(rc <= 0);
+    if (rc == 0)
+        check_time(t);
     return 0;
 }
