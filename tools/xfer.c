@@ -97,6 +97,7 @@ struct item {
 struct items {
     struct item *v;
     size_t n, cap;
+    size_t skipped; /* local files left out with a warning (dangling link, FIFO, unreadable) */
 };
 
 static int items_add(struct items *t, const char *rel, uint64_t size, int64_t mtime)
@@ -158,26 +159,50 @@ static struct {
     int failed;
 } walk;
 
+/* The AWS CLI's warning for a file it cannot copy; such a run ends with exit status 2. */
+static void skip_warning(const char *path, const char *why)
+{
+    fputs("warning: Skipping file ", stderr);
+    cli_put_key(stderr, path);
+    fprintf(stderr, ". %s\n", why);
+    walk.out->skipped++;
+}
+
 static int walk_cb(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
     struct stat target;
     const char *rel;
 
     (void)ftw;
-    /* Links to files are followed; links to folders are not (no cycles to detect). Folders,
-     * dangling links and unreadable entries are skipped. */
-    if (type == FTW_SL) {
-        if (!(stat(path, &target) == 0 && S_ISREG(target.st_mode)))
-            return 0;
-        st = &target;
-    } else if (type != FTW_F || !S_ISREG(st->st_mode)) {
-        return 0;
-    }
     rel = path + walk.root_len;
     while (*rel == '/')
         rel++;
-    if (!cli_filter_included(walk.o, rel))
+    if (type == FTW_D || !cli_filter_included(walk.o, rel))
         return 0;
+    /* Links to files are followed; links to folders are not (no cycles to detect). */
+    if (type == FTW_SL) {
+        if (stat(path, &target) != 0) {
+            skip_warning(path, "File does not exist.");
+            return 0;
+        }
+        if (S_ISDIR(target.st_mode))
+            return 0;
+        st = &target;
+    } else if (type == FTW_DNR || type == FTW_NS) {
+        skip_warning(path, "File/Directory is not readable.");
+        return 0;
+    } else if (type != FTW_F) {
+        return 0;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        skip_warning(path, "File is character special device, block special device, FIFO, or "
+                           "socket.");
+        return 0;
+    }
+    if (access(path, R_OK) != 0) {
+        skip_warning(path, "File/Directory is not readable.");
+        return 0;
+    }
     if (items_add(walk.out, rel, (uint64_t)st->st_size, (int64_t)st->st_mtime) != 0) {
         walk.failed = 1;
         return 1;
@@ -341,29 +366,6 @@ static int stop_status(int rc)
 
 /* ---- cp / mv --recursive -------------------------------------------------------------- */
 
-int cli_cp_recursive(struct cp_ctx *x, const char *src, const char *dst)
-{
-    struct side s, d;
-    struct items t;
-    size_t i;
-    int rc;
-
-    if (strcmp(src, "-") == 0 || strcmp(dst, "-") == 0)
-        return cli_usage_error(x->o->move ? "mv" : "cp",
-                               "--recursive cannot read standard input or write standard "
-                               "output");
-    if (side_init(&s, src) != 0 || side_init(&d, dst) != 0)
-        return CLI_EXIT_FAIL;
-    if ((rc = side_list(x, &s, 0, &t)) != 0)
-        return rc;
-    for (i = 0; i < t.n && rc == 0 && !cli_interrupted(); i++)
-        rc = transfer(x, &s, &d, t.v[i].rel, t.v[i].mtime);
-    items_free(&t);
-    return stop_status(rc);
-}
-
-/* ---- sync ----------------------------------------------------------------------------- */
-
 /* Whether src must be copied over an existing dst, as "aws s3 sync" decides: sizes differ;
  * else (unless --size-only) for a download, the local file is newer than the object (or, with
  * --exact-timestamps, the times differ at all); for an upload or a copy, the source is newer
@@ -379,6 +381,57 @@ static int sync_needed(const struct cli_opts *o, int download, const struct item
         return o->exact_timestamps ? s->mtime != d->mtime : d->mtime > s->mtime;
     return s->mtime > d->mtime;
 }
+
+/* Runs the transfers of table t as aws s3 does: a failed file does not stop the others (exit
+ * status 1 at the end), a skipped one gives 2. An index (*.index.json, sorted last) is not
+ * copied once anything failed or was skipped: it would name shards that are not there. A
+ * stop signal ends the run at once. */
+static int run_all(struct cp_ctx *x, const struct side *s, const struct side *d,
+                   const struct items *t, const struct items *dt)
+{
+    size_t i, failed = 0;
+    int rc;
+
+    for (i = 0; i < t->n && !cli_interrupted(); i++) {
+        const struct item *o = dt ? items_find(dt, t->v[i].rel) : NULL;
+        if (o != NULL && !sync_needed(x->o, !d->s3, &t->v[i], o))
+            continue;
+        if (is_index(t->v[i].rel) && (failed > 0 || t->skipped > 0)) {
+            cli_error("not copying %s: %zu file%s before it failed or %s skipped", t->v[i].rel,
+                      failed + t->skipped, failed + t->skipped == 1 ? "" : "s",
+                      failed + t->skipped == 1 ? "was" : "were");
+            failed++;
+            continue;
+        }
+        rc = transfer(x, s, d, t->v[i].rel, t->v[i].mtime);
+        if (rc != 0 && rc != CLI_EXIT_FAIL)
+            return rc; /* interrupted, or the command line was wrong */
+        if (rc != 0)
+            failed++;
+    }
+    return failed ? CLI_EXIT_FAIL : t->skipped ? CLI_EXIT_USAGE : 0;
+}
+
+int cli_cp_recursive(struct cp_ctx *x, const char *src, const char *dst)
+{
+    struct side s, d;
+    struct items t;
+    int rc;
+
+    if (strcmp(src, "-") == 0 || strcmp(dst, "-") == 0)
+        return cli_usage_error(x->o->move ? "mv" : "cp",
+                               "--recursive cannot read standard input or write standard "
+                               "output");
+    if (side_init(&s, src) != 0 || side_init(&d, dst) != 0)
+        return CLI_EXIT_FAIL;
+    if ((rc = side_list(x, &s, 0, &t)) != 0)
+        return rc;
+    rc = run_all(x, &s, &d, &t, NULL);
+    items_free(&t);
+    return stop_status(rc);
+}
+
+/* ---- sync ----------------------------------------------------------------------------- */
 
 static int delete_extra(struct cp_ctx *x, const struct side *d, const char *rel)
 {
@@ -426,15 +479,10 @@ int cli_sync(struct cp_ctx *x, const char *src, const char *dst)
         items_free(&st);
         return rc;
     }
-    for (i = 0; i < st.n && rc == 0 && !cli_interrupted(); i++) {
-        const struct item *o = items_find(&dt, st.v[i].rel);
-        if (o != NULL && !sync_needed(x->o, !d.s3, &st.v[i], o))
-            continue;
-        rc = transfer(x, &s, &d, st.v[i].rel, st.v[i].mtime);
-    }
+    rc = run_all(x, &s, &d, &st, &dt);
     /* --delete: what the destination has and the source does not (excluded paths are in
-     * neither table, so they are kept). After the copies, so an interrupted sync never
-     * leaves the destination with less than it had. */
+     * neither table, so they are kept). Only after every copy succeeded, so a sync that
+     * failed or was stopped never leaves the destination with less than it had. */
     for (i = 0; x->o->delete_extra && i < dt.n && rc == 0 && !cli_interrupted(); i++)
         if (items_find(&st, dt.v[i].rel) == NULL)
             rc = delete_extra(x, &d, dt.v[i].rel);

@@ -160,10 +160,14 @@ def test_recursive_upload_dryrun_follows_file_links_only(cli, tmp_path):
     os.symlink("real", tmp_path / "dirlink")
     os.symlink("nowhere", tmp_path / "dangling")
     r = run(cli, "cp", "-r", "--dryrun", str(tmp_path), "s3://bkt/up",
-            env={"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}, check=0)
+            env={"AWS_ENDPOINT_URL": "http://127.0.0.1:1"})
     assert sorted(r.stdout.decode().splitlines()) == [
         f"(dryrun) upload: {tmp_path}/link to s3://bkt/up/link",
         f"(dryrun) upload: {tmp_path}/real/f to s3://bkt/up/real/f"]
+    # The dangling link is skipped with the AWS CLI's warning and its exit status 2.
+    assert r.returncode == 2
+    assert r.stderr.decode() == \
+        f"warning: Skipping file {tmp_path}/dangling. File does not exist.\n"
 
 
 # ---- against the server -----------------------------------------------------------------

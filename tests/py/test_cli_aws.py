@@ -106,6 +106,36 @@ def test_recursive_upload_puts_the_index_last(cli, s3_env, bucket, boto3_client,
     assert r.stdout.decode().splitlines()[-1].endswith("/m2/a.safetensors.index.json")
 
 
+def test_recursive_goes_on_after_a_failure_but_not_to_the_index(cli, s3_env, bucket,
+                                                                 boto3_client, tmp_path):
+    """As aws s3: a file that fails does not stop the others (exit 1); a skipped one (a FIFO)
+    gives exit 2. The index is not copied when a shard failed or was skipped."""
+    for k in ("a.safetensors.index.json", "b-1.safetensors", "b-2.safetensors"):
+        boto3_client.put_object(Bucket=bucket, Key=f"m/{k}", Body=k.encode())
+    dst = tmp_path / "dst"
+    (dst / "b-1.safetensors").mkdir(parents=True)  # the download cannot replace a folder
+    (dst / "b-1.safetensors" / "x").write_bytes(b"x")
+    r = run(cli, "cp", "-r", f"s3://{bucket}/m", str(dst))
+    assert r.returncode == 1, r
+    assert (dst / "b-2.safetensors").read_bytes() == b"b-2.safetensors"
+    assert not (dst / "a.safetensors.index.json").exists()
+    assert "not copying a.safetensors.index.json" in r.stderr.decode()
+    # a skipped file: the others copied, the index held back (that is a failure: exit 1)
+    src = tmp_path / "src"
+    _tree(src, {"a.safetensors.index.json": b"{}", "b-1.safetensors": b"1"})
+    os.mkfifo(src / "b-2.safetensors")
+    r = run(cli, "cp", "-r", str(src), f"s3://{bucket}/u/")
+    assert r.returncode == 1, r
+    assert f"warning: Skipping file {src}/b-2.safetensors. File is character special device" \
+        in r.stderr.decode()
+    assert _keys(boto3_client, bucket, "u/") == ["u/b-1.safetensors"]
+    # skipped without an index: exit 2, as aws s3
+    (src / "a.safetensors.index.json").unlink()
+    r = run(cli, "cp", "-r", str(src), f"s3://{bucket}/v/")
+    assert r.returncode == 2, r
+    assert _keys(boto3_client, bucket, "v/") == ["v/b-1.safetensors"]
+
+
 # ---- mv ---------------------------------------------------------------------------------
 
 def test_mv(cli, s3_env, bucket, boto3_client, tmp_path):
