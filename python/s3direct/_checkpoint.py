@@ -16,7 +16,7 @@ import threading
 
 import torch
 
-from . import _capi, _dtypes, _tree, _uri, errors
+from . import _capi, _dtypes, _interrupt, _tree, _uri, errors
 from ._capi import enc
 from ._progress import Progress
 from .client import resolve
@@ -185,9 +185,11 @@ def _write(client, uri: str, srcs, metadata, tree_json, *, shard_size, checksum,
         o.max_shard_size = int(shard_size or 0)
         o.no_checksum = 0 if checksum else 1
         _set_streams(o, cuda_stream, keep)
-        rc = lib.s3d_checkpoint_write(client.handle, enc(uri), arr.arr, arr.n, marr, nmeta,
-                                      ctypes.byref(o))
-        lib.check(rc)
+        with _interrupt.Cancel() as cancel:
+            o.cancel = cancel.handle
+            _interrupt.call(lambda: lib.check(lib.s3d_checkpoint_write(
+                client.handle, enc(uri), arr.arr, arr.n, marr, nmeta, ctypes.byref(o))),
+                cancel=cancel)
     del keep
 
 
@@ -377,13 +379,21 @@ class CheckpointReader:
         self._lib = _capi.lib()
         self._client = resolve(client)
         self.uri = _uri.for_load(uri, self._client)
-        h = ctypes.c_void_p()
-        rc = self._lib.s3d_reader_open(self._client.handle, enc(self.uri), ctypes.byref(h))
-        if rc < 0:
-            err = self._lib.last_error(rc)
-            if isinstance(err, errors.FormatError):
-                _explain_not_safetensors(self.uri, self._client, err)
-            raise err
+        lib, handle, uri_b = self._lib, self._client.handle, enc(self.uri)
+
+        def open_():
+            h = ctypes.c_void_p()
+            lib.check(lib.s3d_reader_open(handle, uri_b, ctypes.byref(h)))
+            return h
+
+        # Opening has no cancel token: Ctrl-C leaves the helper thread to finish the
+        # header reads and close what it opened.
+        try:
+            h = _interrupt.call(open_, abandon=lambda h: lib.s3d_reader_close(h),
+                                uses=(self._client,))
+        except errors.FormatError as err:
+            _explain_not_safetensors(self.uri, self._client, err)
+            raise
         self._h = h
         self.tensors: list = []
         self.by_name: dict = {}
@@ -444,8 +454,12 @@ class CheckpointReader:
             o.no_verify = 0 if verify else 1
             keep = []
             _set_streams(o, _cuda_streams(devices), keep)
-            rc = self._lib.s3d_reader_read(self._h, arr, n, ctypes.byref(o))
-            self._lib.check(rc)
+            lib, h = self._lib, self._h
+            with _interrupt.Cancel() as cancel:
+                o.cancel = cancel.handle
+                _interrupt.call(
+                    lambda: lib.check(lib.s3d_reader_read(h, arr, n, ctypes.byref(o))),
+                    cancel=cancel)
 
     def close(self):
         h, self._h = getattr(self, "_h", None), None
