@@ -61,6 +61,7 @@ gc() {
 }
 cleanup() {
   [ $nginx_up -eq 1 ] && "$root/scripts/nginx-origin.sh" stop "$port"
+  [ -n "${tls_dir:-}" ] && "$here/peers/tls-front.sh" stop "$tls_dir" >/dev/null 2>&1
   AWS_ENDPOINT_URL=$rgw aws s3 rb "s3://$bucket" --force >/dev/null 2>&1
   gc
   rm -rf "$work"
@@ -133,6 +134,37 @@ inproc() {
   fi
   return 0
 }
+
+# The peers side by side (issue 13): s3direct's tensor workloads next to s3torchconnector,
+# runai-model-streamer, tensorizer, boto3, s3fs and parallel curl, each in its own process,
+# over http and then over https (nginx terminating TLS in front of the same server). Writes
+# rows-*.json, table-*.md and charts into $peers_out. BENCH_SKIP=peers leaves it out,
+# BENCH_ONLY=peers runs only it.
+peers_out=${BENCH_KEEP:-$work}/peers
+tls_dir=$work/tls-front
+tls_port=${BENCH_TLS_PORT:-8443}
+run_peers() {
+  local rc=0
+  say "Peers side by side over http ($rgw), results in $peers_out"
+  "$here/peers/run.sh" "$build" "$peers_out" || rc=1
+  gc
+  if "$here/peers/tls-front.sh" start "$rgw" "$tls_port" "$tls_dir"; then
+    say "Peers side by side over https (nginx TLS on :$tls_port in front of $rgw)"
+    AWS_ENDPOINT_URL=https://127.0.0.1:$tls_port AWS_CA_BUNDLE=$tls_dir/cert.pem \
+      SSL_CERT_FILE=$tls_dir/cert.pem CURL_CA_BUNDLE=$tls_dir/cert.pem \
+      REQUESTS_CA_BUNDLE=$tls_dir/cert.pem PEERS_LABEL=https \
+      "$here/peers/run.sh" "$build" "$peers_out" || rc=1
+    "$here/peers/tls-front.sh" stop "$tls_dir"
+  else
+    say "bench: nginx TLS front could not be started; https peers skipped"
+  fi
+  gc
+  return $rc
+}
+if [ "${BENCH_ONLY:-}" = peers ]; then
+  run_peers
+  exit $?
+fi
 
 say "bench: $size_arg object ($bytes bytes), $runs runs per client, server $rgw, work in $work"
 say "bench: load before the run: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews the numbers)"
@@ -228,4 +260,10 @@ if [ -s "$ckpt_out" ]; then
 fi
 if [ -n "${BENCH_KEEP:-}" ]; then
   mkdir -p "$BENCH_KEEP" && cp "$results" "$work/table.md" "$BENCH_KEEP/"
+fi
+if ! skipped peers; then
+  aws s3 rb --force "s3://$bucket" >/dev/null 2>&1  # room in the RAM-backed OSD
+  gc
+  echo
+  run_peers
 fi

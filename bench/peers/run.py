@@ -1,0 +1,385 @@
+"""Side-by-side benchmark of s3direct and its peers (issue 13): `make bench` runs it through
+bench/peers/run.sh, which installs the peers into bench/.venv-peers first.
+
+    python run.py --cli BUILD/tools/s3direct --out DIR [--gib 2] [--rounds 3]
+                  [--tools a,b] [--workloads a,b] [--label http]
+
+Against the S3 server of the environment (AWS_ENDPOINT_URL and keys). Writes one checkpoint in
+three source formats (safetensors, torch.save, tensorizer) with the same tensors, checks every
+tool's bytes once (a verify pass that also warms the server), then runs ROUNDS interleaved,
+rotated rounds: each measurement is a fresh child process (bench/peers/worker.py). Output in
+DIR: rows.json (every raw row), table.md (medians and ratios to s3direct) and charts
+(throughput, client CPU-s/GB, peak RSS growth per tool and workload).
+"""
+
+import argparse
+import datetime
+import io
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ckpt  # noqa: E402
+
+TOOLS = ["s3direct", "s3direct-cp", "curl8", "boto3", "boto3-tuned", "s3torch", "s3torch-st",
+         "runai", "runai-tuned", "tensorizer", "s3fs"]
+WORKLOADS = ["load", "load_into", "subset", "save", "save_async"]
+ABOUT = {
+    "s3direct": "s3direct.load / load_into / save / save_async (safetensors object)",
+    "s3direct-cp": "`s3direct cp s3://... -` to /dev/null: the library's raw GET rate",
+    "curl8": "8 parallel `curl -r` into /dev/null: the raw byte ceiling",
+    "boto3": "boto3 download_fileobj / upload_fileobj, default TransferConfig, + safetensors",
+    "boto3-tuned": "boto3 with TransferConfig(max_concurrency=16, 16 MiB parts), + safetensors",
+    "s3torch": "s3torchconnector S3Checkpoint reader/writer + torch.load/torch.save",
+    "s3torch-st": "s3torchconnector S3Checkpoint reader/writer + safetensors bytes",
+    "runai": "runai-model-streamer SafetensorsStreamer, default settings",
+    "runai-tuned": "runai-model-streamer, RUNAI_STREAMER_CONCURRENCY=32, no memory limit",
+    "tensorizer": "tensorizer TensorDeserializer/TensorSerializer over its S3 stream",
+    "s3fs": "s3fs cat_file / pipe_file + safetensors (subset: file-like ranged reads)",
+}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def tensorizer_blob(state):
+    from tensorizer import TensorSerializer
+
+    class Keep(io.BytesIO):
+        def close(self):
+            self.data = self.getvalue()
+            super().close()
+    buf = Keep()
+    ser = TensorSerializer(buf)
+    ser.write_state_dict(state)
+    ser.close()
+    return buf.data
+
+
+def setup(args):
+    import boto3
+
+    from ckpt import digest_tensors
+
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    bucket = f"s3d-peers-{os.getpid()}-{int(time.time())}"
+    spec_t = ckpt.llama_spec(int(args.gib * (1 << 30)))
+    seed = 1234
+    log(f"peers: writing a {ckpt.nbytes(spec_t) / 1e9:.2f} GB checkpoint ({len(spec_t)} tensors)"
+        " as safetensors, torch.save and tensorizer objects")
+    import safetensors.torch as st
+    import torch
+
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    s3.create_bucket(Bucket=bucket)
+    state = ckpt.make_tensors(spec_t, seed)
+    keys, sizes = {}, {}
+
+    def put(fmt, key, blob):
+        keys[fmt], sizes[fmt] = key, len(blob)
+        s3.upload_fileobj(io.BytesIO(blob), bucket, key)
+    put("st", "peers/ckpt.safetensors", st.save(state))
+    b = io.BytesIO()
+    torch.save(state, b)
+    put("pt", "peers/ckpt.pt", b.getvalue())
+    del b
+    try:
+        put("tz", "peers/ckpt.tensors", tensorizer_blob(state))
+    except Exception as e:  # the tensorizer rows say why
+        log(f"peers: tensorizer could not write its format: {type(e).__name__}: {e}")
+        keys["tz"] = "peers/missing.tensors"
+    names = [t["name"] for t in spec_t]
+    subset = names[::10]
+    spec = {
+        "endpoint": endpoint, "bucket": bucket, "region": os.environ.get("AWS_REGION",
+                                                                          "us-east-1"),
+        "keys": keys, "tensors": spec_t, "seed": seed, "cli": args.cli,
+        "s3fs_path": os.path.abspath(os.path.join(HERE, "..", ".peers-s3fs")),
+        "sizes": dict(sizes, tensors=ckpt.nbytes(spec_t), subset=ckpt.nbytes(spec_t, subset)),
+        "digest": digest_tensors(state, names), "subset_digest": digest_tensors(state, subset),
+    }
+    del state
+    return spec, s3
+
+
+def _proxy_main(port_out, counter, host, port):
+    """A TCP relay that counts the bytes coming from the server (run in its own process)."""
+    import asyncio
+
+    async def pipe(r, w, count):
+        try:
+            while True:
+                d = await r.read(1 << 20)
+                if not d:
+                    break
+                if count:
+                    with counter.get_lock():
+                        counter.value += len(d)
+                w.write(d)
+                await w.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            w.close()
+
+    async def handle(cr, cw):
+        try:
+            ur, uw = await asyncio.open_connection(host, port)
+        except OSError:
+            cw.close()
+            return
+        await asyncio.gather(pipe(cr, uw, False), pipe(ur, cw, True))
+
+    async def main():
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port_out.value = srv.sockets[0].getsockname()[1]
+        async with srv:
+            await srv.serve_forever()
+    asyncio.run(main())
+
+
+class ByteCounter:
+    """Bytes the client received for one measurement, through a relay in front of the server
+    (used for the subset workload: bytes fetched against the subset's size)."""
+
+    def __init__(self, endpoint):
+        import multiprocessing as mp
+        from urllib.parse import urlsplit
+
+        u = urlsplit(endpoint)
+        self.scheme = u.scheme
+        self.count = mp.Value("q", 0)
+        port = mp.Value("i", 0)
+        self.proc = mp.Process(target=_proxy_main, args=(port, self.count, u.hostname,
+                                                         u.port or (443 if u.scheme == "https"
+                                                                    else 80)), daemon=True)
+        self.proc.start()
+        for _ in range(100):
+            if port.value:
+                break
+            time.sleep(0.05)
+        self.endpoint = f"{u.scheme}://127.0.0.1:{port.value}"
+
+    def reset(self):
+        with self.count.get_lock():
+            self.count.value = 0
+
+    def read(self):
+        return self.count.value
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.join()
+
+
+def gc_server():
+    conf = os.environ.get("CEPH_CONF")
+    if conf:
+        subprocess.run(["timeout", "120", "radosgw-admin", "-c", conf, "gc", "process",
+                        "--include-all"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def measure(spec_path, tool, workload, out_dir, verify, timeout, counter=None):
+    if workload == "subset" and counter is not None:
+        counter.reset()
+        row = measure(spec_path.replace(".json", "-relay.json"), tool, workload, out_dir,
+                      verify, timeout)
+        if "error" not in row:
+            row["fetched_bytes"] = counter.read()
+        return row
+    out = os.path.join(out_dir, f"row-{tool}-{workload}.json")
+    cmd = [sys.executable, os.path.join(HERE, "worker.py"), spec_path, tool, workload, out]
+    if verify:
+        cmd.append("--verify")
+    try:
+        p = subprocess.run(cmd, timeout=timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+        if os.path.exists(out):
+            row = json.load(open(out))
+            os.unlink(out)
+        else:
+            tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+            row = {"tool": tool, "workload": workload, "error": f"exit {p.returncode}: {tail}"}
+    except subprocess.TimeoutExpired:
+        row = {"tool": tool, "workload": workload, "error": f"timed out after {timeout}s"}
+    return row
+
+
+def median(rows, field):
+    v = [r[field] for r in rows if field in r]
+    return statistics.median(v) if v else None
+
+
+def summarize(rows, tools, workloads, label, sizes):
+    """Medians per tool and workload, with s3direct's throughput over each tool's."""
+    out = {}
+    for w in workloads:
+        for t in tools:
+            rs = [r for r in rows if r["tool"] == t and r["workload"] == w and not r.get("verify")]
+            ok = [r for r in rs if "error" not in r]
+            vr = [r for r in rows if r["tool"] == t and r["workload"] == w and r.get("verify")]
+            err = next((r["error"] for r in vr + rs if "error" in r), None)
+            out[(t, w)] = {
+                "n": len(ok), "gbps": median(ok, "gbps"), "cpu": median(ok, "cpu_s_per_gb"),
+                "rss": median(ok, "rss_growth_mib"), "returned_s": median(ok, "returned_s"),
+                "fetched": median(ok, "fetched_bytes"),
+                "min": min((r["gbps"] for r in ok), default=None),
+                "max": max((r["gbps"] for r in ok), default=None),
+                "verified": vr[0].get("verified") if vr else None, "error": err,
+            }
+    lines = [f"### {label}", "",
+             "| workload | tool | GB/s (median, min–max) | s3direct ÷ tool | client CPU-s/GB |"
+             " peak RSS growth MiB | bytes checked |",
+             "|---|---|---|---|---|---|---|"]
+    for w in workloads:
+        ref = out.get(("s3direct", w), {}).get("gbps")
+        for t in tools:
+            s = out[(t, w)]
+            if s["gbps"] is None:
+                if s["error"]:
+                    lines.append(f"| {w} | {t} | — | — | — | — | {s['error']} |")
+                continue
+            ratio = f"{ref / s['gbps']:.2f}×" if ref else "—"
+            extra = f" (returns in {s['returned_s']:.2f} s)" if s["returned_s"] else ""
+            if s["fetched"]:
+                extra += f" (fetched {s['fetched'] / sizes['subset']:.2f}× the subset)"
+            ver = {True: "yes", False: "**MISMATCH**", None: "n/a (bytes not kept)"}[s["verified"]]
+            lines.append(f"| {w} | {t} | {s['gbps']:.3f} ({s['min']:.2f}–{s['max']:.2f}){extra}"
+                         f" | {ratio} | {s['cpu']:.2f} | {s['rss']:.0f} | {ver} |")
+    lines += ["", "Tools:"] + [f"- {t}: {ABOUT.get(t, t)}" for t in tools]
+    return out, "\n".join(lines) + "\n"
+
+
+def charts(summary, tools, workloads, out_dir, label, title):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        log(f"peers: no charts ({e})")
+        return []
+    files = []
+    for field, ylabel, fname in (("gbps", "GB/s (higher is better)", "throughput"),
+                                 ("cpu", "client CPU-s per GB (lower is better)", "cpu"),
+                                 ("rss", "peak RSS growth, MiB (lower is better)", "rss")):
+        fig, ax = plt.subplots(figsize=(11, 4.2))
+        width = 0.8 / max(1, len(tools))
+        for i, t in enumerate(tools):
+            xs, ys = [], []
+            for j, w in enumerate(workloads):
+                v = summary[(t, w)][field]
+                if v is not None:
+                    xs.append(j + i * width)
+                    ys.append(v)
+            if xs:
+                ax.bar(xs, ys, width, label=t)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(workloads))])
+        ax.set_xticklabels(workloads)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title} — {label}", fontsize=9)
+        ax.legend(fontsize=7, ncol=4)
+        ax.grid(axis="y", alpha=0.3)
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"peers-{label}-{fname}.png")
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        files.append(path)
+    return files
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--gib", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--label", default="http")
+    ap.add_argument("--timeout", type=int, default=600)
+    args = ap.parse_args()
+    tools = args.tools.split(",")
+    workloads = args.workloads.split(",")
+    os.makedirs(args.out, exist_ok=True)
+    spec, s3 = setup(args)
+    spec_path = os.path.join(args.out, f"spec-{args.label}.json")
+    json.dump(spec, open(spec_path, "w"))
+    counter = ByteCounter(spec["endpoint"])
+    json.dump(dict(spec, endpoint=counter.endpoint),
+              open(spec_path.replace(".json", "-relay.json"), "w"))
+    rows = []
+    try:
+        log(f"peers: verify pass ({len(tools)} tools × {len(workloads)} workloads)")
+        runnable = []
+        for w in workloads:
+            for t in tools:
+                r = measure(spec_path, t, w, args.out, True, args.timeout, counter)
+                r["verify"] = True
+                rows.append(r)
+                state = r.get("error") or ("bytes ok" if r.get("verified") else
+                                           "bytes not kept" if r.get("verified") is None
+                                           else "WRONG BYTES")
+                log(f"  {w:10s} {t:12s} {state}")
+                if "error" not in r and r.get("verified") is not False:
+                    runnable.append((t, w))
+            gc_server()
+        for rnd in range(args.rounds):
+            log(f"peers: round {rnd + 1}/{args.rounds}")
+            for w in workloads:
+                ts = [t for t in tools if (t, w) in runnable]
+                k = rnd % max(1, len(ts))
+                for t in ts[k:] + ts[:k]:  # rotated: no tool always runs first
+                    r = measure(spec_path, t, w, args.out, False, args.timeout, counter)
+                    r["round"] = rnd
+                    rows.append(r)
+                    if "error" in r:
+                        log(f"  {w:10s} {t:12s} {r['error']}")
+                    else:
+                        log(f"  {w:10s} {t:12s} {r['gbps']:.3f} GB/s {r['cpu_s_per_gb']:.2f} "
+                            f"CPU-s/GB {r['rss_growth_mib']:.0f} MiB")
+                if w in ("save", "save_async"):
+                    gc_server()
+    finally:
+        counter.close()
+        try:
+            objs = s3.list_objects_v2(Bucket=spec["bucket"]).get("Contents", [])
+            for o in objs:
+                s3.delete_object(Bucket=spec["bucket"], Key=o["Key"])
+            s3.delete_bucket(Bucket=spec["bucket"])
+        except Exception as e:
+            log(f"peers: cleanup: {e}")
+        gc_server()
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.node()}"
+    title = (f"{spec['sizes']['tensors'] / 1e9:.2f} GB, {len(spec['tensors'])} tensors, "
+             f"{args.rounds} rounds, {when}")
+    summary, table = summarize(rows, tools, workloads, args.label, spec["sizes"])
+    head = (f"{title}; {machine}; load average {os.getloadavg()[0]:.2f}\n"
+            f"command: make bench (bench/peers/run.sh) with --gib {args.gib} --rounds "
+            f"{args.rounds}\n\n")
+    with open(os.path.join(args.out, f"rows-{args.label}.json"), "w") as f:
+        json.dump({"when": when, "machine": machine, "spec": {k: spec[k] for k in
+                   ("sizes", "keys")}, "rows": rows}, f, indent=1)
+    with open(os.path.join(args.out, f"table-{args.label}.md"), "w") as f:
+        f.write(head + table)
+    files = charts(summary, tools, workloads, args.out, args.label, title)
+    print(head + table)
+    for p in files:
+        log(f"peers: chart {p}")
+    bad = [r for r in rows if r.get("verified") is False]
+    if bad:
+        log("peers: WRONG BYTES from " + ", ".join(f"{r['tool']}/{r['workload']}" for r in bad))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
