@@ -186,7 +186,24 @@ def gc_server():
                         "--include-all"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def structural(tool, workload):
+    """Why a tool has no way to do a workload (None if it has), without starting a process."""
+    raw = tool in ("s3direct-cp", "curl8")
+    if raw and workload != "load":
+        return "raw byte ceiling: reads whole objects only"
+    if workload == "subset" and tool in ("s3torch", "runai", "runai-tuned", "tensorizer"):
+        return "no partial read of a checkpoint by tensor name"
+    if workload == "save" and tool.startswith("runai"):
+        return "no save (a loader only)"
+    if workload == "save_async" and tool != "s3direct":
+        return "no asynchronous save API"
+    return None
+
+
 def measure(spec_path, tool, workload, out_dir, verify, timeout, counter=None):
+    why = structural(tool, workload)
+    if why:
+        return {"tool": tool, "workload": workload, "error": why, "cannot_run": True}
     if workload == "subset" and counter is not None:
         counter.reset()
         row = measure(spec_path.replace(".json", "-relay.json"), tool, workload, out_dir,
@@ -209,7 +226,20 @@ def measure(spec_path, tool, workload, out_dir, verify, timeout, counter=None):
             row = {"tool": tool, "workload": workload, "error": f"exit {p.returncode}: {tail}"}
     except subprocess.TimeoutExpired:
         row = {"tool": tool, "workload": workload, "error": f"timed out after {timeout}s"}
+    if workload.startswith("save"):
+        drop_saved(spec_path, tool, workload)
     return row
+
+
+def drop_saved(spec_path, tool, workload):
+    """Deletes a saved object right away and lets the server collect it: the RAM-backed OSD
+    would fill with one checkpoint per tool otherwise."""
+    import boto3
+
+    spec = json.load(open(spec_path))
+    s3 = boto3.client("s3", endpoint_url=spec["endpoint"])
+    s3.delete_object(Bucket=spec["bucket"], Key=f"peers/saved/{tool}.{workload}")
+    gc_server()
 
 
 def median(rows, field):
@@ -230,6 +260,7 @@ def summarize(rows, tools, workloads, label, sizes):
                 "n": len(ok), "gbps": median(ok, "gbps"), "cpu": median(ok, "cpu_s_per_gb"),
                 "rss": median(ok, "rss_growth_mib"), "returned_s": median(ok, "returned_s"),
                 "fetched": median(ok, "fetched_bytes"),
+                "stall": median(ok, "stall_over_memcpy"),
                 "min": min((r["gbps"] for r in ok), default=None),
                 "max": max((r["gbps"] for r in ok), default=None),
                 "verified": vr[0].get("verified") if vr else None, "error": err,
@@ -247,7 +278,8 @@ def summarize(rows, tools, workloads, label, sizes):
                     lines.append(f"| {w} | {t} | — | — | — | — | {s['error']} |")
                 continue
             ratio = f"{ref / s['gbps']:.2f}×" if ref else "—"
-            extra = f" (returns in {s['returned_s']:.2f} s)" if s["returned_s"] else ""
+            extra = (f" (returns in {s['returned_s']:.2f} s = {s['stall']:.2f}× a copy of the "
+                     "tensors)") if s["returned_s"] else ""
             if s["fetched"]:
                 extra += f" (fetched {s['fetched'] / sizes['subset']:.2f}× the subset)"
             ver = {True: "yes", False: "**MISMATCH**", None: "n/a (bytes not kept)"}[s["verified"]]
