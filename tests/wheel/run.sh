@@ -29,7 +29,10 @@ work=$(mktemp -d /tmp/s3d-wheeltest.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 t0=$(date +%s)
 
-whl=$("$repo/scripts/build-wheel.sh" "$work/dist" | tee /dev/stderr | tail -n 1)
+# (Not `tee /dev/stderr`: reopening stderr truncates a log file it points to.)
+"$repo/scripts/build-wheel.sh" "$work/dist" >"$work/build-wheel.log"
+cat "$work/build-wheel.log"
+whl=$(tail -n 1 "$work/build-wheel.log")
 t_build=$(($(date +%s) - t0))
 
 cd "$work"
