@@ -573,35 +573,28 @@ int s3d_credcache_get(struct s3d_credcache *c, struct s3d_creds **out)
                           c->cfg->profile ? c->cfg->profile : "default");
             break;
         }
-        if (!due) {
+        if (!due)
             break;
-        }
         if (c->refreshing) {
             if (have && !c->force)
                 break; /* only due: the refresher will publish; keep signing meanwhile */
             pthread_cond_wait(&c->cond, &c->lock);
-            if (!c->refreshing && c->cur != NULL && usable(c->cur, (int64_t)time(NULL)) &&
-                !c->force)
-                break;
-            if (!c->refreshing && c->resolved && c->src == NULL)
-                continue;
-            if (!c->refreshing && c->cur == NULL) {
-                /* The refresher failed; this thread tries for itself. */
-            }
-            continue;
+            if (!c->refreshing && usable(c->cur, (int64_t)time(NULL)) && !c->force)
+                break; /* published (even if already due again: use them) */
+            continue;  /* still refreshing, or the refresher failed: look again */
         }
         c->refreshing = 1;
         rc = refresh_locked(c);
-        if (rc < 0) {
-            if (have && !c->force) {
-                S3D_WARN("credentials: refresh from %s failed (%s); the current ones are valid "
-                         "for %lld s more",
-                         c->src ? c->src->name : "?", s3d_last_error_message(),
-                         (long long)(c->cur->expiration - now));
-                rc = 0;
-            }
-            break;
+        /* Fresh credentials are used even if they are already due (a provider handing out
+         * short-lived ones must not make this loop fetch forever). */
+        if (rc < 0 && have && !c->force) {
+            S3D_WARN("credentials: refresh from %s failed (%s); the current ones are valid "
+                     "for %lld s more",
+                     c->src ? c->src->name : "?", s3d_last_error_message(),
+                     (long long)(c->cur->expiration - now));
+            rc = 0;
         }
+        break;
     }
     if (rc == 0 && c->cur != NULL) {
         atomic_fetch_add(&c->cur->refs, 1);
@@ -626,7 +619,11 @@ void s3d_credcache_describe(struct s3d_credcache *c, const char **provider,
                             const char **access_key_id)
 {
     struct s3d_creds *cr = NULL;
-    if (c->first_provider[0] == '\0' && s3d_credcache_get(c, &cr) < 0)
+    int resolved;
+    pthread_mutex_lock(&c->lock);
+    resolved = c->first_provider[0] != '\0';
+    pthread_mutex_unlock(&c->lock);
+    if (!resolved && s3d_credcache_get(c, &cr) < 0)
         s3d_clear_error();
     s3d_creds_release(cr);
     pthread_mutex_lock(&c->lock);

@@ -189,6 +189,24 @@ def test_credential_process(env, capfd):
     assert agree("p") == ("custom-process", "AKIDPROC")
 
 
+def test_cli_debug_names_the_provider(env):
+    """`s3direct --debug` says which provider supplied which key (never the secret)."""
+    import subprocess
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    exe = os.path.join(os.environ.get("S3D_BUILD_DIR", os.path.join(repo, "build")), "tools",
+                       "s3direct")
+    if not os.path.exists(exe):
+        pytest.skip("the s3direct CLI is not built")
+    script = _process_script(env, "proc.sh", json.dumps({
+        "Version": 1, "AccessKeyId": "AKIDPROC", "SecretAccessKey": "very-secret"}))
+    write(env / "config", f"[profile p]\ncredential_process = {script}\n")
+    r = subprocess.run([exe, "--debug", "--profile", "p", "--endpoint-url", "http://127.0.0.1:9",
+                        "ls", "s3://bucket/"], capture_output=True, text=True, timeout=60)
+    assert "credentials from custom-process key AKIDPROC" in r.stderr, r.stderr
+    assert "very-secret" not in r.stderr + r.stdout
+
+
 def test_credential_process_failures(env, monkeypatch):
     bad = _process_script(env, "bad.sh", "{}", code=3)
     write(env / "config", f"[profile p]\ncredential_process = {bad}\n")
