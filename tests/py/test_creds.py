@@ -8,9 +8,11 @@ portal, which moto does not serve, by small servers here that follow the AWS doc
 Ceph RGW stays the S3 server: the refresh test saves a checkpoint through it with credentials
 from the loopback container endpoint that expire during the multipart upload.
 
-STS answers carry random keys (moto makes new ones per call), so for STS providers the two sides
-are compared on the provider and the shape of the key (ASIA..., a session token) and the
-request moto received; for every other provider on the exact key.
+moto's STS answers carry random keys (new ones per call), so against moto the two sides are
+compared on the provider and the shape of the key (ASIA...); a loopback server with a fixed
+STS answer then checks the exact key and what s3direct sent (form fields, the signature's
+key and scope, no signature for web identity). Every other provider is compared on the exact
+key.
 """
 
 from __future__ import annotations
@@ -70,12 +72,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+    def do_POST(self):
+        srv = self.server
+        n = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(n).decode()
+        srv.requests.append((self.path, dict(self.headers), body))
+        status, data = srv.respond_post(self.path, self.headers, body)
+        self.send_response(status)
+        self.send_header("Content-Type", "text/xml")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
 @pytest.fixture
 def json_server():
     """A loopback HTTP server whose answers the test sets: srv.respond(path, headers)."""
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     srv.requests = []
     srv.respond = lambda path, headers: (404, {})
+    srv.respond_post = lambda path, headers, body: (404, b"")
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}"
@@ -265,6 +281,55 @@ def test_assume_role_source_profile(env):
           f"[profile r2]\nrole_arn = {ROLE}\nsource_profile = r\n")
     assert agree("r", exact=False)[0] == "assume-role"
     assert agree("r2", exact=False)[0] == "assume-role"
+
+
+def test_assume_role_request(env, json_server, monkeypatch):
+    """What goes to STS (moto checks neither parameters nor signatures): the form fields of
+    the profile, signed for service sts in the client's region with the source profile's
+    key, and the credentials of the answer used."""
+    from urllib.parse import parse_qs
+
+    answer = ("<AssumeRoleResponse><AssumeRoleResult><Credentials>"
+              "<AccessKeyId>ASIAFROMSTS</AccessKeyId><SecretAccessKey>s</SecretAccessKey>"
+              "<SessionToken>tok&amp;en</SessionToken>"
+              f"<Expiration>{iso(time.time() + 3600)}</Expiration>"
+              "</Credentials></AssumeRoleResult></AssumeRoleResponse>").encode()
+    json_server.respond_post = lambda path, h, body: (200, answer)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", json_server.url)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    write(env / "credentials", "[base]\naws_access_key_id = AKIDBASE\n"
+          "aws_secret_access_key = s\n")
+    write(env / "config", f"[profile r]\nrole_arn = {ROLE}\nsource_profile = base\n"
+          "role_session_name = s3d\nexternal_id = ext/1\nduration_seconds = 1200\n")
+    assert agree("r") == ("assume-role", "ASIAFROMSTS")  # botocore asked the same server
+    path, headers, body = json_server.requests[-1]
+    form = {k: v[0] for k, v in parse_qs(body).items()}
+    assert form == {"Action": "AssumeRole", "Version": "2011-06-15", "RoleArn": ROLE,
+                    "RoleSessionName": "s3d", "ExternalId": "ext/1",
+                    "DurationSeconds": "1200"}, form
+    assert "Credential=AKIDBASE/" in headers["Authorization"]
+    assert "/eu-west-1/sts/aws4_request" in headers["Authorization"]
+
+
+def test_web_identity_request(env, json_server, monkeypatch):
+    answer = ("<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>"
+              "<Credentials><AccessKeyId>ASIAWEBID</AccessKeyId>"
+              "<SecretAccessKey>s</SecretAccessKey><SessionToken>t</SessionToken>"
+              f"<Expiration>{iso(time.time() + 3600)}</Expiration></Credentials>"
+              "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>").encode()
+    json_server.respond_post = lambda path, h, body: (200, answer)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", json_server.url)
+    tok = env / "token"
+    write(tok, "eyJ.k8s.token")
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(tok))
+    monkeypatch.setenv("AWS_ROLE_ARN", ROLE)
+    monkeypatch.setenv("AWS_ROLE_SESSION_NAME", "pod")
+    assert agree() == ("assume-role-with-web-identity", "ASIAWEBID")
+    from urllib.parse import parse_qs
+    path, headers, body = json_server.requests[-1]
+    form = {k: v[0] for k, v in parse_qs(body).items()}
+    assert form["WebIdentityToken"] == "eyJ.k8s.token" and form["RoleSessionName"] == "pod"
+    assert "Authorization" not in headers  # unsigned, as botocore sends it
 
 
 def test_assume_role_credential_source_env(env, monkeypatch):
