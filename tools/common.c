@@ -19,6 +19,10 @@ int cli_client(const struct cli_opts *o, struct s3d_client **out)
     co.region = o->region;
     co.profile = o->profile;
     co.ca_bundle = o->ca_bundle;
+    /* Set by the `s3direct` console script of a pip install to certifi's file (the wheel's
+     * bundled libcurl has Debian's CA path compiled in): used as the Python layer uses it, after
+     * any configured bundle and SSL_CERT_FILE (src/s3/cabundle.h). */
+    co.default_ca_bundle = getenv("S3D_DEFAULT_CA_BUNDLE");
     co.anonymous = o->no_sign_request;
     co.no_verify_ssl = o->no_verify_ssl;
     co.max_concurrency = o->concurrency;

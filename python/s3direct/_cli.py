@@ -16,6 +16,14 @@ def main() -> None:
     exe = next((c for c in cands if os.access(c, os.X_OK)), cands[0])
     if not os.access(exe, os.X_OK):
         sys.exit(f"s3direct: the command-line tool is not installed at {exe}")
+    # certifi's CA file for the bundled libcurl, as the Python layer passes it to the library
+    # (client.py); the CLI reads it from S3D_DEFAULT_CA_BUNDLE (tools/common.c).
+    if not os.environ.get("S3D_DEFAULT_CA_BUNDLE"):
+        from .client import _certifi_bundle
+
+        ca = _certifi_bundle()
+        if ca:
+            os.environ["S3D_DEFAULT_CA_BUNDLE"] = ca
     os.execv(exe, [exe] + sys.argv[1:])
 
 

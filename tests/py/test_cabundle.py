@@ -9,6 +9,7 @@ AWS_CA_BUNDLE) before the system's files."""
 from __future__ import annotations
 
 import http.server
+import os
 import shutil
 import ssl
 import subprocess
@@ -127,3 +128,39 @@ def test_ssl_cert_file_and_aws_ca_bundle_come_first(tls_server, clean_env, monke
     monkeypatch.setenv("AWS_CA_BUNDLE", cert)
     monkeypatch.setenv("SSL_CERT_FILE", str(other))
     _reached(endpoint)
+
+
+def test_cli_takes_the_default_bundle(tls_server, clean_env, monkeypatch):
+    """The CLI binary gets certifi's file from its console script through
+    S3D_DEFAULT_CA_BUNDLE; the wrapper sets it from certifi.where()."""
+    import subprocess
+
+    from test_cli import _cli_path
+
+    cli = _cli_path()
+    if cli is None:
+        pytest.skip("the s3direct CLI is not built")
+    endpoint, cert = tls_server
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="AK", AWS_SECRET_ACCESS_KEY="SK",
+               S3D_DEFAULT_CA_BUNDLE="/nonexistent.pem")
+    args = [cli, "--endpoint-url", endpoint, "stat", "s3://bucket/key"]
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "HTTP 404" not in r.stderr, r.stderr
+    env["S3D_DEFAULT_CA_BUNDLE"] = cert
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    # The server's 404 came back: the handshake passed.
+    assert r.returncode != 0 and "HTTP 404" in r.stderr, r.stderr
+
+
+def test_cli_wrapper_passes_certifi(monkeypatch):
+    certifi = pytest.importorskip("certifi")
+    from s3direct import _cli
+
+    seen = {}
+    monkeypatch.delenv("S3D_DEFAULT_CA_BUNDLE", raising=False)
+    monkeypatch.setattr(certifi, "where", lambda: "/some/cacert.pem")
+    monkeypatch.setattr(os, "access", lambda p, m: True)
+    monkeypatch.setattr(os, "execv", lambda exe, argv: seen.update(
+        exe=exe, ca=os.environ.get("S3D_DEFAULT_CA_BUNDLE")))
+    _cli.main()
+    assert seen["ca"] == "/some/cacert.pem"
