@@ -6,6 +6,10 @@
  *   - allocations, streams and events need a current context, and a copy or record on a
  *     stream needs that stream's context current (CUDA_ERROR_INVALID_CONTEXT otherwise);
  *   - pointers CUDA does not know answer CUDA_ERROR_INVALID_VALUE to cuPointerGetAttribute;
+ *   - copies are deferred per stream and performed only when an event recorded after them
+ *     is seen complete (its first cuEventQuery answers CUDA_ERROR_NOT_READY) or the stream is
+ *     synchronized or destroyed; cuStreamWaitEvent makes a stream run the other stream's work
+ *     up to the event first, so streams are unordered unless a wait orders them;
  *   - CUDA does not survive fork(): cuInit in a child of a process that initialized the
  *     driver fails with CUDA_ERROR_NOT_INITIALIZED (3), as the real driver refuses (set
  *     FAKE_CUDA_FORK_OK=1 in a child that only tests something else).
@@ -31,15 +35,31 @@ struct fctx {
     int dev;
     int refs;
 };
+/* Work queued on a stream and performed as late as a GPU could: a copy, or a wait for another
+ * stream's work up to a sequence number (cuStreamWaitEvent). */
+struct fop {
+    void *dst;
+    const void *src;
+    size_t n;
+    struct fstream *wait; /* non-NULL: a wait */
+    unsigned long long wait_seq;
+};
 struct fstream {
     struct fctx *ctx;
     unsigned flags;
+    struct fop *ops;
+    size_t n_ops, cap_ops, done;
+    unsigned long long base; /* sequence number of ops[0] */
 };
 struct fevent {
     struct fctx *ctx;
+    struct fstream *s; /* NULL: never recorded */
+    unsigned long long seq;
+    int queried;
 };
 
 static struct fctx g_ctx[NDEV] = {{0, 0}, {1, 0}};
+static struct fstream g_legacy[NDEV];
 static __thread struct fctx *t_cur;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -193,16 +213,62 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr d)
     free((void *)(uintptr_t)d);
     return 0;
 }
-static CUresult copy(void *dst, const void *src, size_t n, struct fstream *s)
+/* The legacy default stream of each context (handles 0, 1, 2): g_legacy, set up lazily. */
+
+static struct fstream *stream_of(void *s)
+{
+    if ((uintptr_t)s <= 2) {
+        if (t_cur == NULL)
+            return NULL;
+        g_legacy[t_cur->dev].ctx = t_cur;
+        return &g_legacy[t_cur->dev];
+    }
+    return s;
+}
+
+static void push(struct fstream *s, struct fop op)
+{
+    if (s->n_ops == s->cap_ops) {
+        s->cap_ops = s->cap_ops ? 2 * s->cap_ops : 16;
+        s->ops = realloc(s->ops, s->cap_ops * sizeof(*s->ops));
+        if (s->ops == NULL)
+            abort();
+    }
+    s->ops[s->n_ops++] = op;
+}
+
+/* Performs s's work below sequence number seq. Called with g_mu held. */
+static void run(struct fstream *s, unsigned long long seq, int depth)
+{
+    while (s->done < s->n_ops && s->base + s->done < seq) {
+        struct fop op = s->ops[s->done++];
+        if (op.wait != NULL) {
+            if (depth < 32 && op.wait != s)
+                run(op.wait, op.wait_seq, depth + 1);
+        } else {
+            memcpy(op.dst, op.src, op.n);
+        }
+    }
+    if (s->done == s->n_ops) {
+        s->base += s->n_ops;
+        s->n_ops = s->done = 0;
+    }
+}
+
+static CUresult copy(void *dst, const void *src, size_t n, void *stream)
 {
     const char *f = getenv("FAKE_CUDA_FAIL_COPY");
+    struct fstream *s = stream_of(stream);
     if (f && *f == '1')
         return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS */
-    if (t_cur == NULL || (s != NULL && s->ctx != t_cur)) {
+    if (t_cur == NULL || s == NULL || s->ctx != t_cur) {
         g_stats.bad_context++;
         return 201;
     }
-    memcpy(dst, src, n);
+    /* Deferred: the bytes move when the stream's work is seen complete or synchronized. */
+    pthread_mutex_lock(&g_mu);
+    push(s, (struct fop){dst, src, n, NULL, 0});
+    pthread_mutex_unlock(&g_mu);
     g_stats.copies++;
     return 0;
 }
@@ -229,21 +295,37 @@ EXPORT CUresult cuStreamCreate(void **s, unsigned flags)
 }
 EXPORT CUresult cuStreamDestroy_v2(void *s)
 {
-    free(s);
+    struct fstream *st = s;
+    pthread_mutex_lock(&g_mu);
+    run(st, ~0ull, 0); /* queued work completes, as on the GPU */
+    pthread_mutex_unlock(&g_mu);
+    free(st->ops);
+    free(st);
     return 0;
 }
 EXPORT CUresult cuStreamSynchronize(void *s)
 {
+    struct fstream *st = stream_of(s);
+    if (st == NULL)
+        return 201;
+    pthread_mutex_lock(&g_mu);
+    run(st, ~0ull, 0);
+    pthread_mutex_unlock(&g_mu);
     return 0;
 }
 EXPORT CUresult cuStreamWaitEvent(void *s, void *e, unsigned flags)
 {
-    struct fstream *st = s;
-    if (st->ctx != t_cur) {
+    struct fstream *st = stream_of(s);
+    struct fevent *ev = e;
+    if (st == NULL || st->ctx != t_cur) {
         g_stats.bad_context++;
         return 201;
     }
     g_stats.wait_events++;
+    pthread_mutex_lock(&g_mu);
+    if (ev->s != NULL)
+        push(st, (struct fop){NULL, NULL, 0, ev->s, ev->seq});
+    pthread_mutex_unlock(&g_mu);
     return 0;
 }
 EXPORT CUresult cuStreamGetCtx(void *s, void **ctx)
@@ -272,19 +354,42 @@ EXPORT CUresult cuEventRecord(void *e, void *s)
 {
     struct fevent *ev = e;
     /* Streams 0, 1 (legacy) and 2 (per thread) mean the current context's. */
-    struct fctx *sc = (uintptr_t)s <= 2 ? t_cur : ((struct fstream *)s)->ctx;
+    struct fstream *st = stream_of(s);
+    struct fctx *sc = st != NULL ? st->ctx : NULL;
     if (sc == NULL || ev->ctx != sc || sc != t_cur) {
         g_stats.bad_context++;
         return 201;
     }
+    pthread_mutex_lock(&g_mu);
+    ev->s = st;
+    ev->seq = st->base + st->n_ops;
+    ev->queried = 0;
+    pthread_mutex_unlock(&g_mu);
     return 0;
 }
+/* CUDA_ERROR_NOT_READY on the first query after a record; then the work runs. */
 EXPORT CUresult cuEventQuery(void *e)
 {
-    return 0;
+    struct fevent *ev = e;
+    CUresult r = 0;
+    pthread_mutex_lock(&g_mu);
+    if (ev->s != NULL && !ev->queried) {
+        ev->queried = 1;
+        r = 600;
+    } else if (ev->s != NULL) {
+        run(ev->s, ev->seq, 0);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return r;
 }
 EXPORT CUresult cuEventSynchronize(void *e)
 {
+    struct fevent *ev = e;
+    pthread_mutex_lock(&g_mu);
+    if (ev->s != NULL)
+        run(ev->s, ev->seq, 0);
+    ev->queried = 1;
+    pthread_mutex_unlock(&g_mu);
     return 0;
 }
 EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)

@@ -26,6 +26,7 @@ static int (*retain)(void **, int);
 static int (*release)(int);
 static int (*stream_create)(void **, unsigned);
 static int (*stream_destroy)(void *);
+static int (*htod_async)(unsigned long long, const void *, size_t, void *);
 
 static void *current(void)
 {
@@ -47,6 +48,7 @@ int main(void)
     *(void **)&get_cur = dlsym(lib, "cuCtxGetCurrent");
     *(void **)&set_cur = dlsym(lib, "cuCtxSetCurrent");
     *(void **)&retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
+    *(void **)&htod_async = dlsym(lib, "cuMemcpyHtoDAsync_v2");
     *(void **)&release = dlsym(lib, "cuDevicePrimaryCtxRelease_v2");
     *(void **)&stream_create = dlsym(lib, "cuStreamCreate");
     *(void **)&stream_destroy = dlsym(lib, "cuStreamDestroy_v2");
@@ -95,10 +97,13 @@ int main(void)
     CHECK_OK(s3d_device_stream_new(dev, 0, &s0));
     CHECK_OK(s3d_device_event_new(dev, 0, &e0));
     memset(h, 0x42, 4096);
+    memset((void *)(uintptr_t)d0, 0, 4096);
     CHECK_OK(s3d_device_copy_htod(dev, s0, d0, h, 4096));
     CHECK_OK(s3d_device_event_record(dev, e0, s0));
-    CHECK(s3d_device_event_query(dev, e0) == 1);
+    CHECK(s3d_device_event_query(dev, e0) == 0); /* CUDA_ERROR_NOT_READY: not run yet */
+    CHECK(((unsigned char *)(uintptr_t)d0)[0] == 0);
     CHECK_OK(s3d_device_event_sync(dev, e0));
+    CHECK(s3d_device_event_query(dev, e0) == 1);
     CHECK(((unsigned char *)(uintptr_t)d0)[4095] == 0x42);
     CHECK_OK(s3d_device_copy_dtoh(dev, s0, (char *)h + 8192, d0, 4096));
     CHECK_OK(s3d_device_stream_sync(dev, s0));
@@ -109,7 +114,16 @@ int main(void)
     CHECK_OK(s3d_device_wait_external(dev, s0, 0));
     void *theirs;
     CHECK(stream_create(&theirs, 1) == 0);
+    /* The caller's stream has a copy into d1 queued: after the wait, our read of d1 sees it
+     * (the fake runs the caller's work first, as the GPU orders it). */
+    static unsigned char pattern[4096], seen[4096];
+    memset(pattern, 0x5c, sizeof(pattern));
+    memset((void *)(uintptr_t)d1, 0, 4096);
+    CHECK(htod_async(d1, pattern, 4096, theirs) == 0);
     CHECK_OK(s3d_device_wait_external(dev, s0, (uint64_t)(uintptr_t)theirs));
+    CHECK_OK(s3d_device_copy_dtoh(dev, s0, seen, d1, 4096));
+    CHECK_OK(s3d_device_stream_sync(dev, s0));
+    CHECK(seen[0] == 0x5c && seen[4095] == 0x5c);
     CHECK(current() == mine);
     CHECK(stream_destroy(theirs) == 0);
 
