@@ -4,6 +4,7 @@
 
 #include "s3direct/version.h"
 #include "s3direct/errors.h"
+#include "s3direct/log.h"
 #include "s3direct/client.h"
 #include "s3direct/object.h"
 #include "s3direct/transfer.h"

@@ -29,7 +29,7 @@ from ctypes import (
     c_void_p,
 )
 
-from . import errors
+from . import _log, errors
 
 # The library version this package was written for (S3D_VERSION_HEX). The loaded library must
 # have the same major version and at least this minor version.
@@ -37,6 +37,7 @@ EXPECTED_VERSION = 0x000100
 
 # ---- callbacks -------------------------------------------------------------------------------
 PROGRESS_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, c_uint64)
+LOG_FN = CFUNCTYPE(None, c_void_p, c_int, ctypes.POINTER(ctypes.c_char), c_size_t)
 
 
 class ErrorInfo(Structure):
@@ -213,6 +214,8 @@ DTYPE = {name: i for i, name in enumerate(DTYPE_NAMES)}
 _P = c_void_p  # opaque handles
 _S = c_char_p
 _SIGNATURES = {
+    "s3d_log_set_callback": (None, [LOG_FN, c_void_p, c_int]),
+    "s3d_log_env_level": (c_int, []),
     # version.h
     "s3d_version": (c_uint, []),
     "s3d_version_string": (_S, []),
@@ -398,6 +401,7 @@ def lib() -> Lib:
     candidates are tried in order."""
     global _lib
     if _lib is not None:
+        _log.sync(_lib)
         return _lib
     with _lib_lock:
         if _lib is not None:
@@ -411,6 +415,7 @@ def lib() -> Lib:
                 tried.append(p)
                 continue
             _lib = Lib(p)
+            _log.sync(_lib)
             return _lib
         raise ImportError(
             "s3direct: libs3direct.so not found; build it (cmake --build BUILD --target "

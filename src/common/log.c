@@ -1,6 +1,11 @@
-/* log.c - stderr diagnostics controlled by S3D_LOG. */
+/* log.c - diagnostics: stderr lines controlled by S3D_LOG, or a callback (s3direct/log.h).
+ *
+ * The sink (callback + user pointer) is read under sink_lock and called outside it, so a slow
+ * callback (the Python one takes the GIL) never blocks a thread that changes the sink. The
+ * enabled level is one atomic int: max(S3D_LOG level, callback level). */
 #include "common/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,14 +29,50 @@ static int level_from_env(void)
 }
 
 /* Read once; a benign race (every thread computes the same value). */
+static int cached_env_level = -1;
+/* Effective level; -1 until first computed. */
 static int cached_level = -1;
+
+static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
+static s3d_log_fn sink_fn;  /* under sink_lock */
+static void *sink_user;     /* under sink_lock */
+static int sink_level;      /* under sink_lock */
+
+int s3d_log_env_level(void)
+{
+    int l = __atomic_load_n(&cached_env_level, __ATOMIC_RELAXED);
+    if (l < 0) {
+        l = level_from_env();
+        __atomic_store_n(&cached_env_level, l, __ATOMIC_RELAXED);
+    }
+    return l;
+}
+
+void s3d_log_set_callback(s3d_log_fn fn, void *user, int max_level)
+{
+    int env = s3d_log_env_level();
+    if (max_level < S3D_LOG_OFF)
+        max_level = S3D_LOG_OFF;
+    if (max_level > S3D_LOG_DEBUG)
+        max_level = S3D_LOG_DEBUG;
+    pthread_mutex_lock(&sink_lock);
+    sink_fn = fn;
+    sink_user = user;
+    sink_level = fn != NULL ? max_level : S3D_LOG_OFF;
+    __atomic_store_n(&cached_level, env > sink_level ? env : sink_level, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&sink_lock);
+}
 
 int s3d_log_enabled(int level)
 {
     int l = __atomic_load_n(&cached_level, __ATOMIC_RELAXED);
     if (l < 0) {
-        l = level_from_env();
+        l = s3d_log_env_level();
+        pthread_mutex_lock(&sink_lock);
+        if (sink_level > l)
+            l = sink_level;
         __atomic_store_n(&cached_level, l, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&sink_lock);
     }
     return level <= l;
 }
@@ -41,8 +82,24 @@ void s3d_log(int level, const char *fmt, ...)
     static const char *const names[] = {"off", "error", "warn", "info", "debug"};
     char line[2048];
     struct timespec ts;
+    s3d_log_fn fn;
+    void *user;
     va_list ap;
     int n;
+
+    pthread_mutex_lock(&sink_lock);
+    fn = sink_fn;
+    user = sink_user;
+    pthread_mutex_unlock(&sink_lock);
+    if (fn != NULL) {
+        va_start(ap, fmt);
+        n = vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        fn(user, level, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        return;
+    }
     clock_gettime(CLOCK_REALTIME, &ts);
     n = snprintf(line, sizeof(line), "[s3direct %ld.%03ld %s] ", (long)ts.tv_sec,
                  ts.tv_nsec / 1000000, names[level < 0 || level > 4 ? 0 : level]);

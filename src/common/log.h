@@ -1,9 +1,10 @@
-/* log.h - diagnostics to stderr, off unless S3D_LOG=error|warn|info|debug is set.
- * Thread-safe (one fprintf per line). */
+/* log.h - diagnostics to stderr, off unless S3D_LOG=error|warn|info|debug is set, or to the
+ * callback set by s3d_log_set_callback (include/s3direct/log.h). Thread-safe (one fprintf or
+ * one callback per line). */
 #ifndef S3D_COMMON_LOG_H
 #define S3D_COMMON_LOG_H
 
-enum s3d_log_level { S3D_LOG_OFF = 0, S3D_LOG_ERROR, S3D_LOG_WARN, S3D_LOG_INFO, S3D_LOG_DEBUG };
+#include "s3direct/log.h"
 
 int s3d_log_enabled(int level);
 void s3d_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -329,3 +329,83 @@ def test_load_into_tied_model_from_save_model_file(tmp_path, lib_path):
     assert m2.lm_head.weight is m2.embed.weight
     assert torch.equal(m2.embed.weight, m.embed.weight)
     assert torch.equal(m2.mid.weight, m.mid.weight)
+
+
+# ---- logging -----------------------------------------------------------------------------------
+def _run_py(code, **env):
+    import subprocess
+    import sys
+
+    e = dict(os.environ)
+    e.pop("S3D_LOG", None)
+    e.update(env)
+    return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
+                          timeout=120)
+
+
+_LOG_CODE = """
+import logging, sys
+{setup}
+import s3direct
+s3direct.Client(endpoint_url="http://127.0.0.1:9", device=-1).close()
+print("done")
+"""
+
+
+def test_library_log_goes_through_logging(lib_path):
+    # The library logs at info how it configured the client (CA bundle, device).
+    r = _run_py(_LOG_CODE.format(setup="logging.basicConfig(level=logging.INFO, "
+                                       "format='%(name)s|%(levelname)s|%(message)s')"))
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("s3direct|INFO|")]
+    assert lines, r.stderr
+    # Default: WARNING and above only, nothing printed for info lines.
+    r = _run_py(_LOG_CODE.format(setup=""))
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_s3d_log_keeps_working(lib_path):
+    r = _run_py(_LOG_CODE.format(setup=""), S3D_LOG="info")
+    assert r.returncode == 0, r.stderr
+    assert any(ln.startswith("[s3direct ") and " INFO] " in ln for ln in r.stderr.splitlines()), \
+        r.stderr
+    # And a logger configured to warnings still gets the library's info lines S3D_LOG asks for.
+    r = _run_py(_LOG_CODE.format(setup="logging.basicConfig(level=logging.WARNING, "
+                                       "format='%(name)s|%(levelname)s|%(message)s')"),
+                S3D_LOG="info")
+    assert any(ln.startswith("s3direct|INFO|") for ln in r.stderr.splitlines()), r.stderr
+
+
+# ---- progress ----------------------------------------------------------------------------------
+def test_progress_true_off_terminal_writes_one_summary_line(tmp_path, lib_path, capsys):
+    uri = str(tmp_path / "p.safetensors")
+    s3direct.save({"a": torch.zeros(1 << 18)}, uri, progress=True)
+    s3direct.load(uri, progress=True)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    import re
+
+    assert re.fullmatch(r"s3direct: save p\.safetensors: [\d.]+ (KiB|MiB) in [\d.]+ s "
+                        r"\([\d.]+ \w+/s\)", err[0]), err
+    assert err[1].startswith("s3direct: load p.safetensors: 1.00 MiB in "), err
+
+
+def test_progress_on_terminal_without_tqdm_prints_plain_lines(lib_path, monkeypatch):
+    import io
+    import sys
+
+    from s3direct._progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # import fails
+    out = Tty()
+    with Progress(True, "load x", stream=out) as p:
+        assert p.fn is not None
+        p._cb(None, 512, 1024)
+        p._cb(None, 1024, 1024)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "s3direct: load x:  50.0% 512 B of 1.00 KiB"
+    assert lines[-1].startswith("s3direct: load x: 1.00 KiB in ")
