@@ -34,9 +34,9 @@ static int cached_env_level = -1;
 static int cached_level = -1;
 
 static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
-static s3d_log_fn sink_fn;  /* under sink_lock */
-static void *sink_user;     /* under sink_lock */
-static int sink_level;      /* under sink_lock */
+static s3d_log_fn sink_fn; /* under sink_lock */
+static void *sink_user;    /* under sink_lock */
+static int sink_level;     /* under sink_lock */
 
 int s3d_log_env_level(void)
 {
