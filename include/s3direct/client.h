@@ -84,8 +84,11 @@ struct s3d_client_options {
     uint32_t low_speed_time_s;    /* a transfer below low_speed_limit for this long is a
                                      stall, retried; default 30 */
     uint32_t low_speed_limit;     /* bytes per second; default 1024 */
-    int32_t device;               /* CUDA device for the staging pool's context: -1 = never
-                                     use a GPU; default 0 = find one at run time */
+    int32_t device;               /* -1 = never use a GPU; default 0 = find one at run time.
+                                     The staging pool is pinned in the primary context of
+                                     the device of the first device tensor a transfer
+                                     moves (so a rank on GPU 3 makes no context on GPU 0);
+                                     other values are reserved */
     /* PEM file of trusted CAs used when none is configured (ca_bundle, AWS_CA_BUNDLE, the
      * profile's ca_bundle, SSL_CERT_FILE), if it exists; tried before the system's files
      * (the Debian, Red Hat, SUSE and Alpine paths), then libcurl's compiled-in path. The
