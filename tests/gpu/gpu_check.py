@@ -1,0 +1,331 @@
+"""gpu_check.py - the PyTorch half of the GPU proof (scripts/gpu-check.sh runs it from the
+bundle on a lent GPU machine): byte-exact saves and loads between cuda:0 and S3 / files, the
+stream-ordering rules with real side streams, fork after host-only work, expandable segments,
+and the rates for a large checkpoint. Results go to a JSON file; the exit status is non-zero
+if any check failed.
+
+    python3 gpu_check.py --endpoint URL --scratch DIR --json OUT.json [--gib 4] [--emulate]
+
+--endpoint: an S3 origin (tests/gpu/s3origin.py); --scratch: a folder on a real disk (not
+tmpfs) for the file checks. --emulate: no GPU (CPU validation of the bundle): the checks that
+need CUDA are reported as skipped and the rest run on host tensors.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+import urllib.request
+
+import torch
+
+import s3direct
+
+RESULTS = []
+
+
+def record(name, status, detail="", **extra):
+    RESULTS.append(dict(name=name, status=status, detail=detail, **extra))
+    print(f"{status.upper():5s} {name}" + (f": {detail}" if detail else ""), flush=True)
+
+
+def check(name, needs_gpu=False):
+    def deco(fn):
+        def run(ctx):
+            if needs_gpu and ctx.emulate:
+                return record(name, "skip", "needs a GPU (emulated run)")
+            t = time.perf_counter()
+            try:
+                detail = fn(ctx) or ""
+                record(name, "ok", detail, seconds=round(time.perf_counter() - t, 3))
+            except Exception as e:  # a failed check is reported, the others still run
+                traceback.print_exc()
+                record(name, "fail", f"{type(e).__name__}: {e}")
+        run.__name__ = name
+        return run
+    return deco
+
+
+class Ctx:
+    def __init__(self, a):
+        self.emulate = a.emulate
+        self.dev = torch.device("cpu" if a.emulate else "cuda:0")
+        self.endpoint = a.endpoint
+        self.scratch = a.scratch
+        self.gib = a.gib
+        self.client = s3direct.Client(endpoint_url=a.endpoint)
+        self.bucket = "gpucheck"
+        req = urllib.request.Request(f"{a.endpoint}/{self.bucket}", method="PUT")
+        urllib.request.urlopen(req).read()
+
+    def uri(self, key):
+        return f"s3://{self.bucket}/{key}"
+
+    def fetch(self, key):
+        """The object's bytes through plain HTTP (an independent reader)."""
+        return urllib.request.urlopen(f"{self.endpoint}/{self.bucket}/{key}").read()
+
+    def sync(self):
+        if self.dev.type == "cuda":
+            torch.cuda.synchronize(self.dev)
+
+
+def sample(dev, scale=1):
+    g = torch.Generator().manual_seed(1234)
+    cpu = {
+        "f32": torch.randn((1 << 20) * scale, generator=g),
+        "bf16": torch.randn(3, 1000, 77, generator=g).to(torch.bfloat16),
+        "i64": torch.randint(-(1 << 40), 1 << 40, (12345,), generator=g),
+        "u8": torch.randint(0, 255, (7,), dtype=torch.uint8, generator=g),
+        "f16_odd": torch.randn(1, 3, 5, generator=g).half(),
+        "empty": torch.empty(0, 4),
+    }
+    return cpu, {k: v.to(dev, copy=True) for k, v in cpu.items()}
+
+
+def same(got, want):
+    if set(got) != set(want):
+        raise AssertionError(f"names differ: {sorted(set(got) ^ set(want))}")
+    for k, w in want.items():
+        g = got[k]
+        if g.dtype != w.dtype or tuple(g.shape) != tuple(w.shape):
+            raise AssertionError(f"{k}: {g.dtype}{tuple(g.shape)} != {w.dtype}{tuple(w.shape)}")
+        if not torch.equal(g.cpu(), w.cpu()):
+            raise AssertionError(f"{k}: bytes differ")
+
+
+@check("save GPU tensors to s3:// (read back by safetensors over plain HTTP)")
+def save_s3(ctx):
+    import safetensors.torch as st
+
+    cpu, dev = sample(ctx.dev)
+    s3direct.save(dev, ctx.uri("exact.safetensors"), client=ctx.client)
+    same(st.load(ctx.fetch("exact.safetensors")), cpu)
+
+
+@check("save GPU tensors to a file (read back by safetensors)")
+def save_file(ctx):
+    import safetensors.torch as st
+
+    cpu, dev = sample(ctx.dev)
+    p = os.path.join(ctx.scratch, "exact.safetensors")
+    s3direct.save(dev, p)
+    same(st.load_file(p), cpu)
+
+
+@check("load from s3:// into new GPU tensors")
+def load_s3(ctx):
+    cpu, _ = sample(ctx.dev)
+    got = s3direct.load(ctx.uri("exact.safetensors"), device=str(ctx.dev), client=ctx.client)
+    for k, v in got.items():
+        if v.device != ctx.dev:
+            raise AssertionError(f"{k} on {v.device}")
+    same(got, cpu)
+
+
+@check("load from a file into new GPU tensors")
+def load_file(ctx):
+    cpu, _ = sample(ctx.dev)
+    got = s3direct.load(os.path.join(ctx.scratch, "exact.safetensors"), device=str(ctx.dev))
+    same(got, cpu)
+
+
+@check("load_into preallocated GPU tensors")
+def load_into(ctx):
+    cpu, _ = sample(ctx.dev)
+    dest = {k: torch.full_like(v, 3).to(ctx.dev) if v.numel() else v.to(ctx.dev)
+            for k, v in cpu.items()}
+    s3direct.load_into(dest, ctx.uri("exact.safetensors"), client=ctx.client)
+    ctx.sync()
+    same(dest, cpu)
+
+
+@check("save_async snapshots: tensors changed right after it returns do not leak into the save")
+def save_async(ctx):
+    cpu, dev = sample(ctx.dev)
+    fut = s3direct.save_async(dev, ctx.uri("async.safetensors"), client=ctx.client)
+    for v in dev.values():
+        if v.numel():
+            v.add_(1) if v.dtype != torch.uint8 else v.bitwise_not_()
+    fut.result()
+    same(s3direct.load(ctx.uri("async.safetensors"), client=ctx.client), cpu)
+
+
+def _slow_fill(t, value, stream):
+    """Queues work on `stream` that takes a while, then fills t with value."""
+    with torch.cuda.stream(stream):
+        a = torch.randn(4096, 4096, device=t.device)
+        for _ in range(40):
+            a = a @ a
+            a = a / a.norm()
+        t.fill_(value)
+    return a
+
+
+@check("load_into waits for kernels queued on the current (side) stream", needs_gpu=True)
+def order_load_into(ctx):
+    cpu, _ = sample(ctx.dev)
+    s = torch.cuda.Stream(ctx.dev)
+    dest = {k: torch.empty_like(v, device=ctx.dev) for k, v in cpu.items()}
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        for v in dest.values():
+            if v.numel():
+                _slow_fill(v, 5, s)
+        s3direct.load_into(dest, ctx.uri("exact.safetensors"), client=ctx.client)
+    s.synchronize()
+    same(dest, cpu)
+
+
+@check("a load on a side stream is visible to kernels queued after it on that stream",
+       needs_gpu=True)
+def order_consumer(ctx):
+    cpu, _ = sample(ctx.dev)
+    s = torch.cuda.Stream(ctx.dev)
+    with torch.cuda.stream(s):
+        got = s3direct.load(ctx.uri("exact.safetensors"), device=str(ctx.dev),
+                            client=ctx.client)
+        doubled = got["f32"] * 2
+    s.synchronize()
+    if not torch.equal(doubled.cpu(), cpu["f32"] * 2):
+        raise AssertionError("kernel after the load saw other bytes")
+
+
+@check("a save waits for kernels that produce the tensors on the current stream",
+       needs_gpu=True)
+def order_save(ctx):
+    s = torch.cuda.Stream(ctx.dev)
+    t = torch.zeros(8 << 20, device=ctx.dev)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        _slow_fill(t, 9, s)
+        s3direct.save({"t": t}, ctx.uri("order.safetensors"), client=ctx.client)
+    got = s3direct.load(ctx.uri("order.safetensors"), client=ctx.client)["t"]
+    if not bool((got == 9).all()):
+        raise AssertionError("the save read the tensor before the kernel that fills it ran")
+
+
+def _child(code, env=None):
+    e = dict(os.environ, **(env or {}))
+    p = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
+                       timeout=300)
+    if p.returncode != 0:
+        raise AssertionError(f"child exit {p.returncode}: {(p.stderr or p.stdout)[-800:]}")
+    return p.stdout.strip()
+
+
+@check("host-only load, then fork(): the child can use CUDA", needs_gpu=True)
+def fork_after_host(ctx):
+    code = f"""
+import os, sys, torch, s3direct
+c = s3direct.Client(endpoint_url={ctx.endpoint!r})
+s3direct.load({ctx.uri("exact.safetensors")!r}, client=c)
+s3direct.save({{"x": torch.ones(4)}}, {os.path.join(ctx.scratch, "fork.safetensors")!r})
+assert not torch.cuda.is_initialized()
+pid = os.fork()
+if pid == 0:
+    try:
+        v = torch.ones(3, device="cuda:0").sum().item()
+        os._exit(0 if v == 3 else 3)
+    except Exception as e:
+        print(e, file=sys.stderr); os._exit(4)
+_, st = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(st))
+"""
+    _child(code)
+
+
+@check("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: save and load byte-exact",
+       needs_gpu=True)
+def expandable(ctx):
+    code = f"""
+import torch, s3direct
+c = s3direct.Client(endpoint_url={ctx.endpoint!r})
+g = torch.Generator().manual_seed(5)
+x = {{"a": torch.randn(9 << 20, generator=g), "b": torch.randn(333, generator=g)}}
+s3direct.save({{k: v.cuda() for k, v in x.items()}}, {ctx.uri("exp.safetensors")!r}, client=c)
+y = s3direct.load({ctx.uri("exp.safetensors")!r}, device="cuda:0", client=c)
+assert all(torch.equal(y[k].cpu(), x[k]) for k in x)
+"""
+    _child(code, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+
+
+def rate(ctx, label, nbytes, fn, **extra):
+    ctx.sync()
+    t = time.perf_counter()
+    fn()
+    ctx.sync()
+    dt = time.perf_counter() - t
+    record(f"rate: {label}", "ok", f"{nbytes / dt / 1e9:.2f} GB/s", gbps=nbytes / dt / 1e9,
+           seconds=round(dt, 3), bytes=nbytes, **extra)
+
+
+def rates(ctx):
+    """S3 <-> GPU against S3 <-> host, and file -> GPU, for a checkpoint of --gib GiB."""
+    n = int(ctx.gib * (1 << 30)) // 4 // 16
+    try:
+        host = {f"t{i}": torch.randn(n) for i in range(16)}
+        nbytes = sum(v.numel() * 4 for v in host.values())
+        devt = {k: v.to(ctx.dev) for k, v in host.items()}
+        key, path = "rate.safetensors", os.path.join(ctx.scratch, "rate.safetensors")
+        rate(ctx, "host -> S3 (save)", nbytes,
+             lambda: s3direct.save(host, ctx.uri(key), client=ctx.client))
+        if not ctx.emulate:
+            rate(ctx, "GPU -> S3 (save)", nbytes,
+                 lambda: s3direct.save(devt, ctx.uri(key), client=ctx.client))
+        rate(ctx, "S3 -> host (load)", nbytes,
+             lambda: s3direct.load(ctx.uri(key), client=ctx.client))
+        if not ctx.emulate:
+            rate(ctx, "S3 -> GPU (load)", nbytes,
+                 lambda: s3direct.load(ctx.uri(key), device="cuda:0", client=ctx.client))
+            rate(ctx, "S3 -> GPU (load_into)", nbytes,
+                 lambda: s3direct.load_into(devt, ctx.uri(key), client=ctx.client))
+        rate(ctx, "GPU -> file (save)" if not ctx.emulate else "host -> file (save)", nbytes,
+             lambda: s3direct.save(devt, path))
+        os.posix_fadvise(os.open(path, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)
+        rate(ctx, "file -> GPU (load, cold cache)" if not ctx.emulate else
+             "file -> host (load, cold cache)", nbytes,
+             lambda: s3direct.load(path, device=str(ctx.dev)))
+        rate(ctx, "file -> GPU (load, warm cache)" if not ctx.emulate else
+             "file -> host (load, warm cache)", nbytes,
+             lambda: s3direct.load(path, device=str(ctx.dev)))
+    except Exception as e:
+        traceback.print_exc()
+        record("rates", "fail", f"{type(e).__name__}: {e}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--scratch", required=True)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--gib", type=float, default=4.0)
+    ap.add_argument("--emulate", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.scratch, exist_ok=True)
+    if not a.emulate and not torch.cuda.is_available():
+        record("cuda", "fail", "torch.cuda.is_available() is False")
+    else:
+        ctx = Ctx(a)
+        print(f"torch {torch.__version__}, device {ctx.dev}"
+              + (f" ({torch.cuda.get_device_name(0)})" if not a.emulate else "")
+              + f", s3direct {s3direct.library_version()}", flush=True)
+        for fn in (save_s3, save_file, load_s3, load_file, load_into, save_async,
+                   order_load_into, order_consumer, order_save, fork_after_host, expandable):
+            fn(ctx)
+        rates(ctx)
+    with open(a.json, "w") as f:
+        json.dump({"torch": torch.__version__, "emulate": a.emulate, "results": RESULTS}, f,
+                  indent=1)
+    failed = [r["name"] for r in RESULTS if r["status"] == "fail"]
+    ok = sum(r["status"] == "ok" for r in RESULTS)
+    skipped = sum(r["status"] == "skip" for r in RESULTS)
+    print(f"gpu_check: {ok} ok, {len(failed)} failed, {skipped} skipped", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
