@@ -4,7 +4,8 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DS3D_WERROR=ON
 
-.PHONY: all deps build test test-unit demo bench sanitize fuzz format-check install clean gpu-check
+.PHONY: all deps build test test-unit demo bench sanitize fuzz format-check install clean gpu-check \
+        gpu-bundle
 
 all: build
 
@@ -55,8 +56,13 @@ demo: deps build
 bench: deps build
 	@RGW_MEMSTORE_BYTES=$${RGW_MEMSTORE_BYTES:-12884901888} scripts/with-rgw.sh bench/run.sh $(BUILD)
 
+# The GPU proof: `make gpu-bundle` here (no CUDA needed), then scripts/gpu-check.sh on the GPU
+# machine (docs/gpu-check.md). GPU_CHECK_EMULATE=1 make gpu-check runs it on CPU.
+gpu-bundle: build
+	@scripts/gpu-bundle.sh $(BUILD) gpu-bundle
+
 gpu-check:
-	@scripts/gpu-check.sh
+	@scripts/gpu-check.sh gpu-bundle
 
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')

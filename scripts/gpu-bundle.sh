@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# gpu-bundle.sh [BUILD_DIR] [OUT_DIR] - everything the GPU proof runs on a lent GPU machine
+# (no compiler, no package registry, no network, no Ceph), built here on the CPU machine into
+# OUT_DIR (default gpu-bundle/, ignored by git; carried to the machine by the device tool):
+#   lib/       libs3direct.so
+#   bin/       the CLI
+#   tests/bin/ the GPU tests and benchmark (test_gpu_*, bench_gpu) and the CUDA-rule tests
+#   python/    the s3direct package (pure Python over ctypes: any CPython 3.9+)
+#   gpu/       s3origin.py (a stdlib S3 origin) and gpu_check.py (the PyTorch checks)
+#   deps/      every shared library those load, except the C library itself, copied from this
+#              machine; scripts/gpu-check.sh puts on the library path only those the GPU
+#              machine's ldconfig does not know (its own libssl/libcurl win where present)
+#   MANIFEST   commit, build date, glibc symbol versions required, sizes and sha256 of files
+# Then `scripts/gpu-check.sh` (which finds the bundle) is the one command to run there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+out=${2:-gpu-bundle}
+[ -f "$build/libs3direct.so" ] || { echo "gpu-bundle: build first (make build)" >&2; exit 1; }
+rm -rf "$out"
+mkdir -p "$out"/{lib,bin,tests/bin,gpu,deps}
+cp -L "$build/libs3direct.so" "$out/lib/"
+cp "$build/tools/s3direct" "$out/bin/"
+for t in test_gpu_device test_gpu_fileio bench_gpu test_cuda_rules test_cuda_fake \
+         test_device_emu; do
+  [ -x "$build/tests/bin/$t" ] && cp "$build/tests/bin/$t" "$out/tests/bin/"
+done
+mkdir -p "$out/python"
+cp -r python/s3direct "$out/python/s3direct"
+find "$out/python" -name __pycache__ -prune -exec rm -rf {} +
+rm -rf "$out/python/s3direct/_lib"
+cp tests/gpu/s3origin.py tests/gpu/gpu_check.py "$out/gpu/"
+cp tests/run-tests.sh "$out/tests/"
+
+# Shared libraries: all that ldd resolves, but glibc's own (the GPU machine has its own).
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so)'
+for f in "$out"/lib/* "$out"/bin/* "$out"/tests/bin/*; do
+  ldd "$f" 2>/dev/null | awk '$3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  [[ "$name" =~ $skip ]] && continue
+  [[ "$name" == libs3direct.so* ]] && continue
+  cp -L "$path" "$out/deps/$name"
+done
+
+glibc=$(for f in "$out"/lib/* "$out"/bin/* "$out"/deps/*; do objdump -T "$f" 2>/dev/null; done |
+        grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+{
+  echo "s3direct GPU bundle"
+  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(ldd --version | head -1)"
+  echo "newest glibc symbol version required: $glibc"
+  echo "size: $(du -sh "$out" | cut -f1)"
+  echo
+  (cd "$out" && find . -type f ! -name MANIFEST | sort | xargs sha256sum)
+} >"$out/MANIFEST"
+echo "gpu-bundle: $out ($(du -sh "$out" | cut -f1), $(ls "$out/deps" | wc -l) libraries in deps/, needs $glibc)"
