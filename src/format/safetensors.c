@@ -4,7 +4,9 @@
  *   1. the length field against the 100 MB cap and the object size;
  *   2. the whole header must be UTF-8 (checked here first, so that the error can say where;
  *      jansson would only say "invalid UTF-8");
- *   3. jansson parses it, refusing repeated keys (its default keeps the last one silently);
+ *   3. the top-level object is walked entry by entry ("the top level" below), each value
+ *      parsed alone by jansson, refusing repeated keys (its default keeps the last one
+ *      silently); repeated tensor names are found by sorting the names;
  *   4. each entry is read into a tensor (field types, dtype, shape, offsets);
  *   5. tensors are sorted by (begin, end) - the reference sorts the same way, so a
  *      zero-length tensor listed after a non-empty one at the same offset is fine - and must
@@ -183,6 +185,153 @@ static int fail_load(const json_error_t *err, const char *json, size_t len)
     }
 }
 
+/* ---- the top level, one entry at a time ------------------------------------------------
+ * jansson builds a whole document, which for a 100 MB header of ~1.7 M tensors took 1.8 GB.
+ * So the top-level object (and the CRC map) is walked here by a small scanner that only finds
+ * where each key and value start and end; every value is then parsed alone by jansson (a DOM
+ * of a few dozen nodes, freed at once) and checked as before. Peak memory is the results
+ * plus one entry. The scanner does not judge the inside of a value: jansson does. */
+struct cursor {
+    const char *s;
+    size_t len, pos;
+};
+
+static void skip_ws(struct cursor *c)
+{
+    while (c->pos < c->len && (c->s[c->pos] == ' ' || c->s[c->pos] == '\t' ||
+                               c->s[c->pos] == '\n' || c->s[c->pos] == '\r'))
+        c->pos++;
+}
+
+/* Just past the closing quote of the JSON string that opens at s[pos]; 0 if it never closes.
+ * *plain: no backslash and no control character (the bytes are the string itself). */
+static size_t string_end(const char *s, size_t len, size_t pos, int *plain)
+{
+    *plain = 1;
+    for (size_t i = pos + 1; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '\\') {
+            *plain = 0;
+            i++;
+        } else if (ch == '"') {
+            return i + 1;
+        } else if (ch < 0x20) {
+            *plain = 0;
+        }
+    }
+    return 0;
+}
+
+/* Just past the JSON value that starts at s[pos] (brackets matched, strings skipped); 0 if it
+ * runs off the end. A scalar ends at the next ',', '}', ']' or white space. */
+static size_t value_end(const char *s, size_t len, size_t pos)
+{
+    size_t depth = 0;
+    int plain;
+    if (pos >= len)
+        return 0;
+    if (s[pos] == '"')
+        return string_end(s, len, pos, &plain);
+    if (s[pos] != '{' && s[pos] != '[') {
+        size_t i = pos;
+        while (i < len && memchr(",}] \t\r\n", s[i], 7) == NULL)
+            i++;
+        return i;
+    }
+    for (size_t i = pos; i < len; i++) {
+        char ch = s[i];
+        if (ch == '"') {
+            size_t e = string_end(s, len, i, &plain);
+            if (e == 0)
+                return 0;
+            i = e - 1;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+        } else if (ch == '}' || ch == ']') {
+            if (--depth == 0)
+                return i + 1;
+        }
+    }
+    return 0;
+}
+
+static int fail_syntax(const struct cursor *c, const char *what)
+{
+    int line = 1, col = 1;
+    for (size_t i = 0; i < c->pos && i < c->len; i++) {
+        if (c->s[i] == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    return s3d_fail(S3D_EFMT_JSON, "safetensors header is not valid JSON: %s (line %d, column %d)",
+                    what, line, col);
+}
+
+/* The key that opens at c->pos, decoded into a malloc'd NUL-terminated string; moves past it
+ * and the ':' after it. A plain key is copied; one with escapes is decoded by jansson (which
+ * refuses \u0000 and lone surrogates). */
+static int read_key(struct cursor *c, char **key, size_t *key_len, int code, const char *where)
+{
+    int plain;
+    size_t end;
+    *key = NULL;
+    if (c->pos >= c->len || c->s[c->pos] != '"')
+        return code == S3D_EFMT_JSON ? fail_syntax(c, "expected a string key")
+                                     : s3d_fail(code, "%s is not JSON: expected a key", where);
+    end = string_end(c->s, c->len, c->pos, &plain);
+    if (end == 0)
+        return code == S3D_EFMT_JSON ? fail_syntax(c, "unterminated string")
+                                     : s3d_fail(code, "%s is not JSON: unterminated key", where);
+    if (plain) {
+        *key_len = end - c->pos - 2;
+        *key = s3d_strndup(c->s + c->pos + 1, *key_len);
+        if (*key == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
+    } else {
+        json_error_t err;
+        json_t *j = json_loadb(c->s + c->pos, end - c->pos, JSON_DECODE_ANY, &err);
+        if (j == NULL)
+            return code == S3D_EFMT_JSON ? fail_load(&err, c->s + c->pos, end - c->pos)
+                                         : s3d_fail(code, "%s is not JSON: %s", where, err.text);
+        *key_len = json_string_length(j);
+        *key = s3d_strndup(json_string_value(j), *key_len);
+        json_decref(j);
+        if (*key == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
+    }
+    c->pos = end;
+    skip_ws(c);
+    if (c->pos >= c->len || c->s[c->pos] != ':') {
+        free(*key);
+        *key = NULL;
+        return code == S3D_EFMT_JSON ? fail_syntax(c, "expected ':'")
+                                     : s3d_fail(code, "%s is not JSON: expected ':'", where);
+    }
+    c->pos++;
+    skip_ws(c);
+    return 0;
+}
+
+/* After a value: moves past the ',' (returns 1) or the closing '}' (returns 0); else < 0. */
+static int next_member(struct cursor *c, int code, const char *where)
+{
+    skip_ws(c);
+    if (c->pos < c->len && c->s[c->pos] == ',') {
+        c->pos++;
+        skip_ws(c);
+        return 1;
+    }
+    if (c->pos < c->len && c->s[c->pos] == '}') {
+        c->pos++;
+        return 0;
+    }
+    return code == S3D_EFMT_JSON ? fail_syntax(c, "expected ',' or '}'")
+                                 : s3d_fail(code, "%s is not JSON: expected ',' or '}'", where);
+}
+
 static int read_metadata(json_t *m, struct s3d_st_header *out)
 {
     const char *key;
@@ -351,64 +500,243 @@ static int hexval(char c)
 
 static int find_index(const struct s3d_st_header *h, const char *name, size_t len, size_t *index);
 
-/* Step 7: "s3direct.crc32c" is a JSON object (as a string) of name -> 8 lowercase hex. */
+/* Step 7: "s3direct.crc32c" is a JSON object (as a string) of name -> 8 lowercase hex.
+ * Walked with the scanner (it has one entry per tensor). */
 static int read_crc_map(struct s3d_st_header *h, const char *text)
 {
-    json_error_t err;
-    json_t *m = json_loads(text, JSON_REJECT_DUPLICATES, &err);
-    const char *key;
-    json_t *v;
-    int rc = 0;
+    static const char where[] = "safetensors __metadata__ " S3D_ST_META_CRC32C;
+    struct cursor c = {.s = text, .len = strlen(text), .pos = 0};
+    char *key = NULL;
+    size_t klen;
+    int more, rc = 0;
 
-    if (m == NULL)
-        return s3d_fail(S3D_EFMT_METADATA, "safetensors __metadata__ %s is not JSON: %s",
-                        S3D_ST_META_CRC32C, err.text);
-    if (!json_is_object(m)) {
-        rc = s3d_fail(S3D_EFMT_METADATA, "safetensors __metadata__ %s is not a JSON object",
-                      S3D_ST_META_CRC32C);
-        goto out;
+    skip_ws(&c);
+    if (c.pos >= c.len || c.s[c.pos] != '{') {
+        /* Which error: not JSON, or JSON but not an object (asked of jansson only for a
+         * short text: a long one would be a whole document again). */
+        json_t *j = c.len < 65536 ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+        int is_json = j != NULL || c.len >= 65536;
+        json_decref(j);
+        return s3d_fail(S3D_EFMT_METADATA, "%s is not %s", where,
+                        is_json ? "a JSON object" : "JSON");
     }
-    json_object_foreach(m, key, v)
-    {
-        size_t idx;
-        const char *s = json_string_value(v);
+    c.pos++;
+    skip_ws(&c);
+    more = !(c.pos < c.len && c.s[c.pos] == '}');
+    if (!more)
+        c.pos++;
+    while (more) {
+        size_t idx, vend;
         uint32_t crc = 0;
-        if (s == NULL || json_string_length(v) != 8) {
+        int plain = 0;
+        rc = read_key(&c, &key, &klen, S3D_EFMT_METADATA, where);
+        if (rc < 0)
+            return rc;
+        vend = c.pos < c.len && c.s[c.pos] == '"' ? string_end(c.s, c.len, c.pos, &plain) : 0;
+        if (vend != c.pos + 10 || !plain) {
             rc = s3d_fail(S3D_EFMT_METADATA, "%s: value for \"%.*s\" is not 8 hex digits",
-                          S3D_ST_META_CRC32C, SHOW(key, strlen(key)));
+                          S3D_ST_META_CRC32C, SHOW(key, klen));
             goto out;
         }
         for (int k = 0; k < 8; k++) {
-            int d = hexval(s[k]);
+            int d = hexval(c.s[c.pos + 1 + (size_t)k]);
             if (d < 0) {
                 rc = s3d_fail(S3D_EFMT_METADATA,
                               "%s: value for \"%.*s\" is not 8 lowercase hex digits",
-                              S3D_ST_META_CRC32C, SHOW(key, strlen(key)));
+                              S3D_ST_META_CRC32C, SHOW(key, klen));
                 goto out;
             }
             crc = (crc << 4) | (uint32_t)d;
         }
-        if (find_index(h, key, strlen(key), &idx) < 0) {
+        if (find_index(h, key, klen, &idx) < 0) {
             rc = s3d_fail(S3D_EFMT_METADATA, "%s names \"%.*s\", which is not a tensor here",
-                          S3D_ST_META_CRC32C, SHOW(key, strlen(key)));
+                          S3D_ST_META_CRC32C, SHOW(key, klen));
+            goto out;
+        }
+        if (h->tensors[idx].has_crc32c) {
+            rc = s3d_fail(S3D_EFMT_METADATA, "%s: duplicate key \"%.*s\"", S3D_ST_META_CRC32C,
+                          SHOW(key, klen));
             goto out;
         }
         h->tensors[idx].has_crc32c = 1;
         h->tensors[idx].crc32c = crc;
+        free(key);
+        key = NULL;
+        c.pos = vend;
+        more = next_member(&c, S3D_EFMT_METADATA, where);
+        if (more < 0)
+            return more;
     }
+    skip_ws(&c);
+    if (c.pos != c.len)
+        rc = s3d_fail(S3D_EFMT_METADATA, "%s is not JSON: text after the object", where);
 out:
-    json_decref(m);
+    free(key);
     return rc;
+}
+
+/* Grows *p (elements of size sz) to hold at least need; 0 or S3D_ENOMEM. */
+static int grow(void **p, size_t *cap, size_t need, size_t sz)
+{
+    size_t ncap = *cap ? *cap : 64;
+    void *q;
+    if (need <= *cap)
+        return 0;
+    while (ncap < need)
+        ncap *= 2;
+    q = s3d_reallocarray(*p, ncap, sz);
+    if (q == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
+    *p = q;
+    *cap = ncap;
+    return 0;
+}
+
+static int cmp_tmp_names(const void *pa, const void *pb, void *ctx)
+{
+    const struct s3d_st_tensor *t = ctx;
+    const struct s3d_st_tensor *a = &t[*(const uint32_t *)pa], *b = &t[*(const uint32_t *)pb];
+    int c = memcmp(a->name, b->name, S3D_MIN(a->name_len, b->name_len));
+    return c != 0 ? c : (a->name_len > b->name_len) - (a->name_len < b->name_len);
+}
+
+/* Steps 3 and 4: walks the top-level object entry by entry (see "the top level" above),
+ * reading __metadata__ into out and the tensors into *tmp_out in header order, their names
+ * and shapes into out->name_pool and out->shape_pool. A repeated name is refused. */
+static int read_entries(const char *json, size_t json_len, struct s3d_st_header *out,
+                        struct s3d_st_tensor **tmp_out, size_t *n_out)
+{
+    struct cursor c = {.s = json, .len = json_len, .pos = 0};
+    struct s3d_st_tensor *tmp = NULL;
+    size_t *name_off = NULL, *dim_off = NULL;
+    size_t cap_t = 0, cap_no = 0, cap_do = 0, cap_names = 0, cap_dims = 0;
+    size_t n = 0, names_used = 0, dims_used = 0;
+    uint32_t *order = NULL;
+    char *key = NULL;
+    json_t *v = NULL;
+    int more, seen_meta = 0, rc = 0;
+
+    skip_ws(&c);
+    if (c.pos >= c.len || c.s[c.pos] != '{') {
+        if (c.pos < c.len && c.s[c.pos] == '[' && value_end(c.s, c.len, c.pos) != 0)
+            return s3d_fail(S3D_EFMT_JSON, "safetensors header is a JSON array, not an object");
+        return fail_syntax(&c, "expected '{'");
+    }
+    c.pos++;
+    skip_ws(&c);
+    more = !(c.pos < c.len && c.s[c.pos] == '}');
+    if (!more)
+        c.pos++;
+    while (more) {
+        json_error_t err;
+        size_t klen, vend;
+        rc = read_key(&c, &key, &klen, S3D_EFMT_JSON, NULL);
+        if (rc < 0)
+            goto out;
+        vend = value_end(c.s, c.len, c.pos);
+        if (vend == 0 || vend == c.pos) {
+            rc = fail_syntax(&c, vend == 0 ? "the header ends inside a value" : "expected a value");
+            goto out;
+        }
+        v = json_loadb(c.s + c.pos, vend - c.pos, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
+        if (v == NULL) {
+            rc = fail_load(&err, c.s + c.pos, vend - c.pos);
+            goto out;
+        }
+        if (strcmp(key, "__metadata__") == 0 && klen == strlen(key)) {
+            if (seen_meta++) {
+                rc = s3d_fail(S3D_EFMT_DUPLICATE, "safetensors header: duplicate object key near "
+                                                  "'\"__metadata__\"'");
+                goto out;
+            }
+            rc = read_metadata(v, out);
+            if (rc < 0)
+                goto out;
+        } else {
+            struct s3d_st_tensor *t;
+            json_t *sh = json_is_object(v) ? json_object_get(v, "shape") : NULL;
+            size_t nd = json_is_array(sh) ? json_array_size(sh) : 0;
+            if (n >= UINT32_MAX) {
+                rc = s3d_fail(S3D_EFMT_HEADER_SIZE, "too many tensors in a safetensors header");
+                goto out;
+            }
+            if ((rc = grow((void **)&tmp, &cap_t, n + 1, sizeof(*tmp))) < 0 ||
+                (rc = grow((void **)&name_off, &cap_no, n + 1, sizeof(*name_off))) < 0 ||
+                (rc = grow((void **)&dim_off, &cap_do, n + 1, sizeof(*dim_off))) < 0 ||
+                (rc = grow((void **)&out->name_pool, &cap_names, names_used + klen + 1, 1)) < 0 ||
+                (rc = grow((void **)&out->shape_pool, &cap_dims, dims_used + nd + 1,
+                           sizeof(int64_t))) < 0)
+                goto out;
+            t = &tmp[n];
+            memset(t, 0, sizeof(*t));
+            memcpy(out->name_pool + names_used, key, klen + 1);
+            t->name_len = klen;
+            name_off[n] = names_used;
+            dim_off[n] = dims_used;
+            names_used += klen + 1;
+            n++;
+            rc = read_tensor(key, klen, v, t, out->shape_pool + dims_used);
+            if (rc < 0)
+                goto out;
+            dims_used += (size_t)t->ndim;
+        }
+        json_decref(v);
+        v = NULL;
+        free(key);
+        key = NULL;
+        c.pos = vend;
+        more = next_member(&c, S3D_EFMT_JSON, NULL);
+        if (more < 0) {
+            rc = more;
+            goto out;
+        }
+    }
+    skip_ws(&c);
+    if (c.pos != c.len) {
+        rc = fail_syntax(&c, "text after the top-level object");
+        goto out;
+    }
+    /* The pools are final now: point the tensors into them. */
+    for (size_t i = 0; i < n; i++) {
+        tmp[i].name = out->name_pool + name_off[i];
+        tmp[i].shape = tmp[i].ndim > 0 ? out->shape_pool + dim_off[i] : NULL;
+    }
+    /* A name given twice (jansson refused that while it saw the whole document). */
+    order = s3d_calloc(n > 0 ? n : 1, sizeof(*order));
+    if (order == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = (uint32_t)i;
+    qsort_r(order, n, sizeof(*order), cmp_tmp_names, tmp);
+    for (size_t i = 1; i < n; i++)
+        if (cmp_tmp_names(&order[i - 1], &order[i], tmp) == 0) {
+            rc = s3d_fail(S3D_EFMT_DUPLICATE,
+                          "safetensors header: duplicate object key near '\"%.*s\"'",
+                          SHOW(tmp[order[i]].name, tmp[order[i]].name_len));
+            goto out;
+        }
+out:
+    json_decref(v);
+    free(key);
+    free(order);
+    free(name_off);
+    free(dim_off);
+    if (rc < 0) {
+        free(tmp);
+        return rc;
+    }
+    *tmp_out = tmp;
+    *n_out = n;
+    return 0;
 }
 
 int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size, struct s3d_st_header *out)
 {
-    json_error_t err;
-    json_t *root = NULL, *v;
-    const char *key;
     struct s3d_st_tensor *tmp = NULL;
     uint32_t *order = NULL;
-    size_t n_keys, n_tmp = 0, bad, names_total = 0, dims_total = 0, names_used = 0, dims_used = 0;
+    size_t n_tmp = 0, bad;
     uint64_t total;
     const char *crc_text;
     int rc;
@@ -431,62 +759,16 @@ int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size, struct
                         "safetensors header is not valid UTF-8 at byte %zu, after \"%s\"", bad,
                         ctx);
     }
-    root = json_loadb(json, json_len, JSON_REJECT_DUPLICATES, &err);
-    if (root == NULL)
-        return fail_load(&err, json, json_len);
-    if (!json_is_object(root)) {
-        rc = s3d_fail(S3D_EFMT_JSON, "safetensors header is a JSON %s, not an object",
-                      json_is_array(root) ? "array" : "scalar");
-        goto fail;
-    }
     out->json_len = json_len;
     out->data_start = 8 + (uint64_t)json_len;
-
-    /* First pass: sizes, so that names and shapes go into two blocks rather than 2n small
-     * allocations (which, with jansson's own, made a 100,000-tensor header slow to free). */
-    n_keys = json_object_size(root);
-    json_object_foreach(root, key, v)
-    {
-        if (strcmp(key, "__metadata__") == 0)
-            continue;
-        names_total += strlen(key) + 1;
-        dims_total += json_array_size(json_object_get(v, "shape"));
-    }
-    tmp = s3d_calloc(n_keys, sizeof(*tmp));
-    order = s3d_calloc(n_keys, sizeof(*order));
-    out->name_pool = s3d_calloc(names_total, 1);
-    out->shape_pool = s3d_calloc(dims_total, sizeof(int64_t));
-    if (tmp == NULL || order == NULL || out->name_pool == NULL || out->shape_pool == NULL) {
+    rc = read_entries(json, json_len, out, &tmp, &n_tmp);
+    if (rc < 0)
+        goto fail;
+    order = s3d_calloc(n_tmp, sizeof(*order));
+    if (order == NULL && n_tmp > 0) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
         goto fail;
     }
-    /* Step 4, in header order (jansson keeps insertion order). */
-    json_object_foreach(root, key, v)
-    {
-        struct s3d_st_tensor *t = &tmp[n_tmp];
-        size_t klen = strlen(key);
-        if (strcmp(key, "__metadata__") == 0) {
-            rc = read_metadata(v, out);
-            if (rc < 0)
-                goto fail;
-            continue;
-        }
-        if (n_tmp >= UINT32_MAX) {
-            rc = s3d_fail(S3D_EFMT_HEADER_SIZE, "too many tensors in a safetensors header");
-            goto fail;
-        }
-        t->name = out->name_pool + names_used;
-        memcpy(t->name, key, klen + 1);
-        t->name_len = klen;
-        names_used += klen + 1;
-        n_tmp++;
-        rc = read_tensor(key, klen, v, t, out->shape_pool + dims_used);
-        if (rc < 0)
-            goto fail;
-        dims_used += (size_t)t->ndim;
-    }
-    json_decref(root);
-    root = NULL;
 
     /* Step 5. */
     for (size_t i = 0; i < n_tmp; i++)
@@ -545,7 +827,6 @@ int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size, struct
     return 0;
 
 fail:
-    json_decref(root);
     free(tmp);
     free(order);
     s3d_st_header_free(out);
