@@ -67,6 +67,8 @@ extern "C" {
     X(EFMT_FIELD, -54, "missing or invalid header field")                                          \
     X(ENOTENSOR, -55, "no such tensor")                                                            \
     X(EDEST, -56, "destination does not match the tensor")                                         \
+    X(ECHANGED, -57, "object changed during download")                                             \
+    X(EMFILE, -58, "too many open files")                                                          \
     X(ECREDS, -59, "credential provider failed")                                                   \
     X(EEXPIRED, -60, "credentials expired")
 

@@ -48,7 +48,7 @@ _CODES = {
     "EFMT_OFFSETS": -44, "EFMT_OVERLAP": -45, "EFMT_HOLE": -46, "EFMT_SIZE_MISMATCH": -47,
     "EFMT_DUPLICATE": -48, "EFMT_UTF8": -49, "EFMT_TRUNCATED": -50, "EFMT_METADATA": -51,
     "EFMT_INDEX": -52, "EFMT_SHARD_PATH": -53, "EFMT_FIELD": -54, "ENOTENSOR": -55,
-    "EDEST": -56, "ECREDS": -59, "EEXPIRED": -60,
+    "EDEST": -56, "ECHANGED": -57, "EMFILE": -58, "ECREDS": -59, "EEXPIRED": -60,
 }
 S3D_EINVAL = _CODES["EINVAL"]
 S3D_ENOTSUP = _CODES["ENOTSUP"]
@@ -182,6 +182,7 @@ _BY_CODE = {
     _c["ESLOWDOWN"]: TransferError, _c["ESERVER"]: TransferError,
     _c["EPROTO"]: TransferError, _c["ERETRIES"]: TransferError,
     _c["ENOUPLOAD"]: TransferError, _c["ERANGE"]: TransferError, _c["EIO"]: TransferError,
+    _c["ECHANGED"]: TransferError, _c["EMFILE"]: TransferError,
     _c["ECONFIG"]: ConfigError, _c["EURI"]: ConfigError, _c["ENOCREDS"]: NoCredentials,
     _c["ECREDS"]: NoCredentials, _c["EEXPIRED"]: AccessDenied,
     _c["ENODEVICE"]: DeviceError, _c["ECUDA"]: DeviceError, _c["ECUFILE"]: DeviceError,

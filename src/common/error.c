@@ -120,6 +120,13 @@ void s3d_clear_error(void)
     memset(&tls_err, 0, sizeof(tls_err));
 }
 
+int s3d_last_error_code(void)
+{
+    struct s3d_error_info info;
+    s3d_last_error(&info);
+    return info.code < 0 ? info.code : S3D_EIO;
+}
+
 int s3d_err_from_errno(int e)
 {
     switch (e) {
@@ -139,6 +146,9 @@ int s3d_err_from_errno(int e)
     case EACCES:
     case EPERM:
         return S3D_EACCESS;
+    case EMFILE:
+    case ENFILE:
+        return S3D_EMFILE;
     default:
         return S3D_EIO;
     }

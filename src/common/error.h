@@ -30,6 +30,12 @@ int s3d_fail_prefix(int err, const char *fmt, ...) __attribute__((format(printf,
 /* Forgets the calling thread's last error. */
 void s3d_clear_error(void);
 
+/* What a user should do when no file descriptor is left (S3D_EMFILE). */
+#define S3D_EMFILE_HINT "too many open files; lower --concurrency or raise ulimit -n"
+
+/* The code of the calling thread's last recorded error (S3D_EIO if none). */
+int s3d_last_error_code(void);
+
 /* Maps an errno value to an S3D_E* code (ENOENT -> S3D_ENOENT, ENOMEM -> S3D_ENOMEM, else
  * S3D_EIO). */
 int s3d_err_from_errno(int e);

@@ -3,13 +3,45 @@
 #include "device/device.h"
 #include "engine/resources.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/opts.h"
+
+/* Descriptors kept free beside the connections: the files a transfer writes, libcurl's
+ * wake-up pairs, DNS, the caller's own. */
+#define FD_RESERVE 16
+
+uint32_t s3d_fd_clamp(uint32_t want)
+{
+    struct rlimit rl;
+    struct dirent *e;
+    uint64_t used = 0, left;
+    DIR *d;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return want;
+    d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return want;
+    while ((e = readdir(d)) != NULL)
+        used += e->d_name[0] != '.';
+    closedir(d);
+    left =
+        (uint64_t)rl.rlim_cur > used + FD_RESERVE ? (uint64_t)rl.rlim_cur - used - FD_RESERVE : 1;
+    if (want <= left)
+        return want;
+    S3D_INFO("concurrency %u lowered to %u: %llu file descriptors are open of the %llu allowed "
+             "(ulimit -n)",
+             want, (unsigned)left, (unsigned long long)used, (unsigned long long)rl.rlim_cur);
+    return (uint32_t)left;
+}
 
 int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **out)
 {
@@ -34,6 +66,7 @@ int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **ou
         free(c);
         return s3d_fail(S3D_EINVAL, "max_concurrency %u is over 1024", o.max_concurrency);
     }
+    c->max_concurrency = s3d_fd_clamp(c->max_concurrency);
     rc = s3d_s3ctx_init(&c->s3, &o, c->max_concurrency);
     if (rc < 0) {
         free(c);

@@ -52,6 +52,11 @@ struct s3d_cancel {
  * point that takes a client calls this first. */
 int s3d_client_check(const struct s3d_client *c);
 
+/* want, lowered so that want connections fit in the file descriptors left under
+ * RLIMIT_NOFILE (a reserve kept for files and libcurl's own); at least 1. A concurrency the
+ * limit cannot hold would fail half-way with S3D_EMFILE. */
+uint32_t s3d_fd_clamp(uint32_t want);
+
 /* 1 when cancel (may be NULL) has been requested. Lock-free, any thread. */
 static inline int s3d_cancel_is_set(const struct s3d_cancel *cancel)
 {

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 
 #include "common/compiler.h"
 #include "common/error.h"
@@ -171,6 +173,137 @@ void s3d_http_req_cleanup(struct s3d_http_req *req)
         s3d_dynbuf_free(&req->resp.body);
 }
 
+size_t s3d_http_redact(const char *in, size_t n, char *out, size_t cap)
+{
+    static const char auth[] = "authorization:", token[] = "x-amz-security-token:",
+                      red[] = "[redacted]";
+    size_t keep = n, o;
+    const char *sig;
+
+    if (cap == 0)
+        return 0;
+    if (n >= sizeof(token) - 1 && strncasecmp(in, token, sizeof(token) - 1) == 0) {
+        keep = sizeof(token) - 1;
+    } else if (n >= sizeof(auth) - 1 && strncasecmp(in, auth, sizeof(auth) - 1) == 0) {
+        /* Keep the algorithm, credential scope and signed headers; drop the signature. */
+        sig = memmem(in, n, "Signature=", 10);
+        keep = sig != NULL ? (size_t)(sig - in) + 10 : sizeof(auth) - 1;
+    }
+    o = keep < cap - 1 ? keep : cap - 1;
+    memcpy(out, in, o);
+    if (keep < n) {
+        size_t r = sizeof(red) - 1;
+        if (keep == sizeof(token) - 1 || keep == sizeof(auth) - 1)
+            out[o < cap - 1 ? o++ : o] = ' ';
+        r = r < cap - 1 - o ? r : cap - 1 - o;
+        memcpy(out + o, red, r);
+        o += r;
+    }
+    out[o] = '\0';
+    return o;
+}
+
+/* CURLOPT_VERBOSE output (S3D_CURL_VERBOSE) through s3d_http_redact: the request signature
+ * and session token never reach the terminal or a log. Bodies are not printed. */
+static int debug_cb(CURL *e, curl_infotype type, char *data, size_t size, void *ud)
+{
+    static const char *const prefix[] = {"* ", "< ", "> "};
+    char line[4096];
+    size_t at = 0;
+    (void)e;
+    (void)ud;
+    if (type != CURLINFO_TEXT && type != CURLINFO_HEADER_IN && type != CURLINFO_HEADER_OUT)
+        return 0;
+    while (at < size) {
+        const char *nl = memchr(data + at, '\n', size - at);
+        size_t len = nl != NULL ? (size_t)(nl - (data + at)) : size - at;
+        size_t ll = len;
+        if (ll > 0 && data[at + ll - 1] == '\r')
+            ll--;
+        if (ll > 0 || type == CURLINFO_TEXT) {
+            s3d_http_redact(data + at, ll, line, sizeof(line));
+            fprintf(stderr, "%s%s\n", prefix[type], line);
+        }
+        at += len + 1;
+    }
+    return 0;
+}
+
+static const char *env_any(const char *(*env)(const char *), const char *a, const char *b)
+{
+    const char *v = env(a);
+    if ((v == NULL || v[0] == '\0') && b != NULL)
+        v = env(b);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* 1 when host is listed in no_proxy ("*", "host", "domain", ".domain"). */
+static int no_proxy_match(const char *list, const char *host, size_t hl)
+{
+    while (*list != '\0') {
+        const char *end = strchr(list, ',');
+        size_t n = end != NULL ? (size_t)(end - list) : strlen(list);
+        const char *e = list;
+        while (n > 0 && (*e == ' ' || *e == '\t')) {
+            e++;
+            n--;
+        }
+        while (n > 0 && (e[n - 1] == ' ' || e[n - 1] == '\t'))
+            n--;
+        if (n == 1 && e[0] == '*')
+            return 1;
+        if (n > 0 && e[0] == '.') {
+            e++;
+            n--;
+        }
+        if (n > 0 && n <= hl && strncasecmp(host + hl - n, e, n) == 0 &&
+            (n == hl || host[hl - n - 1] == '.'))
+            return 1;
+        list += end != NULL ? (size_t)(end - list) + 1 : strlen(list);
+    }
+    return 0;
+}
+
+int s3d_http_proxy_for(const char *url, const char *(*env)(const char *name), char *out, size_t cap)
+{
+    const char *p, *np, *h, *he;
+    int https = strncasecmp(url, "https://", 8) == 0;
+    size_t hl;
+
+    if (cap > 0)
+        out[0] = '\0';
+    if (!https && strncasecmp(url, "http://", 7) != 0)
+        return 0;
+    h = url + (https ? 8 : 7);
+    he = h + strcspn(h, ":/?#");
+    if (*h == '[') /* [IPv6] */
+        he = strchr(h, ']') != NULL ? strchr(h, ']') + 1 : he;
+    hl = (size_t)(he - h);
+    p = https ? env_any(env, "https_proxy", "HTTPS_PROXY") : env_any(env, "http_proxy", NULL);
+    if (p == NULL)
+        p = env_any(env, "all_proxy", "ALL_PROXY");
+    if (p == NULL)
+        return 0;
+    np = env_any(env, "no_proxy", "NO_PROXY");
+    if (np != NULL && no_proxy_match(np, h, hl))
+        return 0;
+    snprintf(out, cap, "%s", p);
+    return 1;
+}
+
+/* Opens the sockets libcurl asks for, keeping the errno of a failure: curl reports a socket()
+ * refused for lack of descriptors as a plain "couldn't connect". */
+static curl_socket_t opensocket_cb(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    struct s3d_http_req *req = ud;
+    curl_socket_t s;
+    (void)purpose;
+    s = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (s == CURL_SOCKET_BAD)
+        req->sock_errno = errno;
+    return s;
+}
+
 #define SETOPT(opt, val)                                                                           \
     do {                                                                                           \
         if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
@@ -188,6 +321,7 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
     req->iov_idx = 0;
     req->iov_off = 0;
     req->sent = 0;
+    req->sock_errno = 0;
     req->errbuf[0] = '\0';
 
     SETOPT(CURLOPT_URL, req->url);
@@ -204,6 +338,8 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
     SETOPT(CURLOPT_HEADERFUNCTION, header_cb);
     SETOPT(CURLOPT_HEADERDATA, req);
     SETOPT(CURLOPT_PRIVATE, req);
+    SETOPT(CURLOPT_OPENSOCKETFUNCTION, opensocket_cb);
+    SETOPT(CURLOPT_OPENSOCKETDATA, req);
     if (conf->share != NULL)
         SETOPT(CURLOPT_SHARE, conf->share);
     if (conf->connect_timeout_ms > 0)
@@ -225,8 +361,10 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
         if (conf->ca_bundle != NULL && conf->ca_bundle[0] != '\0')
             SETOPT(CURLOPT_CAINFO, conf->ca_bundle);
     }
-    if (conf->verbose)
+    if (conf->verbose) {
+        SETOPT(CURLOPT_DEBUGFUNCTION, debug_cb);
         SETOPT(CURLOPT_VERBOSE, 1L);
+    }
 
     if (strcmp(m, "GET") == 0) {
         SETOPT(CURLOPT_HTTPGET, 1L);

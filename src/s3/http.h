@@ -74,6 +74,7 @@ struct s3d_http_req {
     int iov_idx;
     size_t iov_off;
     uint64_t sent;
+    int sock_errno; /* errno of a socket() that failed (EMFILE: no descriptor left), else 0 */
     char errbuf[CURL_ERROR_SIZE];
     struct s3d_http_resp resp;
 };
@@ -96,6 +97,20 @@ int s3d_http_err_from_curl(CURLcode cc);
  * body had none). is_object: the request named a key (404 without a code -> S3D_ENOSUCHKEY;
  * otherwise S3D_ENOSUCHBUCKET for a bucket request). Pure. */
 int s3d_http_err_from_status(long status, const char *s3_code, int is_object);
+
+/* One request or response header line (n bytes, no line end) as it may be shown: the value
+ * of Authorization after "Signature=" and the whole value of X-Amz-Security-Token become
+ * "[redacted]"; other lines are copied. Writes at most cap bytes with the NUL (cut if
+ * longer); returns the length written. Pure. */
+size_t s3d_http_redact(const char *in, size_t n, char *out, size_t cap);
+
+/* The proxy libcurl takes from the environment for url (it reads no proxy option from us):
+ * http_proxy (lower case only) for http://, https_proxy or HTTPS_PROXY for https://, else
+ * all_proxy or ALL_PROXY; none when no_proxy / NO_PROXY is "*" or lists the host or a domain
+ * it is in. Copies it into out (cap bytes) and returns 1, or returns 0 when there is none.
+ * env: getenv, or a table lookup in tests. Pure given env. */
+int s3d_http_proxy_for(const char *url, const char *(*env)(const char *name), char *out,
+                       size_t cap);
 
 /* One line of description of a failed curl transfer for error messages: the OS error for
  * connection failures ("Connection refused"), else curl's error buffer, else

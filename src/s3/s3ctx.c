@@ -39,6 +39,11 @@ static void curl_init_once(void)
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+static const char *env_get(const char *name)
+{
+    return getenv(name);
+}
+
 int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts, uint32_t max_conns)
 {
     int rc, i;
@@ -97,6 +102,8 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
     S3D_INFO("CA bundle: %s (%s)", ctx->cfg.ca_bundle ? ctx->cfg.ca_bundle : "libcurl's default",
              ctx->cfg.ca_bundle_source);
     ctx->http.verbose = getenv("S3D_CURL_VERBOSE") != NULL;
+    /* Only to name it in errors: a proxy that cannot be reached is not the endpoint. */
+    (void)s3d_http_proxy_for(ctx->cfg.endpoint_url, env_get, ctx->proxy, sizeof(ctx->proxy));
     if (!ctx->cfg.anonymous &&
         (rc = s3d_credcache_new(&ctx->cfg, &ctx->http, opts ? opts->profile : NULL, &ctx->creds)) <
             0)
@@ -142,9 +149,13 @@ CURLM *s3d_s3ctx_multi_acquire(struct s3d_s3ctx *ctx)
     pthread_mutex_unlock(&ctx->pool_lock);
     if (m != NULL)
         return m;
+    errno = 0;
     m = curl_multi_init();
     if (m == NULL) {
-        s3d_fail(S3D_ENOMEM, "curl_multi_init failed");
+        if (errno == EMFILE || errno == ENFILE)
+            s3d_fail(S3D_EMFILE, "creating a connection pool: %s", S3D_EMFILE_HINT);
+        else
+            s3d_fail(S3D_ENOMEM, "curl_multi_init failed");
         return NULL;
     }
     /* Keep every connection a transfer opened (transfers may ask for more than the client's
@@ -346,6 +357,15 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
     return s3d_http_setup(e, &op->req, &ctx->http);
 }
 
+static const char *header_value(const struct s3d_s3_op *op, const char *name)
+{
+    size_t i;
+    for (i = 0; i < op->n_headers; i++)
+        if (strcasecmp(op->headers[i].name, name) == 0)
+            return op->headers[i].value;
+    return NULL;
+}
+
 static const char *or_empty(const char *s)
 {
     return s ? s : "";
@@ -402,8 +422,22 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
                            op->req.body_max);
     if (cc != CURLE_OK) {
         const char *detail = s3d_http_curl_detail(&op->req, e, cc);
+        long os_errno = 0;
         err = s3d_http_err_from_curl(cc);
         d.http_status = 0;
+        if (op->req.sock_errno != 0)
+            os_errno = op->req.sock_errno;
+        else if (curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_errno) != CURLE_OK)
+            os_errno = 0;
+        if (os_errno == EMFILE || os_errno == ENFILE)
+            /* No socket could be made: not the network's fault, and not worth a retry. */
+            return s3d_fail_s3(S3D_EMFILE, &d, "%s: %s", where, S3D_EMFILE_HINT);
+        if (cc == CURLE_COULDNT_RESOLVE_PROXY || (err == S3D_ECONNECT && ctx->proxy[0] != '\0'))
+            return s3d_fail_s3(err, &d,
+                               "%s: could not connect to the proxy %s (from the environment: "
+                               "https_proxy, http_proxy, all_proxy, no_proxy) for %s: %s",
+                               where, ctx->proxy[0] ? ctx->proxy : "(unknown)",
+                               ctx->cfg.endpoint_url, detail);
         if (err == S3D_ECONNECT)
             return s3d_fail_s3(err, &d, "%s: could not connect to %s: %s", where,
                                ctx->cfg.endpoint_url, detail);
@@ -433,6 +467,16 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     d.s3_message = xe.message;
     if (r->request_id[0] == '\0' && xe.request_id != NULL)
         d.request_id = xe.request_id;
+    if (r->status == 412 && header_value(op, "If-Match") != NULL) {
+        /* The ETag pinned by the first response of a download no longer matches. */
+        err = s3d_fail_s3(S3D_ECHANGED, &d,
+                          "%s: the object changed during the download (it no longer has ETag "
+                          "%s; HTTP 412%s%s): download it again",
+                          where, header_value(op, "If-Match"), op->s3_code[0] ? " " : "",
+                          op->s3_code);
+        s3d_xml_error_free(&xe);
+        return err;
+    }
     err = s3d_fail_s3(err, &d, "%s: HTTP %ld%s%s%s%s (request id %s)", where, r->status, " ",
                       op->s3_code[0] ? op->s3_code : s3d_strerror(err),
                       xe.message && xe.message[0] ? ": " : "", or_empty(xe.message),
@@ -476,7 +520,7 @@ int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
     s3d_s3ctx_retry_policy(ctx, &pol);
     m = s3d_s3ctx_multi_acquire(ctx);
     if (m == NULL)
-        return S3D_ENOMEM;
+        return s3d_last_error_code();
     e = curl_easy_init();
     if (e == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "curl_easy_init failed");

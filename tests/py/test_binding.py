@@ -100,6 +100,8 @@ def test_error_classes():
     assert isinstance(errors.make_error(c["EFMT_JSON"], "x"), errors.FormatError)
     assert isinstance(errors.make_error(c["ECHECKSUM"], "x"), errors.ChecksumMismatch)
     assert isinstance(errors.make_error(c["ERETRIES"], "x"), errors.TransferError)
+    assert isinstance(errors.make_error(c["ECHANGED"], "x"), errors.TransferError)
+    assert isinstance(errors.make_error(c["EMFILE"], "x"), errors.TransferError)
     assert isinstance(errors.make_error(c["ENOCREDS"], "x"), errors.ConfigError)
     # An HTTP error the C side left generic is refined by the S3 <Code>.
     e = errors.make_error(c["EHTTP"], "x", s3_code="NoSuchBucket", http_status=404)

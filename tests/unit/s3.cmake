@@ -13,3 +13,4 @@ s3d_test(sigv4_tool unit/sigv4_tool.c)
 # sign_bench: CPU cost of the payload hash and of signing, quoted in docs/internals/sigv4.md
 # (not a test; internal API, so it is built here).
 s3d_test(sign_bench ${PROJECT_SOURCE_DIR}/bench/sign_bench.c)
+s3d_test(test_emfile unit/test_emfile.c)

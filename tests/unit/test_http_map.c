@@ -50,9 +50,87 @@ static const struct curl_case curl_cases[] = {
     {CURLE_OUT_OF_MEMORY, S3D_ENOMEM},
 };
 
+/* S3D_CURL_VERBOSE output: no signature, no session token. */
+struct redact_case {
+    const char *in, *want;
+};
+
+static const struct redact_case redact_cases[] = {
+    {"Authorization: AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/s3/aws4_request, "
+     "SignedHeaders=host;x-amz-date, Signature=0123456789abcdef",
+     "Authorization: AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/s3/aws4_request, "
+     "SignedHeaders=host;x-amz-date, Signature=[redacted]"},
+    {"authorization: Basic c2VjcmV0", "authorization: [redacted]"},
+    {"X-Amz-Security-Token: FQoGZXIvYXdzEXAMPLETOKEN", "X-Amz-Security-Token: [redacted]"},
+    {"x-amz-security-token:abc", "x-amz-security-token: [redacted]"},
+    {"Host: 127.0.0.1:8000", "Host: 127.0.0.1:8000"},
+    {"x-amz-date: 20260101T000000Z", "x-amz-date: 20260101T000000Z"},
+    {"", ""},
+};
+
+/* The proxy libcurl would take from the environment, for naming it in errors. */
+static const char *const *fake_env;
+static const char *fake_getenv(const char *name)
+{
+    for (size_t k = 0; fake_env[k] != NULL; k += 2)
+        if (strcmp(fake_env[k], name) == 0)
+            return fake_env[k + 1];
+    return NULL;
+}
+
+static void proxy_case(const char *const *env, const char *url, const char *want)
+{
+    char out[256];
+    int r;
+    fake_env = env;
+    r = s3d_http_proxy_for(url, fake_getenv, out, sizeof(out));
+    if (want == NULL) {
+        CHECK(r == 0 && out[0] == '\0');
+    } else {
+        CHECK(r == 1);
+        CHECK_STREQ(out, want);
+    }
+}
+
 int main(void)
 {
     size_t i;
+    {
+        static const char *const none[] = {NULL};
+        static const char *const http[] = {"http_proxy", "http://p:3128", "HTTPS_PROXY",
+                                           "http://sp:3128", NULL};
+        static const char *const upper_http[] = {"HTTP_PROXY", "http://p:3128", NULL};
+        static const char *const all[] = {"ALL_PROXY", "socks5://a:1080", NULL};
+        static const char *const nop[] = {"all_proxy", "http://a:1", "no_proxy",
+                                          "localhost, .internal.example,10.0.0.1", NULL};
+        static const char *const star[] = {"all_proxy", "http://a:1", "NO_PROXY", "*", NULL};
+        proxy_case(none, "http://127.0.0.1:8000", NULL);
+        proxy_case(http, "http://127.0.0.1:8000", "http://p:3128");
+        proxy_case(http, "https://s3.amazonaws.com", "http://sp:3128");
+        proxy_case(upper_http, "http://h", NULL); /* curl ignores HTTP_PROXY */
+        proxy_case(all, "https://h:443/x", "socks5://a:1080");
+        proxy_case(nop, "http://localhost:8000", NULL);
+        proxy_case(nop, "https://s3.internal.example", NULL);
+        proxy_case(nop, "https://internal.example", NULL);
+        proxy_case(nop, "https://notinternal.example", "http://a:1");
+        proxy_case(nop, "http://10.0.0.1:80/b", NULL);
+        proxy_case(nop, "http://10.0.0.12:80/b", "http://a:1");
+        proxy_case(star, "http://anything", NULL);
+    }
+    for (i = 0; i < S3D_ARRAY_LEN(redact_cases); i++) {
+        char out[512];
+        size_t n =
+            s3d_http_redact(redact_cases[i].in, strlen(redact_cases[i].in), out, sizeof(out));
+        CHECK_STREQ(out, redact_cases[i].want);
+        CHECK(n == strlen(out));
+    }
+    {
+        /* A small buffer cuts, never overflows. */
+        char tiny[8];
+        const char *in = redact_cases[0].in;
+        CHECK(s3d_http_redact(in, strlen(in), tiny, sizeof(tiny)) == 7);
+        CHECK(tiny[7] == '\0');
+    }
     for (i = 0; i < S3D_ARRAY_LEN(status_cases); i++) {
         const struct status_case *t = &status_cases[i];
         int got = s3d_http_err_from_status(t->status, t->code, t->is_object);

@@ -1,0 +1,91 @@
+/* test_emfile.c - running out of file descriptors: a request that cannot open a socket fails
+ * at once with S3D_EMFILE and a message that says what to do ("too many open files; lower
+ * --concurrency or raise ulimit -n"), not as "could not connect" after retries; and a
+ * concurrency the descriptor limit cannot hold is lowered when the client is made. No server
+ * needed: the socket is refused before any connection. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static struct s3d_client *client(uint32_t conc)
+{
+    struct s3d_client_options o;
+    struct s3d_client *c = NULL;
+    memset(&o, 0, sizeof(o));
+    o.endpoint_url = "http://127.0.0.1:1";
+    o.access_key_id = "AKIDTEST";
+    o.secret_access_key = "secret";
+    o.max_attempts = 5;
+    o.max_concurrency = conc;
+    o.device = -1;
+    CHECK_OK(s3d_client_new(&o, &c));
+    return c;
+}
+
+int main(void)
+{
+    struct s3d_client_config cfg;
+    struct s3d_object_info info;
+    struct s3d_client *c;
+    struct rlimit rl;
+    int fds[4096], n = 0, i, rc;
+    double t0;
+    char buf[16];
+
+    /* Retries, were they made, would take seconds. */
+    setenv("S3D_RETRY_BASE_MS", "1000", 1);
+    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    rl.rlim_cur = 64;
+    CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+
+    /* 1. Concurrency 100 does not fit in 64 descriptors: lowered. */
+    c = client(100);
+    CHECK_OK(s3d_client_get_config(c, &cfg));
+    CHECK(cfg.max_concurrency >= 1 && cfg.max_concurrency < 100);
+    s3d_client_free(c);
+    c = client(4);
+    CHECK_OK(s3d_client_get_config(c, &cfg));
+    CHECK(cfg.max_concurrency == 4);
+
+    /* 2. Every descriptor taken: the request fails at once, named as such. */
+    while (n < (int)(sizeof(fds) / sizeof(fds[0]))) {
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            CHECK(errno == EMFILE);
+            break;
+        }
+        fds[n++] = fd;
+    }
+    t0 = now_s();
+    rc = s3d_head_object(c, "bucket", "key", &info);
+    CHECK_ERR(rc, S3D_EMFILE);
+    CHECK_MSG_HAS("too many open files; lower --concurrency or raise ulimit -n");
+    CHECK(now_s() - t0 < 0.9); /* not retried */
+    rc = s3d_download_to_buffer(c, "bucket", "key", 0, sizeof(buf), buf, sizeof(buf), NULL, NULL);
+    CHECK_ERR(rc, S3D_EMFILE);
+    CHECK_MSG_HAS("too many open files");
+    for (i = 0; i < n; i++)
+        close(fds[i]);
+
+    s3d_client_free(c);
+
+    /* 3. With descriptors back, the real cause again (quick retries this time). */
+    setenv("S3D_RETRY_BASE_MS", "1", 1);
+    c = client(4);
+    CHECK_ERR(s3d_head_object(c, "bucket", "key", &info), S3D_ECONNECT);
+    s3d_client_free(c);
+    return 0;
+}
