@@ -13,6 +13,10 @@ int cli_client(const struct cli_opts *o, struct s3d_client **out)
     struct s3d_client_config cfg;
     int rc;
 
+    /* --debug also turns on the library's debug log (retries, unverified downloads), unless
+     * S3D_LOG already says otherwise. Before the client: the level is read once. */
+    if (o->debug)
+        setenv("S3D_LOG", "debug", 0);
     memset(&co, 0, sizeof(co));
     co.struct_size = sizeof(co);
     co.endpoint_url = o->endpoint_url;

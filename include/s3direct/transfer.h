@@ -32,6 +32,10 @@ struct s3d_transfer_options {
     uint32_t max_concurrency;  /* 0 = the client's */
     uint64_t part_size;        /* 0 = the client's */
     const char *content_type;  /* uploads; NULL = application/octet-stream */
+    /* Downloads: the ETag the object must still have (sent as If-Match on every request, the
+     * first included), for a reader that makes several downloads of one version; S3D_ECHANGED
+     * when it changed. NULL = the ETag of the download's own first response. */
+    const char *if_match;
 };
 
 /* Downloads [offset, offset + length) of the object into dst (dst_cap bytes). length

@@ -130,6 +130,7 @@ class TransferOptions(Structure):
         ("max_concurrency", c_uint32),
         ("part_size", c_uint64),
         ("content_type", c_char_p),
+        ("if_match", c_char_p),
     ]
 
 

@@ -243,22 +243,31 @@ class Client:
                                                          ptr, n, None))
         del keep
 
-    def download_into(self, bucket: str, key: str, offset: int, dst, length=None) -> int:
+    def download_into(self, bucket: str, key: str, offset: int, dst, length=None,
+                      if_match=None) -> int:
         """Downloads [offset, offset + length) (length None: to the end, which must fit) into
-        the writable buffer dst; returns the number of bytes written."""
+        the writable buffer dst; returns the number of bytes written. if_match: the ETag the
+        object must still have (TransferError S3D_ECHANGED otherwise)."""
         ptr, cap, keep = buffer_pointer(dst, writable=True)
         n = ctypes.c_uint64()
         want = (1 << 64) - 1 if length is None else length
+        o = None
+        if if_match:
+            o = _capi.TransferOptions()
+            o.struct_size = ctypes.sizeof(o)
+            o.if_match = enc(if_match)
+            o = ctypes.byref(o)
         self._lib.check(self._lib.s3d_download_to_buffer(
-            self.handle, enc(bucket), enc(key), offset, want, ptr, cap, ctypes.byref(n), None))
+            self.handle, enc(bucket), enc(key), offset, want, ptr, cap, ctypes.byref(n), o))
         del keep
         return n.value
 
     def download_bytes(self, bucket: str, key: str) -> bytes:
-        size = self.head(bucket, key).size
+        info = self.head(bucket, key)
+        size = info.size
         buf = bytearray(size)
         if size:
-            got = self.download_into(bucket, key, 0, buf, size)
+            got = self.download_into(bucket, key, 0, buf, size, if_match=info.etag.decode())
             if got != size:
                 raise errors.TransferError(
                     errors._CODES["EPROTO"],

@@ -21,6 +21,7 @@ import ctypes
 import io
 import logging
 import os
+import stat
 import warnings
 
 from . import _capi, _uri, errors
@@ -49,7 +50,11 @@ class S3Reader(io.RawIOBase):
         self.uri = uri
         self._client = resolve(client)
         self._bucket, self._key = split_s3(uri)
-        self._size = self._client.head(self._bucket, self._key).size
+        info = self._client.head(self._bucket, self._key)
+        self._size = info.size
+        # Every read asks for this version: a replaced object fails (S3D_ECHANGED) rather
+        # than mixing the bytes of two versions in one stream.
+        self._etag = info.etag.decode("utf-8", "replace")
         self._pos = 0
         self._ra = max(int(read_ahead), 1)
         self._buf = bytearray()
@@ -84,7 +89,8 @@ class S3Reader(io.RawIOBase):
 
     def _fetch(self, offset: int, dst) -> None:
         want = len(dst)
-        got = self._client.download_into(self._bucket, self._key, offset, dst, want)
+        got = self._client.download_into(self._bucket, self._key, offset, dst, want,
+                                         if_match=self._etag)
         if got != want:
             raise errors.TransferError(
                 errors._CODES["EPROTO"],
@@ -208,13 +214,56 @@ class S3Writer(io.RawIOBase):
             pass
 
 
+def _sweep_stale(final: str) -> None:
+    """Removes .NAME.s3d-tmp-PID-* beside final whose PID no longer runs (a killed writer's),
+    as the C library does before its own saves (src/engine/tmpfile.h)."""
+    folder, base = os.path.split(os.path.abspath(final))
+    prefix = f".{base}.s3d-tmp-"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for n in names:
+        if not n.startswith(prefix):
+            continue
+        pid = n[len(prefix):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or not ours to signal): keep
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        try:
+            os.unlink(os.path.join(folder, n))
+        except OSError:
+            pass
+
+
 class _LocalWriter(io.FileIO):
-    """Writes path.tmp-PID, renames to path on a clean close; deletes it otherwise."""
+    """Writes .NAME.s3d-tmp-PID-RAND beside path, renames it to path on a clean close; deletes
+    it otherwise. A new file gets 0666 less the umask; an existing one keeps its mode."""
 
     def __init__(self, path):
         self._final = os.fspath(path)
-        self._tmp = f"{self._final}.tmp-{os.getpid()}-{id(self):x}"
-        super().__init__(self._tmp, "wb")
+        folder, base = os.path.split(os.path.abspath(self._final))
+        _sweep_stale(self._final)
+        self._tmp = os.path.join(folder,
+                                 f".{base}.s3d-tmp-{os.getpid()}-{os.urandom(4).hex()}")
+        fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        try:
+            st = os.stat(self._final)
+            if stat.S_ISREG(st.st_mode):
+                os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            os.unlink(self._tmp)
+            raise
+        super().__init__(fd, "wb", closefd=True)
 
     def abort(self):
         if not self.closed:

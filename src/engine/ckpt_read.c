@@ -38,6 +38,7 @@
 #include "engine/resources.h"
 #include "engine/xfer.h"
 #include "format/index.h"
+#include "s3/ops.h"
 #include "format/safetensors.h"
 #include "s3direct/checkpoint.h"
 #include "s3direct/object.h"
@@ -52,6 +53,7 @@
 struct shard {
     char *uri;
     struct s3d_loc loc; /* loc.path points at uri */
+    char etag[80];      /* S3: the version opened; every later GET carries If-Match with it */
     uint64_t object_size;
     uint64_t header_bytes; /* 8 + N */
     struct s3d_st_header hdr;
@@ -98,16 +100,22 @@ static int file_pread_all(int fd, const char *path, void *buf, uint64_t len, uin
 static int read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t cap, char **out,
                       size_t *out_len)
 {
-    uint64_t size;
-    char *buf = NULL;
+    struct s3d_object_info info;
+    uint64_t size, got = 0;
+    char *buf = NULL, *bigger;
     int rc, fd = -1;
 
     *out = NULL;
     if (loc->is_s3) {
-        struct s3d_object_info info;
-        rc = s3d_head_object(c, loc->bucket, loc->key, &info);
+        /* One GET usually has it all; its Content-Range gives the size and the ETag pins the
+         * rest. */
+        buf = malloc(S3D_HEADER_PROBE + 1);
+        if (buf == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory reading %s", loc->path);
+        rc = s3d_xfer_get_first(c, loc->bucket, loc->key, 0, S3D_HEADER_PROBE, buf, &got, &info,
+                                NULL, NULL);
         if (rc < 0)
-            return rc;
+            goto fail;
         size = info.size;
     } else {
         struct stat st;
@@ -123,14 +131,16 @@ static int read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t ca
                       loc->path, (unsigned long long)size, cap);
         goto fail;
     }
-    buf = malloc(size + 1);
-    if (buf == NULL) {
+    bigger = realloc(buf, size + 1);
+    if (bigger == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory reading %s", loc->path);
         goto fail;
     }
-    if (size > 0) {
+    buf = bigger;
+    if (size > got) {
         if (loc->is_s3)
-            rc = s3d_download_to_buffer(c, loc->bucket, loc->key, 0, size, buf, size, NULL, NULL);
+            rc = s3d_xfer_get_buffer(c, loc->bucket, loc->key, info.etag, got, size - got,
+                                     buf + got);
         else
             rc = file_pread_all(fd, loc->path, buf, size, 0);
         if (rc < 0)
@@ -157,11 +167,18 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
     int rc, fd = -1;
 
     if (sh->loc.is_s3) {
+        /* One GET of the first bytes: its Content-Range gives the size, its ETag pins the
+         * version for every later read, and a refusal names its S3 code. */
         struct s3d_object_info info;
-        rc = s3d_head_object(c, sh->loc.bucket, sh->loc.key, &info);
+        buf = malloc(S3D_HEADER_PROBE);
+        if (buf == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory reading the header of %s", sh->uri);
+        rc = s3d_xfer_get_first(c, sh->loc.bucket, sh->loc.key, 0, S3D_HEADER_PROBE, buf, &got,
+                                &info, NULL, NULL);
         if (rc < 0)
-            return rc;
+            goto fail;
         sh->object_size = info.size;
+        snprintf(sh->etag, sizeof(sh->etag), "%s", info.etag);
     } else {
         struct stat st;
         fd = open(sh->loc.path, O_RDONLY | O_CLOEXEC);
@@ -182,18 +199,20 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
         goto fail;
     }
     probe = S3D_MIN(sh->object_size, (uint64_t)S3D_HEADER_PROBE);
-    buf = malloc(probe);
-    if (buf == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory reading the header of %s", sh->uri);
+    if (!sh->loc.is_s3) {
+        buf = malloc(probe);
+        if (buf == NULL) {
+            rc = s3d_fail(S3D_ENOMEM, "out of memory reading the header of %s", sh->uri);
+            goto fail;
+        }
+        rc = file_pread_all(fd, sh->loc.path, buf, probe, 0);
+        if (rc < 0)
+            goto fail;
+    } else if (got != probe) {
+        rc = s3d_fail(S3D_EPROTO, "%s: %llu bytes received of the first %llu", sh->uri,
+                      (unsigned long long)got, (unsigned long long)probe);
         goto fail;
     }
-    if (sh->loc.is_s3)
-        rc = s3d_download_to_buffer(c, sh->loc.bucket, sh->loc.key, 0, probe, buf, probe, &got,
-                                    NULL);
-    else
-        rc = file_pread_all(fd, sh->loc.path, buf, probe, 0);
-    if (rc < 0)
-        goto fail;
     rc = s3d_st_header_len(buf, sh->object_size, &json_len);
     if (rc < 0) {
         s3d_fail_prefix(rc, "%s", sh->uri);
@@ -210,9 +229,8 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
         }
         buf = bigger;
         if (sh->loc.is_s3)
-            rc = s3d_download_to_buffer(c, sh->loc.bucket, sh->loc.key, probe,
-                                        sh->header_bytes - probe, buf + probe,
-                                        sh->header_bytes - probe, NULL, NULL);
+            rc = s3d_xfer_get_buffer(c, sh->loc.bucket, sh->loc.key, sh->etag, probe,
+                                     sh->header_bytes - probe, buf + probe);
         else
             rc = file_pread_all(fd, sh->loc.path, buf + probe, sh->header_bytes - probe, probe);
         if (rc < 0)
@@ -779,6 +797,7 @@ static int read_s3(struct s3d_reader *r, struct dest *dests, const struct s3d_te
         const struct shard *sh = &r->shards[s.plan.jobs[j].shard];
         s.jobs[j].bucket = sh->loc.bucket;
         s.jobs[j].key = sh->loc.key;
+        s.jobs[j].if_match = sh->etag;
         s.jobs[j].offset = s.plan.jobs[j].obj_off;
         s.jobs[j].length = s.plan.jobs[j].len;
         s.jobs[j].user = (void *)(uintptr_t)j;

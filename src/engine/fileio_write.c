@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "engine/fileio_stage.h"
 #include "engine/pool.h"
+#include "engine/tmpfile.h"
 #include "s3direct/checkpoint.h"
 
 struct s3d_file_writer {
@@ -45,7 +46,6 @@ int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const ch
                          const struct s3d_file_io_opts *opts, struct s3d_file_writer **out)
 {
     struct s3d_file_writer *w;
-    char *dir = NULL, *base = NULL;
     int rc;
 
     *out = NULL;
@@ -63,44 +63,23 @@ int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const ch
         goto fail;
     }
     w->path = strdup(path);
-    dir = strdup(path);
-    base = strdup(path);
-    if (w->path == NULL || dir == NULL || base == NULL) {
+    if (w->path == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "write %s: out of memory", path);
         goto fail;
     }
-    /* dirname/basename may modify their argument: each gets its own copy. */
-    const char *d = dirname(dir), *b = basename(base);
-    size_t len = strlen(d) + strlen(b) + 32;
-    w->tmp_path = malloc(len);
-    if (w->tmp_path == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "write %s: out of memory", path);
-        goto fail;
+    /* Beside the target (tmpfile.h: the name, the mode a new or overwritten file gets, and
+     * the removal of leftovers of killed saves). */
+    {
+        struct s3d_tmpfile t;
+        rc = s3d_tmpfile_create(path, 0, &t);
+        if (rc < 0)
+            goto fail;
+        w->tmp_path = t.path;
+        w->fd = t.fd;
     }
-    snprintf(w->tmp_path, len, "%s/.%s.XXXXXX.tmp", d, b);
-    w->fd = mkstemps(w->tmp_path, 4);
-    if (w->fd < 0) {
-        int e = errno;
-        /* The common case deserves its own words: the folder is missing (not created here, as
-         * torch.save and safetensors do not create it either). */
-        if (e == ENOENT || e == ENOTDIR)
-            rc = s3d_fail(S3D_ENOENT, "write %s: folder %s does not exist", path, d);
-        else
-            rc = s3d_fail(s3d_err_from_errno(e), "write %s: create a temporary file in %s: %s",
-                          path, d, strerror(e));
-        w->tmp_path[0] = '\0';
-        goto fail;
-    }
-    /* mkstemp makes 0600; a checkpoint is an ordinary file. */
-    if (fchmod(w->fd, 0644) != 0)
-        S3D_WARN("fileio: chmod %s: %s", w->tmp_path, strerror(errno));
-    free(dir);
-    free(base);
     *out = w;
     return 0;
 fail:
-    free(dir);
-    free(base);
     s3d_file_writer_free(w);
     return rc;
 }

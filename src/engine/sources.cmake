@@ -8,6 +8,7 @@ set(S3D_ENGINE_SOURCES
   src/engine/transfer.c
   src/engine/upload_stream.c
   src/engine/xfer.c
+  src/engine/tmpfile.c
   src/engine/resources.c
   src/engine/ckpt_common.c
   src/engine/ckpt_plan.c

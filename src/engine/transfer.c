@@ -18,8 +18,11 @@
 #include "common/compiler.h"
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/opts.h"
+#include "engine/ckpt_common.h"
 #include "engine/client_impl.h"
+#include "engine/tmpfile.h"
 #include "engine/xfer.h"
 #include "s3/ops.h"
 #include "s3/uri.h"
@@ -32,6 +35,7 @@ struct topts {
     uint32_t max_conc;
     uint64_t part_size;
     const char *content_type;
+    const char *if_match;
 };
 
 static int resolve_opts(struct s3d_client *c, const struct s3d_transfer_options *in,
@@ -45,8 +49,10 @@ static int resolve_opts(struct s3d_client *c, const struct s3d_transfer_options 
     o->max_conc = t.max_concurrency ? t.max_concurrency : c->max_concurrency;
     o->part_size = t.part_size ? t.part_size : c->part_size;
     o->content_type = t.content_type;
+    o->if_match = t.if_match;
     if (o->max_conc > 1024)
         return s3d_fail(S3D_EINVAL, "max_concurrency %u is over 1024", o->max_conc);
+    o->max_conc = s3d_fd_clamp(o->max_conc);
     if (o->part_size > (5ull << 30))
         return s3d_fail(S3D_EINVAL, "part_size %" PRIu64 " is over 5 GiB", o->part_size);
     return 0;
@@ -75,8 +81,8 @@ static uint64_t upload_part_size(uint64_t wanted, uint64_t total)
 
 /* ---- downloads ---------------------------------------------------------------------------- */
 
-static int make_jobs(const char *bucket, const char *key, uint64_t offset, uint64_t len,
-                     uint64_t part, struct s3d_get_job **out, size_t *n_out)
+static int make_jobs(const char *bucket, const char *key, const char *if_match, uint64_t offset,
+                     uint64_t len, uint64_t part, struct s3d_get_job **out, size_t *n_out)
 {
     uint64_t n = len == 0 ? 0 : (len + part - 1) / part, i;
     struct s3d_get_job *jobs;
@@ -92,6 +98,7 @@ static int make_jobs(const char *bucket, const char *key, uint64_t offset, uint6
     for (i = 0; i < n; i++) {
         jobs[i].bucket = bucket;
         jobs[i].key = key;
+        jobs[i].if_match = if_match;
         jobs[i].offset = offset + i * part;
         jobs[i].length = S3D_MIN(part, len - i * part);
     }
@@ -100,24 +107,93 @@ static int make_jobs(const char *bucket, const char *key, uint64_t offset, uint6
     return 0;
 }
 
-/* A whole object downloaded into memory is checked against the full-object CRC32C the server
- * returned with HEAD (x-amz-checksum-crc32c). A composite checksum of a multipart upload
- * ("...-N") covers the parts, not the object, and cannot be checked from the bytes alone: it
- * is skipped, as are servers that return none (Ceph RGW 16 stores none). */
-static int verify_object_crc(const char *bucket, const char *key,
-                             const struct s3d_object_info *info, const void *data, uint64_t len)
+/* The full-object CRC32C a whole-object download is checked against, base64 in want (""
+ * when there is none to check). S3 returns x-amz-checksum-crc32c only for a GET of the whole
+ * object, so when the object took more than the first range a HEAD asks for it; that HEAD
+ * must see the same version (ETag). A composite checksum of a multipart upload ("...-N")
+ * covers the parts, not the object's bytes: not checkable here. Servers that store none (Ceph
+ * RGW 16) leave the download unverified, which S3D_LOG=debug (the CLI's --debug) says. */
+static int object_checksum(struct s3d_client *c, const char *bucket, const char *key,
+                           const struct s3d_object_info *first, int first_was_whole,
+                           char want[S3D_CRC32C_B64_LEN])
 {
-    uint32_t want, got;
-    size_t n = strlen(info->checksum_crc32c);
-    if (n == 0 || s3d_crc32c_from_base64(info->checksum_crc32c, n, &want) < 0)
+    struct s3d_object_info h;
+    const char *sum = first->checksum_crc32c;
+    uint32_t v;
+    int rc;
+
+    want[0] = '\0';
+    if (sum[0] == '\0' && !first_was_whole) {
+        rc = s3d_op_head(&c->s3, bucket, key, &h);
+        if (rc < 0)
+            return rc;
+        if (strcmp(h.etag, first->etag) != 0)
+            return s3d_fail(S3D_ECHANGED,
+                            "GetObject s3://%s/%s: the object changed during the download "
+                            "(ETag %s, now %s): download it again",
+                            bucket, key, first->etag, h.etag);
+        sum = h.checksum_crc32c;
+    }
+    if (sum[0] == '\0') {
+        S3D_DEBUG("GetObject s3://%s/%s: download unverified: the server returned no "
+                  "full-object checksum",
+                  bucket, key);
         return 0;
-    got = s3d_crc32c(0, data, (size_t)len);
-    if (got == want)
+    }
+    if (s3d_crc32c_from_base64(sum, strlen(sum), &v) < 0) {
+        S3D_DEBUG("GetObject s3://%s/%s: download unverified: checksum %s is composite (a "
+                  "multipart upload's) or not a CRC32C",
+                  bucket, key, sum);
         return 0;
+    }
+    snprintf(want, S3D_CRC32C_B64_LEN, "%s", sum);
+    return 0;
+}
+
+static int verify_crc(const char *bucket, const char *key, const char *want, uint32_t got)
+{
+    uint32_t v;
+    if (want[0] == '\0' || s3d_crc32c_from_base64(want, strlen(want), &v) < 0 || v == got) {
+        if (want[0] != '\0')
+            S3D_DEBUG("GetObject s3://%s/%s: CRC32C %s verified", bucket, key, want);
+        return 0;
+    }
     return s3d_fail(S3D_ECHECKSUM,
                     "GetObject s3://%s/%s: CRC32C mismatch (object's checksum %s, received "
                     "%08x)",
-                    bucket, key, info->checksum_crc32c, got);
+                    bucket, key, want, got);
+}
+
+/* Runs the ranges after the first GET (first of total bytes done), progress counted over the
+ * whole download. */
+static int get_rest(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
+                    const struct s3d_get_hooks *hooks, const struct topts *o, uint64_t first,
+                    uint64_t total)
+{
+    struct s3d_progress_acc acc = {
+        .fn = o->progress, .user = o->progress_user, .base = first, .total = total};
+    if (o->progress != NULL && o->progress(o->progress_user, first, total) != 0)
+        return s3d_fail(S3D_ECANCELED, "download canceled by the progress callback");
+    if (n == 0)
+        return 0;
+    return s3d_xfer_get(c, jobs, n, hooks, o->max_conc, o->progress ? s3d_progress_acc_cb : NULL,
+                        &acc, o->cancel);
+}
+
+int s3d_xfer_get_buffer(struct s3d_client *c, const char *bucket, const char *key,
+                        const char *if_match, uint64_t offset, uint64_t len, void *dst)
+{
+    struct s3d_get_job *jobs = NULL;
+    size_t n;
+    int rc = make_jobs(bucket, key, if_match, offset, len, c->part_size, &jobs, &n);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        jobs[i].dst = (char *)dst + (jobs[i].offset - offset);
+    if (n > 0)
+        rc = s3d_xfer_get(c, jobs, n, NULL, 0, NULL, NULL, NULL);
+    free(jobs);
+    return rc;
 }
 
 int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char *key,
@@ -127,8 +203,9 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
     struct s3d_object_info info;
     struct s3d_get_job *jobs = NULL;
     struct topts o;
-    uint64_t len;
-    size_t n, i;
+    char want[S3D_CRC32C_B64_LEN];
+    uint64_t len, got = 0;
+    size_t n;
     int rc;
 
     if (out_len != NULL)
@@ -140,27 +217,46 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
         return rc;
     if (dst == NULL && dst_cap > 0)
         return s3d_fail(S3D_EINVAL, "s3d_download_to_buffer: dst is NULL");
-    rc = s3d_op_head(&c->s3, bucket, key, &info);
+    if (dst_cap == 0 || length == 0) {
+        /* Nothing can be written: only the size matters. */
+        rc = s3d_op_head(&c->s3, bucket, key, &info);
+        if (rc < 0)
+            return rc;
+        if (offset > info.size)
+            return s3d_fail(S3D_ERANGE,
+                            "s3://%s/%s: offset %" PRIu64 " is past the end (%" PRIu64 " bytes)",
+                            bucket, key, offset, info.size);
+        len = S3D_MIN(length, info.size - offset);
+        if (len > 0)
+            return s3d_fail(S3D_ETOOBIG,
+                            "s3://%s/%s: %" PRIu64 " bytes do not fit the %" PRIu64 "-byte buffer",
+                            bucket, key, len, dst_cap);
+        return 0;
+    }
+    /* The first range tells the size and pins the version (ETag) for the others. */
+    rc = s3d_xfer_get_first(c, bucket, key, offset, S3D_MIN(S3D_MIN(o.part_size, length), dst_cap),
+                            dst, &got, &info, o.if_match, o.cancel);
     if (rc < 0)
         return rc;
-    if (offset > info.size)
-        return s3d_fail(S3D_ERANGE,
-                        "s3://%s/%s: offset %" PRIu64 " is past the end (%" PRIu64 " bytes)",
-                        bucket, key, offset, info.size);
     len = S3D_MIN(length, info.size - offset);
     if (len > dst_cap)
         return s3d_fail(S3D_ETOOBIG,
                         "s3://%s/%s: %" PRIu64 " bytes do not fit the %" PRIu64 "-byte buffer",
                         bucket, key, len, dst_cap);
-    rc = make_jobs(bucket, key, offset, len, o.part_size, &jobs, &n);
+    if (got > len)
+        got = len;
+    rc = make_jobs(bucket, key, info.etag, offset + got, len - got, o.part_size, &jobs, &n);
     if (rc < 0)
         return rc;
-    for (i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++)
         jobs[i].dst = (char *)dst + (jobs[i].offset - offset);
-    rc = s3d_xfer_get(c, jobs, n, NULL, o.max_conc, o.progress, o.progress_user, o.cancel);
+    rc = get_rest(c, jobs, n, NULL, &o, got, len);
     free(jobs);
-    if (rc == 0 && offset == 0 && len == info.size)
-        rc = verify_object_crc(bucket, key, &info, dst, len);
+    if (rc == 0 && offset == 0 && len == info.size) {
+        rc = object_checksum(c, bucket, key, &info, got == len, want);
+        if (rc == 0 && want[0] != '\0')
+            rc = verify_crc(bucket, key, want, s3d_crc32c(0, dst, (size_t)len));
+    }
     if (rc == 0 && out_len != NULL)
         *out_len = len;
     return rc;
@@ -254,6 +350,7 @@ struct file_dl {
     struct s3d_get_job *jobs;
     size_t n_jobs;
     size_t next_write; /* stdout: the next job to write, in order */
+    uint32_t *crcs;    /* per job, when the object has a checksum to check; else NULL */
 };
 
 static int dl_prepare(void *ctx, struct s3d_get_job *j)
@@ -272,6 +369,9 @@ static int dl_done(void *ctx, struct s3d_get_job *j)
 {
     struct file_dl *f = ctx;
     int rc = 0;
+    /* The bytes are summed while in memory, before they go to the file. */
+    if (f->crcs != NULL)
+        f->crcs[j - f->jobs] = s3d_crc32c(0, j->dst, (size_t)j->length);
     if (f->seekable) {
         rc = write_all(f->fd, j->dst, (size_t)j->length, 1, j->offset, f->what);
         slot_put(&f->slots, j->dst);
@@ -295,7 +395,10 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
     struct s3d_get_hooks hooks;
     struct file_dl f;
     struct topts o;
-    char *tmp = NULL;
+    struct s3d_tmpfile tmp = {NULL, -1};
+    char *first = NULL, want[S3D_CRC32C_B64_LEN];
+    uint64_t got = 0;
+    uint32_t crc = 0;
     struct stat st;
     int to_stdout, special = 0, rc;
 
@@ -316,65 +419,81 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
             return s3d_fail(S3D_EINVAL, "%s is a directory", path);
         special = !S_ISREG(st.st_mode);
     }
-    rc = s3d_op_head(&c->s3, bucket, key, &info);
+    /* The first range, into the first slot, tells the size and pins the version (ETag) that
+     * every later range must still have (If-Match). Nothing is created before it succeeds. */
+    rc = slots_init(&f.slots, S3D_MAX(o.max_conc, 1u), o.part_size);
     if (rc < 0)
-        return rc;
+        goto out;
+    first = slot_get(&f.slots);
+    if (first == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer", o.part_size);
+        goto out;
+    }
+    rc = s3d_xfer_get_first(c, bucket, key, 0, o.part_size, first, &got, &info, o.if_match,
+                            o.cancel);
+    if (rc == 0)
+        rc = object_checksum(c, bucket, key, &info, got == info.size, want);
+    if (rc < 0)
+        goto out;
     if (to_stdout) {
         f.fd = STDOUT_FILENO;
         f.what = "standard output";
         f.seekable = 0;
     } else if (special) {
         f.fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (f.fd < 0)
-            return s3d_fail(s3d_err_from_errno(errno), "open %s: %s", path, strerror(errno));
+        if (f.fd < 0) {
+            rc = s3d_fail(s3d_err_from_errno(errno), "open %s: %s", path, strerror(errno));
+            goto out;
+        }
         f.what = path;
         f.seekable = 0;
     } else {
-        size_t len = strlen(path);
-        tmp = malloc(len + 32);
-        if (tmp == NULL)
-            return s3d_fail(S3D_ENOMEM, "out of memory");
-        /* Same folder as the final name, so the rename is atomic. */
-        snprintf(tmp, len + 32, "%s.s3d-tmp-XXXXXX", path);
-        f.fd = mkstemp(tmp);
-        if (f.fd < 0) {
-            rc = s3d_fail(s3d_err_from_errno(errno), "create %s: %s", tmp, strerror(errno));
-            free(tmp);
-            return rc;
-        }
-        f.what = tmp;
+        /* Beside the final name, so the rename is atomic (tmpfile.h: name, mode, leftovers
+         * of killed processes). */
+        rc = s3d_tmpfile_create(path, 0, &tmp);
+        if (rc < 0)
+            goto out;
+        f.fd = tmp.fd;
+        f.what = tmp.path;
         f.seekable = 1;
     }
-    rc = make_jobs(bucket, key, 0, info.size, o.part_size, &f.jobs, &f.n_jobs);
+    if (want[0] != '\0')
+        crc = s3d_crc32c(0, first, (size_t)got);
+    rc = write_all(f.fd, first, (size_t)got, f.seekable, 0, f.what);
+    slot_put(&f.slots, first);
     if (rc == 0)
-        rc = slots_init(&f.slots, S3D_MAX(o.max_conc, 1u), S3D_MIN(o.part_size, info.size));
+        rc = make_jobs(bucket, key, info.etag, got, info.size - got, o.part_size, &f.jobs,
+                       &f.n_jobs);
+    if (rc == 0 && want[0] != '\0' && f.n_jobs > 0) {
+        f.crcs = calloc(f.n_jobs, sizeof(*f.crcs));
+        if (f.crcs == NULL)
+            rc = s3d_fail(S3D_ENOMEM, "out of memory");
+    }
     if (rc == 0) {
         memset(&hooks, 0, sizeof(hooks));
         hooks.prepare = dl_prepare;
         hooks.done = dl_done;
         hooks.ctx = &f;
-        rc = s3d_xfer_get(c, f.jobs, f.n_jobs, &hooks, o.max_conc, o.progress, o.progress_user,
-                          o.cancel);
+        rc = get_rest(c, f.jobs, f.n_jobs, &hooks, &o, got, info.size);
+    }
+    if (rc == 0 && want[0] != '\0') {
+        for (size_t i = 0; i < f.n_jobs; i++)
+            crc = s3d_crc32c_combine(crc, f.crcs[i], f.jobs[i].length);
+        rc = verify_crc(bucket, key, want, crc);
     }
     if (special) {
         if (close(f.fd) < 0 && rc == 0)
             rc = s3d_fail(s3d_err_from_errno(errno), "close %s: %s", path, strerror(errno));
-    } else if (!to_stdout) {
-        if (rc == 0 && fchmod(f.fd, 0644) < 0)
-            rc = s3d_fail(s3d_err_from_errno(errno), "chmod %s: %s", tmp, strerror(errno));
-        if (rc == 0 && fsync(f.fd) < 0)
-            rc = s3d_fail(s3d_err_from_errno(errno), "fsync %s: %s", tmp, strerror(errno));
-        if (close(f.fd) < 0 && rc == 0)
-            rc = s3d_fail(s3d_err_from_errno(errno), "close %s: %s", tmp, strerror(errno));
-        if (rc == 0 && rename(tmp, path) < 0)
-            rc = s3d_fail(s3d_err_from_errno(errno), "rename %s to %s: %s", tmp, path,
-                          strerror(errno));
-        if (rc < 0)
-            unlink(tmp);
+    } else if (!to_stdout && tmp.path != NULL) {
+        if (rc == 0)
+            rc = s3d_tmpfile_commit(&tmp, path);
+        else
+            s3d_tmpfile_discard(&tmp);
     }
+out:
     slots_free(&f.slots);
+    free(f.crcs);
     free(f.jobs);
-    free(tmp);
     return rc;
 }
 
@@ -464,7 +583,37 @@ struct fd_up {
     struct iovec *iovs; /* one per slot */
     char *pending;      /* a slot already filled (the first part), or NULL */
     uint64_t pending_len;
+    /* A regular file: its size and mtime when the upload started, and the bytes read so far.
+     * A file that shrinks, grows or is rewritten meanwhile fails the upload, as in the AWS
+     * CLI, rather than uploading a truncated or mixed object. */
+    int regular;
+    struct stat st0;
+    uint64_t total;
 };
+
+/* 0 while the file read so far still matches what it was when the upload started. */
+static int check_unchanged(struct fd_up *f)
+{
+    struct stat st;
+    if (!f->regular)
+        return 0;
+    if (f->total > (uint64_t)f->st0.st_size || (f->eof && f->total < (uint64_t)f->st0.st_size))
+        return s3d_fail(S3D_EIO,
+                        "%s: file changed while reading (%lld bytes when the upload started, "
+                        "%s %llu)",
+                        f->what, (long long)f->st0.st_size, f->eof ? "it ended at" : "read",
+                        (unsigned long long)f->total);
+    if (!f->eof)
+        return 0;
+    if (fstat(f->fd, &st) == 0 &&
+        (st.st_size != f->st0.st_size || st.st_mtim.tv_sec != f->st0.st_mtim.tv_sec ||
+         st.st_mtim.tv_nsec != f->st0.st_mtim.tv_nsec))
+        return s3d_fail(S3D_EIO,
+                        "%s: file changed while reading (modified during the upload; %lld "
+                        "bytes now)",
+                        f->what, (long long)st.st_size);
+    return 0;
+}
 
 /* Reads up to n bytes (fewer only at end of input). */
 static int read_full(int fd, char *p, uint64_t n, uint64_t *got, int *eof, const char *what)
@@ -506,6 +655,10 @@ static int fdup_next(void *ctx, struct s3d_put_part *p)
         rc = read_full(f->fd, buf, f->part, &got, &f->eof, f->what);
         if (rc < 0)
             return rc;
+        f->total += got;
+        rc = check_unchanged(f);
+        if (rc < 0)
+            return rc;
         if (got == 0) {
             slot_put(&f->slots, buf);
             return 2;
@@ -536,11 +689,12 @@ static int fdup_release(void *ctx, const struct s3d_put_part *p)
 }
 
 /* Uploads what fd yields: one PUT when it ends within the first part and below the
- * threshold, else a multipart upload. size_hint 0 = unknown. */
+ * threshold, else a multipart upload. st: the regular file's stat (NULL: a pipe, size unknown). */
 static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, int fd,
-                     const char *what, uint64_t size_hint, const struct topts *o,
+                     const char *what, const struct stat *st, const struct topts *o,
                      const char *content_type)
 {
+    uint64_t size_hint = st != NULL ? (uint64_t)st->st_size : 0;
     struct s3d_put_options po;
     struct s3d_put_hooks h;
     struct fd_up f;
@@ -550,6 +704,10 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
     memset(&f, 0, sizeof(f));
     f.fd = fd;
     f.what = what;
+    if (st != NULL) {
+        f.regular = 1;
+        f.st0 = *st;
+    }
     f.part = size_hint ? upload_part_size(o->part_size, size_hint)
                        : S3D_MAX(o->part_size, S3D_MIN_PART_SIZE);
     if (size_hint != 0 && size_hint < c->multipart_threshold)
@@ -572,17 +730,19 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
     if (rc < 0)
         goto out;
     f.pending_len = first;
-    if (!f.eof && size_hint != 0 && first == size_hint) {
+    f.total = first;
+    if (!f.eof && f.regular && first == size_hint) {
         /* A regular file read to its size: check for the end without another part. */
         char probe;
         ssize_t r = read(fd, &probe, 1);
         if (r == 0)
             f.eof = 1;
-        else if (r > 0) {
-            rc = s3d_fail(S3D_EIO, "%s grew while being uploaded", what);
-            goto out;
-        }
+        else if (r > 0)
+            f.total++;
     }
+    rc = check_unchanged(&f);
+    if (rc < 0)
+        goto out;
     put_opts(o, size_hint, content_type, &po);
     if (f.eof && first < c->multipart_threshold) {
         struct iovec v = {.iov_base = f.pending, .iov_len = (size_t)first};
@@ -614,7 +774,7 @@ int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *k
     if (path == NULL || path[0] == '\0')
         return s3d_fail(S3D_EINVAL, "s3d_upload_from_file: empty path");
     if (strcmp(path, "-") == 0)
-        return upload_fd(c, bucket, key, STDIN_FILENO, "standard input", 0, &o, NULL);
+        return upload_fd(c, bucket, key, STDIN_FILENO, "standard input", NULL, &o, NULL);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return s3d_fail(s3d_err_from_errno(errno), "open %s: %s", path, strerror(errno));
@@ -624,8 +784,7 @@ int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *k
         rc = s3d_fail(S3D_EINVAL, "%s is a directory", path);
     } else {
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        rc = upload_fd(c, bucket, key, fd, path, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0, &o,
-                       NULL);
+        rc = upload_fd(c, bucket, key, fd, path, S_ISREG(st.st_mode) ? &st : NULL, &o, NULL);
     }
     close(fd);
     return rc;
@@ -636,6 +795,7 @@ int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *k
 struct copy_ctx {
     struct s3d_client *c;
     const char *bucket, *key;
+    const char *etag; /* of the source version the copy started on (If-Match) */
     uint64_t size, part, next_off;
     uint32_t next_number;
     struct topts *o;
@@ -664,6 +824,7 @@ static int copy_next(void *ctx, struct s3d_put_part *p)
             memset(j, 0, sizeof(*j));
             j->bucket = x->bucket;
             j->key = x->key;
+            j->if_match = x->etag;
             j->offset = x->next_off;
             j->length = S3D_MIN(x->part, x->size - x->next_off);
             j->dst = slot_get(&x->slots);
@@ -721,7 +882,7 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
         if (buf == NULL)
             return s3d_fail(S3D_ENOMEM, "out of memory");
         if (info.size > 0)
-            rc = s3d_op_get_range(&c->s3, src_bucket, src_key, 0, info.size, buf);
+            rc = s3d_op_get_range(&c->s3, src_bucket, src_key, 0, info.size, buf, info.etag);
         if (rc == 0) {
             v.iov_base = buf;
             v.iov_len = (size_t)info.size;
@@ -736,6 +897,7 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
         x.c = c;
         x.bucket = src_bucket;
         x.key = src_key;
+        x.etag = info.etag;
         x.size = info.size;
         x.part = upload_part_size(o.part_size, info.size);
         x.next_number = 1;

@@ -38,6 +38,7 @@ struct item {
     struct s3d_retry_policy pol;
     /* GET */
     struct s3d_get_job *job;
+    int if_match_set; /* the op carries If-Match: job->if_match */
     /* PUT */
     struct s3d_put_part part;
     int synthetic; /* the empty part 1 of an upload that got no parts */
@@ -110,9 +111,18 @@ static int start_attempt(struct engine *g, struct item *it)
         rc = s3d_s3_op_set_range(&it->op, first, last);
         if (rc < 0)
             return rc;
+        if (j->if_match != NULL && j->if_match[0] != '\0' && !it->if_match_set) {
+            /* Every attempt, resumed ones included, asks for the version the download
+             * started on. */
+            rc = s3d_op_if_match(&it->op, j->if_match);
+            if (rc < 0)
+                return rc;
+            it->if_match_set = 1;
+        }
         it->op.dst = (char *)j->dst + j->received;
         it->op.dst_cap = j->length - j->received;
-        it->op.exact_length = 1;
+        /* A first range not yet answered may end early, at the object's end. */
+        it->op.exact_length = j->first == NULL || j->pinned;
     }
     if (it->pol.deadline_ms != 0) {
         uint64_t now = s3d_now_ms();
@@ -178,6 +188,11 @@ static int feed_get(struct engine *g, struct item *it)
     it->job = j;
     s3d_op_get_init(&it->op, j->bucket, j->key, j->offset + j->received, j->offset + j->length - 1,
                     (char *)j->dst + j->received);
+    if (j->first != NULL) {
+        r = s3d_s3_op_add_header(&it->op, "x-amz-checksum-mode", "ENABLED");
+        if (r < 0)
+            return r;
+    }
     return start_attempt(g, it);
 }
 
@@ -276,6 +291,15 @@ static int finish_ok(struct engine *g, struct item *it)
     int rc = 0;
     switch (g->kind) {
     case KIND_GET:
+        if (it->job->first != NULL && !it->job->pinned) {
+            struct s3d_get_job *j = it->job;
+            rc = s3d_op_first_info(&it->op, j->offset + j->received, 1, j->first);
+            if (rc < 0)
+                return rc;
+            j->length = j->received + it->op.req.resp.received;
+            j->if_match = j->first->etag;
+            j->pinned = 1;
+        }
         it->job->received = it->job->length;
         g->done_bytes += it->job->length;
         if (g->gh != NULL && g->gh->done != NULL)
@@ -325,8 +349,21 @@ static int finish_err(struct engine *g, struct item *it, int err)
 {
     const struct s3d_http_resp *r = &it->op.req.resp;
     uint64_t delay;
-    if (g->kind == KIND_GET && r->status == 206 && !r->overflow)
-        it->job->received += r->received;
+    if (g->kind == KIND_GET && r->status == 206 && !r->overflow) {
+        struct s3d_get_job *j = it->job;
+        if (j->first != NULL && !j->pinned) {
+            /* The headers came before the connection broke: they tell the size and the
+             * version, which the resumed attempt asks for exactly. */
+            int rc = s3d_op_first_info(&it->op, j->offset + j->received, 0, j->first);
+            if (rc < 0)
+                return rc;
+            if (j->first->size - j->offset < j->length)
+                j->length = j->first->size - j->offset;
+            j->if_match = j->first->etag;
+            j->pinned = 1;
+        }
+        j->received += r->received;
+    }
     if (s3d_s3_op_expired_retry(&g->c->s3, &it->op, err)) {
         it->state = ITEM_WAITING;
         it->retry_at = s3d_now_ms();
@@ -441,7 +478,7 @@ static int run(struct engine *g)
         return s3d_fail(S3D_ENOMEM, "out of memory starting a transfer");
     g->m = s3d_s3ctx_multi_acquire(&g->c->s3);
     if (g->m == NULL) {
-        rc = S3D_ENOMEM;
+        rc = s3d_last_error_code();
         goto out;
     }
     for (;;) {
@@ -761,4 +798,41 @@ int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *ke
     g.progress_user = o ? o->progress_user : NULL;
     g.cancel = o ? o->cancel : NULL;
     return run(&g);
+}
+
+int s3d_xfer_get_first(struct s3d_client *c, const char *bucket, const char *key, uint64_t offset,
+                       uint64_t want, void *dst, uint64_t *got, struct s3d_object_info *info,
+                       const char *if_match, struct s3d_cancel *cancel)
+{
+    struct s3d_get_job job;
+    int rc;
+
+    *got = 0;
+    memset(info, 0, sizeof(*info));
+    memset(&job, 0, sizeof(job));
+    job.bucket = bucket;
+    job.key = key;
+    job.offset = offset;
+    job.length = want;
+    job.dst = dst;
+    job.first = info;
+    job.if_match = if_match;
+    rc = s3d_xfer_get(c, &job, 1, NULL, 1, NULL, NULL, cancel);
+    if (rc == S3D_ERANGE) {
+        /* At or past the end (an empty object answers every range with 416). */
+        rc = s3d_op_head(&c->s3, bucket, key, info);
+        if (rc == 0 && if_match != NULL && if_match[0] != '\0' && strcmp(info->etag, if_match) != 0)
+            rc = s3d_fail(S3D_ECHANGED,
+                          "GetObject s3://%s/%s: the object changed (ETag %s, now %s): open it "
+                          "again",
+                          bucket, key, if_match, info->etag);
+        if (rc == 0 && offset > info->size)
+            rc = s3d_fail(S3D_ERANGE,
+                          "s3://%s/%s: offset %" PRIu64 " is past the end (%" PRIu64 " bytes)",
+                          bucket, key, offset, info->size);
+        return rc;
+    }
+    if (rc == 0)
+        *got = job.length;
+    return rc;
 }

@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 
 #include "s3direct/client.h"
+#include "s3direct/object.h"
 
 /* ---- downloads ------------------------------------------------------------------------- */
 
@@ -24,11 +25,21 @@ struct s3d_get_job {
     uint64_t offset; /* first byte of the range in the object */
     uint64_t length; /* bytes; > 0 */
     void *user;      /* the caller's, untouched */
+    /* The ETag of the object version this download started on (NULL or "" = none): sent as
+     * If-Match with every attempt, so that ranges of a replaced object fail with
+     * S3D_ECHANGED instead of mixing two versions. */
+    const char *if_match;
+    /* Non-NULL for the first range of a download, of an object whose size is not known yet:
+     * the response may end early (at the object's end), and *first receives what it tells of
+     * the object (s3d_op_first_info); if_match is then pinned to its ETag, so that an attempt
+     * resumed after a broken connection gets the same version. length is cut to the object. */
+    struct s3d_object_info *first;
     /* Set by the prepare hook: the host memory that receives [offset, offset + length). */
     void *dst;
     /* Engine state; the caller zero-initializes. */
     uint64_t received; /* bytes written to dst so far (a retry resumes from here) */
     int state;
+    int pinned; /* first: *first is filled */
 };
 
 struct s3d_get_hooks {
@@ -54,6 +65,23 @@ struct s3d_get_hooks {
 int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
                  const struct s3d_get_hooks *hooks, uint32_t max_concurrency,
                  s3d_progress_fn progress, void *progress_user, struct s3d_cancel *cancel);
+
+/* The first request of a download: a ranged GET of [offset, offset + want) into dst (want > 0
+ * bytes writable), retried and resumed like any job, that also tells the object's size, ETag,
+ * type, date and checksum in *info, as a HEAD would, without its round trip; a refusal carries
+ * the S3 <Code> (a HEAD's error has no body). *got = bytes received: want, or fewer at the end
+ * of the object. An offset at the end (or an empty object, which answers every range with
+ * 416) gets *got = 0 and the fields from a HEAD; past the end is S3D_ERANGE. if_match (NULL
+ * = none): a version the caller already knows, asked for from the first request on. */
+int s3d_xfer_get_first(struct s3d_client *c, const char *bucket, const char *key, uint64_t offset,
+                       uint64_t want, void *dst, uint64_t *got, struct s3d_object_info *info,
+                       const char *if_match, struct s3d_cancel *cancel);
+
+/* Downloads [offset, offset + len) of the object into dst with the client's part size and
+ * concurrency, every range pinned to if_match (the ETag a first response gave; NULL or "" =
+ * none). For readers that already know the object (checkpoint headers, index files). */
+int s3d_xfer_get_buffer(struct s3d_client *c, const char *bucket, const char *key,
+                        const char *if_match, uint64_t offset, uint64_t len, void *dst);
 
 /* ---- uploads --------------------------------------------------------------------------- */
 

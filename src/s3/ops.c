@@ -74,6 +74,43 @@ static int head_404(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
     return s3d_fail_s3(S3D_ENOSUCHKEY, &d, "%s", saved);
 }
 
+/* The object's fields that every HEAD or GET response carries. */
+static void fill_info(const struct s3d_http_resp *r, struct s3d_object_info *out)
+{
+    snprintf(out->etag, sizeof(out->etag), "%s", r->etag);
+    snprintf(out->content_type, sizeof(out->content_type), "%s", r->content_type);
+    snprintf(out->checksum_crc32c, sizeof(out->checksum_crc32c), "%s", r->checksum_crc32c);
+    if (r->last_modified[0] != '\0' &&
+        s3d_time_parse_rfc1123(r->last_modified, strlen(r->last_modified), &out->last_modified) < 0)
+        out->last_modified = 0; /* informative only: a strange date is not a failure */
+}
+
+/* A HEAD answered 403 has no body, so a wrong secret and a wrong key id both read as "access
+ * denied". A GET of one byte is refused with the same cause and an <Error> body that names
+ * it (SignatureDoesNotMatch, InvalidAccessKeyId): report that one. Without a code in it the
+ * HEAD's error stands. */
+static int head_403(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
+{
+    struct s3d_error_info info;
+    struct s3d_err_s3 d = detail(op);
+    struct s3d_s3_op gop;
+    char saved[1024], byte;
+    int grc, coded;
+
+    s3d_last_error(&info);
+    snprintf(saved, sizeof(saved), "%s", info.message);
+    op_init(&gop, "GetObject", "GET", op->bucket, op->key);
+    (void)s3d_s3_op_set_range(&gop, 0, 0);
+    gop.dst = &byte;
+    gop.dst_cap = 1;
+    grc = s3d_s3_op_run(ctx, &gop);
+    coded = grc < 0 && gop.s3_code[0] != '\0' && gop.req.resp.status == 403;
+    s3d_s3_op_cleanup(&gop);
+    if (coded)
+        return grc;
+    return s3d_fail_s3(S3D_EACCESS, &d, "%s", saved);
+}
+
 int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
                 struct s3d_object_info *out)
 {
@@ -88,6 +125,8 @@ int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
     rc = s3d_s3_op_run(ctx, &op);
     if (rc == S3D_ENOSUCHKEY)
         rc = head_404(ctx, &op);
+    else if (rc < 0 && op.req.resp.status == 403 && op.s3_code[0] == '\0')
+        rc = head_403(ctx, &op);
     if (rc < 0)
         goto out;
     r = &op.req.resp;
@@ -97,15 +136,68 @@ int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
         goto out;
     }
     out->size = r->content_length;
-    snprintf(out->etag, sizeof(out->etag), "%s", r->etag);
-    snprintf(out->content_type, sizeof(out->content_type), "%s", r->content_type);
-    snprintf(out->checksum_crc32c, sizeof(out->checksum_crc32c), "%s", r->checksum_crc32c);
-    if (r->last_modified[0] != '\0' &&
-        s3d_time_parse_rfc1123(r->last_modified, strlen(r->last_modified), &out->last_modified) < 0)
-        out->last_modified = 0; /* informative only: a strange date is not a failure */
+    fill_info(r, out);
 out:
     s3d_s3_op_cleanup(&op);
     return rc;
+}
+
+/* "bytes A-B/T" of a 206: A, B and T. -1 when it is not that. */
+static int parse_content_range(const char *s, uint64_t *a, uint64_t *b, uint64_t *t)
+{
+    char *end;
+    if (strncmp(s, "bytes ", 6) != 0)
+        return -1;
+    s += 6;
+    if (*s < '0' || *s > '9')
+        return -1;
+    *a = strtoull(s, &end, 10);
+    if (*end != '-' || end[1] < '0' || end[1] > '9')
+        return -1;
+    *b = strtoull(end + 1, &end, 10);
+    if (*end != '/' || end[1] < '0' || end[1] > '9')
+        return -1;
+    *t = strtoull(end + 1, &end, 10);
+    if (*end != '\0' || *b < *a || *t <= *b)
+        return -1;
+    return 0;
+}
+
+int s3d_op_first_info(const struct s3d_s3_op *op, uint64_t offset, int complete,
+                      struct s3d_object_info *info)
+{
+    const struct s3d_http_resp *r = &op->req.resp;
+    uint64_t a, b, t;
+
+    memset(info, 0, sizeof(*info));
+    if (r->status == 206) {
+        if (parse_content_range(r->content_range, &a, &b, &t) < 0 || a != offset ||
+            (complete && b - a + 1 != r->received)) {
+            struct s3d_err_s3 d = detail(op);
+            return s3d_fail_s3(S3D_EPROTO, &d,
+                               "GetObject s3://%s/%s: Content-Range \"%s\" does not fit the "
+                               "%" PRIu64 " bytes received from offset %" PRIu64,
+                               op->bucket, op->key, r->content_range, r->received, offset);
+        }
+        info->size = t;
+    } else if (r->status == 200 && offset == 0 && complete) {
+        info->size = r->received; /* the whole object, and it fit */
+    } else {
+        struct s3d_err_s3 d = detail(op);
+        return s3d_fail_s3(S3D_EPROTO, &d,
+                           "GetObject s3://%s/%s: HTTP %ld without a usable Content-Range for "
+                           "a range from byte %" PRIu64,
+                           op->bucket, op->key, r->status, offset);
+    }
+    fill_info(r, info);
+    return 0;
+}
+
+int s3d_op_if_match(struct s3d_s3_op *op, const char *etag)
+{
+    if (etag == NULL || etag[0] == '\0')
+        return 0;
+    return s3d_s3_op_add_header(op, "If-Match", etag);
 }
 
 void s3d_op_get_init(struct s3d_s3_op *op, const char *bucket, const char *key, uint64_t first,
@@ -119,14 +211,16 @@ void s3d_op_get_init(struct s3d_s3_op *op, const char *bucket, const char *key, 
 }
 
 int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key, uint64_t offset,
-                     uint64_t length, void *dst)
+                     uint64_t length, void *dst, const char *if_match)
 {
     struct s3d_s3_op op;
     int rc;
     if (length == 0)
         return s3d_fail(S3D_EINVAL, "GetObject s3://%s/%s: empty range", bucket, key);
     s3d_op_get_init(&op, bucket, key, offset, offset + length - 1, dst);
-    rc = s3d_s3_op_run(ctx, &op);
+    rc = s3d_op_if_match(&op, if_match);
+    if (rc == 0)
+        rc = s3d_s3_op_run(ctx, &op);
     s3d_s3_op_cleanup(&op);
     return rc;
 }

@@ -22,9 +22,21 @@ int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
                 struct s3d_object_info *out);
 
 /* GetObject of [offset, offset + length) into dst (length bytes, exactly; length > 0).
- * S3D_ERANGE when offset is past the end, S3D_EPROTO when the server sends another size. */
+ * S3D_ERANGE when offset is past the end, S3D_EPROTO when the server sends another size.
+ * if_match (NULL or "" = none): the ETag the object must still have, else S3D_ECHANGED. */
 int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key, uint64_t offset,
-                     uint64_t length, void *dst);
+                     uint64_t length, void *dst, const char *if_match);
+
+/* What the response to a ranged GET from offset tells of the object (the first request of a
+ * download, xfer.h): its size (from Content-Range, or the body of a 200 from byte 0), ETag,
+ * type, date and checksum, as a HEAD would, without its round trip. complete: the body is
+ * all there, so its length must match the range. S3D_EPROTO when the response does not fit. */
+int s3d_op_first_info(const struct s3d_s3_op *op, uint64_t offset, int complete,
+                      struct s3d_object_info *info);
+
+/* Adds If-Match: etag to a GET, so that a replaced object fails with S3D_ECHANGED (HTTP 412)
+ * instead of handing back bytes of another version. NULL or "" adds nothing. */
+int s3d_op_if_match(struct s3d_s3_op *op, const char *etag);
 
 /* PutObject of the iovec (content_type NULL = application/octet-stream). etag_out (80 bytes)
  * may be NULL. */

@@ -31,7 +31,7 @@ static size_t count_tmp_files(const char *dir)
     DIR *d = opendir(dir);
     CHECK(d != NULL);
     while ((e = readdir(d)) != NULL)
-        if (strstr(e->d_name, ".tmp") != NULL)
+        if (strstr(e->d_name, ".tmp") != NULL || strstr(e->d_name, ".s3d-tmp-") != NULL)
             n++;
     closedir(d);
     return n;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/crc32c.h"
@@ -29,10 +30,16 @@ enum mode {
     M_SLOWDOWN,
     M_TIMEOUT_ONCE,
     M_COMPLETE_LOST,
-    M_CHECKSUM
+    M_CHECKSUM,
+    M_RANGES
 };
 
-/* M_CHECKSUM: HEAD announces this x-amz-checksum-crc32c for a 1000-byte object of 'B's. */
+/* M_RANGES: a 10,000-byte object of 'B's served by range, with byte 5000 flipped on the
+ * wire when flip is set; HEAD announces the true CRC32C. The request head being answered: */
+static char cur_req[65536];
+static atomic_int flip;
+
+/* M_CHECKSUM: the GET announces this x-amz-checksum-crc32c for a 1000-byte object of 'B's. */
 static char announced_crc[16];
 
 static const char *complete_etag = "\"abc-3\"";
@@ -146,20 +153,42 @@ static void respond(int fd)
         }
         break;
     case M_CHECKSUM:
-        /* HEAD (no body) then the ranged GET of the whole object. */
-        if (n % 2 == 0) {
+        /* The first (and only) ranged GET covers the whole object: the checksum comes with
+         * it. */
+        body_len = 1000;
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 206 Partial Content\r\nContent-Length: %zu\r\n"
+                 "Content-Range: bytes 0-999/1000\r\nx-amz-checksum-crc32c: %s\r\n"
+                 "Connection: close\r\n\r\n",
+                 body_len, announced_crc);
+        break;
+    case M_RANGES: {
+        const char *r = strstr(cur_req, "Range: bytes=");
+        unsigned long long a = 0, z = 9999;
+        if (strncmp(cur_req, "HEAD ", 5) == 0) {
             snprintf(head, sizeof(head),
-                     "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n"
+                     "HTTP/1.1 200 OK\r\nContent-Length: 10000\r\nETag: \"v1\"\r\n"
                      "x-amz-checksum-crc32c: %s\r\nConnection: close\r\n\r\n",
                      announced_crc);
-        } else {
-            body_len = 1000;
-            snprintf(head, sizeof(head),
-                     "HTTP/1.1 206 Partial Content\r\nContent-Length: %zu\r\n"
-                     "Content-Range: bytes 0-999/1000\r\nConnection: close\r\n\r\n",
-                     body_len);
+            break;
         }
+        if (r != NULL)
+            sscanf(r, "Range: bytes=%llu-%llu", &a, &z);
+        if (z > 9999)
+            z = 9999;
+        body_len = (size_t)(z - a + 1);
+        body = malloc(body_len);
+        CHECK(body != NULL);
+        memset(body, 'B', body_len);
+        if (atomic_load(&flip) && a <= 5000 && 5000 <= z)
+            body[5000 - a] ^= 1;
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 206 Partial Content\r\nContent-Length: %zu\r\n"
+                 "Content-Range: bytes %llu-%llu/10000\r\nETag: \"v1\"\r\n"
+                 "Connection: close\r\n\r\n",
+                 body_len, a, z);
         break;
+    }
     }
     send_all(fd, head, strlen(head));
     if (body_len > 0) {
@@ -191,6 +220,7 @@ static void *server(void *arg)
             if (strstr(req, "\r\n\r\n") != NULL)
                 break;
         }
+        memcpy(cur_req, req, len + 1);
         respond(fd);
         if (atomic_load(&mode) == M_COMPLETE_LOST && atomic_load(&requests) == 1) {
             /* The first Complete: reset after the status line, as a dying link would. */
@@ -269,7 +299,7 @@ int main(void)
     CHECK_ERR(get(c, 4000, buf), S3D_EPROTO);
     CHECK_MSG_HAS("ignored the Range header");
 
-    /* A full-object CRC32C from HEAD is checked on a whole-object download; a composite
+    /* A full-object CRC32C from the GET is checked on a whole-object download; a composite
      * one ("-N") is not. */
     {
         char b[1000];
@@ -285,9 +315,56 @@ int main(void)
         CHECK_ERR(s3d_download_to_buffer(c, "bucket", "key", 0, UINT64_MAX, buf, 4096, &got, NULL),
                   S3D_ECHECKSUM);
         CHECK_MSG_HAS("CRC32C mismatch");
+        /* Into a file too: the file is not created; into a pipe (standard output is not
+         * used here: a FIFO-like special file, /dev/null) the error still comes. */
+        {
+            char path[512];
+            struct stat st;
+            snprintf(path, sizeof(path), "%s/crc.bin", t_tmpdir());
+            CHECK_ERR(s3d_download_to_file(c, "bucket", "key", path, NULL), S3D_ECHECKSUM);
+            CHECK(stat(path, &st) != 0);
+            CHECK_ERR(s3d_download_to_file(c, "bucket", "key", "/dev/null", NULL), S3D_ECHECKSUM);
+            s3d_crc32c_base64(s3d_crc32c(0, b, sizeof(b)), announced_crc);
+            CHECK_OK(s3d_download_to_file(c, "bucket", "key", path, NULL));
+            CHECK(stat(path, &st) == 0 && st.st_size == 1000);
+            s3d_crc32c_base64(s3d_crc32c(0, b, sizeof(b) - 1), announced_crc);
+        }
         snprintf(announced_crc, sizeof(announced_crc), "AAAAAA==-3");
         atomic_store(&requests, 0);
         CHECK_OK(s3d_download_to_buffer(c, "bucket", "key", 0, UINT64_MAX, buf, 4096, &got, NULL));
+    }
+
+    /* A byte flipped on the wire in one of ten ranges: the object's CRC32C (from HEAD, as S3
+     * returns it only for whole-object GETs) catches it, into memory and into a file, whose
+     * path then stays empty. */
+    {
+        struct s3d_transfer_options to;
+        char b[10000], path[512];
+        struct stat st;
+        uint64_t got = 0;
+        char *big = malloc(10000);
+        CHECK(big != NULL);
+        memset(b, 'B', sizeof(b));
+        memset(&to, 0, sizeof(to));
+        to.part_size = 1000;
+        to.max_concurrency = 3;
+        s3d_crc32c_base64(s3d_crc32c(0, b, sizeof(b)), announced_crc);
+        atomic_store(&mode, M_RANGES);
+        snprintf(path, sizeof(path), "%s/flip.bin", t_tmpdir());
+        atomic_store(&flip, 0);
+        CHECK_OK(s3d_download_to_buffer(c, "bucket", "key", 0, UINT64_MAX, big, 10000, &got, &to));
+        CHECK_EQ_U64(got, 10000);
+        CHECK_OK(s3d_download_to_file(c, "bucket", "key", path, &to));
+        CHECK(stat(path, &st) == 0 && st.st_size == 10000);
+        CHECK(unlink(path) == 0);
+        atomic_store(&flip, 1);
+        CHECK_ERR(s3d_download_to_buffer(c, "bucket", "key", 0, UINT64_MAX, big, 10000, &got, &to),
+                  S3D_ECHECKSUM);
+        CHECK_ERR(s3d_download_to_file(c, "bucket", "key", path, &to), S3D_ECHECKSUM);
+        CHECK_MSG_HAS("CRC32C mismatch");
+        CHECK(stat(path, &st) != 0);
+        atomic_store(&flip, 0);
+        free(big);
     }
 
     /* Headers over the cap. */

@@ -111,9 +111,23 @@ int main(void)
 
     /* Wrong secret: SignatureDoesNotMatch. */
     bad = client_with(ep, akid, "wrongsecretwrongsecretwrongsecret0000000");
-    CHECK_ERR(s3d_head_object(bad, bucket, "there", &info), S3D_EACCESS); /* HEAD: no body */
+    /* A HEAD's 403 has no body: a 1-byte GET learns the code. */
+    CHECK_ERR(s3d_head_object(bad, bucket, "there", &info), S3D_ESIGNATURE);
+    CHECK_MSG_HAS("SignatureDoesNotMatch");
+    /* Downloads start with a ranged GET, whose error body names the cause. */
     CHECK_ERR(s3d_download_to_buffer(bad, bucket, "there", 0, 5, buf, sizeof(buf), NULL, NULL),
-              S3D_EACCESS);
+              S3D_ESIGNATURE);
+    CHECK_MSG_HAS("SignatureDoesNotMatch");
+    {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/sig.out", t_tmpdir());
+        CHECK_ERR(s3d_download_to_file(bad, bucket, "there", p, NULL), S3D_ESIGNATURE);
+        /* Opening a checkpoint starts with a ranged GET too. */
+        struct s3d_reader *rd = NULL;
+        snprintf(p, sizeof(p), "s3://%s/there", bucket);
+        CHECK_ERR(s3d_reader_open(bad, p, &rd), S3D_ESIGNATURE);
+        CHECK(rd == NULL);
+    }
     CHECK_ERR(s3d_list_objects(bad, bucket, NULL, NULL, (s3d_list_fn)(void (*)(void))abort, NULL),
               S3D_ESIGNATURE);
     CHECK_MSG_HAS("SignatureDoesNotMatch");
@@ -126,6 +140,10 @@ int main(void)
     CHECK_ERR(s3d_list_objects(bad, bucket, NULL, NULL, (s3d_list_fn)(void (*)(void))abort, NULL),
               S3D_EKEYID);
     CHECK_MSG_HAS("InvalidAccessKeyId");
+    CHECK_ERR(s3d_head_object(bad, bucket, "there", &info), S3D_EKEYID);
+    CHECK_MSG_HAS("InvalidAccessKeyId");
+    CHECK_ERR(s3d_download_to_buffer(bad, bucket, "there", 0, 5, buf, sizeof(buf), NULL, NULL),
+              S3D_EKEYID);
     s3d_client_free(bad);
 
     /* Nothing listening: ECONNECT naming the endpoint. */

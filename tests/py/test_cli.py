@@ -479,3 +479,48 @@ def test_ctrl_c_aborts_the_upload(cli, s3_env, bucket, boto3_client):
     assert len(lines) == 1 and lines[0].startswith("s3direct: interrupted"), lines
     assert boto3_client.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
     assert not boto3_client.list_multipart_uploads(Bucket=bucket).get("Uploads")
+
+
+def test_wrong_credentials_name_the_cause(cli, s3_env, bucket, boto3_client, tmp):
+    """stat (a HEAD, whose 403 has no body), cp down and info (which start with a ranged GET)
+    say SignatureDoesNotMatch / InvalidAccessKeyId, not just "access denied"."""
+    boto3_client.put_object(Bucket=bucket, Key="c.bin", Body=b"c" * 1000)
+    uri = f"s3://{bucket}/c.bin"
+    for env, code in (({"AWS_SECRET_ACCESS_KEY": "wrong-secret"}, "SignatureDoesNotMatch"),
+                      ({"AWS_ACCESS_KEY_ID": "NOSUCHKEYID000000000"}, "InvalidAccessKeyId")):
+        for args in (("stat", uri), ("cp", uri, str(tmp / "c.bin")), ("info", uri)):
+            line = one_error_line(run(cli, *args, env=env))
+            assert code in line and "403" in line, (args, line)
+    assert not (tmp / "c.bin").exists()
+
+
+def test_debug_says_download_unverified(cli, s3_env, bucket, boto3_client, tmp):
+    """Ceph RGW 16 returns no checksum: --debug says the download was not verified."""
+    boto3_client.put_object(Bucket=bucket, Key="u.bin", Body=b"u" * 1000)
+    r = run(cli, "--debug", "cp", f"s3://{bucket}/u.bin", str(tmp / "u.bin"), check=0)
+    assert b"download unverified" in r.stderr
+    r = run(cli, "cp", f"s3://{bucket}/u.bin", str(tmp / "u2.bin"), check=0)
+    assert r.stderr == b""
+
+
+def test_curl_verbose_redacts_secrets(cli, s3_env, bucket, boto3_client):
+    """S3D_CURL_VERBOSE shows the requests but neither the signature nor a session token."""
+    boto3_client.put_object(Bucket=bucket, Key="r.bin", Body=b"r" * 10)
+    r = run(cli, "stat", f"s3://{bucket}/r.bin", env={"S3D_CURL_VERBOSE": "1"}, check=0)
+    err = r.stderr.decode(errors="replace")
+    assert "> HEAD /" in err and "Signature=[redacted]" in err
+    assert not re.search(r"Signature=[0-9a-f]{64}", err)
+    token = "SESSIONTOKENSECRET" + uuid.uuid4().hex
+    r = run(cli, "stat", f"s3://{bucket}/r.bin",
+            env={"S3D_CURL_VERBOSE": "1", "AWS_SESSION_TOKEN": token})
+    err = r.stderr.decode(errors="replace")
+    assert "X-Amz-Security-Token: [redacted]" in err or "x-amz-security-token: [redacted]" in err
+    assert token not in err
+
+
+def test_unreachable_proxy_is_named(cli, s3_env, bucket):
+    """A proxy from the environment that does not answer is named as the proxy."""
+    env = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+           "no_proxy": "", "NO_PROXY": "", "S3D_RETRY_BASE_MS": "1"}
+    line = one_error_line(run(cli, "ls", f"s3://{bucket}", env=env))
+    assert "proxy http://127.0.0.1:9" in line, line

@@ -1,0 +1,40 @@
+/* tmpfile.h - the temporary file beside a target that a download or a local save writes, then
+ * renames over the target when complete.
+ *
+ * Name: ".NAME.s3d-tmp-PID-RAND" in the target's folder (same file system, so the rename is
+ * atomic; hidden; says who made it). Mode: an existing target's permission bits are kept;
+ * a new file gets 0666 less the umask, as any program's new file does. Leftovers: a process
+ * killed mid-write (SIGKILL, power loss) leaves its temporary file; the next save or download
+ * to the same target removes those whose PID is no longer running on this machine (a
+ * temporary file of a live process, or of another machine on a shared file system, whose PID
+ * means nothing here, may be removed only when that PID is not running here: this module
+ * cannot tell the two apart and documents it).
+ *
+ * Not thread-safe per object; distinct objects are independent. */
+#ifndef S3D_ENGINE_TMPFILE_H
+#define S3D_ENGINE_TMPFILE_H
+
+#include <sys/types.h>
+
+struct s3d_tmpfile {
+    char *path; /* malloc'ed; NULL when none */
+    int fd;     /* -1 when closed */
+};
+
+/* Removes stale temporary files of target (dead PIDs), then creates a new one, open for
+ * reading and writing, with the mode described above. extra_flags are added to
+ * O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC. Returns 0 or an S3D_E* code (recorded); on failure
+ * t->path is NULL and t->fd -1. */
+int s3d_tmpfile_create(const char *target, int extra_flags, struct s3d_tmpfile *t);
+
+/* fsync, close, rename over target, fsync of the folder. On failure the temporary file is
+ * removed and the target untouched. t is emptied either way. */
+int s3d_tmpfile_commit(struct s3d_tmpfile *t, const char *target);
+
+/* Closes and removes the temporary file (if any). Idempotent. */
+void s3d_tmpfile_discard(struct s3d_tmpfile *t);
+
+/* The number of stale temporary files of target removed (tests; also called by create). */
+int s3d_tmpfile_sweep(const char *target);
+
+#endif
