@@ -84,8 +84,9 @@ struct s3d_file_seg {
 
 struct s3d_file_writer;
 
-/* Creates a temporary file ".NAME.XXXXXX.tmp" in path's folder (created with mode 0644 as
- * umask allows); path itself is untouched until commit. opts is copied (NULL: defaults).
+/* Creates a temporary file ".NAME.s3d-tmp-PID-RAND" in path's folder (tmpfile.h: 0666 less
+ * the umask, or the mode of the file it replaces; leftovers of killed saves removed); path
+ * itself is untouched until commit. opts is copied (NULL: defaults).
  * *out is NULL on failure. */
 int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const char *path,
                          const struct s3d_file_io_opts *opts, struct s3d_file_writer **out);

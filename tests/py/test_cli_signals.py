@@ -37,9 +37,9 @@ def test_signal_during_download_removes_the_temporary_file(cli, s3_env, bucket, 
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 20
-        while not glob.glob(str(tmp_path / "*.s3d-tmp-*")) and time.monotonic() < deadline:
+        while not glob.glob(str(tmp_path / ".*.s3d-tmp-*")) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert glob.glob(str(tmp_path / "*.s3d-tmp-*")), "the download never started"
+        assert glob.glob(str(tmp_path / ".*.s3d-tmp-*")), "the download never started"
         time.sleep(0.5)
         assert p.poll() is None, "the download finished before the signal (proxy too fast)"
         p.send_signal(sig)
