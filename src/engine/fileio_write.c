@@ -178,15 +178,28 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
         }
         if ((rc = writer_cufile(w)) < 0)
             break;
-        if (rc == 1) {
+        int via_cufile = rc == 1;
+        if (via_cufile) {
             /* cuFile does not follow stream order: finish the producers first. */
             if ((rc = s3d_device_stream_sync(w->dev, st)) < 0)
                 break;
             rc = s3d_cufile_write(w->cf, sg->device, (uint64_t)(uintptr_t)sg->src, sg->length, off);
-            if (rc < 0) {
+            if (rc < 0 && w->o.mode == S3D_FILE_IO_AUTO) {
+                /* A run-time cuFile failure is not the save's: this segment and the rest go
+                 * through the staging pool (rewriting whatever cuFile wrote). */
+                S3D_WARN("fileio: cuFileWrite of %s failed (%s), writing through the staging "
+                         "pool",
+                         w->path, s3d_last_error_message());
+                s3d_clear_error();
+                w->cufile_state = -1;
+                via_cufile = 0;
+                rc = 0;
+            } else if (rc < 0) {
                 rc = s3d_fail_prefix(rc, "write %s", w->path);
                 break;
             }
+        }
+        if (via_cufile) {
             if (crc_out != NULL && (rc = fio_crc_of_device(w->dev, w->pool, &w->gpu, sg->device,
                                                            (uint64_t)(uintptr_t)sg->src, sg->length,
                                                            w->o.cancel, &crc_out[i])) < 0)

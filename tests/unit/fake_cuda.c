@@ -506,8 +506,11 @@ EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
 }
 EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t n, off_t off, off_t boff)
 {
+    const char *f = getenv("FAKE_CUFILE_FAIL_IO");
     if (cufile_ctx() == NULL)
         return -5015;
+    if (f && *f == '1')
+        return -5044;
     return pwrite((int)(intptr_t)fh - 1, (const char *)base + boff, n > (1u << 20) ? 1u << 20 : n,
                   off);
 }

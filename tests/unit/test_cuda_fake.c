@@ -241,6 +241,27 @@ int main(void)
         free(back);
         unlink(out);
 
+        /* A cuFileWrite failing at run time: AUTO (with nvidia-fs) writes the segment
+         * through the staging pool instead, with the same bytes. */
+        setenv("S3D_NVFS_PATH", path, 1);
+        setenv("FAKE_CUFILE_FAIL_IO", "1", 1);
+        o.mode = S3D_FILE_IO_AUTO;
+        CHECK_OK(s3d_file_writer_open(dev, pool, out, &o, &w));
+        CHECK_OK(s3d_file_writer_write(w, 10, &seg, 1, &wcrc));
+        CHECK_OK(s3d_file_writer_pwrite(w, 0, "0123456789", 10));
+        CHECK_OK(s3d_file_writer_commit(w));
+        s3d_file_writer_free(w);
+        CHECK(wcrc == s3d_crc32c(0, data + 1, 3u << 20));
+        back = malloc(n + 1);
+        fd = open(out, O_RDONLY);
+        CHECK(fd >= 0 && read(fd, back, n + 1) == (ssize_t)n);
+        close(fd);
+        CHECK(memcmp(back, "0123456789", 10) == 0 && memcmp(back + 10, data + 1, n - 10) == 0);
+        free(back);
+        unlink(out);
+        unsetenv("FAKE_CUFILE_FAIL_IO");
+        unsetenv("S3D_NVFS_PATH");
+
         /* A child forked after this process opened cuFile does not reopen it. */
         pid = fork();
         CHECK(pid >= 0);
@@ -264,8 +285,8 @@ int main(void)
     CHECK(st.bad_context == 0);
     CHECK(st.stream_flags_seen >= 2); /* ours were CU_STREAM_NON_BLOCKING */
     /* 2 above, + each read waiting for the caller stream once per device (2 for the staged
-     * read, 1 for each of the 5 cuFile-mode reads), + the writer waiting on the caller stream. */
-    CHECK(st.wait_events == 4 + 6 * fake_cufile);
+     * read, 1 for each of the 5 cuFile-mode reads), + the 2 writers waiting on it. */
+    CHECK(st.wait_events == 4 + 7 * fake_cufile);
     CHECK(st.copies > 6);
 
     unlink(path);
