@@ -4,9 +4,10 @@ order, in one namespace per file (as a reader would run them one after another).
 The blocks are the documentation's own text; the test only supplies what a reader already has
 (a model, an optimizer, a training state: see PRELUDE) and points the placeholders at the test
 server: "s3://bucket/" becomes a fresh bucket, "http://127.0.0.1:8000" the server's endpoint,
-and on a machine without CUDA, device="cuda..." becomes device="cpu". A block preceded by
-``<!-- docs-test: skip -->`` is not run; ``<!-- docs-test: needs-gpu -->`` runs only with
-CUDA.
+and on a machine without CUDA the device strings "cuda" and "cuda:N" become "cpu". A block
+preceded by ``<!-- docs-test: skip -->`` is not run; ``<!-- docs-test: needs-gpu -->`` runs
+only with CUDA; ``<!-- docs-test: needs-transformers -->`` only when transformers imports (the
+prelude then writes the tiny model the block loads).
 """
 
 from __future__ import annotations
@@ -56,6 +57,18 @@ s3direct.save({"model.embed_tokens.weight": torch.randn(16, 4),
                "lm_head.weight": torch.randn(16, 4)}, "s3://bucket/llama/")
 rank, n = 1, 4
 old_checkpoints = []
+try:
+    import json, transformers
+    _cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
+                                    num_hidden_layers=2, num_attention_heads=2,
+                                    num_key_value_heads=2, tie_word_embeddings=True)
+    _m = transformers.AutoModelForCausalLM.from_config(_cfg)
+    s3direct.save(_m.state_dict(), "s3://bucket/tiny-llama/", shard_size=4096)
+    with s3direct.writer("s3://bucket/tiny-llama/config.json") as _f:
+        _f.write(json.dumps(_cfg.to_dict()).encode())
+    HAVE_TRANSFORMERS = True
+except ImportError:
+    HAVE_TRANSFORMERS = False
 '''
 
 
@@ -68,7 +81,7 @@ def adapt(code, bucket, endpoint):
     code = code.replace("s3://bucket/", f"s3://{bucket}/")
     code = code.replace("http://127.0.0.1:8000", endpoint)
     if not torch.cuda.is_available():
-        code = re.sub(r'device="cuda(:\d+)?"', 'device="cpu"', code)
+        code = re.sub(r'"cuda(:\d+)?"', '"cpu"', code)
     return code
 
 
@@ -82,6 +95,8 @@ def test_python_blocks_run(doc, s3_env, bucket, tmp_path, monkeypatch):
     ran = 0
     for i, (mark, code) in enumerate(found):
         if mark == "skip" or (mark == "needs-gpu" and not torch.cuda.is_available()):
+            continue
+        if mark == "needs-transformers" and not ns["HAVE_TRANSFORMERS"]:
             continue
         src = adapt(code, bucket, s3_env["AWS_ENDPOINT_URL"])
         try:
