@@ -189,8 +189,8 @@ static int fetch(const struct s3d_credcache *c, const struct credsrc *s, struct 
         return s3d_creds_container(c->http, out);
     case SRC_IMDS:
         rc = s3d_creds_imds(c->http, out);
-        if (rc == S3D_ENOCREDS)
-            rc = s3d_fail(S3D_ECREDS, "iam-role: instance metadata is no longer reachable");
+        if (rc == S3D_ENOCREDS) /* configured (credential_source) or found before: a failure */
+            rc = s3d_fail_prefix(S3D_ECREDS, "iam-role: no credentials from instance metadata");
         return rc;
     }
     return s3d_fail(S3D_EINVAL, "unknown credential source");
