@@ -61,7 +61,8 @@ def call(fn, *, cancel: Cancel | None = None, abandon=None, uses=()):
     """Returns fn() (a blocking call into the library that raises on failure).
 
     Outside the main thread (save_async's worker, a user's thread) fn simply runs: signals
-    never reach those threads. In the main thread a KeyboardInterrupt while fn runs:
+    never reach those threads. In the main thread a KeyboardInterrupt (or any exception a
+    signal handler raises, such as SystemExit) while fn runs:
       - with cancel: requests it, waits for fn to return (further Ctrl-C presses are ignored
         meanwhile: the cleanup must finish), then raises KeyboardInterrupt;
       - without (a call that has no cancel token, such as opening a reader): raises at once;
@@ -94,7 +95,7 @@ def call(fn, *, cancel: Cancel | None = None, abandon=None, uses=()):
     t.start()
     try:
         _wait(done)
-    except KeyboardInterrupt:
+    except BaseException:  # KeyboardInterrupt, or SystemExit from a SIGTERM handler
         if cancel is not None:
             cancel.request()
             while True:

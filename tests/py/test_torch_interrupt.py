@@ -117,3 +117,31 @@ def test_calls_outside_the_main_thread_run_directly(tmp_path, lib_path):
     t.start()
     t.join()
     assert torch.equal(box["out"]["a"], torch.arange(4))
+
+
+def test_sigterm_handler_raising_systemexit_aborts_the_save(s3_env, bucket, boto3_client,
+                                                            proxy):
+    """A program whose SIGTERM handler calls sys.exit (as many trainers do) stops the same way:
+    the save is cancelled and its upload aborted before the exception goes on."""
+    uri = f"s3://{bucket}/ckpt.safetensors"
+    s3direct.save({"w": torch.full((N,), 1.0)}, uri)
+    child = CHILD.replace("import sys, time, torch, s3direct",
+                          "import sys, time, signal, torch, s3direct\n"
+                          "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))")
+    p = subprocess.Popen([sys.executable, "-c", child, "save", proxy.url, uri],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "start", p.stderr.read()
+        time.sleep(1.0)
+        assert p.poll() is None, "finished before the signal (proxy too fast)"
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+        out, err = p.communicate()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, (p.returncode, err)
+    assert "finished" not in out
+    back = s3direct.load(uri)
+    assert torch.equal(back["w"], torch.full((N,), 1.0)), "the previous object changed"
+    assert not boto3_client.list_multipart_uploads(Bucket=bucket).get("Uploads")
