@@ -15,6 +15,8 @@ See docs/python.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .client import Client, default_client
 from .errors import (
     AccessDenied,
@@ -70,6 +72,10 @@ def library_version() -> str:
 
     return _capi.lib().s3d_version_string().decode()
 
+
+if TYPE_CHECKING:  # the lazily imported tensor API, as type checkers should see it
+    from ._checkpoint import load, load_into, save, save_async
+    from ._safe_open import safe_open
 
 _TORCH_API = {"save": "._checkpoint", "load": "._checkpoint", "load_into": "._checkpoint",
               "save_async": "._checkpoint", "safe_open": "._safe_open"}

@@ -13,13 +13,17 @@ import ctypes
 import gc
 import os
 import threading
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 
 from . import _capi, _dtypes, _interrupt, _tree, _uri, errors
 from ._capi import enc
-from ._progress import Progress
-from .client import resolve
+from ._progress import Progress, ProgressArg
+from ._uri import PathLike
+from .client import Client, resolve
+
+DeviceArg = Union[str, int, torch.device, None]
 
 INDEX_SUFFIX = ".safetensors.index.json"
 _RESERVED_PREFIX = "s3direct."
@@ -241,11 +245,27 @@ def _with_aliases(metadata, aliases: dict):
     return out
 
 
-def save(obj, uri, *, shard_size=None, metadata=None, checksum=True, progress=False,
-         client=None, allow_pickle=False) -> None:
-    """Saves obj (a tensor, a dict of tensors, or nested training state) to uri ("s3://bucket/
-    key" or a local path) as one safetensors object, or as a sharded checkpoint with an index
-    when shard_size (bytes per shard) is given. See docs/python.md."""
+def save(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
+         metadata: Optional[Dict[str, str]] = None, checksum: bool = True,
+         progress: ProgressArg = False, client: Optional[Client] = None,
+         allow_pickle: bool = False) -> None:
+    """Saves obj as one safetensors object, or as a sharded checkpoint with an index.
+
+    Args:
+        obj: a tensor, a dict of tensors, or nested training state (dicts, lists, tuples, JSON
+            leaves; modules and optimizers as their state_dict()).
+        uri: "s3://bucket/key", a local path, file:// URI or folder (see docs/python.md).
+        shard_size: bytes per shard; the URI then ends in .safetensors.index.json.
+        metadata: extra str -> str entries for __metadata__.
+        checksum: store a CRC32C per tensor.
+        progress: True (bar or summary line) or a callable(done_bytes, total_bytes).
+        client: the Client to use (default: the process's default client).
+        allow_pickle: pickle leaves JSON cannot hold (unsafe to load from untrusted sources).
+
+    Raises:
+        InvalidArgument: a leaf or argument that cannot be stored (its path named).
+        NoSuchBucket, NoSuchFile, AccessDenied, TransferError: from the storage.
+    """
     uri = _uri.for_save(uri, bool(shard_size))
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
     metadata = _with_aliases(metadata, _untie(flat))
@@ -283,8 +303,10 @@ def _snapshot(s: _Src) -> _Src:
     return _Src(s.name, c, s.dtype, s.device)
 
 
-def save_async(obj, uri, *, shard_size=None, metadata=None, checksum=True, progress=False,
-               client=None, allow_pickle=False) -> concurrent.futures.Future:
+def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
+               metadata: Optional[Dict[str, str]] = None, checksum: bool = True,
+               progress: ProgressArg = False, client: Optional[Client] = None,
+               allow_pickle: bool = False) -> "concurrent.futures.Future[None]":
     """Snapshots the tensors, then saves in a background thread. Returns a Future whose result()
     is None or raises the save's exception. Snapshot: CPU tensors are copied into host memory
     (pinned when CUDA is available); CUDA tensors into new device memory on the current stream.
@@ -530,12 +552,29 @@ def _map_location(device, map_location):
     return map_location
 
 
-def load(uri, *, device=None, keys=None, progress=False, client=None, allow_pickle=False,
-         verify=True, map_location=None):
-    """Loads what save() stored: the same structure, tensors allocated on device. A plain
-    safetensors file (no s3direct tree) gives a dict name -> tensor. keys: paths (tensor names
-    or prefixes such as "model") -> only those tensors are fetched, returned as a flat dict
-    name -> tensor."""
+def load(uri: PathLike, *, device: DeviceArg = None,
+         keys: Union[str, Sequence[str], None] = None, progress: ProgressArg = False,
+         client: Optional[Client] = None, allow_pickle: bool = False, verify: bool = True,
+         map_location: DeviceArg = None) -> Any:
+    """Loads what save() stored: the same structure, tensors allocated on device.
+
+    Args:
+        uri: "s3://bucket/key", a local path, file:// URI, index URI or model folder.
+        device: where tensors are allocated ("cpu", "cuda", "cuda:N"); map_location is an
+            alias, as torch.load spells it.
+        keys: paths (tensor names or prefixes such as "model"): only those tensors are
+            fetched, returned as a flat dict name -> tensor.
+        progress: True (bar or summary line) or a callable(done_bytes, total_bytes).
+        client: the Client to use. allow_pickle: accept pickled leaves. verify: check CRC32C.
+
+    Returns:
+        The saved structure; a plain safetensors file (no s3direct tree) gives a dict
+        name -> tensor.
+
+    Raises:
+        NoSuchKey / NoSuchFile, FormatError (a torch.save file says so), ChecksumMismatch,
+        PickleRefused, KeyError (keys not in the checkpoint).
+    """
     device = _map_location(device, map_location)
     dev = _device("cpu" if device is None else device)
     alloc_dev = dev if dev.type in ("cpu", "cuda") else torch.device("cpu")
@@ -639,8 +678,9 @@ def _opt_device(opt):
     return torch.device("cpu")
 
 
-def load_into(target, uri, *, strict=True, progress=False, client=None, allow_pickle=False,
-              verify=True):
+def load_into(target: Any, uri: PathLike, *, strict: bool = True,
+              progress: ProgressArg = False, client: Optional[Client] = None,
+              allow_pickle: bool = False, verify: bool = True) -> Any:
     """Loads a checkpoint into existing tensors, without allocating new ones.
 
     target: an nn.Module (its state_dict tensors, which alias its parameters and buffers), a

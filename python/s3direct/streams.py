@@ -23,10 +23,12 @@ import logging
 import os
 import stat
 import warnings
+from typing import BinaryIO, Optional, cast
 
 from . import _capi, _uri, errors
 from ._capi import enc
-from .client import buffer_pointer, resolve
+from ._uri import PathLike
+from .client import Client, buffer_pointer, resolve
 
 DEFAULT_READ_AHEAD = 8 << 20
 
@@ -295,18 +297,22 @@ class _LocalWriter(io.FileIO):
             pass
 
 
-def reader(uri, *, client=None, read_ahead: int = DEFAULT_READ_AHEAD):
+def reader(uri: PathLike, *, client: Optional[Client] = None,
+           read_ahead: int = DEFAULT_READ_AHEAD) -> BinaryIO:
     """A seekable binary file over the object (s3://...) or local file at uri."""
     uri = _uri.normalize(uri)
     if is_s3(uri):
-        return S3Reader(uri, client=client, read_ahead=read_ahead)
+        return cast(BinaryIO, S3Reader(uri, client=client, read_ahead=read_ahead))
     return open(uri, "rb")
 
 
-def writer(uri, *, client=None, part_size=None, max_concurrency=None, content_type=None):
+def writer(uri: PathLike, *, client: Optional[Client] = None, part_size: Optional[int] = None,
+           max_concurrency: Optional[int] = None,
+           content_type: Optional[str] = None) -> BinaryIO:
     """A write-only binary file whose bytes become the object (or file) at uri on close()."""
     uri = _uri.normalize(uri)
     if is_s3(uri):
-        return S3Writer(uri, client=client, part_size=part_size,
-                        max_concurrency=max_concurrency, content_type=content_type)
-    return _LocalWriter(uri)
+        return cast(BinaryIO, S3Writer(uri, client=client, part_size=part_size,
+                                       max_concurrency=max_concurrency,
+                                       content_type=content_type))
+    return cast(BinaryIO, _LocalWriter(uri))
