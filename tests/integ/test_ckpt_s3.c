@@ -86,11 +86,13 @@ int main(void)
             CHECK(memcmp(buf[k], big.data[which[k]], ti[k].nbytes) == 0);
             free(buf[k]);
         }
-        /* the tensors' bytes plus response headers (well under 2 KiB per request) */
+        /* the tensors' bytes plus response headers (well under 2 KiB per request); on a
+         * loaded machine a timed-out range may be fetched again, so allow up to 10 % more
+         * (the bound issue 13 sets for subset reads): a whole-object read is far above it */
         printf("subset: needed %llu bytes, server sent %llu\n", (unsigned long long)need,
                (unsigned long long)got);
         CHECK(got >= need);
-        CHECK(got <= need + 16 * 2048);
+        CHECK(got <= need + need / 10 + 16 * 2048);
         s3d_reader_close(r);
         r = NULL;
         s3d_client_free(pc);

@@ -123,7 +123,17 @@ int main(void)
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
     CHECK(s3d_pool_free_count(p) == 3);
+    /* How many chunks were out at once depends on scheduling (on a loaded machine the threads
+     * may well run one after another): never more than the pool holds. */
+    CHECK(s3d_pool_high_water(p) >= 1 && s3d_pool_high_water(p) <= 3);
+    s3d_pool_reset_high_water(p);
+    void *x = s3d_pool_try_get(p), *y = s3d_pool_try_get(p), *z = s3d_pool_try_get(p);
+    CHECK(x != NULL && y != NULL && z != NULL);
+    CHECK(s3d_pool_try_get(p) == NULL);
     CHECK(s3d_pool_high_water(p) == 3);
+    s3d_pool_put(p, x);
+    s3d_pool_put(p, y);
+    s3d_pool_put(p, z);
     s3d_pool_free(p);
     s3d_pool_free(NULL);
     s3d_device_free(dev);
