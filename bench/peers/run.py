@@ -311,8 +311,8 @@ def charts(summary, tools, workloads, out_dir, label, title):
                 if v is not None:
                     xs.append(j + i * width)
                     ys.append(v)
-            if xs:
-                ax.bar(xs, ys, width, label=t)
+            if xs:  # tab20: a colour of its own for each of up to 20 tools
+                ax.bar(xs, ys, width, label=t, color=plt.cm.tab20(i % 20))
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(workloads))])
         ax.set_xticklabels(workloads)
         ax.set_ylabel(ylabel)
@@ -327,7 +327,26 @@ def charts(summary, tools, workloads, out_dir, label, title):
     return files
 
 
+def replot(rows_json, out_dir, label):
+    """Charts again from a rows-LABEL.json (python run.py --replot ROWS.json --out DIR)."""
+    doc = json.load(open(rows_json))
+    rows = doc["rows"]
+    tools = list(dict.fromkeys(r["tool"] for r in rows))
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    summary, _ = summarize(rows, tools, workloads, label, doc["spec"]["sizes"])
+    n = len(doc["spec"].get("tensors", [])) or 264
+    rounds = 1 + max((r.get("round", 0) for r in rows), default=0)
+    title = (f"{doc['spec']['sizes']['tensors'] / 1e9:.2f} GB, {n} tensors, {rounds} rounds, "
+             f"{doc['when']}")
+    return charts(summary, tools, workloads, out_dir, label, title)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--replot":
+        label = os.path.basename(sys.argv[2]).split("-", 1)[1].rsplit(".", 1)[0]
+        for p in replot(sys.argv[2], sys.argv[sys.argv.index("--out") + 1], label):
+            log(f"peers: chart {p}")
+        return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
     ap.add_argument("--out", required=True)

@@ -18,10 +18,13 @@ fi
 if ! "$venv/bin/python" -c 'import s3torchconnector, runai_model_streamer, tensorizer, matplotlib' \
     2>/dev/null; then
   echo "bench: installing peers into $venv: ${peers[*]}" >&2
-  "$venv/bin/python" -m pip install -q "${peers[@]}" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "${peers[@]}" 2>&1 |
+    grep -v '^WARNING: Location' >&2 || true
 fi
 if [ ! -d "$s3fs_dir/s3fs" ]; then
   echo "bench: installing s3fs into $s3fs_dir" >&2
-  "$venv/bin/python" -m pip install -q --target "$s3fs_dir" s3fs >&2
+  # (pip warns that the system's awscli wants another botocore: this folder is s3fs's alone)
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --target "$s3fs_dir" s3fs \
+    2>&1 | grep -v -e '^WARNING: Location' -e 'dependency' -e 'awscli' >&2 || true
 fi
 echo "$venv/bin/python"
