@@ -15,7 +15,7 @@ See docs/python.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .client import Client, default_client
 from .errors import (
@@ -57,11 +57,11 @@ def _source_version() -> str:
         return "0+unknown"
     parts = [re.search(rf"^#define S3D_VERSION_{p} (\d+)$", text, re.M) for p in
              ("MAJOR", "MINOR", "PATCH")]
-    return ".".join(m.group(1) for m in parts) if all(parts) else "0+unknown"
+    return ".".join(m.group(1) for m in parts if m) if all(parts) else "0+unknown"
 
 
 try:
-    from ._version import __version__
+    from ._version import __version__  # type: ignore[import-not-found]  # made by the build
 except ImportError:
     __version__ = _source_version()
 
@@ -70,7 +70,8 @@ def library_version() -> str:
     """The version string of the loaded libs3direct.so."""
     from . import _capi
 
-    return _capi.lib().s3d_version_string().decode()
+    v: bytes = _capi.lib().s3d_version_string()
+    return v.decode()
 
 
 if TYPE_CHECKING:  # the lazily imported tensor API, as type checkers should see it
@@ -83,7 +84,7 @@ _TORCH_API = {"save": "._checkpoint", "load": "._checkpoint", "load_into": "._ch
 _DEPRECATED = {"open_checkpoint": "safe_open", "CheckpointReader": "safe_open"}
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # torch is imported on first use of the tensor API, so the CLI entry point and the plain
     # byte API work without it; torch.distributed.checkpoint only when s3direct.dcp is used.
     import importlib

@@ -28,6 +28,7 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import _log, errors
 
@@ -281,10 +282,10 @@ _SIGNATURES = {
 class _Missing:
     """Stands in for a symbol the loaded library does not export (an older build)."""
 
-    def __init__(self, name: str, path: str):
+    def __init__(self, name: str, path: str) -> None:
         self._name, self._path = name, path
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> NoReturn:
         raise errors.NotSupported(
             errors.S3D_ENOTSUP,
             f"{self._name} is not exported by {self._path} (library too old or incomplete)",
@@ -294,7 +295,11 @@ class _Missing:
 class Lib:
     """The loaded library with every known function declared as an attribute."""
 
-    def __init__(self, path: str):
+    if TYPE_CHECKING:
+        # The s3d_* functions are set from _SIGNATURES in __init__; ctypes calls are untyped.
+        def __getattr__(self, name: str) -> Any: ...
+
+    def __init__(self, path: str) -> None:
         self.path = path
         self.dll = ctypes.CDLL(path)
         for name, (restype, argtypes) in _SIGNATURES.items():
@@ -306,7 +311,7 @@ class Lib:
             fn.restype = restype
             fn.argtypes = argtypes
             setattr(self, name, fn)
-        ver = self.s3d_version()
+        ver: int = self.s3d_version()
         if (ver >> 16) != (EXPECTED_VERSION >> 16) or ver < EXPECTED_VERSION:
             raise ImportError(
                 f"s3direct: {path} is version {_fmt_version(ver)}, this package needs "
@@ -351,13 +356,13 @@ def _fmt_version(v: int) -> str:
     return f"{(v >> 16) & 0xFF}.{(v >> 8) & 0xFF}.{v & 0xFF}"
 
 
-def _dec(b) -> str:
+def _dec(b: bytes | None) -> str:
     if not b:
         return ""
     return b.decode("utf-8", "replace")
 
 
-def enc(s) -> bytes | None:
+def enc(s: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None) -> bytes | None:
     """str / PathLike / bytes / None -> NUL-terminated bytes for a const char* argument."""
     if s is None:
         return None
@@ -374,7 +379,7 @@ def enc(s) -> bytes | None:
 def candidate_paths() -> list[str]:
     """Where the library is looked for, in order."""
     here = os.path.dirname(os.path.abspath(__file__))
-    out = []
+    out: list[str] = []
     env = os.environ.get("S3D_LIBRARY")
     if env:
         out.append(env)
@@ -407,7 +412,7 @@ def lib() -> Lib:
     with _lib_lock:
         if _lib is not None:
             return _lib
-        tried = []
+        tried: list[str] = []
         for i, p in enumerate(candidate_paths()):
             explicit = i == 0 and bool(os.environ.get("S3D_LIBRARY"))
             if not os.path.exists(p):

@@ -33,8 +33,8 @@ _PAIRS = [
     ("float8_e5m2fnuz", "F8_E5M2FNUZ"),
 ]
 
-TORCH_TO_S3D: dict = {}
-S3D_TO_TORCH: dict = {}
+TORCH_TO_S3D: dict[torch.dtype, int] = {}
+S3D_TO_TORCH: dict[int, torch.dtype] = {}
 for _attr, _name in _PAIRS:
     _dt = getattr(torch, _attr, None)
     if isinstance(_dt, torch.dtype):

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from typing import Any, Callable, Iterable, TypeVar, cast
 
 from . import _capi
+
+T = TypeVar("T")
 
 _SLICE_S = 0.05  # how often the waiting main thread lets a pending signal handler run
 
@@ -25,11 +28,11 @@ _SLICE_S = 0.05  # how often the waiting main thread lets a pending signal handl
 class Cancel:
     """An s3d_cancel token; .handle goes into an options struct's cancel field."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lib = _capi.lib()
         h = ctypes.c_void_p()
         self._lib.check(self._lib.s3d_cancel_new(ctypes.byref(h)))
-        self.handle = h
+        self.handle: ctypes.c_void_p | None = h
 
     def request(self) -> None:
         self._lib.s3d_cancel_request(self.handle)
@@ -39,10 +42,10 @@ class Cancel:
         if h:
             self._lib.s3d_cancel_free(h)
 
-    def __enter__(self):
+    def __enter__(self) -> Cancel:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -51,13 +54,14 @@ def _wait(done: threading.Event) -> None:
         pass
 
 
-def _immortal(obj) -> None:
+def _immortal(obj: object) -> None:
     """One more reference that is never dropped: obj (a Client an abandoned call is still
     using) is then never freed, not even while the interpreter shuts down."""
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
-def call(fn, *, cancel: Cancel | None = None, abandon=None, uses=()):
+def call(fn: Callable[[], T], *, cancel: Cancel | None = None,
+         abandon: Callable[[T], object] | None = None, uses: Iterable[object] = ()) -> T:
     """Returns fn() (a blocking call into the library that raises on failure).
 
     Outside the main thread (save_async's worker, a user's thread) fn simply runs: signals
@@ -72,12 +76,12 @@ def call(fn, *, cancel: Cancel | None = None, abandon=None, uses=()):
     """
     if threading.current_thread() is not threading.main_thread():
         return fn()
-    box: dict = {}
+    box: dict[str, Any] = {}
     done = threading.Event()
     lock = threading.Lock()
     abandoned = [False]
 
-    def work():
+    def work() -> None:
         try:
             box["value"] = fn()
         except BaseException as e:  # re-raised in the caller's thread
@@ -116,4 +120,4 @@ def call(fn, *, cancel: Cancel | None = None, abandon=None, uses=()):
     t.join()
     if "error" in box:
         raise box["error"]
-    return box.get("value")
+    return cast(T, box.get("value"))

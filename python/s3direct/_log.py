@@ -27,7 +27,7 @@ _TO_PY = {_ERROR: logging.ERROR, _WARN: logging.WARNING, _INFO: logging.INFO,
 _ENV = {"error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO,
         "debug": logging.DEBUG}
 
-_state: dict = {"level": None, "fn": None, "lib": None, "env_done": False}
+_state: dict[str, Any] = {"level": None, "fn": None, "lib": None, "env_done": False}
 
 
 def _c_level(py_level: int) -> int:
@@ -92,7 +92,9 @@ def _detach() -> None:
     lib: Optional[Any] = _state["lib"]
     if lib is not None:
         try:
-            lib.s3d_log_set_callback(ctypes.cast(None, type(_state["fn"])), None, 0)
+            # A NULL function pointer; typeshed's ctypes.cast does not accept None (ctypes does).
+            null_fn = ctypes.cast(None, type(_state["fn"]))  # type: ignore[arg-type]
+            lib.s3d_log_set_callback(null_fn, None, 0)
         except Exception:
             pass
 

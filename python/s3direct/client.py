@@ -11,16 +11,21 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
 from . import _capi, errors
 from ._capi import enc
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+    from ._uri import PathLike
 
 _ADDRESSING = {None: 0, "auto": 0, "path": 1, "virtual": 2}
 _SIGNING = {None: 0, "auto": 0, "signed": 1, "unsigned": 2}
 
 
-def _certifi_bundle():
+def _certifi_bundle() -> str | None:
     """certifi's CA file when certifi is importable, else None. The library uses it only when
     no CA bundle is configured (ca_bundle, AWS_CA_BUNDLE, the profile, SSL_CERT_FILE), before
     the system's files: the order botocore follows. A wheel's bundled libcurl needs one of
@@ -30,7 +35,8 @@ def _certifi_bundle():
     except ImportError:
         return None
     try:
-        return certifi.where()
+        where: str = certifi.where()
+        return where
     except Exception:  # a broken certifi install must not stop the client
         return None
 
@@ -51,15 +57,19 @@ class Client:
     device: CUDA device for the staging pool's context; -1 never uses a GPU; None finds one.
     """
 
-    def __init__(self, endpoint_url=None, region=None, profile=None, max_concurrency=None,
-                 part_size=None, staging_bytes=None, *, access_key_id=None,
-                 secret_access_key=None, session_token=None, ca_bundle=None, addressing=None,
-                 anonymous=False, verify_ssl=True, payload_signing=None,
-                 multipart_threshold=None, max_attempts=None, deadline_ms=None,
-                 connect_timeout_ms=None, low_speed_time_s=None, low_speed_limit=None,
-                 device=None):
+    def __init__(self, endpoint_url: str | None = None, region: str | None = None,
+                 profile: str | None = None, max_concurrency: int | None = None,
+                 part_size: int | None = None, staging_bytes: int | None = None, *,
+                 access_key_id: str | None = None, secret_access_key: str | None = None,
+                 session_token: str | None = None, ca_bundle: PathLike | None = None,
+                 addressing: str | None = None, anonymous: bool = False,
+                 verify_ssl: bool = True, payload_signing: str | None = None,
+                 multipart_threshold: int | None = None, max_attempts: int | None = None,
+                 deadline_ms: int | None = None, connect_timeout_ms: int | None = None,
+                 low_speed_time_s: int | None = None, low_speed_limit: int | None = None,
+                 device: int | None = None) -> None:
         self._lib = _capi.lib()
-        self._handle = None
+        self._handle: ctypes.c_void_p | None = None
         # What pickling carries to another process, where __setstate__ builds a new C client.
         self._kwargs = dict(
             endpoint_url=endpoint_url, region=region, profile=profile,
@@ -78,7 +88,7 @@ class Client:
         o = _capi.ClientOptions()
         o.struct_size = ctypes.sizeof(_capi.ClientOptions)
         # Keep the encoded strings alive until s3d_client_new has copied them.
-        self._strings = [enc(endpoint_url), enc(region), enc(profile), enc(access_key_id),
+        self._strings: list[bytes | None] | None = [enc(endpoint_url), enc(region), enc(profile), enc(access_key_id),
                          enc(secret_access_key), enc(session_token), enc(ca_bundle),
                          enc(_certifi_bundle())]
         (o.endpoint_url, o.region, o.profile, o.access_key_id, o.secret_access_key,
@@ -115,14 +125,14 @@ class Client:
                 "Client in this process")
         return self._handle
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         """What the client resolved: endpoint_url, region, access_key_id, credential_source,
         addressing, max_concurrency, part_size, multipart_threshold, staging_bytes,
         gpu_available."""
         cfg = _capi.ClientConfig()
         self._lib.check(self._lib.s3d_client_get_config(self.handle, ctypes.byref(cfg)))
-        out = {}
-        for name, _ in _capi.ClientConfig._fields_:
+        out: dict[str, Any] = {}
+        for name, *_ in _capi.ClientConfig._fields_:
             v = getattr(cfg, name)
             out[name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
         out["addressing"] = {1: "path", 2: "virtual"}.get(out["addressing"], "auto")
@@ -135,26 +145,26 @@ class Client:
         if h is not None and self._pid == os.getpid():
             self._lib.s3d_client_free(h)
 
-    def __enter__(self):
+    def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
     # ---- pickling: the configuration travels, the C client is made again ----------------------
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """The arguments the client was made with (explicit credentials included, so pickle
         it only to places you would give them); not its connections."""
         return dict(self._kwargs)
 
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(**state)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]  # unpickling makes the C client again
 
     def __repr__(self) -> str:
         given = {k: v for k, v in self._kwargs.items()
@@ -183,7 +193,7 @@ class Client:
         bucket, key = split_s3(_uri_of(prefix))
         out: "list[ListedObject]" = []
 
-        def cb(user, e):
+        def cb(user: Any, e: Any) -> int:
             try:
                 ent = e.contents
                 k = ent.key.decode("utf-8", "surrogateescape")
@@ -200,7 +210,7 @@ class Client:
                                                    enc(delimiter), fn, None))
         return out
 
-    def delete(self, uris) -> None:
+    def delete(self, uris: PathLike | Iterable[PathLike]) -> None:
         """Deletes the objects at uris (one URI or an iterable of them; DeleteObjects, 1000
         keys per request). Missing keys are not an error, as on S3.
 
@@ -236,22 +246,22 @@ class Client:
     def delete_object(self, bucket: str, key: str) -> None:
         self._lib.check(self._lib.s3d_delete_object(self.handle, enc(bucket), enc(key)))
 
-    def upload_bytes(self, bucket: str, key: str, data) -> None:
+    def upload_bytes(self, bucket: str, key: str, data: Buffer) -> None:
         """Uploads a bytes-like object as one object (multipart when large)."""
         ptr, n, keep = buffer_pointer(data)
         self._lib.check(self._lib.s3d_upload_from_buffer(self.handle, enc(bucket), enc(key),
                                                          ptr, n, None))
         del keep
 
-    def download_into(self, bucket: str, key: str, offset: int, dst, length=None,
-                      if_match=None) -> int:
+    def download_into(self, bucket: str, key: str, offset: int, dst: Buffer,
+                      length: int | None = None, if_match: str | None = None) -> int:
         """Downloads [offset, offset + length) (length None: to the end, which must fit) into
         the writable buffer dst; returns the number of bytes written. if_match: the ETag the
         object must still have (TransferError S3D_ECHANGED otherwise)."""
         ptr, cap, keep = buffer_pointer(dst, writable=True)
         n = ctypes.c_uint64()
         want = (1 << 64) - 1 if length is None else length
-        o = None
+        o: Any = None
         if if_match:
             o = _capi.TransferOptions()
             o.struct_size = ctypes.sizeof(o)
@@ -260,11 +270,12 @@ class Client:
         self._lib.check(self._lib.s3d_download_to_buffer(
             self.handle, enc(bucket), enc(key), offset, want, ptr, cap, ctypes.byref(n), o))
         del keep
-        return n.value
+        got: int = n.value
+        return got
 
     def download_bytes(self, bucket: str, key: str) -> bytes:
         info = self.head(bucket, key)
-        size = info.size
+        size: int = info.size
         buf = bytearray(size)
         if size:
             got = self.download_into(bucket, key, 0, buf, size, if_match=info.etag.decode())
@@ -286,7 +297,7 @@ class ListedObject(NamedTuple):
     is_prefix: bool  # a "folder" (CommonPrefixes) when listing with a delimiter
 
 
-def _uri_of(u) -> str:
+def _uri_of(u: PathLike) -> str:
     from . import _uri
 
     s = _uri.normalize(u)
@@ -295,7 +306,7 @@ def _uri_of(u) -> str:
     return s
 
 
-def buffer_pointer(data, writable: bool = False):
+def buffer_pointer(data: Buffer, writable: bool = False) -> tuple[int | None, int, object]:
     """(address, length, keep-alive) of a bytes-like object without copying it. Read-only
     buffers other than bytes need numpy (present with torch); otherwise they are copied."""
     if isinstance(data, bytes) and not writable:
@@ -321,7 +332,7 @@ def buffer_pointer(data, writable: bool = False):
         return buffer_pointer(b)
 
 
-_default = None
+_default: Client | None = None
 _default_lock = threading.Lock()
 
 
@@ -338,11 +349,11 @@ def default_client() -> Client:
         return c
 
 
-def resolve(client) -> Client:
+def resolve(client: Client | None) -> Client:
     return client if client is not None else default_client()
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     # Drop the parent's default client without freeing it: its connections belong to the
     # parent. Its __del__ sees the pid mismatch and does not call s3d_client_free.
     global _default, _default_lock

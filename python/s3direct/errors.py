@@ -36,6 +36,8 @@ Hierarchy::
 
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 # Values from the S3D_ERRNO_MAP in errors.h (ABI: append only).
 _CODES = {
     "EINVAL": -1, "ENOMEM": -2, "EIO": -3, "ENOENT": -4, "ECANCELED": -5, "ETOOBIG": -6,
@@ -62,7 +64,7 @@ class S3DirectError(Exception):
 
     def __init__(self, code: int, message: str, *, name: str = "", http_status: int = 0,
                  operation: str = "", bucket: str = "", key: str = "", s3_code: str = "",
-                 s3_message: str = "", request_id: str = ""):
+                 s3_message: str = "", request_id: str = "") -> None:
         super().__init__(message)
         self.code = code
         self.name = name or CODE_NAMES.get(code, "S3D_UNKNOWN")
@@ -75,12 +77,13 @@ class S3DirectError(Exception):
         self.s3_message = s3_message
         self.request_id = request_id
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         # Picklable, so errors cross process boundaries (DCP, multiprocessing) intact.
         return (_rebuild, (type(self), self.code, self.message, self.__dict__))
 
 
-def _rebuild(cls, code, message, state):
+def _rebuild(cls: type[S3DirectError], code: int, message: str,
+             state: dict[str, Any]) -> S3DirectError:
     e = cls.__new__(cls)
     Exception.__init__(e, message)
     e.__dict__.update(state)
@@ -104,23 +107,23 @@ class AccessDenied(S3DirectError, PermissionError):
 
 
 class SignatureDoesNotMatch(AccessDenied):
-    pass
+    """The secret key does not match the key id (S3D_ESIGNATURE)."""
 
 
 class InvalidAccessKeyId(AccessDenied):
-    pass
+    """The server does not know the access key id (S3D_EKEYID)."""
 
 
 class ChecksumMismatch(S3DirectError):
-    pass
+    """The stored CRC32C differs from the bytes read (S3D_ECHECKSUM)."""
 
 
 class FormatError(S3DirectError):
-    pass
+    """A malformed safetensors header or index, truncated data, or a missing tensor."""
 
 
 class TransferError(S3DirectError):
-    pass
+    """Network, TLS, HTTP, server or local I/O failure, or retries exhausted."""
 
 
 class Timeout(TransferError, TimeoutError):
@@ -128,38 +131,39 @@ class Timeout(TransferError, TimeoutError):
 
 
 class ConfigError(S3DirectError):
-    pass
+    """Bad configuration or URI (S3D_ECONFIG, S3D_EURI)."""
 
 
 class NoCredentials(ConfigError):
-    pass
+    """No credentials found, or a configured provider failed (S3D_ENOCREDS, S3D_ECREDS)."""
 
 
 class DeviceError(S3DirectError):
-    pass
+    """CUDA or cuFile failed, or there is no such GPU."""
 
 
 class Cancelled(S3DirectError):
-    pass
+    """The call was cancelled (S3D_ECANCELED)."""
 
 
 class NotSupported(S3DirectError):
-    pass
+    """The operation is not supported here, or the library is too old (S3D_ENOTSUP)."""
 
 
 class BucketAlreadyExists(S3DirectError):
-    pass
+    """create_bucket: the bucket exists (S3D_EBUCKETEXISTS)."""
 
 
 class InvalidArgument(S3DirectError, ValueError):
-    pass
+    """An argument the library refused (also a ValueError)."""
 
 
 class StateMismatch(S3DirectError, ValueError):
     """load_into: missing / unexpected keys, shape or dtype differences, all listed at once in
     the message; also available as the lists ``missing``, ``unexpected`` and ``mismatched``."""
 
-    def __init__(self, message: str, missing=(), unexpected=(), mismatched=()):
+    def __init__(self, message: str, missing: Iterable[str] = (), unexpected: Iterable[str] = (),
+                 mismatched: Iterable[str] = ()) -> None:
         super().__init__(S3D_EDEST, message)
         self.missing = list(missing)
         self.unexpected = list(unexpected)
@@ -167,11 +171,11 @@ class StateMismatch(S3DirectError, ValueError):
 
 
 class PickleRefused(S3DirectError, ValueError):
-    pass
+    """A pickled leaf was met without allow_pickle=True (also a ValueError)."""
 
 
 _c = _CODES
-_BY_CODE = {
+_BY_CODE: dict[int, type[S3DirectError]] = {
     _c["ENOSUCHKEY"]: NoSuchKey, _c["ENOENT"]: NoSuchFile,
     _c["ENOSUCHBUCKET"]: NoSuchBucket,
     _c["EACCESS"]: AccessDenied, _c["ESIGNATURE"]: SignatureDoesNotMatch,
@@ -193,13 +197,14 @@ _BY_CODE = {
 }
 
 # An S3 <Code> refines a generic code (an HTTP error the C side did not classify).
-_BY_S3_CODE = {
+_BY_S3_CODE: dict[str, type[S3DirectError]] = {
     "NoSuchKey": NoSuchKey, "NoSuchBucket": NoSuchBucket, "AccessDenied": AccessDenied,
     "SignatureDoesNotMatch": SignatureDoesNotMatch, "InvalidAccessKeyId": InvalidAccessKeyId,
 }
 
 
-def error_class(code: int, s3_code: str = "") -> type:
+def error_class(code: int, s3_code: str = "") -> type[S3DirectError]:
+    """The exception class for a negative S3D_E* code, refined by the S3 <Code> if given."""
     cls = _BY_CODE.get(code)
     if cls is None and -54 <= code <= -40:
         cls = FormatError
@@ -208,6 +213,6 @@ def error_class(code: int, s3_code: str = "") -> type:
     return cls or S3DirectError
 
 
-def make_error(code: int, message: str, **fields) -> S3DirectError:
+def make_error(code: int, message: str, **fields: Any) -> S3DirectError:
     """The exception object for a negative S3D_E* code and its detail fields."""
     return error_class(code, fields.get("s3_code", ""))(code, message, **fields)
