@@ -30,6 +30,7 @@ import binascii
 import json
 import pickle
 from collections import OrderedDict
+from typing import Any, Callable, Iterator, Mapping, Optional, Tuple, Union
 
 import torch
 
@@ -41,12 +42,21 @@ TREE_FORMAT = "s3direct.tree"
 TREE_VERSION = 1
 ROOT_TENSOR_NAME = "tensor"
 
+# A node of the JSON tree (see above), as json.loads returns it.
+Node = Any
+# Where a leaf sits in the structure: dict keys and list / tuple indices from the root.
+Path = Tuple[Union[str, int], ...]
+# flatten's expand: the object to store in place of a leaf, or None to store the leaf itself.
+Expand = Callable[[Any], Any]
+# unflatten's tensors: a mapping from name to tensor, or tensors(name, path) -> tensor.
+Tensors = Union[Mapping[str, Any], Callable[[str, Path], Any]]
 
-def path_str(path) -> str:
+
+def path_str(path: Path) -> str:
     return ".".join(str(p) for p in path) if path else "<root>"
 
 
-def _expand_default(obj):
+def _expand_default(obj: object) -> Any:
     """nn.Module and Optimizer leaves are saved as their state_dict()."""
     if isinstance(obj, torch.nn.Module):
         return obj.state_dict()
@@ -58,12 +68,12 @@ def _expand_default(obj):
 class Flattened:
     """tree: the JSON-able node; tensors: list of (name, path tuple, tensor) in tree order."""
 
-    def __init__(self):
-        self.tree = None
-        self.tensors: list = []
-        self._names: set = set()
+    def __init__(self) -> None:
+        self.tree: Node = None
+        self.tensors: list[tuple[str, Path, torch.Tensor]] = []
+        self._names: set[str] = set()
 
-    def unique_name(self, path) -> str:
+    def unique_name(self, path: Path) -> str:
         base = ".".join(str(p) for p in path) if path else ROOT_TENSOR_NAME
         name, n = base, 1
         while name in self._names:
@@ -77,18 +87,20 @@ class Flattened:
         return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def flatten(obj, *, allow_pickle: bool = False, expand=_expand_default) -> Flattened:
+def flatten(obj: Any, *, allow_pickle: bool = False,
+            expand: Optional[Expand] = _expand_default) -> Flattened:
     """Walks obj; raises InvalidArgument naming the path of the first leaf it cannot store."""
     out = Flattened()
     out.tree = _flatten(obj, (), out, allow_pickle, expand, set())
     return out
 
 
-def _flatten(obj, path, out: Flattened, allow_pickle, expand, active):
+def _flatten(obj: Any, path: Path, out: Flattened, allow_pickle: bool, expand: Optional[Expand],
+             active: set[int]) -> Node:
     if isinstance(obj, torch.Tensor):
         name = out.unique_name(path)
         out.tensors.append((name, path, obj))
-        node = {"t": name}
+        node: dict[str, Any] = {"t": name}
         if isinstance(obj, torch.nn.Parameter):
             node["P"] = 1
             if not obj.requires_grad:
@@ -120,7 +132,7 @@ def _flatten(obj, path, out: Flattened, allow_pickle, expand, active):
                 items = [_flatten(v, path + (i,), out, allow_pickle, expand, active)
                          for i, v in enumerate(obj)]
                 return {"l": items} if type(obj) is list else {"T": items}
-            pairs = []
+            pairs: list[list[Any]] = []
             for k, v in obj.items():
                 if isinstance(k, bool) or not isinstance(k, (str, int)):
                     raise errors.InvalidArgument(
@@ -161,7 +173,7 @@ _OPTIONAL = frozenset((("d", "o"), ("t", "P"), ("t", "g")))  # (tag, key it may 
 _INT64 = 1 << 63
 
 
-def _short(node) -> str:
+def _short(node: Node) -> str:
     """A bounded description of node for an error message (never a deep repr)."""
     if isinstance(node, dict):
         keys = list(node)[:4]
@@ -171,7 +183,8 @@ def _short(node) -> str:
     return repr(node)[:80]
 
 
-def _node_problem(node, path, push):
+def _node_problem(node: Node, path: Path,
+                  push: Callable[[Node, Path], None]) -> Optional[str]:
     """Why node is not a tree node (None if it is one); push(child, child_path) for each
     child to check next."""
     if node is None or isinstance(node, (bool, str)) or type(node) is int:
@@ -231,9 +244,9 @@ def _node_problem(node, path, push):
     return None
 
 
-def check(tree, where: str) -> None:
+def check(tree: Node, where: str) -> None:
     """Raises FormatError naming the first malformed node of tree (iterative: any depth)."""
-    stack = [(tree, ())]
+    stack: list[tuple[Node, Path]] = [(tree, ())]
     push = lambda child, p: stack.append((child, p))  # noqa: E731
     while stack:
         node, path = stack.pop()
@@ -245,7 +258,7 @@ def check(tree, where: str) -> None:
                 f"({_short(node)})")
 
 
-def parse(text: str, where: str) -> dict:
+def parse(text: str, where: str) -> dict[str, Any]:
     """The tree document from the metadata value, every node checked; FormatError naming the
     node when it is not one."""
     try:
@@ -268,7 +281,8 @@ def parse(text: str, where: str) -> dict:
     return doc
 
 
-def _children(node, path):
+def _children(node: Node,
+              path: Path) -> tuple[Optional[str], Optional[list[tuple[Node, Path]]]]:
     """(tag, [(child, child_path), ...]) of a container node; (None, None) for a leaf."""
     if isinstance(node, dict):
         if "d" in node:
@@ -280,10 +294,10 @@ def _children(node, path):
     return None, None
 
 
-def walk(node, path=()):
+def walk(node: Node, path: Path = ()) -> Iterator[tuple[Path, str, dict[str, Any]]]:
     """Yields (path, tag, node) for every tagged leaf, in tree order: tensors ("t") and
     pickles ("p"). Iterative, so the cost is linear in the tree whatever its depth."""
-    stack = [(node, path)]
+    stack: list[tuple[Node, Path]] = [(node, path)]
     while stack:
         n, p = stack.pop()
         if isinstance(n, dict):
@@ -298,7 +312,7 @@ def walk(node, path=()):
             stack.extend(reversed(kids))
 
 
-def restore_grad(node: dict, t):
+def restore_grad(node: dict[str, Any], t: Any) -> Any:
     """The tensor as it was saved: an nn.Parameter ("P": 1, requires_grad unless "g": 0) or a
     plain tensor that required grad ("g": 1). Tensors already of the right kind (load_into's
     own) are returned as they are."""
@@ -311,7 +325,7 @@ def restore_grad(node: dict, t):
     return t
 
 
-def _leaf(node, path, tensors, allow_pickle):
+def _leaf(node: Node, path: Path, tensors: Tensors, allow_pickle: bool) -> Any:
     if node is None or isinstance(node, (bool, int, str)):
         return node
     if isinstance(node, dict):
@@ -349,7 +363,8 @@ def _leaf(node, path, tensors, allow_pickle):
                              f"tree node at {path_str(path)} is malformed: {_short(node)}")
 
 
-def unflatten(node, tensors, *, allow_pickle: bool = False, path=()):
+def unflatten(node: Node, tensors: Tensors, *, allow_pickle: bool = False,
+              path: Path = ()) -> Any:
     """Rebuilds the structure. tensors maps a name to its tensor (a callable may be given
     instead: tensors(name, path) -> tensor). Iterative (an explicit stack), so the cost is
     linear in the number of nodes and any depth that JSON could hold works."""
@@ -357,7 +372,7 @@ def unflatten(node, tensors, *, allow_pickle: bool = False, path=()):
     if tag is None:
         return _leaf(node, path, tensors, allow_pickle)
     # Frames: [tag, node, children, next child, values so far].
-    stack = [[tag, node, kids, 0, []]]
+    stack: list[list[Any]] = [[tag, node, kids, 0, []]]
     while True:
         f = stack[-1]
         if f[3] < len(f[2]):
@@ -373,7 +388,7 @@ def unflatten(node, tensors, *, allow_pickle: bool = False, path=()):
         ftag, fnode, _, _, vals = f
         if ftag == "d":
             items = zip((k for k, _ in fnode["d"]), vals)
-            value = OrderedDict(items) if fnode.get("o") else dict(items)
+            value: Any = OrderedDict(items) if fnode.get("o") else dict(items)
         elif ftag == "l":
             value = vals
         else:

@@ -23,21 +23,25 @@ import logging
 import os
 import stat
 import warnings
-from typing import BinaryIO, Optional, cast
+from types import TracebackType
+from typing import TYPE_CHECKING, BinaryIO, Optional, cast
 
 from . import _capi, _uri, errors
 from ._capi import enc
 from ._uri import PathLike
 from .client import Client, buffer_pointer, resolve
 
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
 DEFAULT_READ_AHEAD = 8 << 20
 
 
-def is_s3(uri) -> bool:
+def is_s3(uri: object) -> bool:
     return isinstance(uri, str) and uri.startswith("s3://")
 
 
-def split_s3(uri: str):
+def split_s3(uri: str) -> tuple[str, str]:
     """(bucket, key) of an s3:// URI, parsed by the C library (s3d_uri_parse)."""
     lib = _capi.lib()
     b = ctypes.create_string_buffer(256)
@@ -47,16 +51,30 @@ def split_s3(uri: str):
 
 
 class S3Reader(io.RawIOBase):
-    def __init__(self, uri: str, *, client=None, read_ahead: int = DEFAULT_READ_AHEAD):
+    """What reader() returns for an s3:// URI: a seekable, read-only binary file over one
+    version of the object (its ETag at open).
+
+    Args:
+        uri: "s3://bucket/key".
+        client: the Client to use (None: the default client).
+        read_ahead: bytes fetched per ranged GET for small reads.
+
+    Raises:
+        NoSuchKey, NoSuchBucket, AccessDenied: from the HEAD at open.
+        TransferError: a read failed, or the object changed (S3D_ECHANGED) since open.
+    """
+
+    def __init__(self, uri: str, *, client: Client | None = None,
+                 read_ahead: int = DEFAULT_READ_AHEAD) -> None:
         super().__init__()
         self.uri = uri
         self._client = resolve(client)
         self._bucket, self._key = split_s3(uri)
         info = self._client.head(self._bucket, self._key)
-        self._size = info.size
+        self._size: int = info.size
         # Every read asks for this version: a replaced object fails (S3D_ECHANGED) rather
         # than mixing the bytes of two versions in one stream.
-        self._etag = info.etag.decode("utf-8", "replace")
+        self._etag: str = info.etag.decode("utf-8", "replace")
         self._pos = 0
         self._ra = max(int(read_ahead), 1)
         self._buf = bytearray()
@@ -66,16 +84,16 @@ class S3Reader(io.RawIOBase):
     def size(self) -> int:
         return self._size
 
-    def readable(self):
+    def readable(self) -> bool:
         return True
 
-    def seekable(self):
+    def seekable(self) -> bool:
         return True
 
-    def tell(self):
+    def tell(self) -> int:
         return self._pos
 
-    def seek(self, offset, whence=io.SEEK_SET):
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         if whence == io.SEEK_SET:
             pos = offset
         elif whence == io.SEEK_CUR:
@@ -89,7 +107,7 @@ class S3Reader(io.RawIOBase):
         self._pos = pos
         return pos
 
-    def _fetch(self, offset: int, dst) -> None:
+    def _fetch(self, offset: int, dst: memoryview | bytearray) -> None:
         want = len(dst)
         got = self._client.download_into(self._bucket, self._key, offset, dst, want,
                                          if_match=self._etag)
@@ -98,7 +116,7 @@ class S3Reader(io.RawIOBase):
                 errors._CODES["EPROTO"],
                 f"{self.uri}: ranged read at {offset} returned {got} of {want} bytes")
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Buffer) -> int:
         mv = memoryview(b).cast("B")
         n = min(len(mv), max(self._size - self._pos, 0))
         done = 0
@@ -121,7 +139,7 @@ class S3Reader(io.RawIOBase):
             self._pos += k
         return done
 
-    def read(self, size=-1) -> bytes:
+    def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
             size = max(self._size - self._pos, 0)
         buf = bytearray(min(size, max(self._size - self._pos, 0)))
@@ -142,8 +160,23 @@ def _warn_unclosed(uri: str, nbytes: int, source: object) -> None:
 
 
 class S3Writer(io.RawIOBase):
-    def __init__(self, uri: str, *, client=None, part_size=None, max_concurrency=None,
-                 content_type=None):
+    """What writer() returns for an s3:// URI: a write-only binary file whose bytes are
+    uploaded in the background (s3d_upload_stream_*); the object appears on close().
+
+    Args:
+        uri: "s3://bucket/key".
+        client: the Client to use (None: the default client).
+        part_size: bytes per uploaded part (None: the client's).
+        max_concurrency: parts in flight (None: the client's).
+        content_type: the object's Content-Type (None: the library's default).
+
+    Raises:
+        NoSuchBucket, AccessDenied, TransferError: from write() or close() as the upload
+            runs.
+    """
+
+    def __init__(self, uri: str, *, client: Client | None = None, part_size: int | None = None,
+                 max_concurrency: int | None = None, content_type: str | None = None) -> None:
         super().__init__()
         self.uri = uri
         self._lib = _capi.lib()
@@ -159,17 +192,17 @@ class S3Writer(io.RawIOBase):
         self._lib.check(self._lib.s3d_upload_stream_new(self._client.handle, enc(bucket),
                                                         enc(key), ctypes.byref(o),
                                                         ctypes.byref(h)))
-        self._h = h
+        self._h: ctypes.c_void_p | None = h
         self._written = 0
         self._done = False
 
-    def writable(self):
+    def writable(self) -> bool:
         return True
 
-    def tell(self):
+    def tell(self) -> int:
         return self._written
 
-    def write(self, b) -> int:
+    def write(self, b: Buffer) -> int:
         if self._h is None:
             raise ValueError("write to a closed s3direct writer")
         ptr, n, keep = buffer_pointer(b)
@@ -199,13 +232,14 @@ class S3Writer(io.RawIOBase):
             self._lib.s3d_upload_stream_free(h)
             super().close()
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is not None:
             self.abort()
         else:
             self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         # Never complete an upload from the garbage collector: abort it, and say so, as an
         # unclosed builtin file does (torch.save(obj, writer(uri)) never closes its file).
         try:
@@ -248,7 +282,7 @@ class _LocalWriter(io.FileIO):
     """Writes .NAME.s3d-tmp-PID-RAND beside path, renames it to path on a clean close; deletes
     it otherwise. A new file gets 0666 less the umask; an existing one keeps its mode."""
 
-    def __init__(self, path):
+    def __init__(self, path: PathLike) -> None:
         self._final = os.fspath(path)
         folder, base = os.path.split(os.path.abspath(self._final))
         _sweep_stale(self._final)
@@ -267,13 +301,13 @@ class _LocalWriter(io.FileIO):
             raise
         super().__init__(fd, "wb", closefd=True)
 
-    def abort(self):
+    def abort(self) -> None:
         if not self.closed:
             super().close()
         if os.path.exists(self._tmp):
             os.unlink(self._tmp)
 
-    def close(self):
+    def close(self) -> None:
         if self.closed:
             return
         self.flush()
@@ -281,13 +315,14 @@ class _LocalWriter(io.FileIO):
         super().close()
         os.replace(self._tmp, self._final)
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is not None:
             self.abort()
         else:
             self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         # A writer dropped without close() leaves no file behind, and says so.
         try:
             if not self.closed:
