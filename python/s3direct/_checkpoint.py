@@ -13,7 +13,7 @@ import ctypes
 import gc
 import os
 import threading
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 import torch
 
@@ -24,6 +24,8 @@ from ._uri import PathLike
 from .client import Client, resolve
 
 DeviceArg = Union[str, int, torch.device, None]
+# A destination for CheckpointReader.read: (entry, tensor, src_offset, length); length 0: all.
+Dest = Tuple["TensorEntry", torch.Tensor, int, int]
 
 INDEX_SUFFIX = ".safetensors.index.json"
 _RESERVED_PREFIX = "s3direct."
@@ -35,11 +37,11 @@ class _Src:
 
     __slots__ = ("name", "tensor", "dtype", "device")
 
-    def __init__(self, name, tensor, dtype, device):
+    def __init__(self, name: str, tensor: torch.Tensor, dtype: int, device: int) -> None:
         self.name, self.tensor, self.dtype, self.device = name, tensor, dtype, device
 
 
-def _prepare(t: torch.Tensor, name: str, path) -> _Src:
+def _prepare(t: torch.Tensor, name: str, path: _tree.Path) -> _Src:
     where = _tree.path_str(path)
     if t.layout != torch.strided:
         raise errors.InvalidArgument(errors.S3D_EINVAL,
@@ -73,10 +75,10 @@ def _prepare(t: torch.Tensor, name: str, path) -> _Src:
 class _SrcArray:
     """The struct s3d_tensor_src array plus everything its pointers point into."""
 
-    def __init__(self, srcs):
+    def __init__(self, srcs: Sequence[_Src]) -> None:
         n = len(srcs)
         self.arr = (_capi.TensorSrc * max(n, 1))()
-        self._keep = []
+        self._keep: list[object] = []
         for i, s in enumerate(srcs):
             t = s.tensor
             shape = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
@@ -93,7 +95,7 @@ class _SrcArray:
         self.n = n
 
 
-def _cuda_streams(devices) -> list:
+def _cuda_streams(devices: Iterable[int]) -> list[int]:
     """The current CUDA stream handle of every device in devices (ordinals; -1 ignored), as a
     list indexed by ordinal (0 where no tensor lives). The C layer orders its copies after the
     work queued on each device's own stream."""
@@ -106,11 +108,12 @@ def _cuda_streams(devices) -> list:
     return out
 
 
-def _cuda_stream(srcs) -> list:
+def _cuda_stream(srcs: Iterable[_Src]) -> list[int]:
     return _cuda_streams(s.device for s in srcs)
 
 
-def _set_streams(o, streams, keep):
+def _set_streams(o: Union[_capi.ReadOptions, _capi.WriteOptions],
+                 streams: Optional[Iterable[int]], keep: list[object]) -> None:
     """Fills cuda_stream / cuda_streams / n_cuda_streams of a Read/WriteOptions."""
     streams = list(streams or [])
     if not streams:
@@ -151,8 +154,10 @@ def _dest_device(t: torch.Tensor) -> int:
     return idx
 
 
-def _metadata_entries(metadata, tree_json):
-    entries = []
+def _metadata_entries(
+        metadata: Optional[Dict[str, str]],
+        tree_json: Optional[str]) -> tuple[ctypes.Array[_capi.MetadataEntry], int, list[object]]:
+    entries: list[tuple[str, str]] = []
     for k, v in (metadata or {}).items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise errors.InvalidArgument(errors.S3D_EINVAL,
@@ -164,7 +169,7 @@ def _metadata_entries(metadata, tree_json):
     if tree_json is not None:
         entries.append((_tree.TREE_KEY, tree_json))
     arr = (_capi.MetadataEntry * max(len(entries), 1))()
-    keep = []
+    keep: list[object] = []
     for i, (k, v) in enumerate(entries):
         kb, vb = enc(k), enc(v)
         keep += [kb, vb]
@@ -172,8 +177,9 @@ def _metadata_entries(metadata, tree_json):
     return arr, len(entries), keep
 
 
-def _write(client, uri: str, srcs, metadata, tree_json, *, shard_size, checksum, progress,
-           cuda_stream):
+def _write(client: Client, uri: str, srcs: Sequence[_Src], metadata: Optional[Dict[str, str]],
+           tree_json: Optional[str], *, shard_size: Optional[int], checksum: bool,
+           progress: ProgressArg, cuda_stream: Optional[Iterable[int]]) -> None:
     lib = _capi.lib()
     if shard_size and not uri.endswith(INDEX_SUFFIX):
         raise errors.InvalidArgument(
@@ -197,7 +203,7 @@ def _write(client, uri: str, srcs, metadata, tree_json, *, shard_size, checksum,
     del keep
 
 
-def _tie_key(t: torch.Tensor):
+def _tie_key(t: torch.Tensor) -> Optional[tuple[Any, ...]]:
     """Equal for two tensors that are the same view of the same memory (tied weights)."""
     if t.device.type == "meta" or t.layout != torch.strided or t.is_quantized:
         return None
@@ -211,13 +217,13 @@ def _tie_key(t: torch.Tensor):
             t.dtype, t.is_conj(), t.is_neg())
 
 
-def _untie(flat) -> dict:
+def _untie(flat: _tree.Flattened) -> dict[str, str]:
     """Tied tensors (the same view of the same memory under several names) are stored once,
     as safetensors.torch.save_model does: the first name in tree order keeps the bytes, the
     others point to it in the tree (so load ties them again) and are listed in __metadata__
     as {removed: kept}. Returns that alias map; drops the removed names from flat.tensors."""
-    kept: dict = {}
-    aliases: dict = {}
+    kept: dict[tuple[Any, ...], str] = {}
+    aliases: dict[str, str] = {}
     tensors = []
     for name, path, t in flat.tensors:
         key = _tie_key(t)
@@ -235,7 +241,8 @@ def _untie(flat) -> dict:
     return aliases
 
 
-def _with_aliases(metadata, aliases: dict):
+def _with_aliases(metadata: Optional[Dict[str, str]],
+                  aliases: dict[str, str]) -> Optional[Dict[str, str]]:
     if not aliases:
         return metadata
     out = dict(metadata or {})
@@ -275,12 +282,12 @@ def save(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
 
 
 # ---- save_async ------------------------------------------------------------------------------
-_executor = None
-_executor_pid = None
+_executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
+_executor_pid: Optional[int] = None
 _executor_lock = threading.Lock()
 
 
-def _get_executor():
+def _get_executor() -> concurrent.futures.ThreadPoolExecutor:
     global _executor, _executor_pid
     with _executor_lock:
         if _executor is None or _executor_pid != os.getpid():
@@ -328,7 +335,7 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
 
 # ---- reading ---------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _gc_paused():
+def _gc_paused() -> Iterator[None]:
     """The cyclic GC off while millions of acyclic objects (entries, tensors, tree nodes) are
     made: each collection would walk all of them again."""
     was = gc.isenabled()
@@ -345,11 +352,12 @@ class TensorEntry:
 
     __slots__ = ("index", "name", "dtype", "shape", "nbytes")
 
-    def __init__(self, index, name, dtype, shape, nbytes):
+    def __init__(self, index: int, name: str, dtype: int, shape: Tuple[int, ...],
+                 nbytes: int) -> None:
         self.index, self.name, self.dtype, self.shape, self.nbytes = (index, name, dtype, shape,
                                                                       nbytes)
 
-    def torch_dtype(self, uri):
+    def torch_dtype(self, uri: str) -> torch.dtype:
         dt = _dtypes.to_torch(self.dtype)
         if dt is None:
             raise errors.NotSupported(
@@ -363,7 +371,7 @@ _ZIP_MAGIC = b"PK\x03\x04"  # torch.save since 1.6 (a zip archive)
 _PICKLE_PROTO = b"\x80"  # torch.save(..., _use_new_zipfile_serialization=False), pickle
 
 
-def _peek(uri: str, client, n: int) -> bytes:
+def _peek(uri: str, client: Client, n: int) -> bytes:
     from .streams import is_s3, split_s3
 
     if is_s3(uri):
@@ -375,7 +383,7 @@ def _peek(uri: str, client, n: int) -> bytes:
         return f.read(n)
 
 
-def _explain_not_safetensors(uri: str, client, err: errors.S3DirectError) -> None:
+def _explain_not_safetensors(uri: str, client: Client, err: errors.S3DirectError) -> None:
     """When a safetensors header is unreadable, looks at the first bytes: a torch.save file
     (zip or pickle) gets an error that says what it is and how to read it."""
     if uri.endswith(".json"):
@@ -397,13 +405,13 @@ class CheckpointReader:
     """An open checkpoint (s3d_reader): its tensors and metadata; read() fills destinations.
     Use as a context manager or call close()."""
 
-    def __init__(self, uri, client=None):
+    def __init__(self, uri: PathLike, client: Optional[Client] = None) -> None:
         self._lib = _capi.lib()
         self._client = resolve(client)
         self.uri = _uri.for_load(uri, self._client)
         lib, handle, uri_b = self._lib, self._client.handle, enc(self.uri)
 
-        def open_():
+        def open_() -> ctypes.c_void_p:
             h = ctypes.c_void_p()
             lib.check(lib.s3d_reader_open(handle, uri_b, ctypes.byref(h)))
             return h
@@ -416,9 +424,9 @@ class CheckpointReader:
         except errors.FormatError as err:
             _explain_not_safetensors(self.uri, self._client, err)
             raise
-        self._h = h
-        self.tensors: list = []
-        self.by_name: dict = {}
+        self._h: Optional[ctypes.c_void_p] = h
+        self.tensors: list[TensorEntry] = []
+        self.by_name: dict[str, TensorEntry] = {}
         info = _capi.TensorInfo()
         for i in range(self._lib.s3d_reader_num_tensors(h)):
             self._lib.check(self._lib.s3d_reader_tensor(h, i, ctypes.byref(info)))
@@ -428,37 +436,40 @@ class CheckpointReader:
             self.tensors.append(e)
             self.by_name[name] = e
 
-    def metadata(self) -> dict:
-        out = {}
+    def metadata(self) -> dict[str, str]:
+        out: dict[str, str] = {}
         k, v = ctypes.c_char_p(), ctypes.c_char_p()
         for i in range(self._lib.s3d_reader_num_metadata(self._h)):
             self._lib.check(self._lib.s3d_reader_metadata(self._h, i, ctypes.byref(k),
                                                           ctypes.byref(v)))
-            out[k.value.decode("utf-8")] = (v.value or b"").decode("utf-8")
+            # The C API never gives a NULL key.
+            out[cast(bytes, k.value).decode("utf-8")] = (v.value or b"").decode("utf-8")
         return out
 
-    def shards(self) -> list:
+    def shards(self) -> list[tuple[str, int, int]]:
         """[(uri, header_bytes, object_bytes)] of each shard (one entry for a single file)."""
-        out = []
+        out: list[tuple[str, int, int]] = []
         u, hb, ob = ctypes.c_char_p(), ctypes.c_uint64(), ctypes.c_uint64()
         for i in range(self._lib.s3d_reader_num_shards(self._h)):
             self._lib.check(self._lib.s3d_reader_shard(self._h, i, ctypes.byref(u),
                                                        ctypes.byref(hb), ctypes.byref(ob)))
-            out.append((u.value.decode("utf-8"), hb.value, ob.value))
+            # The C API never gives a NULL shard URI.
+            out.append((cast(bytes, u.value).decode("utf-8"), hb.value, ob.value))
         return out
 
-    def metadata_get(self, key: str):
-        v = self._lib.s3d_reader_metadata_get(self._h, enc(key))
+    def metadata_get(self, key: str) -> Optional[str]:
+        v: Optional[bytes] = self._lib.s3d_reader_metadata_get(self._h, enc(key))
         return None if v is None else v.decode("utf-8")
 
-    def read(self, dests, *, progress=False, verify=True) -> None:
+    def read(self, dests: Sequence[Dest], *, progress: ProgressArg = False,
+             verify: bool = True) -> None:
         """dests: list of (TensorEntry, tensor, src_offset, length); each tensor contiguous on
         the CPU or a CUDA device with room for the bytes. One planned transfer for all."""
         n = len(dests)
         if n == 0:
             return
         arr = (_capi.TensorDest * n)()
-        devices = []
+        devices: list[int] = []
         for i, (e, t, off, length) in enumerate(dests):
             d = arr[i]
             d.index = e.index
@@ -474,7 +485,7 @@ class CheckpointReader:
             if prog.fn is not None:
                 o.progress = prog.fn
             o.no_verify = 0 if verify else 1
-            keep = []
+            keep: list[object] = []
             _set_streams(o, _cuda_streams(devices), keep)
             lib, h = self._lib, self._h
             with _interrupt.Cancel() as cancel:
@@ -483,49 +494,51 @@ class CheckpointReader:
                     lambda: lib.check(lib.s3d_reader_read(h, arr, n, ctypes.byref(o))),
                     cancel=cancel)
 
-    def close(self):
+    def close(self) -> None:
         h, self._h = getattr(self, "_h", None), None
         if h:
             self._lib.s3d_reader_close(h)
 
-    def __enter__(self):
+    def __enter__(self) -> CheckpointReader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
 
-def open_checkpoint(uri, *, client=None) -> CheckpointReader:
+def open_checkpoint(uri: PathLike, *, client: Optional[Client] = None) -> CheckpointReader:
     """Opens a checkpoint and reads its header(s) only (tensors, metadata)."""
     return CheckpointReader(uri, client)
 
 
-def _tree_doc(r: CheckpointReader):
+def _tree_doc(r: CheckpointReader) -> Optional[dict[str, Any]]:
     text = r.metadata_get(_tree.TREE_KEY)
     return None if text is None else _tree.parse(text, r.uri)
 
 
-def _device(device):
+def _device(device: Union[str, int, torch.device]) -> torch.device:
     d = torch.device(device)
     if d.type == "cuda" and d.index is None:
         d = torch.device("cuda", torch.cuda.current_device())
     return d
 
 
-def _select(r, names, keys):
+def _select(r: CheckpointReader, names: Iterable[str],
+            keys: Union[str, Sequence[str], None]) -> list[str]:
     """Names among `names` that keys select: a key selects the tensor of that name and every
     tensor under it (name + "."). Unknown keys -> KeyError listing them."""
     if keys is None:
         return list(names)
     if isinstance(keys, str):
         keys = [keys]
-    chosen, unknown = [], []
+    chosen: list[str] = []
+    unknown: list[str] = []
     for k in keys:
         hit = [n for n in names if n == k or n.startswith(k + ".")]
         if not hit:
@@ -536,7 +549,7 @@ def _select(r, names, keys):
     return list(dict.fromkeys(chosen))
 
 
-def _map_location(device, map_location):
+def _map_location(device: DeviceArg, map_location: Any) -> Any:
     """device, or torch.load's map_location given as its alias (a device or device string)."""
     if map_location is None:
         return device
@@ -582,11 +595,13 @@ def load(uri: PathLike, *, device: DeviceArg = None,
         return _load(uri, dev, alloc_dev, keys, progress, client, allow_pickle, verify)
 
 
-def _load(uri, dev, alloc_dev, keys, progress, client, allow_pickle, verify):
+def _load(uri: PathLike, dev: torch.device, alloc_dev: torch.device,
+          keys: Union[str, Sequence[str], None], progress: ProgressArg, client: Optional[Client],
+          allow_pickle: bool, verify: bool) -> Any:
     with CheckpointReader(uri, client) as r:
         doc = _tree_doc(r)
         if doc is not None:
-            tree_names = []
+            tree_names: list[str] = []
             for path, tag, node in _tree.walk(doc["tree"]):
                 if tag == "p" and not allow_pickle and keys is None:
                     raise errors.PickleRefused(
@@ -603,8 +618,8 @@ def _load(uri, dev, alloc_dev, keys, progress, client, allow_pickle, verify):
         else:
             tree_names = [e.name for e in r.tensors]
         chosen = _select(r, tree_names, keys)
-        out = {}
-        dests = []
+        out: dict[str, torch.Tensor] = {}
+        dests: list[Dest] = []
         for name in chosen:
             e = r.by_name[name]
             t = torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device=alloc_dev)
@@ -619,13 +634,17 @@ def _load(uri, dev, alloc_dev, keys, progress, client, allow_pickle, verify):
 
 
 # ---- load_into -------------------------------------------------------------------------------
-def _target_tensors(target):
+def _target_tensors(target: Any) -> tuple[dict[str, tuple[_tree.Path, torch.Tensor]],
+                                          list[tuple[_tree.Path, torch.optim.Optimizer]],
+                                          list[str]]:
     """(names -> (path, tensor), [(path, optimizer)], [module prefix]) with the names save()
     would give."""
     names = _tree.Flattened()
-    found, optims, modules = {}, [], []
+    found: dict[str, tuple[_tree.Path, torch.Tensor]] = {}
+    optims: list[tuple[_tree.Path, torch.optim.Optimizer]] = []
+    modules: list[str] = []
 
-    def walk(obj, path):
+    def walk(obj: Any, path: _tree.Path) -> None:
         if isinstance(obj, torch.Tensor):
             found[names.unique_name(path)] = (path, obj)
         elif isinstance(obj, torch.nn.Module):
@@ -647,7 +666,7 @@ def _target_tensors(target):
     return found, optims, modules
 
 
-def _subtree(node, path, uri):
+def _subtree(node: _tree.Node, path: _tree.Path, uri: str) -> _tree.Node:
     for comp in path:
         nxt = None
         if isinstance(node, dict) and "d" in node:
@@ -656,7 +675,7 @@ def _subtree(node, path, uri):
                     nxt = v
                     break
         elif isinstance(node, dict) and ("l" in node or "T" in node):
-            items = node.get("l", node.get("T"))
+            items = cast(List[Any], node.get("l", node.get("T")))
             if isinstance(comp, int) and 0 <= comp < len(items):
                 nxt = items[comp]
         if nxt is None:
@@ -671,10 +690,11 @@ def _under(name: str, prefix: str) -> bool:
     return prefix == "" or name == prefix or name.startswith(prefix + ".")
 
 
-def _opt_device(opt):
+def _opt_device(opt: torch.optim.Optimizer) -> torch.device:
     for g in opt.param_groups:
         for p in g["params"]:
-            return p.device
+            dev: torch.device = p.device
+            return dev
     return torch.device("cpu")
 
 
@@ -717,15 +737,15 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
         # Tied weights: a name the checkpoint stores once (safetensors save_model, Hugging
         # Face, s3direct.save) is satisfied by the target tensor it shares memory with, or
         # else from the stored tensor the metadata names ({removed: kept}).
-        tied_from: dict = {}
+        tied_from: dict[str, tuple[Optional[str], Optional[torch.Tensor]]] = {}
         if missing:
-            by_key = {}
+            by_key: dict[tuple[Any, ...], str] = {}
             for n, (_, t) in found.items():
                 k = _tie_key(t)
                 if k is not None and n in plain_set:
                     by_key.setdefault(k, n)
             meta = r.metadata()
-            still = []
+            still: list[str] = []
             for n in missing:
                 k = _tie_key(found[n][1])
                 alias = meta.get(n)
@@ -741,8 +761,10 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
         # load_state_dict; other entries (an "rng" beside "model") are loaded and returned.
         unexpected = [n for n in plain if n not in found
                       and any(_under(n, m) for m in modules)]
-        mismatched = []
-        dests, copies, result = [], [], {}
+        mismatched: list[str] = []
+        dests: list[Dest] = []
+        copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+        result: dict[str, Any] = {}
         extra = set(n for n in plain if n not in found) - set(unexpected)
         todo = [(n, n) for n in plain]
         for n, (alias, tied_tensor) in tied_from.items():
@@ -775,7 +797,7 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
                                   device=t.device if t.device.type == "cuda" else "cpu")
                 dests.append((e, tmp, 0, 0))
                 copies.append((t, tmp))
-        problems = []
+        problems: list[str] = []
         if mismatched:
             problems.append(f"{len(mismatched)} mismatched: " + "; ".join(mismatched))
         if strict and missing:
@@ -789,11 +811,12 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
                                        unexpected=unexpected if strict else (),
                                        mismatched=mismatched)
         # Optimizer parts: allocate their tensors, read them in the same transfer.
-        opt_states = []
+        opt_states: list[tuple[torch.optim.Optimizer, _tree.Node, dict[str, torch.Tensor]]] = []
         for prefix, path, opt in opt_prefixes:
-            sub = _subtree(doc["tree"], path, r.uri)
+            # doc is not None here: a plain file with optimizers in target raised above.
+            sub = _subtree(cast(Dict[str, Any], doc)["tree"], path, r.uri)
             dev = _opt_device(opt)
-            loaded = {}
+            loaded: dict[str, torch.Tensor] = {}
             for _, tag, node in _tree.walk(sub):
                 if tag == "t":
                     e = r.by_name[node["t"]]
@@ -817,9 +840,9 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
         try:
             opt.load_state_dict(_tree.unflatten(sub, loaded, allow_pickle=allow_pickle))
         except (ValueError, KeyError) as e:
-            path = next(p for p, _, o in opt_prefixes if o is opt)
+            where = next(p for p, _, o in opt_prefixes if o is opt)
             raise errors.StateMismatch(
-                f"load_into {os.fspath(uri)}: optimizer at {path or '<root>'}: {e}") from e
+                f"load_into {os.fspath(uri)}: optimizer at {where or '<root>'}: {e}") from e
     if doc is None:
         return result
     return _tree.unflatten(doc["tree"], lambda name, path: result.get(name),
