@@ -48,10 +48,12 @@ class Progress:
             self._user = progress
         else:
             tty = bool(getattr(self._stream, "isatty", lambda: False)())
-            tqdm = None
+            tqdm: Any = None
             if tty:
                 try:
-                    from tqdm.auto import tqdm
+                    from tqdm.auto import tqdm as tqdm_auto
+
+                    tqdm = tqdm_auto
                 except ImportError:
                     tqdm = None
             if tqdm is not None:

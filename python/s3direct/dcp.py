@@ -28,6 +28,7 @@ import os
 import pickle
 import uuid
 from dataclasses import dataclass
+from typing import Any, Optional, Union, cast
 
 import torch
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
@@ -35,6 +36,7 @@ from torch.distributed.checkpoint.planner import (
     LoadItemType,
     LoadPlan,
     LoadPlanner,
+    ReadItem,
     SavePlan,
     SavePlanner,
     WriteItemType,
@@ -43,7 +45,8 @@ from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, W
 from torch.futures import Future
 
 from . import _checkpoint, errors, streams
-from .client import resolve
+from ._uri import PathLike
+from .client import Client, resolve
 
 METADATA_NAME = ".metadata"
 
@@ -66,7 +69,7 @@ class S3DirectStorageInfo:
 
 
 class _Location:
-    def __init__(self, path, client):
+    def __init__(self, path: PathLike, client: Optional[Client]) -> None:
         p = os.fspath(path)
         self.path = p.rstrip("/") if streams.is_s3(p) else p
         self.client = client
@@ -78,7 +81,7 @@ class _Location:
     def join(self, name: str) -> str:
         return f"{self.path}/{name}" if self.s3 else os.path.join(self.path, name)
 
-    def mkdir(self):
+    def mkdir(self) -> None:
         if not self.s3:
             os.makedirs(self.path, exist_ok=True)
 
@@ -92,7 +95,7 @@ class _Location:
         except errors.NoSuchKey:
             return False
 
-    def write_bytes(self, name: str, data) -> None:
+    def write_bytes(self, name: str, data: Union[bytes, memoryview]) -> None:
         """Atomic: an object is one PUT / multipart upload; a file is written and renamed."""
         if self.s3:
             b, k = streams.split_s3(self.join(name))
@@ -120,9 +123,9 @@ class _Location:
             return f.read()
 
 
-def _validate(checkpoint_id) -> bool:
+def _validate(checkpoint_id: object) -> bool:
     try:
-        p = os.fspath(checkpoint_id)
+        p = os.fspath(checkpoint_id)  # type: ignore[call-overload]  # anything may be given
     except TypeError:
         return False
     return isinstance(p, str) and (p.startswith("s3://") or "://" not in p)
@@ -133,23 +136,24 @@ class S3DirectStorageWriter(StorageWriter):
     process's). checksum: store a CRC32C per tensor. overwrite: False refuses a path that
     already holds a complete checkpoint."""
 
-    def __init__(self, path, *, client=None, checksum: bool = True, overwrite: bool = True):
+    def __init__(self, path: PathLike, *, client: Optional[Client] = None, checksum: bool = True,
+                 overwrite: bool = True) -> None:
         super().__init__()
         self._client = client
         self.loc = _Location(path, client)
         self.checksum = checksum
         self.overwrite = overwrite
         self.save_id = uuid.uuid4().hex
-        self.rank = None
+        self.rank: Optional[int] = None
         self.is_coordinator = False
         self.use_collectives = True
 
-    def reset(self, checkpoint_id=None) -> None:
+    def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
         if checkpoint_id:
             self.loc = _Location(checkpoint_id, self._client)
         self.save_id = uuid.uuid4().hex
 
-    def set_up_storage_writer(self, is_coordinator: bool, *args, **kwargs) -> None:
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         self.is_coordinator = is_coordinator
         self.rank = kwargs.get("rank")
         self.use_collectives = kwargs.get("use_collectives", True)
@@ -175,10 +179,11 @@ class S3DirectStorageWriter(StorageWriter):
         return [dataclasses.replace(p, storage_data=_RankPrefix(f"__{i}_"))
                 if p.storage_data is None else p for i, p in enumerate(plans)]
 
-    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
         sd = plan.storage_data
         prefix = sd.prefix if sd is not None else f"__{self.rank or 0}_"
-        results, srcs = [], []
+        results: list[WriteResult] = []
+        srcs: list[_checkpoint._Src] = []
         tensor_obj = f"{prefix}0.safetensors"
         nbytes_items = 0
         for n, item in enumerate(plan.items):
@@ -192,7 +197,7 @@ class S3DirectStorageWriter(StorageWriter):
                                            storage_data=S3DirectStorageInfo(name, None,
                                                                             len(buf))))
                 continue
-            t = planner.resolve_data(item)
+            t = cast(torch.Tensor, planner.resolve_data(item))  # not BYTE_IO: a tensor
             tname = f"{n}:{item.index.fqn}"
             src = _checkpoint._prepare(t, tname, (item.index.fqn,))
             srcs.append(src)
@@ -204,12 +209,12 @@ class S3DirectStorageWriter(StorageWriter):
             _checkpoint._write(resolve(self._client), self.loc.join(tensor_obj), srcs, None,
                                None, shard_size=None, checksum=self.checksum, progress=False,
                                cuda_stream=_checkpoint._cuda_stream(srcs))
-        fut: Future = Future()
+        fut: Future[list[WriteResult]] = Future()
         fut.set_result(results)
         return fut
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
-        storage_md = {}
+        storage_md: dict[Any, Any] = {}
         for wr_list in results:
             storage_md.update({wr.index: wr.storage_data for wr in wr_list})
         metadata.storage_data = storage_md
@@ -222,15 +227,16 @@ class S3DirectStorageWriter(StorageWriter):
         return StorageMeta(checkpoint_id=self.loc.path, save_id=self.save_id)
 
     @property
-    def checkpoint_id(self):
+    def checkpoint_id(self) -> str:
         return self.loc.path
 
     @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
+    def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
         return _validate(checkpoint_id)
 
 
-def _contiguous_range(shape, offsets, lengths, elem: int):
+def _contiguous_range(shape: tuple[int, ...], offsets: list[int], lengths: list[int],
+                      elem: int) -> Optional[tuple[int, int]]:
     """(byte offset, byte length) when the chunk [offsets, offsets + lengths) of a row-major
     tensor of this shape is one contiguous byte range; None otherwise."""
     nd = len(shape)
@@ -256,32 +262,33 @@ class S3DirectStorageReader(StorageReader):
     """path: s3://bucket/prefix or a local folder written by S3DirectStorageWriter. verify:
     check the stored CRC32C of tensors read whole."""
 
-    def __init__(self, path, *, client=None, verify: bool = True):
+    def __init__(self, path: PathLike, *, client: Optional[Client] = None,
+                 verify: bool = True) -> None:
         super().__init__()
         self._client = client
         self.loc = _Location(path, client)
         self.verify = verify
-        self.storage_data: dict = {}
+        self.storage_data: dict[Any, Any] = {}
         self.load_id = uuid.uuid4().hex
-        self.rank = None
+        self.rank: Optional[int] = None
 
-    def reset(self, checkpoint_id=None) -> None:
+    def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
         self.storage_data = {}
         if checkpoint_id:
             self.loc = _Location(checkpoint_id, self._client)
         self.load_id = uuid.uuid4().hex
 
-    def read_metadata(self, *args, **kwargs) -> Metadata:
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         rank = kwargs.get("rank")
         name = METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}"
-        metadata = pickle.loads(self.loc.read_bytes(name))
+        metadata: Metadata = pickle.loads(self.loc.read_bytes(name))
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
+        cast(StorageMeta, metadata.storage_meta).load_id = self.load_id  # set just above
         return metadata
 
-    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args,
-                              **kwargs) -> None:
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any,
+                              **kwargs: Any) -> None:
         self.storage_data = metadata.storage_data
         self.rank = kwargs.get("rank")
         if self.storage_data is None:
@@ -294,8 +301,8 @@ class S3DirectStorageReader(StorageReader):
     def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
         return plans
 
-    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
-        per_obj: dict = {}
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        per_obj: dict[str, list[ReadItem]] = {}
         for req in plan.items:
             info = self.storage_data[req.storage_index]
             per_obj.setdefault(info.relative_path, []).append(req)
@@ -308,14 +315,16 @@ class S3DirectStorageReader(StorageReader):
                     planner.load_bytes(req, io.BytesIO(data))
             if tensor_reqs:
                 self._read_tensors(rel, tensor_reqs, planner)
-        fut: Future = Future()
+        fut: Future[None] = Future()
         fut.set_result(None)
         return fut
 
-    def _read_tensors(self, rel, reqs, planner) -> None:
+    def _read_tensors(self, rel: str, reqs: list[ReadItem], planner: LoadPlanner) -> None:
         uri = self.loc.join(rel)
         with _checkpoint.CheckpointReader(uri, resolve(self._client)) as r:
-            dests, post = [], []
+            dests: list[_checkpoint.Dest] = []
+            post: list[tuple[ReadItem, torch.Tensor,
+                             Optional[tuple[torch.Tensor, list[int], list[int]]]]] = []
             for req in reqs:
                 info = self.storage_data[req.storage_index]
                 e = r.by_name.get(info.tensor)
@@ -345,20 +354,20 @@ class S3DirectStorageReader(StorageReader):
                     dests.append((e, tmp, 0, 0))
                     post.append((req, target, (tmp, offsets, lengths)))
             r.read(dests, verify=self.verify)
-        for req, target, tmp in post:
-            if tmp is not None:
-                t, offsets, lengths = tmp
+        for req, target, chunk in post:
+            if chunk is not None:
+                t, offsets, lengths = chunk
                 for d, (o, n) in enumerate(zip(offsets, lengths)):
                     t = t.narrow(d, o, n)
                 target.copy_(t)
             planner.commit_tensor(req, target)
 
     @property
-    def checkpoint_id(self):
+    def checkpoint_id(self) -> str:
         return self.loc.path
 
     @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
+    def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
         return _validate(checkpoint_id)
 
 
