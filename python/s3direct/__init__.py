@@ -67,7 +67,14 @@ except ImportError:
 
 
 def library_version() -> str:
-    """The version string of the loaded libs3direct.so."""
+    """The version of the C library in use.
+
+    Returns:
+        The version string of the loaded libs3direct.so ("0.1.0").
+
+    Raises:
+        ImportError: the library cannot be found or is too old for this package.
+    """
     from . import _capi
 
     v: bytes = _capi.lib().s3d_version_string()

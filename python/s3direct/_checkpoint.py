@@ -314,11 +314,21 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
                metadata: Optional[Dict[str, str]] = None, checksum: bool = True,
                progress: ProgressArg = False, client: Optional[Client] = None,
                allow_pickle: bool = False) -> "concurrent.futures.Future[None]":
-    """Snapshots the tensors, then saves in a background thread. Returns a Future whose result()
-    is None or raises the save's exception. Snapshot: CPU tensors are copied into host memory
-    (pinned when CUDA is available); CUDA tensors into new device memory on the current stream.
-    The caller may modify its tensors as soon as this returns. Saves run one at a time, in
-    submission order."""
+    """Snapshots the tensors, then saves in a background thread. Snapshot: CPU tensors are
+    copied into host memory (pinned when CUDA is available); CUDA tensors into new device
+    memory on the current stream. The caller may modify its tensors as soon as this returns.
+    Saves run one at a time, in submission order.
+
+    Args:
+        obj, uri, shard_size, metadata, checksum, progress, client, allow_pickle: as for save().
+
+    Returns:
+        A Future whose result() is None once the save is complete, or raises its exception.
+
+    Raises:
+        InvalidArgument: a leaf, tensor or metadata entry that cannot be stored, raised here
+        before anything is submitted. Storage errors come from the Future.
+    """
     uri = _uri.for_save(uri, bool(shard_size))
     c = resolve(client)
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
@@ -403,7 +413,15 @@ def _explain_not_safetensors(uri: str, client: Client, err: errors.S3DirectError
 
 class CheckpointReader:
     """An open checkpoint (s3d_reader): its tensors and metadata; read() fills destinations.
-    Use as a context manager or call close()."""
+    Use as a context manager or call close(). Private: safe_open is the public reader.
+
+    Args:
+        uri: as for load().
+        client: the Client to use (default: the process's default client).
+
+    Raises:
+        NoSuchKey / NoSuchFile, FormatError (a torch.save file says so), ConfigError.
+    """
 
     def __init__(self, uri: PathLike, client: Optional[Client] = None) -> None:
         self._lib = _capi.lib()
@@ -513,7 +531,19 @@ class CheckpointReader:
 
 
 def open_checkpoint(uri: PathLike, *, client: Optional[Client] = None) -> CheckpointReader:
-    """Opens a checkpoint and reads its header(s) only (tensors, metadata)."""
+    """Opens a checkpoint and reads its header(s) only (tensors, metadata). Deprecated alias
+    of CheckpointReader; use safe_open.
+
+    Args:
+        uri: as for load().
+        client: the Client to use.
+
+    Returns:
+        The open CheckpointReader.
+
+    Raises:
+        As CheckpointReader.
+    """
     return CheckpointReader(uri, client)
 
 
@@ -703,19 +733,30 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
               allow_pickle: bool = False, verify: bool = True) -> Any:
     """Loads a checkpoint into existing tensors, without allocating new ones.
 
-    target: an nn.Module (its state_dict tensors, which alias its parameters and buffers), a
-    state dict, or a nested structure of those, tensors, modules and optimizers (e.g.
-    {"model": model, "optim": optimizer}), matched by the names save() gives.
     Optimizers: their state tensors do not exist before the first step, so for an optimizer the
     matching part of the checkpoint is loaded (state tensors allocated on the device of its
     first parameter) and given to optimizer.load_state_dict(), which restores state and
-    hyper-parameters.
-    strict: missing and unexpected tensors are errors; shape and dtype differences always are.
-    All problems are reported in ONE StateMismatch. A checkpoint name is "unexpected" only
-    under a module (or state dict) the target holds, as in load_state_dict; entries the target
-    has no place for (an "rng" tensor beside "model" and "optim") are loaded onto the CPU and
-    returned, not dropped. Returns the checkpoint's structure with the target's tensors in it
-    and everything else (step count, RNG state) from the file."""
+    hyper-parameters. A checkpoint name is "unexpected" only under a module (or state dict) the
+    target holds, as in load_state_dict; entries the target has no place for (an "rng" tensor
+    beside "model" and "optim") are loaded onto the CPU and returned, not dropped.
+
+    Args:
+        target: an nn.Module (its state_dict tensors, which alias its parameters and buffers),
+            a state dict, or a nested structure of those, tensors, modules and optimizers (e.g.
+            {"model": model, "optim": optimizer}), matched by the names save() gives.
+        uri: as for load().
+        strict: missing and unexpected tensors are errors; shape and dtype differences always
+            are.
+        progress, client, allow_pickle, verify: as for load().
+
+    Returns:
+        The checkpoint's structure with the target's tensors in it and everything else (step
+        count, RNG state) from the file.
+
+    Raises:
+        StateMismatch: every missing / unexpected / mismatched tensor, in one exception.
+        NoSuchKey / NoSuchFile, FormatError, ChecksumMismatch, PickleRefused: as for load().
+    """
     found, optims, modules = _target_tensors(target)
     opt_prefixes = [(".".join(str(p) for p in path), path, opt) for path, opt in optims]
     with CheckpointReader(uri, client) as r:

@@ -72,24 +72,52 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         return e
 
     def keys(self) -> List[str]:
-        """The tensor names, sorted (as safetensors returns them)."""
+        """The tensor names.
+
+        Returns:
+            The names, sorted (as safetensors returns them).
+
+        Raises:
+            ValueError: the file is closed.
+        """
         return sorted(self._reader().by_name)
 
     def offset_keys(self) -> List[str]:
-        """The tensor names in the order of their data in the file(s)."""
+        """The tensor names in file order.
+
+        Returns:
+            The names in the order of their data in the file(s).
+
+        Raises:
+            ValueError: the file is closed.
+        """
         return [e.name for e in self._reader().tensors]
 
     def metadata(self) -> Optional[Dict[str, str]]:
-        """The ``__metadata__`` of the file (of the first shard for an index), or None."""
+        """The ``__metadata__`` of the file.
+
+        Returns:
+            Its str -> str entries (the first shard's for an index), or None when it has none.
+
+        Raises:
+            ValueError: the file is closed.
+        """
         md = self._reader().metadata()
         return md or None
 
     def get_tensor(self, name: str) -> torch.Tensor:
         """The whole tensor, allocated on the device and filled by one ranged read.
 
+        Args:
+            name: the tensor's name.
+
+        Returns:
+            The tensor, on the device safe_open was given.
+
         Raises:
             KeyError: no tensor of that name. ChecksumMismatch: the bytes differ from the
-            stored CRC32C.
+            stored CRC32C. NotSupported: this torch has no dtype for it. ValueError: the file
+            is closed. TransferError: the read failed.
         """
         r = self._reader()
         e = self._entry(name)
@@ -100,11 +128,22 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         return t if alloc == dev else t.to(dev)
 
     def get_slice(self, name: str) -> "TensorSlice":
-        """A lazy view of one tensor: ``get_shape()``, ``get_dtype()``, and ``[index]`` (ints,
-        slices with positive steps, ``...``) which fetches only the bytes it selects."""
+        """A lazy view of one tensor: nothing is read until it is indexed.
+
+        Args:
+            name: the tensor's name.
+
+        Returns:
+            A TensorSlice: ``get_shape()``, ``get_dtype()``, and ``[index]`` (ints, slices with
+            positive steps, ``...``), which fetches only the bytes it selects.
+
+        Raises:
+            KeyError: no tensor of that name. ValueError: the file is closed.
+        """
         return TensorSlice(self, self._entry(name))
 
     def close(self) -> None:
+        """Closes the file (the C reader and its connections' use); idempotent."""
         r, self._r = self._r, None
         if r is not None:
             r.close()
@@ -117,13 +156,19 @@ class safe_open:  # noqa: N801 - the name safetensors users know
 
 
 class TensorSlice:
-    """What safe_open.get_slice returns (safetensors' PySafeSlice)."""
+    """What safe_open.get_slice returns (safetensors' PySafeSlice).
+
+    Args:
+        f: the open safe_open.
+        e: the tensor's entry.
+    """
 
     def __init__(self, f: safe_open, e: TensorEntry) -> None:
         self._f = f
         self._e = e
 
     def get_shape(self) -> List[int]:
+        """The tensor's shape, as a list."""
         return list(self._e.shape)
 
     def get_dtype(self) -> str:
@@ -136,6 +181,19 @@ class TensorSlice:
         return int(self._e.shape[0])
 
     def __getitem__(self, index: Any) -> torch.Tensor:
+        """Reads the selected elements only.
+
+        Args:
+            index: ints (negative counts from the end), slices with positive steps, ``...``,
+                or a tuple of them (0-d integer tensors count as ints).
+
+        Returns:
+            A new contiguous tensor on the safe_open's device.
+
+        Raises:
+            IndexError: out of range, too many indices or two ellipses. ValueError: a step
+            that is not positive, or the file is closed. TypeError: another kind of index.
+        """
         f, e = self._f, self._e
         r = f._reader()
         dtype = e.torch_dtype(r.uri)

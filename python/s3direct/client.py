@@ -42,19 +42,29 @@ def _certifi_bundle() -> str | None:
 
 
 class Client:
-    """Configuration not given here is resolved as the AWS CLI does (environment, then the
-    profile in ~/.aws/credentials and ~/.aws/config, then defaults); see client.h.
+    """One s3d_client: connections, credentials and the staging pool, shared by the calls
+    given ``client=``. Configuration not given here is resolved as the AWS CLI does
+    (environment, then the profile in ~/.aws/credentials and ~/.aws/config, then defaults);
+    see client.h. Use as a context manager or call close().
 
-    endpoint_url, region, profile: strings (None = resolved).
-    max_concurrency: parallel requests per transfer (default 8).
-    part_size: bytes per ranged GET / uploaded part (default 8 MiB).
-    staging_bytes: size of the pinned staging pool that bounds host memory for GPU transfers
-        (default 256 MiB).
-    access_key_id, secret_access_key, session_token: explicit credentials (override all else).
-    ca_bundle, addressing ("auto", "path", "virtual"), anonymous, verify_ssl,
-    payload_signing ("auto", "signed", "unsigned"), multipart_threshold, max_attempts,
-    deadline_ms, connect_timeout_ms, low_speed_time_s, low_speed_limit: see client.h.
-    device: CUDA device for the staging pool's context; -1 never uses a GPU; None finds one.
+    Args:
+        endpoint_url, region, profile: strings (None = resolved).
+        max_concurrency: parallel requests per transfer (default 8).
+        part_size: bytes per ranged GET / uploaded part (default 8 MiB).
+        staging_bytes: size of the pinned staging pool that bounds host memory for GPU
+            transfers (default 256 MiB).
+        access_key_id, secret_access_key, session_token: explicit credentials (override all
+            else).
+        ca_bundle, addressing ("auto", "path", "virtual"), anonymous, verify_ssl,
+            payload_signing ("auto", "signed", "unsigned"), multipart_threshold, max_attempts,
+            deadline_ms, connect_timeout_ms, low_speed_time_s, low_speed_limit: see client.h.
+        device: CUDA device for the staging pool's context; -1 never uses a GPU; None finds
+            one.
+
+    Raises:
+        ValueError: addressing or payload_signing is not one of the names above.
+        ConfigError: an unreadable config file, a malformed endpoint URL. Missing credentials
+            are not an error here: the first signed request raises NoCredentials.
     """
 
     def __init__(self, endpoint_url: str | None = None, region: str | None = None,
@@ -115,7 +125,11 @@ class Client:
 
     @property
     def handle(self) -> ctypes.c_void_p:
-        """The s3d_client pointer for C calls. ConfigError after close() or in a forked child."""
+        """The s3d_client pointer for C calls.
+
+        Raises:
+            ConfigError: after close() or in a forked child.
+        """
         if self._handle is None:
             raise errors.ConfigError(errors._CODES["ECONFIG"], "s3direct.Client is closed")
         if self._pid != os.getpid():
@@ -126,9 +140,15 @@ class Client:
         return self._handle
 
     def config(self) -> dict[str, Any]:
-        """What the client resolved: endpoint_url, region, access_key_id, credential_source,
-        addressing, max_concurrency, part_size, multipart_threshold, staging_bytes,
-        gpu_available."""
+        """What the client resolved.
+
+        Returns:
+            A dict with endpoint_url, region, access_key_id, credential_source, addressing,
+            max_concurrency, part_size, multipart_threshold, staging_bytes, gpu_available.
+
+        Raises:
+            ConfigError: the client is closed or was made in another process.
+        """
         cfg = _capi.ClientConfig()
         self._lib.check(self._lib.s3d_client_get_config(self.handle, ctypes.byref(cfg)))
         out: dict[str, Any] = {}
@@ -211,10 +231,14 @@ class Client:
         return out
 
     def delete(self, uris: PathLike | Iterable[PathLike]) -> None:
-        """Deletes the objects at uris (one URI or an iterable of them; DeleteObjects, 1000
-        keys per request). Missing keys are not an error, as on S3.
+        """Deletes objects (DeleteObjects, 1000 keys per request). Missing keys are not an
+        error, as on S3.
+
+        Args:
+            uris: one "s3://bucket/key" URI or an iterable of them.
 
         Raises:
+            InvalidArgument: a URI names a bucket, not an object.
             AccessDenied and the like, naming the first key the server refused; ConfigError for
             a URI that is not s3://.
         """
@@ -235,19 +259,55 @@ class Client:
 
     # ---- small S3 operations, used by the file-like objects, DCP and tests -------------------
     def head(self, bucket: str, key: str) -> _capi.ObjectInfo:
+        """HEAD of one object.
+
+        Args:
+            bucket, key: the object.
+
+        Returns:
+            Its ObjectInfo (size, last_modified, etag, content_type, checksum_crc32c).
+
+        Raises:
+            NoSuchKey, NoSuchBucket, AccessDenied, TransferError.
+        """
         info = _capi.ObjectInfo()
         self._lib.check(self._lib.s3d_head_object(self.handle, enc(bucket), enc(key),
                                                   ctypes.byref(info)))
         return info
 
     def create_bucket(self, bucket: str) -> None:
+        """Creates a bucket.
+
+        Args:
+            bucket: its name.
+
+        Raises:
+            BucketAlreadyExists, AccessDenied, TransferError.
+        """
         self._lib.check(self._lib.s3d_create_bucket(self.handle, enc(bucket)))
 
     def delete_object(self, bucket: str, key: str) -> None:
+        """Deletes one object; a missing key is not an error, as on S3.
+
+        Args:
+            bucket, key: the object.
+
+        Raises:
+            NoSuchBucket, AccessDenied, TransferError.
+        """
         self._lib.check(self._lib.s3d_delete_object(self.handle, enc(bucket), enc(key)))
 
     def upload_bytes(self, bucket: str, key: str, data: Buffer) -> None:
-        """Uploads a bytes-like object as one object (multipart when large)."""
+        """Uploads a bytes-like object as one object (multipart when large).
+
+        Args:
+            bucket, key: the object to write.
+            data: any bytes-like object, read in place (a read-only buffer other than bytes
+                is copied first when numpy is absent).
+
+        Raises:
+            NoSuchBucket, AccessDenied, TransferError.
+        """
         ptr, n, keep = buffer_pointer(data)
         self._lib.check(self._lib.s3d_upload_from_buffer(self.handle, enc(bucket), enc(key),
                                                          ptr, n, None))
@@ -255,9 +315,22 @@ class Client:
 
     def download_into(self, bucket: str, key: str, offset: int, dst: Buffer,
                       length: int | None = None, if_match: str | None = None) -> int:
-        """Downloads [offset, offset + length) (length None: to the end, which must fit) into
-        the writable buffer dst; returns the number of bytes written. if_match: the ETag the
-        object must still have (TransferError S3D_ECHANGED otherwise)."""
+        """Downloads a byte range of an object into a buffer.
+
+        Args:
+            bucket, key: the object.
+            offset: the first byte.
+            dst: a writable bytes-like object.
+            length: bytes to read; None reads to the end, which must fit in dst.
+            if_match: the ETag the object must still have.
+
+        Returns:
+            The number of bytes written into dst.
+
+        Raises:
+            NoSuchKey, NoSuchBucket, AccessDenied; TransferError (S3D_ECHANGED when the ETag
+            differs from if_match); TypeError when dst is read-only.
+        """
         ptr, cap, keep = buffer_pointer(dst, writable=True)
         n = ctypes.c_uint64()
         want = (1 << 64) - 1 if length is None else length
@@ -274,6 +347,17 @@ class Client:
         return got
 
     def download_bytes(self, bucket: str, key: str) -> bytes:
+        """The whole object, read as one version (the ETag from its HEAD).
+
+        Args:
+            bucket, key: the object.
+
+        Returns:
+            Its bytes.
+
+        Raises:
+            NoSuchKey, NoSuchBucket, AccessDenied, TransferError.
+        """
         info = self.head(bucket, key)
         size: int = info.size
         buf = bytearray(size)
@@ -337,7 +421,14 @@ _default_lock = threading.Lock()
 
 
 def default_client() -> Client:
-    """The process's default client, created on first use and again after fork()."""
+    """The process's default client, created on first use and again after fork().
+
+    Returns:
+        The Client that calls without ``client=`` use.
+
+    Raises:
+        ConfigError: the default configuration cannot be used (see Client).
+    """
     global _default
     c = _default
     if c is not None and c._pid == os.getpid() and c._handle is not None:

@@ -132,9 +132,19 @@ def _validate(checkpoint_id: object) -> bool:
 
 
 class S3DirectStorageWriter(StorageWriter):
-    """path: s3://bucket/prefix or a local folder. client: an s3direct.Client (default: the
-    process's). checksum: store a CRC32C per tensor. overwrite: False refuses a path that
-    already holds a complete checkpoint."""
+    """A torch.distributed.checkpoint StorageWriter: ``dcp.save(state_dict,
+    storage_writer=S3DirectStorageWriter(path))``.
+
+    Args:
+        path: s3://bucket/prefix or a local folder.
+        client: an s3direct.Client (default: the process's).
+        checksum: store a CRC32C per tensor.
+        overwrite: False refuses a path that already holds a complete checkpoint.
+
+    Raises:
+        RuntimeError: (from prepare_local_plan) overwrite=False and a checkpoint exists.
+        NoSuchBucket, AccessDenied, TransferError, InvalidArgument: from writing the items.
+    """
 
     def __init__(self, path: PathLike, *, client: Optional[Client] = None, checksum: bool = True,
                  overwrite: bool = True) -> None:
@@ -149,11 +159,22 @@ class S3DirectStorageWriter(StorageWriter):
         self.use_collectives = True
 
     def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
+        """Starts a new save (a new save_id).
+
+        Args:
+            checkpoint_id: a new path to write to, or None to keep the current one.
+        """
         if checkpoint_id:
             self.loc = _Location(checkpoint_id, self._client)
         self.save_id = uuid.uuid4().hex
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        """Records the rank's role.
+
+        Args:
+            is_coordinator: this rank writes .metadata.
+            args, kwargs: DCP's further arguments; ``rank`` and ``use_collectives`` are used.
+        """
         self.is_coordinator = is_coordinator
         self.rank = kwargs.get("rank")
         self.use_collectives = kwargs.get("use_collectives", True)
@@ -164,6 +185,17 @@ class S3DirectStorageWriter(StorageWriter):
         return METADATA_NAME
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        """Makes the local folder; checks overwrite.
+
+        Args:
+            plan: this rank's plan.
+
+        Returns:
+            The plan, with its object name prefix when DCP runs without collectives.
+
+        Raises:
+            RuntimeError: overwrite=False and a complete checkpoint is at the path.
+        """
         self.loc.mkdir()
         if not self.overwrite and self.loc.exists(self._metadata_name()):
             raise RuntimeError(f"checkpoint already exists at {self.loc.path} and "
@@ -173,6 +205,14 @@ class S3DirectStorageWriter(StorageWriter):
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        """Removes an older .metadata and gives each rank its object name prefix.
+
+        Args:
+            plans: every rank's plan (on the coordinator).
+
+        Returns:
+            The plans, each with its rank's prefix.
+        """
         # Runs on the coordinator before any rank writes: an older checkpoint at this path
         # stops being "complete" before its rank objects are overwritten.
         self.loc.remove(METADATA_NAME)
@@ -180,6 +220,19 @@ class S3DirectStorageWriter(StorageWriter):
                 if p.storage_data is None else p for i, p in enumerate(plans)]
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
+        """Writes this rank's tensor items as one safetensors object and each byte item as its
+        own object.
+
+        Args:
+            plan: this rank's final plan.
+            planner: resolves each item to its data.
+
+        Returns:
+            A completed Future of the WriteResults (each with its S3DirectStorageInfo).
+
+        Raises:
+            NoSuchBucket, AccessDenied, TransferError, InvalidArgument: the write failed.
+        """
         sd = plan.storage_data
         prefix = sd.prefix if sd is not None else f"__{self.rank or 0}_"
         results: list[WriteResult] = []
@@ -214,6 +267,15 @@ class S3DirectStorageWriter(StorageWriter):
         return fut
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        """Writes .metadata (pickled, as FileSystemWriter does): the checkpoint is complete.
+
+        Args:
+            metadata: DCP's Metadata.
+            results: every rank's WriteResults.
+
+        Raises:
+            NoSuchBucket, AccessDenied, TransferError: the write failed.
+        """
         storage_md: dict[Any, Any] = {}
         for wr_list in results:
             storage_md.update({wr.index: wr.storage_data for wr in wr_list})
@@ -224,14 +286,24 @@ class S3DirectStorageWriter(StorageWriter):
         self.loc.write_bytes(self._metadata_name(), pickle.dumps(metadata))
 
     def storage_meta(self) -> StorageMeta | None:
+        """The checkpoint id (the path) and this save's id."""
         return StorageMeta(checkpoint_id=self.loc.path, save_id=self.save_id)
 
     @property
     def checkpoint_id(self) -> str:
+        """The checkpoint's path."""
         return self.loc.path
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
+        """Whether checkpoint_id is a path this storage serves.
+
+        Args:
+            checkpoint_id: what DCP was given.
+
+        Returns:
+            True for an s3:// URI or a local path (not another URL scheme).
+        """
         return _validate(checkpoint_id)
 
 
@@ -259,8 +331,18 @@ def _contiguous_range(shape: tuple[int, ...], offsets: list[int], lengths: list[
 
 
 class S3DirectStorageReader(StorageReader):
-    """path: s3://bucket/prefix or a local folder written by S3DirectStorageWriter. verify:
-    check the stored CRC32C of tensors read whole."""
+    """A torch.distributed.checkpoint StorageReader: ``dcp.load(state_dict,
+    storage_reader=S3DirectStorageReader(path))``.
+
+    Args:
+        path: s3://bucket/prefix or a local folder written by S3DirectStorageWriter.
+        client: an s3direct.Client (default: the process's).
+        verify: check the stored CRC32C of tensors read whole.
+
+    Raises:
+        FileNotFoundError (NoSuchKey on S3): no .metadata at path (from read_metadata).
+        FormatError, ChecksumMismatch, StateMismatch, TransferError: from reading the items.
+    """
 
     def __init__(self, path: PathLike, *, client: Optional[Client] = None,
                  verify: bool = True) -> None:
@@ -273,12 +355,28 @@ class S3DirectStorageReader(StorageReader):
         self.rank: Optional[int] = None
 
     def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
+        """Starts a new load (a new load_id).
+
+        Args:
+            checkpoint_id: a new path to read from, or None to keep the current one.
+        """
         self.storage_data = {}
         if checkpoint_id:
             self.loc = _Location(checkpoint_id, self._client)
         self.load_id = uuid.uuid4().hex
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        """Reads and unpickles .metadata (``__RANK.metadata`` when DCP passes a rank).
+
+        Args:
+            args, kwargs: DCP's arguments; ``rank`` is used.
+
+        Returns:
+            DCP's Metadata, with this load's id.
+
+        Raises:
+            FileNotFoundError (NoSuchKey on S3): no checkpoint at the path.
+        """
         rank = kwargs.get("rank")
         name = METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}"
         metadata: Metadata = pickle.loads(self.loc.read_bytes(name))
@@ -289,6 +387,16 @@ class S3DirectStorageReader(StorageReader):
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any,
                               **kwargs: Any) -> None:
+        """Takes the item locations from the metadata.
+
+        Args:
+            metadata: what read_metadata returned.
+            is_coordinator: unused.
+            args, kwargs: DCP's further arguments; ``rank`` is used.
+
+        Raises:
+            FormatError: the metadata has no storage_data.
+        """
         self.storage_data = metadata.storage_data
         self.rank = kwargs.get("rank")
         if self.storage_data is None:
@@ -296,12 +404,29 @@ class S3DirectStorageReader(StorageReader):
                                      f"{self.loc.path}: .metadata has no storage_data")
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        """Returns plan unchanged."""
         return plan
 
     def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        """Returns plans unchanged."""
         return plans
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        """Reads the plan's items: each object's header once, then one planned transfer of
+        the needed byte ranges per object.
+
+        Args:
+            plan: this rank's plan.
+            planner: gives the destination tensors and takes the results.
+
+        Returns:
+            A completed Future.
+
+        Raises:
+            FormatError: a tensor the metadata names is not in its object.
+            StateMismatch: a destination's shape differs from the requested chunk.
+            ChecksumMismatch, TransferError: the read failed.
+        """
         per_obj: dict[str, list[ReadItem]] = {}
         for req in plan.items:
             info = self.storage_data[req.storage_index]
@@ -364,10 +489,19 @@ class S3DirectStorageReader(StorageReader):
 
     @property
     def checkpoint_id(self) -> str:
+        """The checkpoint's path."""
         return self.loc.path
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
+        """Whether checkpoint_id is a path this storage serves.
+
+        Args:
+            checkpoint_id: what DCP was given.
+
+        Returns:
+            True for an s3:// URI or a local path (not another URL scheme).
+        """
         return _validate(checkpoint_id)
 
 

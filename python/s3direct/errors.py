@@ -60,7 +60,14 @@ CODE_NAMES = {v: "S3D_" + n for n, v in _CODES.items()}
 
 
 class S3DirectError(Exception):
-    """Base of every s3direct error. ``str(e)`` is the library's one-line message."""
+    """Base of every s3direct error. ``str(e)`` is the library's one-line message.
+
+    Args:
+        code: the negative S3D_E* value.
+        message: one complete line.
+        name, http_status, operation, bucket, key, s3_code, s3_message, request_id: the detail
+            the library recorded (empty or 0 when unknown); name defaults to the code's name.
+    """
 
     def __init__(self, code: int, message: str, *, name: str = "", http_status: int = 0,
                  operation: str = "", bucket: str = "", key: str = "", s3_code: str = "",
@@ -160,7 +167,12 @@ class InvalidArgument(S3DirectError, ValueError):
 
 class StateMismatch(S3DirectError, ValueError):
     """load_into: missing / unexpected keys, shape or dtype differences, all listed at once in
-    the message; also available as the lists ``missing``, ``unexpected`` and ``mismatched``."""
+    the message; also available as the lists ``missing``, ``unexpected`` and ``mismatched``.
+
+    Args:
+        message: the whole report.
+        missing, unexpected, mismatched: the names (mismatched: a line per name) it lists.
+    """
 
     def __init__(self, message: str, missing: Iterable[str] = (), unexpected: Iterable[str] = (),
                  mismatched: Iterable[str] = ()) -> None:

@@ -82,18 +82,34 @@ class S3Reader(io.RawIOBase):
 
     @property
     def size(self) -> int:
+        """The object's size in bytes (from the HEAD at open)."""
         return self._size
 
     def readable(self) -> bool:
+        """True."""
         return True
 
     def seekable(self) -> bool:
+        """True."""
         return True
 
     def tell(self) -> int:
+        """The current position."""
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Moves the position; nothing is read until the next read.
+
+        Args:
+            offset: bytes relative to whence.
+            whence: io.SEEK_SET, io.SEEK_CUR or io.SEEK_END.
+
+        Returns:
+            The new position (past the end is allowed; reads there return nothing).
+
+        Raises:
+            ValueError: an unknown whence or a negative position.
+        """
         if whence == io.SEEK_SET:
             pos = offset
         elif whence == io.SEEK_CUR:
@@ -117,6 +133,17 @@ class S3Reader(io.RawIOBase):
                 f"{self.uri}: ranged read at {offset} returned {got} of {want} bytes")
 
     def readinto(self, b: Buffer) -> int:
+        """Reads up to len(b) bytes at the position into b.
+
+        Args:
+            b: a writable bytes-like object.
+
+        Returns:
+            The number of bytes read (0 at the end).
+
+        Raises:
+            TransferError: the read failed or the object changed since open.
+        """
         mv = memoryview(b).cast("B")
         n = min(len(mv), max(self._size - self._pos, 0))
         done = 0
@@ -140,6 +167,17 @@ class S3Reader(io.RawIOBase):
         return done
 
     def read(self, size: int | None = -1) -> bytes:
+        """Reads up to size bytes at the position.
+
+        Args:
+            size: bytes to read; None or negative reads to the end.
+
+        Returns:
+            The bytes read (empty at the end).
+
+        Raises:
+            TransferError: the read failed or the object changed since open.
+        """
         if size is None or size < 0:
             size = max(self._size - self._pos, 0)
         buf = bytearray(min(size, max(self._size - self._pos, 0)))
@@ -147,6 +185,7 @@ class S3Reader(io.RawIOBase):
         return bytes(buf) if n == len(buf) else bytes(buf[:n])
 
     def readall(self) -> bytes:
+        """Reads from the position to the end (read(-1))."""
         return self.read(-1)
 
 
@@ -197,12 +236,26 @@ class S3Writer(io.RawIOBase):
         self._done = False
 
     def writable(self) -> bool:
+        """True."""
         return True
 
     def tell(self) -> int:
+        """The number of bytes written so far."""
         return self._written
 
     def write(self, b: Buffer) -> int:
+        """Appends b to the upload (parts go out in the background).
+
+        Args:
+            b: a bytes-like object.
+
+        Returns:
+            len(b) in bytes: every byte is taken.
+
+        Raises:
+            ValueError: the writer is closed.
+            TransferError, AccessDenied, NoSuchBucket: an upload of an earlier part failed.
+        """
         if self._h is None:
             raise ValueError("write to a closed s3direct writer")
         ptr, n, keep = buffer_pointer(b)
@@ -220,7 +273,11 @@ class S3Writer(io.RawIOBase):
         super().close()
 
     def close(self) -> None:
-        """Completes the upload; the object is visible when this returns."""
+        """Completes the upload; the object is visible when this returns. Idempotent.
+
+        Raises:
+            TransferError, AccessDenied, NoSuchBucket: the upload failed (nothing appears).
+        """
         h = self._h
         if h is None:
             super().close()
@@ -334,7 +391,20 @@ class _LocalWriter(io.FileIO):
 
 def reader(uri: PathLike, *, client: Optional[Client] = None,
            read_ahead: int = DEFAULT_READ_AHEAD) -> BinaryIO:
-    """A seekable binary file over the object (s3://...) or local file at uri."""
+    """A seekable binary file over an object or a local file (for torch.load and the like).
+
+    Args:
+        uri: "s3://bucket/key", a local path or a file:// URI.
+        client: the Client to use (default: the process's default client).
+        read_ahead: bytes fetched per ranged GET for small reads (S3 only).
+
+    Returns:
+        An S3Reader for s3:// URIs, the builtin binary file otherwise.
+
+    Raises:
+        NoSuchKey, NoSuchBucket, AccessDenied (S3); FileNotFoundError and the like (local);
+        ConfigError: a URI s3direct cannot use.
+    """
     uri = _uri.normalize(uri)
     if is_s3(uri):
         return cast(BinaryIO, S3Reader(uri, client=client, read_ahead=read_ahead))
@@ -344,7 +414,25 @@ def reader(uri: PathLike, *, client: Optional[Client] = None,
 def writer(uri: PathLike, *, client: Optional[Client] = None, part_size: Optional[int] = None,
            max_concurrency: Optional[int] = None,
            content_type: Optional[str] = None) -> BinaryIO:
-    """A write-only binary file whose bytes become the object (or file) at uri on close()."""
+    """A write-only binary file whose bytes become the object (or file) at uri on close().
+    Use it in a ``with`` block: an exception inside it, or abort(), discards what was written.
+
+    Args:
+        uri: "s3://bucket/key", a local path or a file:// URI.
+        client: the Client to use (default: the process's default client).
+        part_size: bytes per uploaded part (S3; None: the client's).
+        max_concurrency: parts uploaded at once (S3; None: the client's).
+        content_type: the object's Content-Type (S3).
+
+    Returns:
+        An S3Writer for s3:// URIs; for a local path a file that is written beside it and
+        renamed to it on close.
+
+    Raises:
+        NoSuchBucket, AccessDenied, TransferError: from write() or close() (S3).
+        OSError: the local temporary file cannot be made. ConfigError: a URI s3direct cannot
+        use.
+    """
     uri = _uri.normalize(uri)
     if is_s3(uri):
         return cast(BinaryIO, S3Writer(uri, client=client, part_size=part_size,
