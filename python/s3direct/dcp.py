@@ -404,11 +404,25 @@ class S3DirectStorageReader(StorageReader):
                                      f"{self.loc.path}: .metadata has no storage_data")
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
-        """Returns plan unchanged."""
+        """Nothing to add to a rank's plan.
+
+        Args:
+            plan: this rank's plan.
+
+        Returns:
+            plan, unchanged.
+        """
         return plan
 
     def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
-        """Returns plans unchanged."""
+        """Nothing to add to the plans.
+
+        Args:
+            plans: every rank's plan (on the coordinator).
+
+        Returns:
+            plans, unchanged.
+        """
         return plans
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
