@@ -98,9 +98,9 @@ class Client:
         o = _capi.ClientOptions()
         o.struct_size = ctypes.sizeof(_capi.ClientOptions)
         # Keep the encoded strings alive until s3d_client_new has copied them.
-        self._strings: list[bytes | None] | None = [enc(endpoint_url), enc(region), enc(profile), enc(access_key_id),
-                         enc(secret_access_key), enc(session_token), enc(ca_bundle),
-                         enc(_certifi_bundle())]
+        self._strings: list[bytes | None] | None = [
+            enc(endpoint_url), enc(region), enc(profile), enc(access_key_id),
+            enc(secret_access_key), enc(session_token), enc(ca_bundle), enc(_certifi_bundle())]
         (o.endpoint_url, o.region, o.profile, o.access_key_id, o.secret_access_key,
          o.session_token, o.ca_bundle, o.default_ca_bundle) = self._strings
         o.addressing = _ADDRESSING[addressing]
