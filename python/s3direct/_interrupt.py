@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, TypeVar, cast
 
 from . import _capi
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 _SLICE_S = 0.05  # how often the waiting main thread lets a pending signal handler run
 
@@ -60,8 +60,8 @@ def _immortal(obj: object) -> None:
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
-def call(fn: Callable[[], T], *, cancel: Cancel | None = None,
-         abandon: Callable[[T], object] | None = None, uses: Iterable[object] = ()) -> T:
+def call(fn: Callable[[], _T], *, cancel: Cancel | None = None,
+         abandon: Callable[[_T], object] | None = None, uses: Iterable[object] = ()) -> _T:
     """Returns fn() (a blocking call into the library that raises on failure).
 
     Outside the main thread (save_async's worker, a user's thread) fn simply runs: signals
@@ -120,4 +120,4 @@ def call(fn: Callable[[], T], *, cancel: Cancel | None = None,
     t.join()
     if "error" in box:
         raise box["error"]
-    return cast(T, box.get("value"))
+    return cast(_T, box.get("value"))

@@ -123,9 +123,9 @@ class _Location:
             return f.read()
 
 
-def _validate(checkpoint_id: object) -> bool:
+def _validate(checkpoint_id: Any) -> bool:
     try:
-        p = os.fspath(checkpoint_id)  # type: ignore[call-overload]  # anything may be given
+        p = os.fspath(checkpoint_id)
     except TypeError:
         return False
     return isinstance(p, str) and (p.startswith("s3://") or "://" not in p)
