@@ -61,7 +61,8 @@ def _source_version() -> str:
 
 
 try:
-    from ._version import __version__  # type: ignore[import-not-found]  # made by the build
+    # Made by the build (absent in a source checkout, present after pip install -e .).
+    from ._version import __version__  # type: ignore[import-not-found, unused-ignore]
 except ImportError:
     __version__ = _source_version()
 
