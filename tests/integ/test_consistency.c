@@ -16,18 +16,6 @@
 
 #define N (24u << 20)
 
-static struct s3d_client *client_at(const char *url, uint64_t part_size, uint32_t conc)
-{
-    struct s3d_client_options o;
-    struct s3d_client *c = NULL;
-    memset(&o, 0, sizeof(o));
-    o.endpoint_url = url;
-    o.part_size = part_size;
-    o.max_concurrency = conc;
-    CHECK_OK(s3d_client_new(&o, &c));
-    return c;
-}
-
 /* Overwrites the object from a progress callback once `at` bytes have arrived. */
 struct overwrite {
     struct s3d_client *c;
@@ -174,7 +162,7 @@ int main(void)
     t_fill_random(v1, N, 1);
     t_fill_random(v2, N, 2);
     /* 5 MiB ranges, one at a time: the callback runs between two ranges. */
-    small = client_at(ep, 5u << 20, 1);
+    small = t_s3_client_at(ep, 5u << 20, 1);
 
     /* 1. Into memory: replaced after the first range. */
     CHECK_OK(s3d_upload_from_buffer(direct, bucket, "obj", v1, N, NULL));
@@ -233,7 +221,7 @@ int main(void)
         po.stall_s2c_after = 2 << 20;
         po.stall_ms = 1500;
         px = tproxy_start(host, port, &po);
-        via = client_at(tproxy_url(px), 32u << 20, 1);
+        via = t_s3_client_at(tproxy_url(px), 32u << 20, 1);
         w.done = 0;
         w.data = v2;
         s.px = px;

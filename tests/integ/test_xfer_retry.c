@@ -8,18 +8,6 @@
 #include "tproxy.h"
 #include "testutil.h"
 
-static struct s3d_client *client_at(const char *url, uint64_t part_size, uint32_t conc)
-{
-    struct s3d_client_options o;
-    struct s3d_client *c = NULL;
-    memset(&o, 0, sizeof(o));
-    o.endpoint_url = url;
-    o.part_size = part_size;
-    o.max_concurrency = conc;
-    CHECK_OK(s3d_client_new(&o, &c));
-    return c;
-}
-
 static int count_lines(const char *log, const char *a, const char *b)
 {
     int n = 0;
@@ -69,7 +57,7 @@ int main(void)
     po.cut_c2s_after = -1;
     po.stall_s2c_after = -1;
     px = tproxy_start(host, port, &po);
-    via = client_at(tproxy_url(px), 32u << 20, 1);
+    via = t_s3_client_at(tproxy_url(px), 32u << 20, 1);
     memset(dst, 0, n);
     CHECK_OK(s3d_download_to_buffer(via, bucket, "obj", 0, UINT64_MAX, dst, n, &got, NULL));
     CHECK_EQ_U64(got, n);
@@ -100,7 +88,7 @@ int main(void)
     po.cut_c2s_after = 8 << 20;
     po.stall_s2c_after = -1;
     px = tproxy_start(host, port, &po);
-    via = client_at(tproxy_url(px), 6u << 20, 1);
+    via = t_s3_client_at(tproxy_url(px), 6u << 20, 1);
     t_fill_random(src, n, 43);
     CHECK_OK(s3d_upload_from_buffer(via, bucket, "mp", src, n, NULL));
     CHECK(tproxy_cuts(px) == 1);
@@ -123,7 +111,7 @@ int main(void)
     po.cut_s2c_after = po.cut_c2s_after = po.stall_s2c_after = -1;
     po.fail_request = "partNumber=2&";
     px = tproxy_start(host, port, &po);
-    via = client_at(tproxy_url(px), 6u << 20, 2);
+    via = t_s3_client_at(tproxy_url(px), 6u << 20, 2);
     t_fill_random(src, n, 45);
     CHECK_OK(s3d_upload_from_buffer(via, bucket, "mp", src, n, NULL));
     CHECK(tproxy_failed_requests(px) == 1);
@@ -193,7 +181,7 @@ int main(void)
     po.cut_s2c_after = po.cut_c2s_after = po.stall_s2c_after = -1;
     po.cut_response_to = "mp?uploadId="; /* Complete (POST), not Create (?uploads) */
     px = tproxy_start(host, port, &po);
-    via = client_at(tproxy_url(px), 6u << 20, 2);
+    via = t_s3_client_at(tproxy_url(px), 6u << 20, 2);
     t_fill_random(src, n, 44);
     CHECK_OK(s3d_upload_from_buffer(via, bucket, "mp", src, n, NULL));
     log = tproxy_log(px);

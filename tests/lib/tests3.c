@@ -22,6 +22,18 @@ struct s3d_client *t_s3_client(void)
     return c;
 }
 
+struct s3d_client *t_s3_client_at(const char *url, uint64_t part_size, uint32_t conc)
+{
+    struct s3d_client_options o;
+    struct s3d_client *c = NULL;
+    memset(&o, 0, sizeof(o));
+    o.endpoint_url = url;
+    o.part_size = part_size;
+    o.max_concurrency = conc;
+    CHECK_OK(s3d_client_new(&o, &c));
+    return c;
+}
+
 void t_s3_bucket(struct s3d_client *c, const char *prefix, char *out, size_t cap)
 {
     static int counter;

@@ -73,6 +73,8 @@ void t_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn)
 const char *t_s3_endpoint(void);
 /* A client for the test server with default options (skips without a server). */
 struct s3d_client *t_s3_client(void);
+/* A client for URL (a proxy in front of the server, say) with this part size and concurrency. */
+struct s3d_client *t_s3_client_at(const char *url, uint64_t part_size, uint32_t conc);
 /* Creates a fresh bucket named "PREFIX-<pid>-<counter>" and stores its name in out. */
 void t_s3_bucket(struct s3d_client *c, const char *prefix, char *out, size_t cap);
 /* Fills buf with deterministic pseudo-random bytes from seed. */
