@@ -5,8 +5,8 @@ set(S3D_ENGINE_SOURCES
   src/engine/fileio_write.c
   src/engine/pool.c
   src/engine/api_object.c
-  src/engine/transfer.c
-  src/engine/upload_stream.c
+  src/engine/api_transfer.c
+  src/engine/api_upload_stream.c
   src/engine/xfer.c
   src/engine/tmpfile.c
   src/engine/resources.c

@@ -1,4 +1,4 @@
-/* transfer.c - the public byte transfers of transfer.h, built on the engine (xfer.h).
+/* api_transfer.c - the public byte transfers of transfer.h, built on the engine (xfer.h).
  *
  * Memory: buffer transfers read and write the caller's memory directly. File, stream and copy
  * transfers go through at most max_concurrency buffers of part_size bytes ("slots"): a

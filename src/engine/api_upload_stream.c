@@ -1,4 +1,4 @@
-/* upload_stream.c - s3d_upload_stream_*: an upload fed by writes of any size.
+/* api_upload_stream.c - s3d_upload_stream_*: an upload fed by writes of any size.
  *
  * The writing thread copies into part_size buffers; each full buffer is queued for a worker
  * thread that runs the multipart engine (s3d_xfer_put_multipart) and hands queued buffers to
