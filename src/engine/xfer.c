@@ -1,4 +1,5 @@
-/* xfer.c - the parallel transfer engine (contract in xfer.h).
+/* xfer.c - the transfer scheduler: one curl-multi loop under every data transfer (contract in
+ * xfer.h). The public API files (api_*.c) and the checkpoint pipeline sit on top of it.
  *
  * One event loop on the calling thread drives up to N requests at once on a multi handle
  * taken from the client (its kept-alive connections come with it). Each request is an
