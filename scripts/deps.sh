@@ -4,7 +4,7 @@
 #   deps.sh [--no-python]
 set -euo pipefail
 apt_pkgs=(build-essential cmake pkg-config libcurl4-openssl-dev libssl-dev libjansson-dev
-          liburing-dev curl bc nginx-light ceph-mon ceph-osd radosgw ceph-common iproute2)
+          curl bc nginx-light ceph-mon ceph-osd radosgw ceph-common iproute2)
 apt_pkgs+=(time)  # /usr/bin/time: client CPU seconds in bench/run.sh
 apt_pkgs+=(openssl)  # the openssl binary: self-signed certificate in tests/integ/test_tls.c
 apt_pkgs+=(clang-format)  # make format-check, run by .ci/run
