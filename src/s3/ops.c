@@ -13,7 +13,7 @@
 #include "common/compiler.h"
 #include "common/error.h"
 #include "s3/timefmt.h"
-#include "s3/xml.h"
+#include "s3/s3doc.h"
 
 #define CT_OCTET "application/octet-stream"
 

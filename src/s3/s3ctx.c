@@ -12,6 +12,7 @@
 #include "common/compiler.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "s3/s3doc.h"
 #include "s3/xml.h"
 
 static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)

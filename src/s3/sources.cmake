@@ -5,6 +5,7 @@ set(S3D_S3_SOURCES
   src/s3/timefmt.c
   src/s3/uri.c
   src/s3/xml.c
+  src/s3/s3doc.c
   src/s3/http.c
   src/s3/ops.c
   src/s3/retry.c

@@ -1,172 +1,59 @@
-/* xml.h - parsing S3 XML responses and building S3 XML request bodies (internal).
+/* xml.h - the event-driven XML reader under the S3 documents of s3doc.h (internal).
  *
- * A small hand-written parser (S3 responses use no DTDs, namespaces only as a default xmlns,
+ * A small hand-written reader (S3 responses use no DTDs, namespaces only as a default xmlns,
  * no mixed content that matters): elements, attributes (skipped), text, the five predefined
  * entities and numeric character references (decoded to UTF-8), comments, processing
  * instructions and the XML declaration (skipped), CDATA (taken as text). It refuses a body
  * over S3D_XML_MAX_BODY bytes, nesting deeper than S3D_XML_MAX_DEPTH and more than
  * S3D_XML_MAX_ELEMENTS elements, so a hostile server cannot make it use unbounded memory or
- * stack. Every structural problem (truncated document, mismatched tag, unknown entity, a
- * required field missing or not a number, &#0;) fails with S3D_EPROTO and a message that says
- * what and at which byte offset. Element names are matched without their namespace prefix.
- *
- * Parsers take the body as pointer + length (need not be NUL-terminated); results are
- * malloc'ed, owned by the caller and freed with the matching free function, which accepts NULL
- * and partially filled structs (on failure the out struct is freed and zeroed). Absent
- * optional text fields are NULL. Thread-safe, no global state. */
+ * stack. Every structural problem (truncated document, mismatched tag, unknown entity, &#0;)
+ * fails with S3D_EPROTO and a message that says what and at which byte offset. Element names
+ * are matched without their namespace prefix. Thread-safe, no global state. */
 #ifndef S3D_S3_XML_H
 #define S3D_S3_XML_H
 
 #include <stddef.h>
-#include <stdint.h>
 
-#include "common/dynbuf.h"
-
-#define S3D_XML_MAX_BODY     (32u * 1024 * 1024) /* cap the HTTP layer's body dynbuf to this */
+/* The one cap on an S3 XML body: the reader refuses more, and the HTTP layer caps a 2xx body
+ * it buffers (s3d_http_req.body_max 0) at the same size. */
+#define S3D_XML_MAX_BODY     (32u * 1024 * 1024)
 #define S3D_XML_MAX_DEPTH    32
 #define S3D_XML_MAX_ELEMENTS 1000000
 
-/* ---- errors --------------------------------------------------------------------------- */
-
-/* <Error><Code/><Message/><RequestId/><Key/><BucketName/><Resource/></Error>. */
-struct s3d_xml_error {
-    char *code;
-    char *message; /* empty on Ceph RGW */
-    char *request_id;
-    char *key;
-    char *bucket_name;
-    char *resource;
+/* One open element. */
+struct s3d_xml_name {
+    const char *p; /* local name (namespace prefix removed), not NUL-terminated */
+    size_t len;
+    const char *raw; /* full name as written, for matching the end tag */
+    size_t raw_len;
 };
 
-/* 1 when the document's root element is <Error>, 0 otherwise (including malformed or empty
- * bodies). Cheap: looks at the first element only. Records nothing. */
-int s3d_xml_is_error(const char *body, size_t len);
-
-/* Parses an <Error> document. S3D_EPROTO if malformed or the root is not <Error>. */
-int s3d_xml_parse_error(const char *body, size_t len, struct s3d_xml_error *out);
-void s3d_xml_error_free(struct s3d_xml_error *e);
-
-/* ---- ListObjectsV2 -------------------------------------------------------------------- */
-
-struct s3d_xml_object {
-    char *key;
-    uint64_t size;
-    int64_t last_modified; /* seconds since the epoch; 0 when absent */
-    char *etag;            /* as sent, quotes included; NULL when absent */
+/* What a document parser does with the elements: either hook may be NULL. */
+struct s3d_xml_handler {
+    /* depth: index of the new element in stack (0 = root). Return 0 or a negative code. */
+    int (*on_start)(void *ctx, const struct s3d_xml_name *stack, int depth);
+    int (*on_end)(void *ctx, const struct s3d_xml_name *stack, int depth, const char *text,
+                  size_t len);
+    void *ctx;
 };
 
-struct s3d_xml_list_result {
-    struct s3d_xml_object *contents; /* n_contents entries, in document order */
-    size_t n_contents;
-    char **prefixes; /* CommonPrefixes/Prefix, n_prefixes entries */
-    size_t n_prefixes;
-    int is_truncated;              /* IsTruncated "true" -> 1 */
-    char *next_continuation_token; /* NULL when absent */
-    uint64_t key_count;            /* KeyCount; 0 when absent */
-};
+/* Reads s[0..len) and calls h's hooks in document order; doc names the response in error
+ * messages. Returns 0, the first negative code a hook returned (the walk stops there), or
+ * S3D_ETOOBIG / S3D_EPROTO / S3D_ENOMEM (recorded). */
+int s3d_xml_walk(const char *doc, const char *s, size_t len, const struct s3d_xml_handler *h);
 
-/* Parses a <ListBucketResult>. Every <Contents> needs a <Key>; <Size> must be a decimal
- * number. S3D_EPROTO otherwise, or when the root is not ListBucketResult. */
-int s3d_xml_parse_list_v2(const char *body, size_t len, struct s3d_xml_list_result *out);
-void s3d_xml_list_free(struct s3d_xml_list_result *r);
+/* 1 when n's local name is exactly the NUL-terminated s. */
+int s3d_xml_name_is(const struct s3d_xml_name *n, const char *s);
 
-/* ---- multipart ------------------------------------------------------------------------ */
+/* 1 when the document's root element has the local name `name`, 0 otherwise (including
+ * malformed or empty bodies). Cheap: skips the declaration, comments and processing
+ * instructions and looks at the first element only. Records nothing. */
+int s3d_xml_root_is(const char *body, size_t len, const char *name);
 
-/* <InitiateMultipartUploadResult><UploadId>: stores the malloc'ed upload id in *upload_id.
- * S3D_EPROTO when it is absent or empty. */
-int s3d_xml_parse_initiate(const char *body, size_t len, char **upload_id);
-
-struct s3d_xml_complete {
-    char *location; /* may be NULL */
-    char *bucket;
-    char *key;
-    char *etag; /* may be NULL or "" (Ceph RGW sends an empty ETag) */
-};
-
-/* Parses a CompleteMultipartUpload response. S3 can answer HTTP 200 and still fail, with an
- * <Error> document as the body: then this returns 1 and fills *err (out stays zeroed); the
- * caller maps err->code to an S3D_E* code. Returns 0 for a <CompleteMultipartUploadResult>
- * (out filled, err untouched), S3D_EPROTO for anything else. err must not be NULL. */
-int s3d_xml_parse_complete(const char *body, size_t len, struct s3d_xml_complete *out,
-                           struct s3d_xml_error *err);
-void s3d_xml_complete_free(struct s3d_xml_complete *c);
-
-struct s3d_xml_upload {
-    char *key;
-    char *upload_id;
-    int64_t initiated;   /* Initiated, seconds since the epoch; 0 when absent */
-    char *storage_class; /* NULL when absent */
-};
-
-struct s3d_xml_uploads_result {
-    struct s3d_xml_upload *uploads; /* n_uploads entries */
-    size_t n_uploads;
-    int is_truncated;
-    char *next_key_marker;       /* NULL when absent */
-    char *next_upload_id_marker; /* NULL when absent */
-};
-
-/* Parses a <ListMultipartUploadsResult>; each <Upload> needs Key and UploadId. */
-int s3d_xml_parse_list_uploads(const char *body, size_t len, struct s3d_xml_uploads_result *out);
-void s3d_xml_uploads_free(struct s3d_xml_uploads_result *r);
-
-/* ---- ListBuckets ---------------------------------------------------------------------- */
-
-struct s3d_xml_bucket {
-    char *name;
-    int64_t creation_date; /* seconds since the epoch; 0 when absent */
-};
-
-struct s3d_xml_buckets_result {
-    struct s3d_xml_bucket *buckets; /* n_buckets entries */
-    size_t n_buckets;
-    char *continuation_token; /* NULL when absent (the last or only page) */
-};
-
-/* Parses a <ListAllMyBucketsResult>; each <Buckets><Bucket> needs a <Name>. */
-int s3d_xml_parse_list_buckets(const char *body, size_t len, struct s3d_xml_buckets_result *out);
-void s3d_xml_buckets_free(struct s3d_xml_buckets_result *r);
-
-/* ---- DeleteObjects -------------------------------------------------------------------- */
-
-struct s3d_xml_delete_error {
-    char *key;
-    char *code;
-    char *message; /* may be NULL or "" */
-};
-
-struct s3d_xml_delete_result {
-    char **deleted; /* Deleted/Key, n_deleted entries */
-    size_t n_deleted;
-    struct s3d_xml_delete_error *errors; /* n_errors entries */
-    size_t n_errors;
-};
-
-/* Parses a <DeleteResult>. With Quiet the server lists only errors: n_deleted is then 0. */
-int s3d_xml_parse_delete(const char *body, size_t len, struct s3d_xml_delete_result *out);
-void s3d_xml_delete_free(struct s3d_xml_delete_result *r);
-
-/* ---- builders ------------------------------------------------------------------------- */
-
-struct s3d_xml_part {
-    uint32_t part_number;
-    const char *etag;            /* as UploadPart returned it, quotes included */
-    const char *checksum_crc32c; /* base64, or NULL for none */
-};
-
-/* Appends a CompleteMultipartUpload body (XML declaration, the S3 xmlns, one <Part> per entry
- * in the order given: the caller sorts by part number) to out. Text is XML-escaped. Returns 0,
- * S3D_EINVAL (n 0, a NULL etag), S3D_ETOOBIG / S3D_ENOMEM (recorded). */
-int s3d_xml_build_complete(const struct s3d_xml_part *parts, size_t n, struct s3d_dynbuf *out);
-
-/* Appends a Delete body for keys[0..n) (n 1..1000; S3D_EINVAL otherwise) with <Quiet>true when
- * quiet, to out. Keys are XML-escaped; a key holding a byte XML 1.0 cannot carry (a control
- * character other than tab, LF, CR) fails with S3D_EINVAL naming it. */
-int s3d_xml_build_delete(const char *const *keys, size_t n, int quiet, struct s3d_dynbuf *out);
-
-/* Appends s[0..len) to out escaped for element text: & < > become entities, and CR becomes
- * &#13; (a parser would otherwise turn it into LF). Quotes need no escaping in text and are
- * kept. Other bytes pass through unchanged. Returns 0 or a dynbuf error (recorded). */
-int s3d_xml_escape(struct s3d_dynbuf *out, const char *s, size_t len);
+/* XML whitespace (space, tab, CR, LF). */
+static inline int s3d_xml_is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
 
 #endif

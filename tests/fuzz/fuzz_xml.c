@@ -1,4 +1,5 @@
-/* fuzz_xml.c - fuzz target for the S3 XML reader (src/s3/xml.c).
+/* fuzz_xml.c - fuzz target for the S3 XML reader and documents (src/s3/xml.c,
+ * s3doc.c).
  *
  * Every parser runs on the input. Whatever the bytes, each must return (no crash, no leak
  * under ASan) with 0 or a negative code, leave a zeroed result on failure, and on success hand
@@ -19,6 +20,7 @@
 
 #include "common/dynbuf.h"
 #include "s3/timefmt.h"
+#include "s3/s3doc.h"
 #include "s3/xml.h"
 
 const char *const s3d_fuzz_tokens[] = {"<",   ">",         "</",   "/>", "&",   "&amp;",

@@ -3,6 +3,7 @@
 #include "common/compiler.h"
 #include "common/dynbuf.h"
 #include "s3/timefmt.h"
+#include "s3/s3doc.h"
 #include "s3/xml.h"
 #include "testutil.h"
 
