@@ -17,6 +17,7 @@
 
 #include "common/compiler.h"
 #include "common/error.h"
+#include "s3/xml.h"
 
 static size_t read_cb(char *buf, size_t size, size_t nmemb, void *ud)
 {
@@ -313,7 +314,7 @@ static curl_socket_t opensocket_cb(void *ud, curlsocktype purpose, struct curl_s
 int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf *conf)
 {
     const char *m = req->method;
-    size_t max = req->body_max ? req->body_max : S3D_HTTP_MAX_XML_BODY;
+    size_t max = req->body_max ? req->body_max : S3D_XML_MAX_BODY;
 
     s3d_dynbuf_free(&req->resp.body);
     memset(&req->resp, 0, sizeof(req->resp));

@@ -16,10 +16,10 @@
 
 #include "common/dynbuf.h"
 
-/* Caps on what a server may send us beyond object bytes. */
-#define S3D_HTTP_MAX_HEADER_BYTES (64u * 1024u)         /* all response header lines together */
-#define S3D_HTTP_MAX_ERROR_BODY   (64u * 1024u)         /* error bodies: the rest is dropped */
-#define S3D_HTTP_MAX_XML_BODY     (16u * 1024u * 1024u) /* 2xx XML bodies (listings) */
+/* Caps on what a server may send us beyond object bytes; a buffered 2xx body (an S3 XML
+ * document) is capped at S3D_XML_MAX_BODY (s3/xml.h), the one limit the XML reader enforces. */
+#define S3D_HTTP_MAX_HEADER_BYTES (64u * 1024u) /* all response header lines together */
+#define S3D_HTTP_MAX_ERROR_BODY   (64u * 1024u) /* error bodies: the rest is dropped */
 
 /* What the response said, parsed from its headers. Strings are NUL-terminated, "" if absent;
  * a longer value than its field is cut. */
@@ -68,7 +68,7 @@ struct s3d_http_req {
     void *dst;         /* receives a 2xx body; NULL = into resp.body */
     uint64_t dst_cap;  /* bytes writable at dst */
     size_t body_max;   /* cap of resp.body for a 2xx body without dst;
-                          0 = S3D_HTTP_MAX_XML_BODY */
+                          0 = S3D_XML_MAX_BODY */
     long timeout_ms;   /* whole request; 0 = none */
     /* Internal state. */
     int iov_idx;
