@@ -118,216 +118,257 @@ static const char *find(const char *s, size_t len, size_t from, const char *need
     return p;
 }
 
+/* The walk's state: the body, the read position, the open elements and the text gathered
+ * directly inside the innermost one since its last child. */
+struct walk {
+    const char *doc; /* response name for messages */
+    const char *s;
+    size_t len;
+    size_t i; /* next byte to read */
+    size_t elements;
+    int depth, seen_root;
+    struct s3d_dynbuf text;
+    const struct s3d_xml_handler *h;
+    struct s3d_xml_name stack[S3D_XML_MAX_DEPTH];
+};
+
+static int text_fail(const struct walk *w, int rc)
+{
+    return s3d_fail(rc, "%s response: element text over the limit", w->doc);
+}
+
+/* The body as a whole: within the cap, no NUL byte; skips a UTF-8 byte order mark. */
+static int walk_check_body(struct walk *w)
+{
+    const char *nul;
+    if (w->len > S3D_XML_MAX_BODY)
+        return s3d_fail(S3D_ETOOBIG, "%s response body is %zu bytes, over the limit of %u", w->doc,
+                        w->len, S3D_XML_MAX_BODY);
+    nul = memchr(w->s, '\0', w->len);
+    if (nul != NULL)
+        return perr(w->doc, (size_t)(nul - w->s), "NUL byte");
+    if (w->len >= 3 && memcmp(w->s, "\xEF\xBB\xBF", 3) == 0)
+        w->i = 3;
+    return 0;
+}
+
+/* Character data at w->i (not '<'): one byte of whitespace outside the root, else an entity
+ * or a run of plain text added to the element's text. */
+static int walk_text(struct walk *w)
+{
+    const char *s = w->s;
+    int rc;
+    if (w->depth == 0) {
+        if (!s3d_xml_is_ws(s[w->i]))
+            return perr(w->doc, w->i, "text outside the root element");
+        w->i++;
+        return 0;
+    }
+    if (s[w->i] == '&') {
+        size_t at = w->i;
+        rc = decode_entity(s, w->len, &w->i, &w->text);
+        if (rc == -1)
+            return perr(w->doc, at, "unknown or malformed entity");
+        return rc < 0 ? text_fail(w, rc) : 0;
+    }
+    {
+        size_t run = w->i;
+        while (run < w->len && s[run] != '<' && s[run] != '&')
+            run++;
+        if ((rc = s3d_dynbuf_append(&w->text, s + w->i, run - w->i)) < 0)
+            return text_fail(w, rc);
+        w->i = run;
+    }
+    return 0;
+}
+
+/* Skips markup opened at w->i (open_len bytes) up to and past `close`: a comment or a
+ * processing instruction (the XML declaration among them). */
+static int walk_skip(struct walk *w, size_t open_len, const char *close, const char *what)
+{
+    const char *e = find(w->s, w->len, w->i + open_len, close);
+    if (e == NULL)
+        return perr(w->doc, w->i, what);
+    w->i = (size_t)(e - w->s) + strlen(close);
+    return 0;
+}
+
+/* <![CDATA[...]]> at w->i: its bytes are element text, taken as they are. */
+static int walk_cdata(struct walk *w)
+{
+    const char *s = w->s;
+    const char *e = find(s, w->len, w->i + 9, "]]>");
+    int rc;
+    if (w->depth == 0 || e == NULL)
+        return perr(w->doc, w->i, w->depth == 0 ? "CDATA outside the root" : "unterminated CDATA");
+    if ((rc = s3d_dynbuf_append(&w->text, s + w->i + 9, (size_t)(e - (s + w->i + 9)))) < 0)
+        return text_fail(w, rc);
+    w->i = (size_t)(e - s) + 3;
+    return 0;
+}
+
+/* </name> at w->i: must close the innermost open element; hands on_end its text. */
+static int walk_end_tag(struct walk *w)
+{
+    const char *s = w->s;
+    size_t n0 = w->i + 2, n1 = n0, i;
+    const struct s3d_xml_name *top;
+    int rc;
+    while (n1 < w->len && name_char((unsigned char)s[n1]))
+        n1++;
+    i = n1;
+    while (i < w->len && s3d_xml_is_ws(s[i]))
+        i++;
+    if (i >= w->len || s[i] != '>')
+        return perr(w->doc, n0,
+                    i >= w->len ? "document truncated in an end tag" : "malformed end tag");
+    w->i = i + 1;
+    if (w->depth == 0)
+        return perr(w->doc, n0, "end tag without a start tag");
+    top = &w->stack[w->depth - 1];
+    if (top->raw_len != n1 - n0 || memcmp(top->raw, s + n0, n1 - n0) != 0)
+        return perr(w->doc, n0, "end tag does not match the open element");
+    if (w->h->on_end && (rc = w->h->on_end(w->h->ctx, w->stack, w->depth - 1,
+                                           w->text.data ? w->text.data : "", w->text.len)) < 0)
+        return rc;
+    s3d_dynbuf_reset(&w->text);
+    w->depth--;
+    return 0;
+}
+
+/* The attributes of a start tag whose name began at n0, from w->i to past its '>' or "/>"
+ * (*empty set for the latter): skipped, but their quoting must be sound. */
+static int walk_attributes(struct walk *w, size_t n0, int *empty)
+{
+    const char *s = w->s;
+    size_t len = w->len, i = w->i;
+    for (;;) {
+        while (i < len && s3d_xml_is_ws(s[i]))
+            i++;
+        if (i >= len)
+            return perr(w->doc, n0, "document truncated in a start tag");
+        if (s[i] == '>') {
+            i++;
+            break;
+        }
+        if (s[i] == '/' && i + 1 < len && s[i + 1] == '>') {
+            i += 2;
+            *empty = 1;
+            break;
+        }
+        while (i < len && name_char((unsigned char)s[i]))
+            i++;
+        while (i < len && s3d_xml_is_ws(s[i]))
+            i++;
+        if (i >= len || s[i] != '=')
+            return perr(w->doc, i,
+                        i >= len ? "document truncated in a start tag" : "malformed attribute");
+        i++;
+        while (i < len && s3d_xml_is_ws(s[i]))
+            i++;
+        if (i >= len || (s[i] != '"' && s[i] != '\''))
+            return perr(w->doc, i, "attribute value without quotes");
+        {
+            const char *q = memchr(s + i + 1, s[i], len - i - 1);
+            if (q == NULL)
+                return perr(w->doc, i, "unterminated attribute value");
+            i = (size_t)(q - s) + 1;
+        }
+    }
+    w->i = i;
+    return 0;
+}
+
+/* Pushes the element named s[n0..n1) after the caps and the single-root rule, and calls
+ * on_start. */
+static int walk_push(struct walk *w, size_t n0, size_t n1)
+{
+    struct s3d_xml_name *n;
+    const char *colon;
+    if (w->depth == 0 && w->seen_root)
+        return perr(w->doc, n0, "a second root element");
+    if (w->depth >= S3D_XML_MAX_DEPTH)
+        return perr(w->doc, n0, "elements nested too deep");
+    if (++w->elements > S3D_XML_MAX_ELEMENTS)
+        return perr(w->doc, n0, "too many elements");
+    w->seen_root = 1;
+    n = &w->stack[w->depth];
+    n->raw = w->s + n0;
+    n->raw_len = n1 - n0;
+    colon = memchr(w->s + n0, ':', n1 - n0);
+    n->p = colon ? colon + 1 : w->s + n0;
+    n->len = n1 - (size_t)(n->p - w->s);
+    s3d_dynbuf_reset(&w->text);
+    return w->h->on_start ? w->h->on_start(w->h->ctx, w->stack, w->depth) : 0;
+}
+
+/* <name ...> or <name .../> at w->i: opens an element; an empty one is closed at once. */
+static int walk_start_tag(struct walk *w)
+{
+    size_t n0 = w->i + 1, n1 = n0;
+    int empty = 0, rc;
+    while (n1 < w->len && name_char((unsigned char)w->s[n1]))
+        n1++;
+    if (n1 == n0)
+        return perr(w->doc, w->i, n1 >= w->len ? "document truncated" : "malformed tag");
+    w->i = n1;
+    if ((rc = walk_attributes(w, n0, &empty)) < 0 || (rc = walk_push(w, n0, n1)) < 0)
+        return rc;
+    w->depth++;
+    if (empty) {
+        if (w->h->on_end && (rc = w->h->on_end(w->h->ctx, w->stack, w->depth - 1, "", 0)) < 0)
+            return rc;
+        w->depth--;
+    }
+    return 0;
+}
+
+/* Markup at w->i ('<'): a comment, a processing instruction, CDATA, an end tag or a start
+ * tag; DTDs and other declarations are refused (so no entity expansion). */
+static int walk_markup(struct walk *w)
+{
+    const char *at = w->s + w->i;
+    size_t left = w->len - w->i;
+    if (left >= 4 && memcmp(at, "<!--", 4) == 0)
+        return walk_skip(w, 4, "-->", "unterminated comment");
+    if (left >= 2 && at[1] == '?')
+        return walk_skip(w, 2, "?>", "unterminated processing instruction");
+    if (left >= 9 && memcmp(at, "<![CDATA[", 9) == 0)
+        return walk_cdata(w);
+    if (left >= 2 && at[1] == '!')
+        return perr(w->doc, w->i, "DTDs and declarations are not accepted");
+    if (left >= 2 && at[1] == '/')
+        return walk_end_tag(w);
+    return walk_start_tag(w);
+}
+
 int s3d_xml_walk(const char *doc, const char *s, size_t len, const struct s3d_xml_handler *h)
 {
-    struct s3d_xml_name stack[S3D_XML_MAX_DEPTH];
-    struct s3d_dynbuf text;
-    size_t i = 0, elements = 0;
-    int depth = 0, seen_root = 0, rc = 0;
+    struct walk w;
+    int rc;
 
-    s3d_dynbuf_init(&text, S3D_XML_MAX_BODY);
-    if (len > S3D_XML_MAX_BODY) {
-        rc = s3d_fail(S3D_ETOOBIG, "%s response body is %zu bytes, over the limit of %u", doc, len,
-                      S3D_XML_MAX_BODY);
+    w.doc = doc;
+    w.s = s;
+    w.len = len;
+    w.i = 0;
+    w.elements = 0;
+    w.depth = 0;
+    w.seen_root = 0;
+    w.h = h;
+    s3d_dynbuf_init(&w.text, S3D_XML_MAX_BODY);
+    if ((rc = walk_check_body(&w)) < 0)
         goto out;
-    }
-    if (memchr(s, '\0', len) != NULL) {
-        rc = perr(doc, (size_t)((const char *)memchr(s, '\0', len) - s), "NUL byte");
-        goto out;
-    }
-    if (len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
-        i = 3;
-    while (i < len) {
-        if (s[i] != '<') {
-            /* Character data: only whitespace is allowed outside the root. */
-            if (depth == 0) {
-                if (!s3d_xml_is_ws(s[i])) {
-                    rc = perr(doc, i, "text outside the root element");
-                    goto out;
-                }
-                i++;
-                continue;
-            }
-            if (s[i] == '&') {
-                size_t at = i;
-                rc = decode_entity(s, len, &i, &text);
-                if (rc == -1) {
-                    rc = perr(doc, at, "unknown or malformed entity");
-                    goto out;
-                }
-                if (rc < 0) {
-                    rc = s3d_fail(rc, "%s response: element text over the limit", doc);
-                    goto out;
-                }
-            } else {
-                size_t run = i;
-                while (run < len && s[run] != '<' && s[run] != '&')
-                    run++;
-                if ((rc = s3d_dynbuf_append(&text, s + i, run - i)) < 0) {
-                    rc = s3d_fail(rc, "%s response: element text over the limit", doc);
-                    goto out;
-                }
-                i = run;
-            }
-            continue;
-        }
-        /* Markup. */
-        if (len - i >= 4 && memcmp(s + i, "<!--", 4) == 0) {
-            const char *e = find(s, len, i + 4, "-->");
-            if (e == NULL) {
-                rc = perr(doc, i, "unterminated comment");
-                goto out;
-            }
-            i = (size_t)(e - s) + 3;
-            continue;
-        }
-        if (len - i >= 2 && s[i + 1] == '?') {
-            const char *e = find(s, len, i + 2, "?>");
-            if (e == NULL) {
-                rc = perr(doc, i, "unterminated processing instruction");
-                goto out;
-            }
-            i = (size_t)(e - s) + 2;
-            continue;
-        }
-        if (len - i >= 9 && memcmp(s + i, "<![CDATA[", 9) == 0) {
-            const char *e = find(s, len, i + 9, "]]>");
-            if (depth == 0 || e == NULL) {
-                rc = perr(doc, i, depth == 0 ? "CDATA outside the root" : "unterminated CDATA");
-                goto out;
-            }
-            if ((rc = s3d_dynbuf_append(&text, s + i + 9, (size_t)(e - (s + i + 9)))) < 0) {
-                rc = s3d_fail(rc, "%s response: element text over the limit", doc);
-                goto out;
-            }
-            i = (size_t)(e - s) + 3;
-            continue;
-        }
-        if (len - i >= 2 && s[i + 1] == '!') {
-            rc = perr(doc, i, "DTDs and declarations are not accepted");
+    while (w.i < len) {
+        rc = s[w.i] == '<' ? walk_markup(&w) : walk_text(&w);
+        if (rc < 0)
             goto out;
-        }
-        if (len - i >= 2 && s[i + 1] == '/') {
-            /* End tag. */
-            size_t n0 = i + 2, n1 = n0;
-            struct s3d_xml_name *top;
-            while (n1 < len && name_char((unsigned char)s[n1]))
-                n1++;
-            i = n1;
-            while (i < len && s3d_xml_is_ws(s[i]))
-                i++;
-            if (i >= len || s[i] != '>') {
-                rc = perr(doc, n0,
-                          i >= len ? "document truncated in an end tag" : "malformed end tag");
-                goto out;
-            }
-            i++;
-            if (depth == 0) {
-                rc = perr(doc, n0, "end tag without a start tag");
-                goto out;
-            }
-            top = &stack[depth - 1];
-            if (top->raw_len != n1 - n0 || memcmp(top->raw, s + n0, n1 - n0) != 0) {
-                rc = perr(doc, n0, "end tag does not match the open element");
-                goto out;
-            }
-            if (h->on_end && (rc = h->on_end(h->ctx, stack, depth - 1, text.data ? text.data : "",
-                                             text.len)) < 0)
-                goto out;
-            s3d_dynbuf_reset(&text);
-            depth--;
-            continue;
-        }
-        /* Start tag. */
-        {
-            size_t n0 = i + 1, n1 = n0;
-            const char *colon;
-            int empty = 0;
-            while (n1 < len && name_char((unsigned char)s[n1]))
-                n1++;
-            if (n1 == n0) {
-                rc = perr(doc, i, n1 >= len ? "document truncated" : "malformed tag");
-                goto out;
-            }
-            i = n1;
-            /* Attributes: skipped, but their quoting must be sound. */
-            for (;;) {
-                while (i < len && s3d_xml_is_ws(s[i]))
-                    i++;
-                if (i >= len) {
-                    rc = perr(doc, n0, "document truncated in a start tag");
-                    goto out;
-                }
-                if (s[i] == '>') {
-                    i++;
-                    break;
-                }
-                if (s[i] == '/' && i + 1 < len && s[i + 1] == '>') {
-                    i += 2;
-                    empty = 1;
-                    break;
-                }
-                while (i < len && name_char((unsigned char)s[i]))
-                    i++;
-                while (i < len && s3d_xml_is_ws(s[i]))
-                    i++;
-                if (i >= len || s[i] != '=') {
-                    rc = perr(doc, i,
-                              i >= len ? "document truncated in a start tag"
-                                       : "malformed attribute");
-                    goto out;
-                }
-                i++;
-                while (i < len && s3d_xml_is_ws(s[i]))
-                    i++;
-                if (i >= len || (s[i] != '"' && s[i] != '\'')) {
-                    rc = perr(doc, i, "attribute value without quotes");
-                    goto out;
-                }
-                {
-                    const char *q = memchr(s + i + 1, s[i], len - i - 1);
-                    if (q == NULL) {
-                        rc = perr(doc, i, "unterminated attribute value");
-                        goto out;
-                    }
-                    i = (size_t)(q - s) + 1;
-                }
-            }
-            if (depth == 0 && seen_root) {
-                rc = perr(doc, n0, "a second root element");
-                goto out;
-            }
-            if (depth >= S3D_XML_MAX_DEPTH) {
-                rc = perr(doc, n0, "elements nested too deep");
-                goto out;
-            }
-            if (++elements > S3D_XML_MAX_ELEMENTS) {
-                rc = perr(doc, n0, "too many elements");
-                goto out;
-            }
-            seen_root = 1;
-            stack[depth].raw = s + n0;
-            stack[depth].raw_len = n1 - n0;
-            colon = memchr(s + n0, ':', n1 - n0);
-            stack[depth].p = colon ? colon + 1 : s + n0;
-            stack[depth].len = n1 - (size_t)(stack[depth].p - s);
-            s3d_dynbuf_reset(&text);
-            if (h->on_start && (rc = h->on_start(h->ctx, stack, depth)) < 0)
-                goto out;
-            depth++;
-            if (empty) {
-                if (h->on_end && (rc = h->on_end(h->ctx, stack, depth - 1, "", 0)) < 0)
-                    goto out;
-                depth--;
-            }
-        }
     }
-    if (depth > 0)
+    if (w.depth > 0)
         rc = perr(doc, len, "document truncated (unclosed elements)");
-    else if (!seen_root)
+    else if (!w.seen_root)
         rc = perr(doc, len, "no root element");
 out:
-    s3d_dynbuf_free(&text);
+    s3d_dynbuf_free(&w.text);
     return rc;
 }
 
