@@ -12,6 +12,7 @@ set(S3D_ENGINE_SOURCES
   src/engine/resources.c
   src/engine/ckpt_common.c
   src/engine/ckpt_plan.c
+  src/engine/ckpt_open.c
   src/engine/ckpt_read.c
   src/engine/ckpt_write.c
 )

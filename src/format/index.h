@@ -8,7 +8,7 @@
  * s3direct adds "s3direct.generation": "<id>" to the index metadata, and the same id to the
  * __metadata__ of every shard it writes with that index (a fresh id per save). The index is
  * written last, so a save that dies after replacing some shards leaves an index whose id the
- * new shards do not carry: the reader refuses that mix (ckpt_read.c). Other readers ignore the
+ * new shards do not carry: the reader refuses that mix (ckpt_open.c). Other readers ignore the
  * key (Hugging Face reads only weight_map and total_size).
  *
  * Shard names come from an untrusted file and are joined to the index's location, so they
