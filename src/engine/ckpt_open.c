@@ -1,10 +1,11 @@
 /* ckpt_open.c - opening a checkpoint (headers only) and the queries on an open reader.
  *
- * Open: for each object, HeadObject (its size bounds every offset in the header), then one
- * ranged GET of the first S3D_HEADER_PROBE bytes, and a second GET only when the header is
- * longer. Local files: fstat + pread. A sharded checkpoint reads its index first, then each
- * shard's header. Everything is validated by src/format before any offset is used. Reading
- * the tensors is ckpt_read.c. */
+ * Open: for each object, one ranged GET of the first S3D_HEADER_PROBE bytes (its
+ * Content-Range gives the object size, which bounds every offset in the header; its ETag pins
+ * the version every later read asks for), and a second GET only when the header is longer. Local
+ * files: fstat + pread. A sharded checkpoint reads its index first, then each shard's header.
+ * Everything is validated by src/format before any offset is used. Reading the tensors is
+ * ckpt_read.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

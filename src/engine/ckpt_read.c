@@ -11,17 +11,12 @@
  *
  * Read from files: the ranges go to s3d_file_read_ranges (fileio.h), which does the same with
  * O_DIRECT or cuFile. */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/compiler.h"
 #include "common/crc32c.h"
-#include "common/dynbuf.h"
 #include "common/error.h"
 #include "common/opts.h"
 #include "device/device.h"
@@ -33,11 +28,9 @@
 #include "engine/pool.h"
 #include "engine/resources.h"
 #include "engine/xfer.h"
-#include "format/index.h"
 #include "s3/ops.h"
 #include "format/safetensors.h"
 #include "s3direct/checkpoint.h"
-#include "s3direct/object.h"
 #include "s3direct/transfer.h"
 
 /* Host pieces at least this big are fetched straight into their destination. */
