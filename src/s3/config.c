@@ -1,188 +1,17 @@
 /* config.c - configuration resolution as the AWS CLI does it: options, environment, shared
- * credentials and config files, defaults; the endpoint URL; request URLs. */
+ * credentials and config files (read by ini.c), defaults. The endpoint URL and request URLs
+ * are endpoint.c's. */
 #include "s3/config.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/compiler.h"
 #include "common/error.h"
 #include "s3/cabundle.h"
-#include "s3/uri.h"
-
-/* ---- INI ------------------------------------------------------------------------------ */
-
-static int is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-/* Trims blanks at both ends of s[0..*len) in place; returns the new start. */
-static char *trim(char *s, size_t *len)
-{
-    while (*len > 0 && is_blank(*s)) {
-        s++;
-        (*len)--;
-    }
-    while (*len > 0 && (is_blank(s[*len - 1]) || s[*len - 1] == '\r'))
-        (*len)--;
-    s[*len] = '\0';
-    return s;
-}
-
-int s3d_ini_parse(const char *text, size_t len, const char *name, s3d_ini_fn fn, void *user)
-{
-    char line[S3D_CONFIG_MAX_LINE + 1];
-    char section[S3D_CONFIG_MAX_LINE + 1];
-    char sub[S3D_CONFIG_MAX_LINE + 1];
-    int have_section = 0, have_sub = 0, lineno = 0, rc;
-    /* After "key =" with an empty value, indented lines are its sub-section. After a key with
-     * a value, an indented line would be a multi-line value: refused. */
-    enum { AFTER_NOTHING, AFTER_EMPTY_KEY, AFTER_VALUE } prev = AFTER_NOTHING;
-    size_t pos = 0;
-
-    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
-        pos = 3;
-    while (pos < len) {
-        const char *nl = memchr(text + pos, '\n', len - pos);
-        size_t llen = nl ? (size_t)(nl - (text + pos)) : len - pos, klen, vlen;
-        char *l, *eq, *key, *val;
-        int indented;
-        lineno++;
-        if (llen > S3D_CONFIG_MAX_LINE)
-            return s3d_fail(S3D_ECONFIG, "%s:%d: line longer than %d bytes", name, lineno,
-                            S3D_CONFIG_MAX_LINE);
-        if (memchr(text + pos, '\0', llen) != NULL)
-            return s3d_fail(S3D_ECONFIG, "%s:%d: NUL byte in line", name, lineno);
-        memcpy(line, text + pos, llen);
-        line[llen] = '\0';
-        pos += llen + (nl ? 1 : 0);
-        indented = llen > 0 && is_blank(line[0]);
-        l = trim(line, &llen);
-        if (llen == 0 || l[0] == '#' || l[0] == ';')
-            continue;
-        if (l[0] == '[') {
-            size_t slen;
-            char *s;
-            if (l[llen - 1] != ']' || llen < 3)
-                return s3d_fail(S3D_ECONFIG, "%s:%d: malformed section header \"%.80s\"", name,
-                                lineno, l);
-            slen = llen - 2;
-            s = trim(l + 1, &slen);
-            if (slen == 0)
-                return s3d_fail(S3D_ECONFIG, "%s:%d: empty section name", name, lineno);
-            memcpy(section, s, slen + 1);
-            have_section = 1;
-            have_sub = 0;
-            prev = AFTER_NOTHING;
-            continue;
-        }
-        if (!have_section)
-            return s3d_fail(S3D_ECONFIG, "%s:%d: \"%.80s\" before any [section]", name, lineno, l);
-        if (indented && prev == AFTER_VALUE)
-            return s3d_fail(S3D_ECONFIG,
-                            "%s:%d: indented line after a value (multi-line "
-                            "values are not supported)",
-                            name, lineno);
-        if (!indented)
-            have_sub = 0;
-        eq = l + strcspn(l, "=:");
-        if (*eq == '\0')
-            return s3d_fail(S3D_ECONFIG, "%s:%d: expected \"key = value\", got \"%.80s\"", name,
-                            lineno, l);
-        klen = (size_t)(eq - l);
-        key = trim(l, &klen);
-        vlen = strlen(eq + 1);
-        val = trim(eq + 1, &vlen);
-        if (klen == 0)
-            return s3d_fail(S3D_ECONFIG, "%s:%d: empty key", name, lineno);
-        for (size_t i = 0; i < klen; i++)
-            if (key[i] >= 'A' && key[i] <= 'Z')
-                key[i] = (char)(key[i] - 'A' + 'a');
-        if (!indented && vlen == 0) {
-            /* "s3 =" opens a sub-section; the key itself is reported with an empty value too,
-             * so a plain empty setting is still visible to the callback. */
-            memcpy(sub, key, klen + 1);
-            have_sub = 1;
-            prev = AFTER_EMPTY_KEY;
-            if ((rc = fn(user, section, NULL, key, "", lineno)) < 0)
-                return rc;
-            continue;
-        }
-        if (indented && !have_sub)
-            return s3d_fail(S3D_ECONFIG, "%s:%d: indented line outside a sub-section", name,
-                            lineno);
-        prev = indented ? AFTER_EMPTY_KEY : AFTER_VALUE;
-        if ((rc = fn(user, section, indented ? sub : NULL, key, val, lineno)) < 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* ---- reading the files ---------------------------------------------------------------- */
-
-/* Reads path into *out (malloc'ed, NUL-terminated). Returns 0, 1 when the file does not exist,
- * or S3D_ECONFIG / S3D_ENOMEM. */
-int s3d_config_read_file(const char *path, char **out, size_t *out_len)
-{
-    struct stat st;
-    char *buf = NULL;
-    size_t got = 0;
-    int fd, rc = 0;
-    *out = NULL;
-    *out_len = 0;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            return 1;
-        return s3d_fail(S3D_ECONFIG, "cannot open %s: %s", path, strerror(errno));
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = s3d_fail(S3D_ECONFIG, "%s is not a regular file", path);
-        goto out;
-    }
-    if (st.st_size > S3D_CONFIG_MAX_FILE) {
-        rc = s3d_fail(S3D_ECONFIG, "%s is %lld bytes, over the limit of %d", path,
-                      (long long)st.st_size, S3D_CONFIG_MAX_FILE);
-        goto out;
-    }
-    if ((buf = malloc(S3D_CONFIG_MAX_FILE + 1)) == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory reading %s", path);
-        goto out;
-    }
-    /* Read to EOF with the cap, not trusting st_size (the file may grow meanwhile). */
-    for (;;) {
-        ssize_t n = read(fd, buf + got, S3D_CONFIG_MAX_FILE + 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = s3d_fail(S3D_ECONFIG, "cannot read %s: %s", path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        got += (size_t)n;
-        if (got > S3D_CONFIG_MAX_FILE) {
-            rc = s3d_fail(S3D_ECONFIG, "%s is over the limit of %d bytes", path,
-                          S3D_CONFIG_MAX_FILE);
-            goto out;
-        }
-    }
-    buf[got] = '\0';
-    *out = buf;
-    *out_len = got;
-    buf = NULL;
-out:
-    free(buf);
-    close(fd);
-    return rc;
-}
+#include "s3/ini.h"
 
 /* ---- resolution ----------------------------------------------------------------------- */
 
@@ -230,10 +59,10 @@ static int set_str(char **dst, const char *v)
 static int section_matches(const struct prof_ctx *c, const char *section)
 {
     if (c->services != NULL) {
-        if (strncmp(section, "services", 8) != 0 || !is_blank(section[8]))
+        if (strncmp(section, "services", 8) != 0 || !s3d_ini_is_blank(section[8]))
             return 0;
         section += 9;
-        while (is_blank(*section))
+        while (s3d_ini_is_blank(*section))
             section++;
         return strcmp(section, c->services) == 0;
     }
@@ -241,10 +70,10 @@ static int section_matches(const struct prof_ctx *c, const char *section)
         return strcmp(section, c->profile) == 0;
     if (strcmp(c->profile, "default") == 0 && strcmp(section, "default") == 0)
         return 1;
-    if (strncmp(section, "profile", 7) != 0 || !is_blank(section[7]))
+    if (strncmp(section, "profile", 7) != 0 || !s3d_ini_is_blank(section[7]))
         return 0;
     section += 8;
-    while (is_blank(*section))
+    while (s3d_ini_is_blank(*section))
         section++;
     return strcmp(section, c->profile) == 0;
 }
@@ -295,30 +124,6 @@ static const char *env(const char *name)
 {
     const char *v = getenv(name);
     return v != NULL && v[0] != '\0' ? v : NULL;
-}
-
-/* Path of a shared file: the environment variable (with "~/" expanded) or ~/.aws/NAME.
- * Returns 0 with *out NULL when there is no HOME to look in. */
-int s3d_config_file_path(const char *envname, const char *basename, char **out)
-{
-    const char *p = env(envname), *home = env("HOME");
-    size_t n;
-    *out = NULL;
-    if (p != NULL && !(p[0] == '~' && p[1] == '/')) {
-        *out = strdup(p);
-    } else if (home != NULL) {
-        const char *rest = p ? p + 1 : NULL;
-        n = strlen(home) + (rest ? strlen(rest) : strlen(basename) + 6) + 1;
-        if ((*out = malloc(n)) != NULL) {
-            if (rest)
-                snprintf(*out, n, "%s%s", home, rest);
-            else
-                snprintf(*out, n, "%s/.aws/%s", home, basename);
-        }
-    } else {
-        return 0;
-    }
-    return *out ? 0 : s3d_fail(S3D_ENOMEM, "out of memory resolving %s", envname);
 }
 
 /* Reads one shared file into *p (for the profile, or for a services section). */
@@ -404,12 +209,12 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
     }
 
     /* The shared files, for the profile. */
-    if ((rc = s3d_config_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials", &cred_path)) < 0 ||
-        (rc = s3d_config_file_path("AWS_CONFIG_FILE", "config", &conf_path)) < 0)
+    if ((rc = s3d_ini_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials", &cred_path)) < 0 ||
+        (rc = s3d_ini_file_path("AWS_CONFIG_FILE", "config", &conf_path)) < 0)
         goto fail;
     if (cred_path != NULL) {
         struct prof_ctx ctx = {profile, 0, NULL, &cred};
-        if ((rc = s3d_config_read_file(cred_path, &cred_text, &cred_len)) < 0)
+        if ((rc = s3d_ini_read_file(cred_path, &cred_text, &cred_len)) < 0)
             goto fail;
         cred_missing = rc == 1;
         if (!cred_missing && (rc = load_file(cred_path, &ctx, cred_text, cred_len)) < 0)
@@ -417,7 +222,7 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
     }
     if (conf_path != NULL) {
         struct prof_ctx ctx = {profile, 1, NULL, &conf};
-        if ((rc = s3d_config_read_file(conf_path, &conf_text, &conf_len)) < 0)
+        if ((rc = s3d_ini_read_file(conf_path, &conf_text, &conf_len)) < 0)
             goto fail;
         conf_missing = rc == 1;
         if (!conf_missing && (rc = load_file(conf_path, &ctx, conf_text, conf_len)) < 0)
@@ -572,232 +377,5 @@ out:
     free(default_ep);
     (void)cred_missing;
     (void)conf_missing;
-    return rc;
-}
-
-/* ---- endpoint ------------------------------------------------------------------------- */
-
-static int host_char(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '.' || c == '_';
-}
-
-static int path_char(unsigned char c)
-{
-    return host_char(c) || c == '~' || c == '/' || c == '%';
-}
-
-static int is_ipv4(const char *h, size_t n)
-{
-    int parts = 0, digits = 0, val = 0;
-    size_t i;
-    for (i = 0; i < n; i++) {
-        if (h[i] == '.') {
-            if (digits == 0)
-                return 0;
-            parts++;
-            digits = val = 0;
-        } else if (h[i] >= '0' && h[i] <= '9') {
-            val = val * 10 + (h[i] - '0');
-            if (++digits > 3 || val > 255)
-                return 0;
-        } else {
-            return 0;
-        }
-    }
-    return parts == 3 && digits > 0;
-}
-
-int s3d_config_parse_endpoint(const char *url, struct s3d_config *out)
-{
-    const char *p, *auth, *auth_end, *host_end, *path;
-    size_t hlen, plen, i;
-    char *host = NULL, *base = NULL, *norm = NULL;
-    unsigned long port = 0;
-    int https, explicit_port = 0, is_ip = 0;
-
-    if (url == NULL || url[0] == '\0')
-        return s3d_fail(S3D_ECONFIG, "empty endpoint URL");
-    if (strncasecmp(url, "https://", 8) == 0) {
-        https = 1;
-        auth = url + 8;
-    } else if (strncasecmp(url, "http://", 7) == 0) {
-        https = 0;
-        auth = url + 7;
-    } else {
-        return s3d_fail(S3D_ECONFIG,
-                        "endpoint URL \"%.200s\": scheme must be http:// or "
-                        "https://",
-                        url);
-    }
-    for (p = url; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '?' || c == '#' || c == '@' || c <= ' ' || c >= 0x7f)
-            return s3d_fail(S3D_ECONFIG,
-                            "endpoint URL \"%.200s\": unexpected '%c' (no user, "
-                            "query, fragment or blanks allowed)",
-                            url, c > ' ' && c < 0x7f ? c : '?');
-    }
-    auth_end = auth + strcspn(auth, "/");
-    path = auth_end;
-    if (auth[0] == '[') {
-        host_end = memchr(auth, ']', (size_t)(auth_end - auth));
-        if (host_end == NULL || host_end == auth + 1)
-            return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": unterminated IPv6 address", url);
-        for (p = auth + 1; p < host_end; p++)
-            if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') ||
-                  (*p >= 'A' && *p <= 'F') || *p == ':' || *p == '.'))
-                return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": bad IPv6 address", url);
-        host_end++;
-        is_ip = 1;
-    } else {
-        host_end = auth + strcspn(auth, ":/");
-        for (p = auth; p < host_end; p++)
-            if (!host_char((unsigned char)*p))
-                return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": bad character in host", url);
-    }
-    hlen = (size_t)(host_end - auth);
-    if (hlen == 0)
-        return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\" has no host", url);
-    if (!is_ip)
-        is_ip = is_ipv4(auth, hlen);
-    if (host_end < auth_end) {
-        if (*host_end != ':' || host_end + 1 == auth_end || auth_end - host_end - 1 > 5)
-            return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": malformed port", url);
-        for (p = host_end + 1; p < auth_end; p++) {
-            if (*p < '0' || *p > '9')
-                return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": malformed port", url);
-            port = port * 10 + (unsigned long)(*p - '0');
-        }
-        if (port < 1 || port > 65535)
-            return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": port out of range", url);
-        explicit_port = 1;
-    } else {
-        port = https ? 443 : 80;
-    }
-    plen = strlen(path);
-    while (plen > 0 && path[plen - 1] == '/')
-        plen--;
-    for (i = 0; i < plen; i++)
-        if (!path_char((unsigned char)path[i]))
-            return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": bad character in path", url);
-    if ((host = s3d_strndup(auth, hlen)) == NULL || (base = s3d_strndup(path, plen)) == NULL ||
-        (norm = malloc(hlen + plen + 24)) == NULL) {
-        free(host);
-        free(base);
-        return s3d_fail(S3D_ENOMEM, "out of memory parsing the endpoint URL");
-    }
-    for (i = 0; i < hlen; i++)
-        if (host[i] >= 'A' && host[i] <= 'Z')
-            host[i] = (char)(host[i] - 'A' + 'a');
-    if (explicit_port)
-        snprintf(norm, hlen + plen + 24, "%s://%s:%lu%s", https ? "https" : "http", host, port,
-                 base);
-    else
-        snprintf(norm, hlen + plen + 24, "%s://%s%s", https ? "https" : "http", host, base);
-    free(out->endpoint_url);
-    free(out->host);
-    free(out->base_path);
-    out->endpoint_url = norm;
-    out->host = host;
-    out->base_path = base;
-    out->https = https;
-    out->port = (uint16_t)port;
-    out->port_explicit = explicit_port;
-    out->host_is_ip = is_ip;
-    return 0;
-}
-
-/* ---- addressing and URLs -------------------------------------------------------------- */
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-int s3d_config_virtual_host(const struct s3d_config *cfg, const char *bucket)
-{
-    /* An IP literal cannot take a bucket label in front of it, whatever was asked for. */
-    if (bucket == NULL || !s3d_bucket_dns_compatible(bucket) || cfg->host_is_ip)
-        return 0;
-    switch (cfg->addressing) {
-    case S3D_ADDRESSING_VIRTUAL:
-        return 1;
-    case S3D_ADDRESSING_PATH:
-        return 0;
-    default:
-        if (cfg->host_is_ip || cfg->host == NULL || !ends_with(cfg->host, "amazonaws.com"))
-            return 0;
-        return !(cfg->https && strchr(bucket, '.') != NULL);
-    }
-}
-
-int s3d_config_addressing_resolved(const struct s3d_config *cfg)
-{
-    return s3d_config_virtual_host(cfg, "example-bucket") ? S3D_ADDRESSING_VIRTUAL
-                                                          : S3D_ADDRESSING_PATH;
-}
-
-int s3d_config_build_url(const struct s3d_config *cfg, const char *bucket, const char *key,
-                         const char *query, struct s3d_dynbuf *url, struct s3d_dynbuf *host_header,
-                         struct s3d_dynbuf *canonical_path)
-{
-    struct s3d_dynbuf host, path;
-    int vhost = s3d_config_virtual_host(cfg, bucket), rc;
-    int default_port = cfg->port == (cfg->https ? 443 : 80);
-    int has_key = key != NULL && key[0] != '\0';
-
-    s3d_dynbuf_init(&host, 4096);
-    s3d_dynbuf_init(&path, 16384);
-    if (vhost && (rc = s3d_dynbuf_appendf(&host, "%s.", bucket)) < 0)
-        goto toobig;
-    if ((rc = s3d_dynbuf_appendf(&host, "%s", cfg->host)) < 0)
-        goto toobig;
-    if (cfg->port_explicit && !default_port &&
-        (rc = s3d_dynbuf_appendf(&host, ":%u", (unsigned)cfg->port)) < 0)
-        goto toobig;
-
-    if ((rc = s3d_dynbuf_appendf(&path, "%s", cfg->base_path ? cfg->base_path : "")) < 0)
-        goto toobig;
-    if (bucket != NULL && !vhost) {
-        if ((rc = s3d_dynbuf_append(&path, "/", 1)) < 0)
-            goto toobig;
-        if ((rc = s3d_uri_encode(&path, bucket, strlen(bucket), 1)) < 0)
-            goto out;
-    }
-    if (has_key) {
-        if ((rc = s3d_dynbuf_append(&path, "/", 1)) < 0)
-            goto toobig;
-        if ((rc = s3d_uri_encode(&path, key, strlen(key), 0)) < 0)
-            goto out;
-    } else if (bucket == NULL || vhost) {
-        if ((rc = s3d_dynbuf_append(&path, "/", 1)) < 0)
-            goto toobig;
-    }
-
-    s3d_dynbuf_reset(url);
-    if ((rc = s3d_dynbuf_appendf(url, "%s://%s%s", cfg->https ? "https" : "http", host.data,
-                                 path.data)) < 0 ||
-        (query && query[0] && (rc = s3d_dynbuf_appendf(url, "?%s", query)) < 0))
-        goto toobig;
-    if (host_header != NULL) {
-        s3d_dynbuf_reset(host_header);
-        if ((rc = s3d_dynbuf_append(host_header, host.data, host.len)) < 0)
-            goto toobig;
-    }
-    if (canonical_path != NULL) {
-        s3d_dynbuf_reset(canonical_path);
-        if ((rc = s3d_dynbuf_append(canonical_path, path.data, path.len)) < 0)
-            goto toobig;
-    }
-    rc = 0;
-    goto out;
-toobig:
-    rc = s3d_fail(rc, "request URL for bucket \"%.64s\" over a buffer limit", bucket ? bucket : "");
-out:
-    s3d_dynbuf_free(&host);
-    s3d_dynbuf_free(&path);
     return rc;
 }

@@ -13,8 +13,8 @@
  * has the value "v # x". Keys are case-insensitive (lower-cased), section names are not.
  * "key: value" is accepted like "key = value". The last of repeated keys wins. Multi-line
  * values (an indented line after a key that has a value) are refused. Lines are capped at
- * S3D_CONFIG_MAX_LINE bytes and files at S3D_CONFIG_MAX_FILE. A missing file is not an error;
- * an unreadable, oversized or malformed one is S3D_ECONFIG with "FILE:LINE: what" in the
+ * S3D_CONFIG_MAX_LINE bytes and files at S3D_CONFIG_MAX_FILE (ini.h). A missing file is not an
+ * error; an unreadable, oversized or malformed one is S3D_ECONFIG with "FILE:LINE: what" in the
  * message.
  *
  * Endpoint precedence (as botocore, plus the nested profile form): options.endpoint_url,
@@ -34,9 +34,6 @@
 
 #include "common/dynbuf.h"
 #include "s3direct/client.h"
-
-#define S3D_CONFIG_MAX_LINE 4096
-#define S3D_CONFIG_MAX_FILE (1024 * 1024)
 
 /* Every char * is owned (malloc'ed) by the struct and freed by s3d_config_free(); the const
  * char * fields point to static strings. */
@@ -83,6 +80,8 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
 /* Frees the strings and zeroes *cfg. NULL ok. */
 void s3d_config_free(struct s3d_config *cfg);
 
+/* ---- endpoint and request URLs (endpoint.c) ------------------------------------------- */
+
 /* Parses an endpoint URL "http[s]://host[:port][/base/path][/]" into the endpoint fields of
  * *out (endpoint_url, https, host, port, port_explicit, host_is_ip, base_path; any previous
  * values of those fields are freed). Scheme is case-insensitive; IPv6 hosts in brackets; user
@@ -117,29 +116,5 @@ int s3d_config_addressing_resolved(const struct s3d_config *cfg);
 int s3d_config_build_url(const struct s3d_config *cfg, const char *bucket, const char *key,
                          const char *query, struct s3d_dynbuf *url, struct s3d_dynbuf *host_header,
                          struct s3d_dynbuf *canonical_path);
-
-/* Reads a shared file (at most S3D_CONFIG_MAX_FILE bytes) into *out (malloc'ed,
- * NUL-terminated). Returns 0, 1 when the file does not exist, or S3D_ECONFIG / S3D_ENOMEM. */
-int s3d_config_read_file(const char *path, char **out, size_t *out_len);
-
-/* Path of a shared file: the variable envname (with "~/" expanded from HOME) or
- * ~/.aws/basename; *out malloc'ed, or NULL when there is no HOME to look in. Returns 0 or
- * S3D_ENOMEM. */
-int s3d_config_file_path(const char *envname, const char *basename, char **out);
-
-/* ---- INI parsing, exposed for tests and the fuzz target -------------------------------- */
-
-/* Called for each "key = value" line: section is the section header's text with blanks
- * trimmed ("default", "profile dev"), sub is the nested sub-section key ("s3") or NULL, key
- * and value are trimmed (value may be ""). All NUL-terminated and valid only during the call.
- * Return 0 to go on, or a negative S3D_E* code (after s3d_fail) to stop. */
-typedef int (*s3d_ini_fn)(void *user, const char *section, const char *sub, const char *key,
-                          const char *value, int line);
-
-/* Parses an INI text of len bytes (it need not be NUL-terminated). name is used in error
- * messages ("NAME:LINE: ..."). Returns 0, S3D_ECONFIG for a malformed line (a line that is
- * neither a section header, a key = value pair, a comment nor blank; a key before any section;
- * an unterminated "[" header; a line over S3D_CONFIG_MAX_LINE), or the callback's code. */
-int s3d_ini_parse(const char *text, size_t len, const char *name, s3d_ini_fn fn, void *user);
 
 #endif

@@ -12,8 +12,8 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
-#include "s3/config.h"
 #include "s3/creds_int.h"
+#include "s3/ini.h"
 #include "s3/timefmt.h"
 
 /* ---- profile sections --------------------------------------------------------------------- */
@@ -88,9 +88,9 @@ static int load_one(const char *envname, const char *base, struct section_ctx *c
     char *path = NULL, *text = NULL;
     size_t len = 0;
     int rc;
-    if ((rc = s3d_config_file_path(envname, base, &path)) < 0 || path == NULL)
+    if ((rc = s3d_ini_file_path(envname, base, &path)) < 0 || path == NULL)
         return rc;
-    rc = s3d_config_read_file(path, &text, &len);
+    rc = s3d_ini_read_file(path, &text, &len);
     if (rc == 0)
         rc = s3d_ini_parse(text, len, path, section_cb, c);
     else if (rc == 1)

@@ -1,6 +1,8 @@
 set(S3D_S3_SOURCES
   src/s3/cabundle.c
   src/s3/config.c
+  src/s3/ini.c
+  src/s3/endpoint.c
   src/s3/sigv4.c
   src/s3/timefmt.c
   src/s3/uri.c

@@ -1,5 +1,5 @@
 /* fuzz_ini.c - fuzz target for the shared-file INI parser and the endpoint URL parser
- * (src/s3/config.c).
+ * (src/s3/ini.c, endpoint.c).
  *
  * Whatever the bytes, s3d_ini_parse must return 0 or S3D_ECONFIG, and every pair it reports
  * must be trimmed, with a lower-case key, and lie within the caps. The input, as a string,
@@ -14,6 +14,7 @@
 #include "fuzz.h"
 
 #include "s3/config.h"
+#include "s3/ini.h"
 #include "s3direct/errors.h"
 
 const char *const s3d_fuzz_tokens[] = {"[", "]",  "=",         "\n",  "  ", "s3 =",  "#",

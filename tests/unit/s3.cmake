@@ -1,4 +1,4 @@
-# S3 protocol pieces (src/s3: uri, config, sigv4, xml + s3doc, timefmt): pure C, no network.
+# S3 protocol pieces (src/s3: uri, config + ini + endpoint, sigv4, xml + s3doc, timefmt): pure C, no network.
 s3d_test(test_sigv4 unit/test_sigv4.c)
 # http/retry (owner: http): pure tables, no network.
 s3d_test(test_retry unit/test_retry.c)

@@ -8,6 +8,7 @@
 #include "common/dynbuf.h"
 #include "common/error.h"
 #include "s3/config.h"
+#include "s3/ini.h"
 #include "testutil.h"
 
 static char home[512];
