@@ -172,210 +172,267 @@ void s3d_config_free(struct s3d_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
 }
 
-int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config *out)
+/* The state of one resolution: the options, what the shared files say for the profile, and
+ * what is being filled. Each resolve_* step below settles one setting in r->out, in the order
+ * the later ones depend on (the default endpoint names the region; payload signing's default
+ * depends on the endpoint's scheme). */
+struct resolve {
+    const struct s3d_client_options *opts;
+    struct s3d_config *out;
+    const char *profile;
+    int explicit_profile;        /* named in the options or AWS_PROFILE */
+    struct prof cred, conf, svc; /* credentials file, config file, its [services] section */
+    char *cred_path, *conf_path; /* NULL when there is no HOME to look in */
+    char *cred_text, *conf_text; /* the files' bytes (wiped when done: they hold secrets) */
+    size_t cred_len, conf_len;
+    char *default_ep;
+};
+
+/* The options alone: keys given as a pair, enums in range. */
+static int check_options(struct resolve *r)
 {
-    static const struct s3d_client_options zero_opts;
-    struct prof cred = {0}, conf = {0}, svc = {0};
-    char *cred_path = NULL, *conf_path = NULL, *cred_text = NULL, *conf_text = NULL;
-    char *default_ep = NULL;
-    size_t cred_len = 0, conf_len = 0;
-    const char *profile, *region, *endpoint, *ca;
-    int explicit_profile, rc, cred_missing = 1, conf_missing = 1, addressing, payload;
-
-    memset(out, 0, sizeof(*out));
-    if (opts == NULL)
-        opts = &zero_opts;
-    /* Only fields inside struct_size exist in an older caller's struct: the fields read here
-     * are all in the first version, so struct_size needs no check yet. */
-
-    if ((opts->access_key_id == NULL) != (opts->secret_access_key == NULL)) {
-        rc = s3d_fail(S3D_ECONFIG, "options: %s given without %s",
-                      opts->access_key_id ? "access_key_id" : "secret_access_key",
-                      opts->access_key_id ? "secret_access_key" : "access_key_id");
-        goto fail;
-    }
+    const struct s3d_client_options *opts = r->opts;
+    if ((opts->access_key_id == NULL) != (opts->secret_access_key == NULL))
+        return s3d_fail(S3D_ECONFIG, "options: %s given without %s",
+                        opts->access_key_id ? "access_key_id" : "secret_access_key",
+                        opts->access_key_id ? "secret_access_key" : "access_key_id");
     if (opts->addressing < S3D_ADDRESSING_AUTO || opts->addressing > S3D_ADDRESSING_VIRTUAL ||
-        opts->payload_signing < S3D_PAYLOAD_AUTO || opts->payload_signing > S3D_PAYLOAD_UNSIGNED) {
-        rc = s3d_fail(S3D_ECONFIG, "options: addressing %d or payload_signing %d out of range",
-                      opts->addressing, opts->payload_signing);
-        goto fail;
-    }
+        opts->payload_signing < S3D_PAYLOAD_AUTO || opts->payload_signing > S3D_PAYLOAD_UNSIGNED)
+        return s3d_fail(S3D_ECONFIG, "options: addressing %d or payload_signing %d out of range",
+                        opts->addressing, opts->payload_signing);
+    return 0;
+}
 
-    explicit_profile = 1;
-    profile = opts->profile && opts->profile[0] ? opts->profile : env("AWS_PROFILE");
-    if (profile == NULL) {
-        profile = "default";
-        explicit_profile = 0;
+/* The profile: options, AWS_PROFILE, then "default" (not explicit). */
+static int resolve_profile(struct resolve *r)
+{
+    r->explicit_profile = 1;
+    r->profile = r->opts->profile && r->opts->profile[0] ? r->opts->profile : env("AWS_PROFILE");
+    if (r->profile == NULL) {
+        r->profile = "default";
+        r->explicit_profile = 0;
     }
+    return 0;
+}
 
-    /* The shared files, for the profile. */
-    if ((rc = s3d_ini_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials", &cred_path)) < 0 ||
-        (rc = s3d_ini_file_path("AWS_CONFIG_FILE", "config", &conf_path)) < 0)
-        goto fail;
-    if (cred_path != NULL) {
-        struct prof_ctx ctx = {profile, 0, NULL, &cred};
-        if ((rc = s3d_ini_read_file(cred_path, &cred_text, &cred_len)) < 0)
-            goto fail;
-        cred_missing = rc == 1;
-        if (!cred_missing && (rc = load_file(cred_path, &ctx, cred_text, cred_len)) < 0)
-            goto fail;
+/* Reads both shared files for the profile (and the config file's services section when the
+ * profile names one); an explicitly chosen profile must be in one of them. */
+static int load_shared_files(struct resolve *r)
+{
+    int rc;
+    if ((rc = s3d_ini_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials", &r->cred_path)) < 0 ||
+        (rc = s3d_ini_file_path("AWS_CONFIG_FILE", "config", &r->conf_path)) < 0)
+        return rc;
+    if (r->cred_path != NULL) {
+        struct prof_ctx ctx = {r->profile, 0, NULL, &r->cred};
+        if ((rc = s3d_ini_read_file(r->cred_path, &r->cred_text, &r->cred_len)) < 0)
+            return rc;
+        if (rc != 1 && (rc = load_file(r->cred_path, &ctx, r->cred_text, r->cred_len)) < 0)
+            return rc;
     }
-    if (conf_path != NULL) {
-        struct prof_ctx ctx = {profile, 1, NULL, &conf};
-        if ((rc = s3d_ini_read_file(conf_path, &conf_text, &conf_len)) < 0)
-            goto fail;
-        conf_missing = rc == 1;
-        if (!conf_missing && (rc = load_file(conf_path, &ctx, conf_text, conf_len)) < 0)
-            goto fail;
-        if (!conf_missing && conf.services != NULL) {
-            struct prof_ctx sctx = {profile, 1, conf.services, &svc};
-            if ((rc = load_file(conf_path, &sctx, conf_text, conf_len)) < 0)
-                goto fail;
+    if (r->conf_path != NULL) {
+        struct prof_ctx ctx = {r->profile, 1, NULL, &r->conf};
+        int missing;
+        if ((rc = s3d_ini_read_file(r->conf_path, &r->conf_text, &r->conf_len)) < 0)
+            return rc;
+        missing = rc == 1;
+        if (!missing && (rc = load_file(r->conf_path, &ctx, r->conf_text, r->conf_len)) < 0)
+            return rc;
+        if (!missing && r->conf.services != NULL) {
+            struct prof_ctx sctx = {r->profile, 1, r->conf.services, &r->svc};
+            if ((rc = load_file(r->conf_path, &sctx, r->conf_text, r->conf_len)) < 0)
+                return rc;
         }
     }
-    if (explicit_profile && !cred.found && !conf.found) {
-        rc = s3d_fail(S3D_ECONFIG, "profile \"%s\" not found in %s or %s", profile,
-                      cred_path ? cred_path : "(no credentials file)",
-                      conf_path ? conf_path : "(no config file)");
-        goto fail;
-    }
-    if ((rc = set_str(&out->profile, profile)) < 0)
-        goto fail;
+    if (r->explicit_profile && !r->cred.found && !r->conf.found)
+        return s3d_fail(S3D_ECONFIG, "profile \"%s\" not found in %s or %s", r->profile,
+                        r->cred_path ? r->cred_path : "(no credentials file)",
+                        r->conf_path ? r->conf_path : "(no config file)");
+    return set_str(&r->out->profile, r->profile);
+}
 
-    /* Credentials: taken as a set from the first source that has both halves. */
+/* Credentials: taken as a set from the first source that has both halves. */
+static int resolve_credentials(struct resolve *r)
+{
+    const struct s3d_client_options *opts = r->opts;
+    struct s3d_config *out = r->out;
+    const char *id = NULL, *secret = NULL, *token = NULL;
+    int rc;
     if (opts->anonymous) {
         out->anonymous = 1;
         out->credential_source = "anonymous";
-    } else {
-        const char *id = NULL, *secret = NULL, *token = NULL;
-        if (opts->access_key_id != NULL) {
-            id = opts->access_key_id;
-            secret = opts->secret_access_key;
-            token = opts->session_token;
-            out->credential_source = "options";
-        } else if (!(opts->profile && opts->profile[0]) && env("AWS_ACCESS_KEY_ID") &&
-                   env("AWS_SECRET_ACCESS_KEY")) {
-            /* A profile named in the options skips the environment's keys, as botocore's
-             * Session(profile=...) does (AWS_PROFILE does not). */
-            id = env("AWS_ACCESS_KEY_ID");
-            secret = env("AWS_SECRET_ACCESS_KEY");
-            token = env("AWS_SESSION_TOKEN");
-            out->credential_source = "env";
-        } else if (cred.key_id && cred.secret) {
-            id = cred.key_id;
-            secret = cred.secret;
-            token = cred.token;
-            out->credential_source = "shared-credentials-file";
-        } else if (conf.key_id && conf.secret) {
-            id = conf.key_id;
-            secret = conf.secret;
-            token = conf.token;
-            out->credential_source = "config-file";
-        } else {
-            out->credential_source = "none";
-        }
-        if (token != NULL && token[0] == '\0')
-            token = NULL;
-        if ((rc = dup_or_null(&out->access_key_id, id)) < 0 ||
-            (rc = dup_or_null(&out->secret_access_key, secret)) < 0 ||
-            (rc = dup_or_null(&out->session_token, token)) < 0)
-            goto fail;
+        return 0;
     }
+    if (opts->access_key_id != NULL) {
+        id = opts->access_key_id;
+        secret = opts->secret_access_key;
+        token = opts->session_token;
+        out->credential_source = "options";
+    } else if (!(opts->profile && opts->profile[0]) && env("AWS_ACCESS_KEY_ID") &&
+               env("AWS_SECRET_ACCESS_KEY")) {
+        /* A profile named in the options skips the environment's keys, as botocore's
+         * Session(profile=...) does (AWS_PROFILE does not). */
+        id = env("AWS_ACCESS_KEY_ID");
+        secret = env("AWS_SECRET_ACCESS_KEY");
+        token = env("AWS_SESSION_TOKEN");
+        out->credential_source = "env";
+    } else if (r->cred.key_id && r->cred.secret) {
+        id = r->cred.key_id;
+        secret = r->cred.secret;
+        token = r->cred.token;
+        out->credential_source = "shared-credentials-file";
+    } else if (r->conf.key_id && r->conf.secret) {
+        id = r->conf.key_id;
+        secret = r->conf.secret;
+        token = r->conf.token;
+        out->credential_source = "config-file";
+    } else {
+        out->credential_source = "none";
+    }
+    if (token != NULL && token[0] == '\0')
+        token = NULL;
+    if ((rc = dup_or_null(&out->access_key_id, id)) < 0 ||
+        (rc = dup_or_null(&out->secret_access_key, secret)) < 0 ||
+        (rc = dup_or_null(&out->session_token, token)) < 0)
+        return rc;
+    return 0;
+}
 
-    region = opts->region && opts->region[0] ? opts->region : env("AWS_REGION");
+/* Region: options, AWS_REGION, AWS_DEFAULT_REGION, the profile, then us-east-1. */
+static int resolve_region(struct resolve *r)
+{
+    const char *region =
+        r->opts->region && r->opts->region[0] ? r->opts->region : env("AWS_REGION");
     if (region == NULL)
         region = env("AWS_DEFAULT_REGION");
     if (region == NULL)
-        region = conf.region;
+        region = r->conf.region;
     if (region == NULL)
         region = "us-east-1";
-    if (strchr(region, '/') != NULL || strchr(region, ' ') != NULL) {
-        rc = s3d_fail(S3D_ECONFIG, "invalid region \"%.64s\"", region);
-        goto fail;
-    }
-    if ((rc = set_str(&out->region, region)) < 0)
-        goto fail;
+    if (strchr(region, '/') != NULL || strchr(region, ' ') != NULL)
+        return s3d_fail(S3D_ECONFIG, "invalid region \"%.64s\"", region);
+    return set_str(&r->out->region, region);
+}
 
-    ca = opts->ca_bundle && opts->ca_bundle[0] ? opts->ca_bundle : env("AWS_CA_BUNDLE");
+/* CA bundle: options, AWS_CA_BUNDLE, the profile, then cabundle.c's fallbacks; and the
+ * no_verify_ssl switch (options only). */
+static int resolve_tls(struct resolve *r)
+{
+    const struct s3d_client_options *opts = r->opts;
+    const char *ca = opts->ca_bundle && opts->ca_bundle[0] ? opts->ca_bundle : env("AWS_CA_BUNDLE");
+    int rc;
     if (ca == NULL)
-        ca = conf.ca_bundle;
+        ca = r->conf.ca_bundle;
     ca = s3d_ca_bundle_choose(ca, env("SSL_CERT_FILE"), opts->default_ca_bundle, s3d_ca_file_usable,
-                              &out->ca_bundle_source);
-    if ((rc = dup_or_null(&out->ca_bundle, ca)) < 0)
-        goto fail;
-    out->no_verify_ssl = opts->no_verify_ssl != 0;
+                              &r->out->ca_bundle_source);
+    if ((rc = dup_or_null(&r->out->ca_bundle, ca)) < 0)
+        return rc;
+    r->out->no_verify_ssl = opts->no_verify_ssl != 0;
+    return 0;
+}
 
-    addressing = opts->addressing;
-    if (addressing == S3D_ADDRESSING_AUTO && conf.addressing != NULL) {
-        if (strcmp(conf.addressing, "path") == 0)
+/* Addressing: options, else the profile's s3 addressing_style. */
+static int resolve_addressing(struct resolve *r)
+{
+    const char *style = r->conf.addressing;
+    int addressing = r->opts->addressing;
+    if (addressing == S3D_ADDRESSING_AUTO && style != NULL) {
+        if (strcmp(style, "path") == 0)
             addressing = S3D_ADDRESSING_PATH;
-        else if (strcmp(conf.addressing, "virtual") == 0)
+        else if (strcmp(style, "virtual") == 0)
             addressing = S3D_ADDRESSING_VIRTUAL;
-        else if (strcmp(conf.addressing, "auto") != 0) {
-            rc = s3d_fail(S3D_ECONFIG,
-                          "%s: profile \"%s\": s3 addressing_style \"%.40s\" is "
-                          "not auto, path or virtual",
-                          conf_path, profile, conf.addressing);
-            goto fail;
-        }
+        else if (strcmp(style, "auto") != 0)
+            return s3d_fail(S3D_ECONFIG,
+                            "%s: profile \"%s\": s3 addressing_style \"%.40s\" is "
+                            "not auto, path or virtual",
+                            r->conf_path, r->profile, style);
     }
-    out->addressing = addressing;
+    r->out->addressing = addressing;
+    return 0;
+}
 
-    endpoint = opts->endpoint_url && opts->endpoint_url[0] ? opts->endpoint_url
-                                                           : env("AWS_ENDPOINT_URL_S3");
+/* Endpoint, in config.h's order; the default names the region, so it comes after it. */
+static int resolve_endpoint(struct resolve *r)
+{
+    const struct s3d_client_options *opts = r->opts;
+    const char *endpoint = opts->endpoint_url && opts->endpoint_url[0] ? opts->endpoint_url
+                                                                       : env("AWS_ENDPOINT_URL_S3");
     if (endpoint == NULL)
         endpoint = env("AWS_ENDPOINT_URL");
     if (endpoint == NULL)
-        endpoint = svc.s3_endpoint;
+        endpoint = r->svc.s3_endpoint;
     if (endpoint == NULL)
-        endpoint = conf.s3_endpoint;
+        endpoint = r->conf.s3_endpoint;
     if (endpoint == NULL)
-        endpoint = conf.endpoint;
+        endpoint = r->conf.endpoint;
     if (endpoint == NULL) {
-        size_t n = strlen(out->region) + 32;
-        if ((default_ep = malloc(n)) == NULL) {
-            rc = s3d_fail(S3D_ENOMEM, "out of memory resolving the endpoint");
-            goto fail;
-        }
-        snprintf(default_ep, n, "https://s3.%s.amazonaws.com", out->region);
-        endpoint = default_ep;
+        size_t n = strlen(r->out->region) + 32;
+        if ((r->default_ep = malloc(n)) == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory resolving the endpoint");
+        snprintf(r->default_ep, n, "https://s3.%s.amazonaws.com", r->out->region);
+        endpoint = r->default_ep;
     }
-    if ((rc = s3d_config_parse_endpoint(endpoint, out)) < 0)
-        goto fail;
+    return s3d_config_parse_endpoint(endpoint, r->out);
+}
 
-    payload = opts->payload_signing;
-    if (payload == S3D_PAYLOAD_AUTO && conf.payload_signing != NULL) {
+/* Payload signing: options, the profile's s3 payload_signing_enabled, else unsigned over
+ * https and signed over http (so it comes after the endpoint). */
+static int resolve_payload_signing(struct resolve *r)
+{
+    const char *v = r->conf.payload_signing;
+    int payload = r->opts->payload_signing;
+    if (payload == S3D_PAYLOAD_AUTO && v != NULL) {
         int b;
-        if (parse_bool(conf.payload_signing, &b) < 0) {
-            rc = s3d_fail(S3D_ECONFIG,
-                          "%s: profile \"%s\": s3 payload_signing_enabled "
-                          "\"%.40s\" is not true or false",
-                          conf_path, profile, conf.payload_signing);
-            goto fail;
-        }
+        if (parse_bool(v, &b) < 0)
+            return s3d_fail(S3D_ECONFIG,
+                            "%s: profile \"%s\": s3 payload_signing_enabled "
+                            "\"%.40s\" is not true or false",
+                            r->conf_path, r->profile, v);
         payload = b ? S3D_PAYLOAD_SIGNED : S3D_PAYLOAD_UNSIGNED;
     }
     if (payload == S3D_PAYLOAD_AUTO)
-        payload = out->https ? S3D_PAYLOAD_UNSIGNED : S3D_PAYLOAD_SIGNED;
-    out->payload_signing = payload;
-    rc = 0;
-    goto out;
-fail:
-    s3d_config_free(out);
-out:
-    prof_free(&cred);
-    prof_free(&conf);
-    prof_free(&svc);
-    free(cred_path);
-    free(conf_path);
-    if (cred_text != NULL)
-        memset(cred_text, 0, cred_len);
-    free(cred_text);
-    if (conf_text != NULL)
-        memset(conf_text, 0, conf_len);
-    free(conf_text);
-    free(default_ep);
-    (void)cred_missing;
-    (void)conf_missing;
+        payload = r->out->https ? S3D_PAYLOAD_UNSIGNED : S3D_PAYLOAD_SIGNED;
+    r->out->payload_signing = payload;
+    return 0;
+}
+
+static void resolve_cleanup(struct resolve *r)
+{
+    prof_free(&r->cred);
+    prof_free(&r->conf);
+    prof_free(&r->svc);
+    free(r->cred_path);
+    free(r->conf_path);
+    if (r->cred_text != NULL)
+        memset(r->cred_text, 0, r->cred_len);
+    free(r->cred_text);
+    if (r->conf_text != NULL)
+        memset(r->conf_text, 0, r->conf_len);
+    free(r->conf_text);
+    free(r->default_ep);
+}
+
+int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config *out)
+{
+    static const struct s3d_client_options zero_opts;
+    static int (*const steps[])(struct resolve *) = {
+        check_options,       resolve_profile,  load_shared_files,
+        resolve_credentials, resolve_region,   resolve_tls,
+        resolve_addressing,  resolve_endpoint, resolve_payload_signing};
+    struct resolve r;
+    size_t i;
+    int rc = 0;
+
+    memset(out, 0, sizeof(*out));
+    memset(&r, 0, sizeof(r));
+    /* Only fields inside struct_size exist in an older caller's struct: the fields read here
+     * are all in the first version, so struct_size needs no check yet. */
+    r.opts = opts != NULL ? opts : &zero_opts;
+    r.out = out;
+    for (i = 0; rc == 0 && i < S3D_ARRAY_LEN(steps); i++)
+        rc = steps[i](&r);
+    if (rc < 0)
+        s3d_config_free(out);
+    resolve_cleanup(&r);
     return rc;
 }
