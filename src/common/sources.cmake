@@ -4,5 +4,6 @@ set(S3D_COMMON_SOURCES
   src/common/dynbuf.c
   src/common/error.c
   src/common/log.c
+  src/common/prefault.c
   src/common/version.c
 )

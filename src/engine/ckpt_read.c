@@ -19,6 +19,7 @@
 #include "common/crc32c.h"
 #include "common/error.h"
 #include "common/opts.h"
+#include "common/prefault.h"
 #include "device/device.h"
 #include "engine/ckpt_common.h"
 #include "engine/ckpt_plan.h"
@@ -138,6 +139,9 @@ static int read_prepare(void *ctx, struct s3d_get_job *job)
     if (pj->direct) {
         const struct s3d_rseg *seg = &s->plan.segs[pj->seg0];
         job->dst = (char *)s->pieces[seg->piece].dst + seg->piece_off;
+        /* Fresh host memory (a new tensor) is mapped in one call rather than one page fault
+         * per 4 KiB while the bytes arrive (common/prefault.h). Direct jobs are host. */
+        s3d_prefault_write(job->dst, (size_t)pj->len);
         return 0;
     }
     s->chunks[j] = s3d_pool_try_get(s->pool);

@@ -1,2 +1,3 @@
 s3d_test(test_errors unit/test_errors.c)
 s3d_test(test_dynbuf unit/test_dynbuf.c)
+s3d_test(test_prefault unit/test_prefault.c)
