@@ -34,20 +34,8 @@ const char *s3d_strerror(int err)
     return "unknown error";
 }
 
-/* Fixed-size storage: recording an error never allocates, so it works after ENOMEM too. */
-struct err_state {
-    int code;
-    int http_status;
-    char message[1536];
-    char operation[64];
-    char bucket[256];
-    char key[1024];
-    char s3_code[128];
-    char s3_message[512];
-    char request_id[160];
-};
-
-static _Thread_local struct err_state tls_err;
+/* The calling thread's last error (struct s3d_err_record: fixed size, never allocates). */
+static _Thread_local struct s3d_err_record tls_err;
 
 static void copy_field(char *dst, size_t cap, const char *src)
 {
@@ -113,6 +101,30 @@ int s3d_fail_prefix(int err, const char *fmt, ...)
     tls_err.message[sizeof(tls_err.message) - 1] = '\0';
     tls_err.code = err;
     return err;
+}
+
+void s3d_err_save(struct s3d_err_record *s, int code)
+{
+    *s = tls_err;
+    s->code = code;
+}
+
+int s3d_err_restore(const struct s3d_err_record *s)
+{
+    tls_err = *s;
+    return s->code;
+}
+
+void s3d_err_record_s3(const struct s3d_err_record *s, struct s3d_err_s3 *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->operation = s->operation;
+    d->bucket = s->bucket;
+    d->key = s->key;
+    d->http_status = s->http_status;
+    d->s3_code = s->s3_code;
+    d->s3_message = s->s3_message;
+    d->request_id = s->request_id;
 }
 
 void s3d_clear_error(void)

@@ -20,6 +20,30 @@ struct s3d_err_s3 {
     const char *request_id;
 };
 
+/* One recorded error: the code and the detail s3d_last_error() shows, in fixed-size storage
+ * (recording never allocates, so it works after ENOMEM too). The calling thread's last error
+ * is one of these; a caller keeps a copy across calls that record their own errors (an abort
+ * after a failure, a worker thread's error handed to the caller). About 3.7 KB. */
+struct s3d_err_record {
+    int code;
+    int http_status;
+    char message[1536];
+    char operation[64];
+    char bucket[256];
+    char key[1024];
+    char s3_code[128];
+    char s3_message[512];
+    char request_id[160];
+};
+
+/* Copies the calling thread's last error into *s, with code as its code. */
+void s3d_err_save(struct s3d_err_record *s, int code);
+/* Makes *s the calling thread's last error again; returns its code. */
+int s3d_err_restore(const struct s3d_err_record *s);
+/* Points the fields of *d at the detail kept in *s (valid while *s is), for an s3d_fail_s3
+ * that records the saved detail under a new message. */
+void s3d_err_record_s3(const struct s3d_err_record *s, struct s3d_err_s3 *d);
+
 /* Sets the calling thread's last error to err with a printf-style message; returns err. */
 int s3d_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same with the S3 fields filled in. */

@@ -23,13 +23,6 @@
 #include "s3/uri.h"
 #include "s3direct/transfer.h"
 
-struct worker_err {
-    int code;
-    int http_status;
-    char message[1536], operation[64], bucket[256], key[1024], s3_code[128], s3_message[512],
-        request_id[160];
-};
-
 struct qent {
     char *buf;
     uint64_t len;
@@ -58,35 +51,8 @@ struct s3d_upload_stream {
     size_t q_head, q_len;
     struct iovec *iovs; /* one per slot, for the part being uploaded from it */
     int eof, abort, worker_done, worker_rc;
-    struct worker_err werr;
+    struct s3d_err_record werr;
 };
-
-static void werr_save(struct worker_err *w, int code)
-{
-    struct s3d_error_info e;
-    s3d_last_error(&e);
-    w->code = code;
-    w->http_status = e.http_status;
-    snprintf(w->message, sizeof(w->message), "%s", e.message);
-    snprintf(w->operation, sizeof(w->operation), "%s", e.operation);
-    snprintf(w->bucket, sizeof(w->bucket), "%s", e.bucket);
-    snprintf(w->key, sizeof(w->key), "%s", e.key);
-    snprintf(w->s3_code, sizeof(w->s3_code), "%s", e.s3_code);
-    snprintf(w->s3_message, sizeof(w->s3_message), "%s", e.s3_message);
-    snprintf(w->request_id, sizeof(w->request_id), "%s", e.request_id);
-}
-
-static int werr_restore(const struct worker_err *w)
-{
-    struct s3d_err_s3 d = {.operation = w->operation,
-                           .bucket = w->bucket,
-                           .key = w->key,
-                           .http_status = w->http_status,
-                           .s3_code = w->s3_code,
-                           .s3_message = w->s3_message,
-                           .request_id = w->request_id};
-    return s3d_fail_s3(w->code, &d, "%s", w->message);
-}
 
 /* Under mu. */
 static char *slot_get_locked(struct s3d_upload_stream *s, int *oom)
@@ -169,7 +135,7 @@ static void *worker(void *arg)
     rc = s3d_xfer_put_multipart(s->c, s->bucket, s->key, &h, &s->po);
     pthread_mutex_lock(&s->mu);
     if (rc < 0)
-        werr_save(&s->werr, rc);
+        s3d_err_save(&s->werr, rc);
     s->worker_rc = rc;
     s->worker_done = 1;
     pthread_cond_broadcast(&s->cv);
@@ -274,7 +240,7 @@ int s3d_upload_stream_write(struct s3d_upload_stream *s, const void *data, size_
                     return s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer",
                                     s->part);
                 if (wrc < 0)
-                    return werr_restore(&s->werr);
+                    return s3d_err_restore(&s->werr);
                 return s3d_fail(S3D_EPROTO, "upload stream ended early");
             }
             pthread_mutex_unlock(&s->mu);
@@ -324,7 +290,7 @@ int s3d_upload_stream_finish(struct s3d_upload_stream *s)
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->th, NULL);
     s->started = 0;
-    rc = s->worker_rc < 0 ? werr_restore(&s->werr) : 0;
+    rc = s->worker_rc < 0 ? s3d_err_restore(&s->werr) : 0;
     s->finished = rc == 0;
     s->failed = rc < 0;
     return rc;

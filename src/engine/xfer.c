@@ -620,41 +620,6 @@ int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
     return run(&g);
 }
 
-/* Keeps the first failure's detail across the abort that follows it. */
-struct saved_err {
-    int code;
-    struct s3d_err_s3 d;
-    char message[1536], operation[64], bucket[256], key[1024], s3_code[128], s3_message[512],
-        request_id[160];
-};
-
-static void err_save(struct saved_err *s, int code)
-{
-    struct s3d_error_info e;
-    s3d_last_error(&e);
-    s->code = code;
-    snprintf(s->message, sizeof(s->message), "%s", e.message);
-    snprintf(s->operation, sizeof(s->operation), "%s", e.operation);
-    snprintf(s->bucket, sizeof(s->bucket), "%s", e.bucket);
-    snprintf(s->key, sizeof(s->key), "%s", e.key);
-    snprintf(s->s3_code, sizeof(s->s3_code), "%s", e.s3_code);
-    snprintf(s->s3_message, sizeof(s->s3_message), "%s", e.s3_message);
-    snprintf(s->request_id, sizeof(s->request_id), "%s", e.request_id);
-    memset(&s->d, 0, sizeof(s->d));
-    s->d.operation = s->operation;
-    s->d.bucket = s->bucket;
-    s->d.key = s->key;
-    s->d.http_status = e.http_status;
-    s->d.s3_code = s->s3_code;
-    s->d.s3_message = s->s3_message;
-    s->d.request_id = s->request_id;
-}
-
-static int err_restore(const struct saved_err *s)
-{
-    return s3d_fail_s3(s->code, &s->d, "%s", s->message);
-}
-
 /* Appends s as one shell word in single quotes ('\'' for a quote) to out[*len..cap). */
 static void shell_word(char *out, size_t cap, size_t *len, const char *s)
 {
@@ -677,9 +642,10 @@ static void shell_word(char *out, size_t cap, size_t *len, const char *s)
  * the upload is still open (its parts are stored, and billed, until it is aborted or a
  * lifecycle rule removes it) and the command that removes it. The command comes before the
  * abort's own error so that the 1.5 KB message cap never cuts it. */
-static int err_restore_left_open(const struct saved_err *s, const char *bucket, const char *key,
-                                 const char *upload_id, const char *abort_msg)
+static int err_restore_left_open(const struct s3d_err_record *s, const char *bucket,
+                                 const char *key, const char *upload_id, const char *abort_msg)
 {
+    struct s3d_err_s3 d;
     char cmd[1024];
     size_t n = 0;
     cmd[0] = '\0';
@@ -692,7 +658,8 @@ static int err_restore_left_open(const struct saved_err *s, const char *bucket, 
         n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " --upload-id ");
     if (n < sizeof(cmd))
         shell_word(cmd, sizeof(cmd), &n, upload_id);
-    return s3d_fail_s3(s->code, &s->d,
+    s3d_err_record_s3(s, &d);
+    return s3d_fail_s3(s->code, &d,
                        "%.400s; the multipart upload could not be aborted, so it is left open "
                        "on the server (its parts are kept, and billed, until it is aborted): "
                        "remove it with `s3direct s3api abort-multipart-upload %s` (or `aws "
@@ -744,9 +711,9 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
     }
     if (rc < 0) {
         /* The object at the key must stay what it was: abort, keep the first error. */
-        struct saved_err *se = malloc(sizeof(*se));
+        struct s3d_err_record *se = malloc(sizeof(*se));
         if (se != NULL)
-            err_save(se, rc);
+            s3d_err_save(se, rc);
         if (s3d_op_abort_multipart(&c->s3, bucket, key, upload_id) < 0) {
             S3D_WARN("aborting upload %s of s3://%s/%s failed: %s", upload_id, bucket, key,
                      s3d_last_error_message());
@@ -759,7 +726,7 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
             }
         }
         if (se != NULL) {
-            err_restore(se);
+            s3d_err_restore(se);
             free(se);
         }
     }

@@ -21,6 +21,8 @@ int main(void)
                            .http_status = 404,
                            .s3_code = "NoSuchKey",
                            .request_id = "rid"};
+    struct s3d_err_record saved;
+    struct s3d_err_s3 back;
     pthread_t th;
 
     CHECK_STREQ(s3d_err_name(S3D_ENOSUCHKEY), "S3D_ENOSUCHKEY");
@@ -49,6 +51,30 @@ int main(void)
     CHECK_STREQ(s3d_last_error_message(), "loading ckpt: GetObject s3://b/k: missing");
     s3d_last_error(&info);
     CHECK_STREQ(info.bucket, "b");
+
+    /* A saved error survives the errors recorded after it and comes back whole (the first
+     * failure of an upload across its abort; a worker thread's error handed to the caller). */
+    s3d_err_save(&saved, S3D_ENOSUCHKEY);
+    s3d_fail(S3D_EIO, "the abort failed");
+    s3d_last_error(&info);
+    CHECK(info.http_status == 0 && info.bucket[0] == '\0');
+    CHECK(s3d_err_restore(&saved) == S3D_ENOSUCHKEY);
+    s3d_last_error(&info);
+    CHECK(info.code == S3D_ENOSUCHKEY);
+    CHECK(info.http_status == 404);
+    CHECK_STREQ(info.operation, "GetObject");
+    CHECK_STREQ(info.bucket, "b");
+    CHECK_STREQ(info.key, "k");
+    CHECK_STREQ(info.s3_code, "NoSuchKey");
+    CHECK_STREQ(info.request_id, "rid");
+    CHECK_STREQ(info.message, "loading ckpt: GetObject s3://b/k: missing");
+    /* Its detail under a new message. */
+    s3d_err_record_s3(&saved, &back);
+    CHECK(s3d_fail_s3(saved.code, &back, "%s; then more", saved.message) == S3D_ENOSUCHKEY);
+    s3d_last_error(&info);
+    CHECK(info.http_status == 404);
+    CHECK_STREQ(info.s3_code, "NoSuchKey");
+    CHECK_STREQ(info.message, "loading ckpt: GetObject s3://b/k: missing; then more");
 
     CHECK(s3d_err_from_errno(2 /* ENOENT */) == S3D_ENOENT);
     CHECK(s3d_version() == S3D_VERSION_HEX);
