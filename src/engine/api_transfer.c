@@ -22,6 +22,7 @@
 #include "common/opts.h"
 #include "engine/ckpt_common.h"
 #include "engine/client_impl.h"
+#include "engine/part_size.h"
 #include "engine/tmpfile.h"
 #include "engine/xfer.h"
 #include "s3/ops.h"
@@ -66,17 +67,6 @@ static int check_args(struct s3d_client *c, const char *bucket, const char *key)
     if (bucket == NULL || key == NULL || key[0] == '\0')
         return s3d_fail(S3D_EINVAL, "bucket or key is empty");
     return s3d_bucket_name_check(bucket, strlen(bucket));
-}
-
-/* The part size for an upload of total bytes: at least the wanted size and 5 MiB, raised so
- * that no more than 10,000 parts are needed. */
-static uint64_t upload_part_size(uint64_t wanted, uint64_t total)
-{
-    uint64_t p = S3D_MAX(wanted, S3D_MIN_PART_SIZE);
-    uint64_t min_for_total = (total + S3D_MAX_PARTS - 1) / S3D_MAX_PARTS;
-    if (p < min_for_total)
-        p = (min_for_total + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
-    return p;
 }
 
 /* ---- downloads ---------------------------------------------------------------------------- */
@@ -558,7 +548,7 @@ int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, const char 
         memset(&b, 0, sizeof(b));
         b.src = src;
         b.len = len;
-        b.part = upload_part_size(o.part_size, len);
+        b.part = s3d_upload_part_size(o.part_size, len);
         b.next_number = 1;
         b.iovs = calloc((size_t)((len + b.part - 1) / b.part), sizeof(*b.iovs));
         if (b.iovs == NULL)
@@ -708,8 +698,7 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
         f.regular = 1;
         f.st0 = *st;
     }
-    f.part = size_hint ? upload_part_size(o->part_size, size_hint)
-                       : S3D_MAX(o->part_size, S3D_MIN_PART_SIZE);
+    f.part = s3d_upload_part_size(o->part_size, size_hint);
     if (size_hint != 0 && size_hint < c->multipart_threshold)
         f.part = size_hint; /* one PUT of the whole file */
     f.next_number = 1;
@@ -899,7 +888,7 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
         x.key = src_key;
         x.etag = info.etag;
         x.size = info.size;
-        x.part = upload_part_size(o.part_size, info.size);
+        x.part = s3d_upload_part_size(o.part_size, info.size);
         x.next_number = 1;
         x.o = &o;
         rc = slots_init(&x.slots, S3D_MAX(o.max_conc, 1u), x.part);

@@ -1,4 +1,5 @@
-# Checkpoint pipeline (src/engine/ckpt_*): planning, local files, S3, device emulation.
+# Engine (src/engine/): the checkpoint pipeline (ckpt_*: planning, local files, S3, device
+# emulation), temporary files, the part-size rule.
 s3d_test(test_ckpt_plan unit/test_ckpt_plan.c)
 s3d_test(test_ckpt_local integ/test_ckpt_local.c integ/ckpt_util.c)
 s3d_test(test_ckpt_s3 integ/test_ckpt_s3.c integ/ckpt_util.c)
@@ -6,3 +7,4 @@ s3d_test(test_ckpt_overwrite integ/test_ckpt_overwrite.c)
 s3d_test(test_ckpt_rss integ/test_ckpt_rss.c integ/ckpt_util.c)
 s3d_test(test_ckpt_many integ/test_ckpt_many.c integ/ckpt_util.c)
 s3d_test(test_tmpfile unit/test_tmpfile.c)
+s3d_test(test_part_size unit/test_part_size.c)
