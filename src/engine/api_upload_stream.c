@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "common/opts.h"
 #include "engine/client_impl.h"
+#include "engine/part_size.h"
 #include "engine/xfer.h"
 #include "s3/uri.h"
 #include "s3direct/transfer.h"
@@ -169,7 +170,7 @@ int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *
     s->bucket = s3d_strdup(bucket);
     s->key = s3d_strdup(key);
     s->content_type = s3d_strdup(t.content_type);
-    s->part = S3D_MAX(t.part_size ? t.part_size : c->part_size, S3D_MIN_PART_SIZE);
+    s->part = s3d_upload_part_size(t.part_size ? t.part_size : c->part_size, 0);
     s->n_slots = S3D_MAX(t.max_concurrency ? t.max_concurrency : c->max_concurrency, 2u);
     s->po.content_type = s->content_type;
     s->po.max_concurrency = t.max_concurrency;

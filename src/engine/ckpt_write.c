@@ -42,6 +42,7 @@
 #include "engine/ckpt_common.h"
 #include "engine/client_impl.h"
 #include "engine/fileio.h"
+#include "engine/part_size.h"
 #include "engine/pool.h"
 #include "engine/resources.h"
 #include "engine/xfer.h"
@@ -50,8 +51,6 @@
 #include "s3direct/checkpoint.h"
 #include "s3direct/transfer.h"
 
-#define S3D_MAX_PARTS_W   10000u
-#define S3D_MIN_PART_W    (5ull << 20)
 #define S3D_MAX_DEVICES_W 64
 
 /* One source of bytes of the object: the header (tensor = -1) or a tensor. */
@@ -460,14 +459,7 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
     po.progress_user = w->o->progress_user;
     po.cancel = w->o->cancel;
 
-    w->part_size = w->c->part_size;
-    if (w->part_size < S3D_MIN_PART_W)
-        w->part_size = S3D_MIN_PART_W;
-    if (w->total / w->part_size >= S3D_MAX_PARTS_W) {
-        uint64_t mib = 1ull << 20;
-        w->part_size = (w->total + S3D_MAX_PARTS_W - 1) / S3D_MAX_PARTS_W;
-        w->part_size = (w->part_size + mib - 1) / mib * mib;
-    }
+    w->part_size = s3d_upload_part_size(w->c->part_size, w->total);
     w->nparts = (uint32_t)((w->total + w->part_size - 1) / w->part_size);
     if (w->nparts == 0)
         w->nparts = 1;
