@@ -23,6 +23,7 @@
 #include "engine/ckpt_common.h"
 #include "engine/client_impl.h"
 #include "engine/part_size.h"
+#include "engine/slots.h"
 #include "engine/tmpfile.h"
 #include "engine/xfer.h"
 #include "s3/ops.h"
@@ -252,69 +253,6 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
     return rc;
 }
 
-/* Slots of part_size bytes, at most max_conc of them, allocated on first use. */
-struct slots {
-    char **buf;
-    int *busy;
-    size_t n;
-    uint64_t size;
-};
-
-static int slots_init(struct slots *s, size_t n, uint64_t size)
-{
-    memset(s, 0, sizeof(*s));
-    s->buf = calloc(n, sizeof(*s->buf));
-    s->busy = calloc(n, sizeof(*s->busy));
-    s->n = n;
-    s->size = size;
-    if (s->buf == NULL || s->busy == NULL)
-        return s3d_fail(S3D_ENOMEM, "out of memory");
-    return 0;
-}
-
-static char *slot_get(struct slots *s)
-{
-    size_t i;
-    for (i = 0; i < s->n; i++) {
-        if (s->busy[i])
-            continue;
-        if (s->buf[i] == NULL) {
-            s->buf[i] = malloc(s->size ? s->size : 1);
-            if (s->buf[i] == NULL)
-                return NULL;
-        }
-        s->busy[i] = 1;
-        return s->buf[i];
-    }
-    return NULL;
-}
-
-static void slot_put(struct slots *s, const void *p)
-{
-    size_t i;
-    for (i = 0; i < s->n; i++)
-        if (s->buf[i] == p)
-            s->busy[i] = 0;
-}
-
-static size_t slots_free_count(const struct slots *s)
-{
-    size_t i, k = 0;
-    for (i = 0; i < s->n; i++)
-        k += !s->busy[i];
-    return k;
-}
-
-static void slots_free(struct slots *s)
-{
-    size_t i;
-    for (i = 0; s->buf != NULL && i < s->n; i++)
-        free(s->buf[i]);
-    free(s->buf);
-    free(s->busy);
-    memset(s, 0, sizeof(*s));
-}
-
 static int write_all(int fd, const char *p, size_t n, int seekable, uint64_t off, const char *what)
 {
     while (n > 0) {
@@ -333,7 +271,7 @@ static int write_all(int fd, const char *p, size_t n, int seekable, uint64_t off
 }
 
 struct file_dl {
-    struct slots slots;
+    struct s3d_slots slots;
     int fd;
     int seekable;
     const char *what;
@@ -346,9 +284,9 @@ struct file_dl {
 static int dl_prepare(void *ctx, struct s3d_get_job *j)
 {
     struct file_dl *f = ctx;
-    j->dst = slot_get(&f->slots);
+    j->dst = s3d_slot_get(&f->slots);
     if (j->dst == NULL)
-        return slots_free_count(&f->slots) > 0
+        return s3d_slots_free_count(&f->slots) > 0
                    ? s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer",
                               f->slots.size)
                    : 1;
@@ -364,7 +302,7 @@ static int dl_done(void *ctx, struct s3d_get_job *j)
         f->crcs[j - f->jobs] = s3d_crc32c(0, j->dst, (size_t)j->length);
     if (f->seekable) {
         rc = write_all(f->fd, j->dst, (size_t)j->length, 1, j->offset, f->what);
-        slot_put(&f->slots, j->dst);
+        s3d_slot_put(&f->slots, j->dst);
         return rc;
     }
     /* A pipe: write the jobs in order; later ones keep their slot until their turn. */
@@ -372,7 +310,7 @@ static int dl_done(void *ctx, struct s3d_get_job *j)
     while (rc == 0 && f->next_write < f->n_jobs && f->jobs[f->next_write].state == 1) {
         struct s3d_get_job *w = &f->jobs[f->next_write++];
         rc = write_all(f->fd, w->dst, (size_t)w->length, 0, w->offset, f->what);
-        slot_put(&f->slots, w->dst);
+        s3d_slot_put(&f->slots, w->dst);
         w->state = 2;
     }
     return rc;
@@ -411,10 +349,10 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
     }
     /* The first range, into the first slot, tells the size and pins the version (ETag) that
      * every later range must still have (If-Match). Nothing is created before it succeeds. */
-    rc = slots_init(&f.slots, S3D_MAX(o.max_conc, 1u), o.part_size);
+    rc = s3d_slots_init(&f.slots, S3D_MAX(o.max_conc, 1u), o.part_size);
     if (rc < 0)
         goto out;
-    first = slot_get(&f.slots);
+    first = s3d_slot_get(&f.slots);
     if (first == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer", o.part_size);
         goto out;
@@ -450,7 +388,7 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
     if (want[0] != '\0')
         crc = s3d_crc32c(0, first, (size_t)got);
     rc = write_all(f.fd, first, (size_t)got, f.seekable, 0, f.what);
-    slot_put(&f.slots, first);
+    s3d_slot_put(&f.slots, first);
     if (rc == 0)
         rc = make_jobs(bucket, key, info.etag, got, info.size - got, o.part_size, &f.jobs,
                        &f.n_jobs);
@@ -481,7 +419,7 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
             s3d_tmpfile_discard(&tmp);
     }
 out:
-    slots_free(&f.slots);
+    s3d_slots_free(&f.slots);
     free(f.crcs);
     free(f.jobs);
     return rc;
@@ -493,8 +431,7 @@ struct buf_up {
     const char *src;
     uint64_t len, part, next_off;
     uint32_t next_number;
-    struct iovec iov[1]; /* not used: each part points into iovs */
-    struct iovec *iovs;  /* one per part */
+    struct iovec *iovs; /* one per part */
 };
 
 static int bufup_next(void *ctx, struct s3d_put_part *p)
@@ -564,14 +501,13 @@ int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, const char 
 
 /* Parts read from a file descriptor in order, each into a slot. */
 struct fd_up {
-    struct slots slots;
+    struct s3d_slots slots;
     int fd;
     const char *what;
     int eof;
     uint32_t next_number;
     uint64_t part;
-    struct iovec *iovs; /* one per slot */
-    char *pending;      /* a slot already filled (the first part), or NULL */
+    char *pending; /* a slot already filled (the first part), or NULL */
     uint64_t pending_len;
     /* A regular file: its size and mtime when the upload started, and the bytes read so far.
      * A file that shrinks, grows or is rewritten meanwhile fails the upload, as in the AWS
@@ -630,7 +566,6 @@ static int fdup_next(void *ctx, struct s3d_put_part *p)
     struct fd_up *f = ctx;
     char *buf;
     uint64_t got;
-    size_t idx;
     int rc;
     if (f->pending != NULL) {
         buf = f->pending;
@@ -639,9 +574,9 @@ static int fdup_next(void *ctx, struct s3d_put_part *p)
     } else {
         if (f->eof)
             return 2;
-        buf = slot_get(&f->slots);
+        buf = s3d_slot_get(&f->slots);
         if (buf == NULL)
-            return slots_free_count(&f->slots) > 0 ? s3d_fail(S3D_ENOMEM, "out of memory") : 1;
+            return s3d_slots_free_count(&f->slots) > 0 ? s3d_fail(S3D_ENOMEM, "out of memory") : 1;
         rc = read_full(f->fd, buf, f->part, &got, &f->eof, f->what);
         if (rc < 0)
             return rc;
@@ -650,7 +585,7 @@ static int fdup_next(void *ctx, struct s3d_put_part *p)
         if (rc < 0)
             return rc;
         if (got == 0) {
-            slot_put(&f->slots, buf);
+            s3d_slot_put(&f->slots, buf);
             return 2;
         }
     }
@@ -659,22 +594,14 @@ static int fdup_next(void *ctx, struct s3d_put_part *p)
                         "%s: more than %u parts of %" PRIu64 " bytes; raise "
                         "part_size",
                         f->what, S3D_MAX_PARTS, f->part);
-    for (idx = 0; idx < f->slots.n && f->slots.buf[idx] != buf; idx++) {
-    }
-    f->iovs[idx].iov_base = buf;
-    f->iovs[idx].iov_len = (size_t)got;
-    p->part_number = f->next_number++;
-    p->iov = &f->iovs[idx];
-    p->iovcnt = 1;
-    p->length = got;
-    p->user = buf;
+    s3d_slot_as_part(&f->slots, buf, got, f->next_number++, p);
     return 0;
 }
 
 static int fdup_release(void *ctx, const struct s3d_put_part *p)
 {
     struct fd_up *f = ctx;
-    slot_put(&f->slots, p->user);
+    s3d_slot_put(&f->slots, p->user);
     return 0;
 }
 
@@ -702,15 +629,10 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
     if (size_hint != 0 && size_hint < c->multipart_threshold)
         f.part = size_hint; /* one PUT of the whole file */
     f.next_number = 1;
-    rc = slots_init(&f.slots, S3D_MAX(o->max_conc, 1u), f.part);
+    rc = s3d_slots_init(&f.slots, S3D_MAX(o->max_conc, 1u), f.part);
     if (rc < 0)
         goto out;
-    f.iovs = calloc(f.slots.n, sizeof(*f.iovs));
-    if (f.iovs == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory");
-        goto out;
-    }
-    f.pending = slot_get(&f.slots);
+    f.pending = s3d_slot_get(&f.slots);
     if (f.pending == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer", f.part);
         goto out;
@@ -745,8 +667,7 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
     h.ctx = &f;
     rc = s3d_xfer_put_multipart(c, bucket, key, &h, &po);
 out:
-    slots_free(&f.slots);
-    free(f.iovs);
+    s3d_slots_free(&f.slots);
     return rc;
 }
 
@@ -788,10 +709,9 @@ struct copy_ctx {
     uint64_t size, part, next_off;
     uint32_t next_number;
     struct topts *o;
-    struct slots slots;
+    struct s3d_slots slots;
     struct s3d_get_job *win; /* the fetched window, one per slot */
     size_t win_n, win_next;
-    struct iovec *iovs;
 };
 
 static int copy_next(void *ctx, struct s3d_put_part *p)
@@ -804,7 +724,7 @@ static int copy_next(void *ctx, struct s3d_put_part *p)
         if (x->next_off >= x->size)
             return 2;
         /* Fetch the next window only when every slot is back: memory stays bounded. */
-        if (slots_free_count(&x->slots) < x->slots.n)
+        if (s3d_slots_free_count(&x->slots) < x->slots.n)
             return 1;
         x->win_n = 0;
         x->win_next = 0;
@@ -816,7 +736,7 @@ static int copy_next(void *ctx, struct s3d_put_part *p)
             j->if_match = x->etag;
             j->offset = x->next_off;
             j->length = S3D_MIN(x->part, x->size - x->next_off);
-            j->dst = slot_get(&x->slots);
+            j->dst = s3d_slot_get(&x->slots);
             if (j->dst == NULL)
                 return s3d_fail(S3D_ENOMEM, "out of memory for a copy buffer");
             x->next_off += j->length;
@@ -826,22 +746,15 @@ static int copy_next(void *ctx, struct s3d_put_part *p)
         if (rc < 0)
             return rc;
     }
-    j = &x->win[x->win_next];
-    x->iovs[x->win_next].iov_base = j->dst;
-    x->iovs[x->win_next].iov_len = (size_t)j->length;
-    p->part_number = x->next_number++;
-    p->iov = &x->iovs[x->win_next];
-    p->iovcnt = 1;
-    p->length = j->length;
-    p->user = j->dst;
-    x->win_next++;
+    j = &x->win[x->win_next++];
+    s3d_slot_as_part(&x->slots, j->dst, j->length, x->next_number++, p);
     return 0;
 }
 
 static int copy_release(void *ctx, const struct s3d_put_part *p)
 {
     struct copy_ctx *x = ctx;
-    slot_put(&x->slots, p->user);
+    s3d_slot_put(&x->slots, p->user);
     return 0;
 }
 
@@ -891,10 +804,9 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
         x.part = s3d_upload_part_size(o.part_size, info.size);
         x.next_number = 1;
         x.o = &o;
-        rc = slots_init(&x.slots, S3D_MAX(o.max_conc, 1u), x.part);
+        rc = s3d_slots_init(&x.slots, S3D_MAX(o.max_conc, 1u), x.part);
         x.win = calloc(x.slots.n, sizeof(*x.win));
-        x.iovs = calloc(x.slots.n, sizeof(*x.iovs));
-        if (rc == 0 && (x.win == NULL || x.iovs == NULL))
+        if (rc == 0 && x.win == NULL)
             rc = s3d_fail(S3D_ENOMEM, "out of memory");
         if (rc == 0) {
             memset(&h, 0, sizeof(h));
@@ -903,9 +815,8 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
             h.ctx = &x;
             rc = s3d_xfer_put_multipart(c, dst_bucket, dst_key, &h, &po);
         }
-        slots_free(&x.slots);
+        s3d_slots_free(&x.slots);
         free(x.win);
-        free(x.iovs);
         return rc;
     }
 }

@@ -20,6 +20,7 @@
 #include "common/opts.h"
 #include "engine/client_impl.h"
 #include "engine/part_size.h"
+#include "engine/slots.h"
 #include "engine/xfer.h"
 #include "s3/uri.h"
 #include "s3direct/transfer.h"
@@ -35,7 +36,6 @@ struct s3d_upload_stream {
     char *bucket, *key, *content_type;
     struct s3d_put_options po;
     uint64_t part;
-    size_t n_slots;
     /* Writer-owned. */
     char *cur;
     uint64_t cur_len;
@@ -46,44 +46,12 @@ struct s3d_upload_stream {
     /* Shared, under mu. */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    char **bufs;
-    int *busy;
-    struct qent *q;
+    struct s3d_slots slots; /* of part bytes */
+    struct qent *q;         /* slots.n entries */
     size_t q_head, q_len;
-    struct iovec *iovs; /* one per slot, for the part being uploaded from it */
     int eof, abort, worker_done, worker_rc;
     struct s3d_err_record werr;
 };
-
-/* Under mu. */
-static char *slot_get_locked(struct s3d_upload_stream *s, int *oom)
-{
-    size_t i;
-    *oom = 0;
-    for (i = 0; i < s->n_slots; i++) {
-        if (s->busy[i])
-            continue;
-        if (s->bufs[i] == NULL) {
-            s->bufs[i] = malloc((size_t)s->part);
-            if (s->bufs[i] == NULL) {
-                *oom = 1;
-                return NULL;
-            }
-        }
-        s->busy[i] = 1;
-        return s->bufs[i];
-    }
-    return NULL;
-}
-
-static size_t slot_index(const struct s3d_upload_stream *s, const void *p)
-{
-    size_t i;
-    for (i = 0; i < s->n_slots; i++)
-        if (s->bufs[i] == p)
-            return i;
-    return 0;
-}
 
 static int st_next(void *ctx, struct s3d_put_part *p)
 {
@@ -96,16 +64,9 @@ static int st_next(void *ctx, struct s3d_put_part *p)
     }
     if (s->q_len > 0) {
         struct qent e = s->q[s->q_head];
-        size_t idx = slot_index(s, e.buf);
-        s->q_head = (s->q_head + 1) % s->n_slots;
+        s->q_head = (s->q_head + 1) % s->slots.n;
         s->q_len--;
-        s->iovs[idx].iov_base = e.buf;
-        s->iovs[idx].iov_len = (size_t)e.len;
-        p->part_number = e.number;
-        p->iov = &s->iovs[idx];
-        p->iovcnt = 1;
-        p->length = e.len;
-        p->user = e.buf;
+        s3d_slot_as_part(&s->slots, e.buf, e.len, e.number, p);
         r = 0;
     } else {
         r = s->eof ? 2 : 1;
@@ -118,7 +79,7 @@ static int st_release(void *ctx, const struct s3d_put_part *p)
 {
     struct s3d_upload_stream *s = ctx;
     pthread_mutex_lock(&s->mu);
-    s->busy[slot_index(s, p->user)] = 0;
+    s3d_slot_put(&s->slots, p->user);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return 0;
@@ -171,21 +132,20 @@ int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *
     s->key = s3d_strdup(key);
     s->content_type = s3d_strdup(t.content_type);
     s->part = s3d_upload_part_size(t.part_size ? t.part_size : c->part_size, 0);
-    s->n_slots = S3D_MAX(t.max_concurrency ? t.max_concurrency : c->max_concurrency, 2u);
     s->po.content_type = s->content_type;
     s->po.max_concurrency = t.max_concurrency;
     s->po.progress = t.progress;
     s->po.progress_user = t.progress_user;
     s->po.cancel = t.cancel;
     s->next_number = 1;
-    s->bufs = calloc(s->n_slots, sizeof(*s->bufs));
-    s->busy = calloc(s->n_slots, sizeof(*s->busy));
-    s->q = calloc(s->n_slots, sizeof(*s->q));
-    s->iovs = calloc(s->n_slots, sizeof(*s->iovs));
+    rc = s3d_slots_init(&s->slots,
+                        S3D_MAX(t.max_concurrency ? t.max_concurrency : c->max_concurrency, 2u),
+                        s->part);
+    s->q = calloc(s->slots.n, sizeof(*s->q));
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (s->bucket == NULL || s->key == NULL || (t.content_type && !s->content_type) ||
-        s->bufs == NULL || s->busy == NULL || s->q == NULL || s->iovs == NULL) {
+    if (rc < 0 || s->bucket == NULL || s->key == NULL || (t.content_type && !s->content_type) ||
+        s->q == NULL) {
         s3d_upload_stream_free(s);
         return s3d_fail(S3D_ENOMEM, "out of memory");
     }
@@ -203,7 +163,7 @@ static int enqueue_cur(struct s3d_upload_stream *s)
                         " bytes; raise part_size",
                         s->bucket, s->key, S3D_MAX_PARTS, s->part);
     pthread_mutex_lock(&s->mu);
-    s->q[(s->q_head + s->q_len) % s->n_slots] =
+    s->q[(s->q_head + s->q_len) % s->slots.n] =
         (struct qent){.buf = s->cur, .len = s->cur_len, .number = s->next_number++};
     s->q_len++;
     pthread_mutex_unlock(&s->mu);
@@ -231,7 +191,8 @@ int s3d_upload_stream_write(struct s3d_upload_stream *s, const void *data, size_
         if (s->cur == NULL) {
             int oom = 0;
             pthread_mutex_lock(&s->mu);
-            while ((s->cur = slot_get_locked(s, &oom)) == NULL && !oom && !s->worker_done)
+            while ((s->cur = s3d_slot_get(&s->slots)) == NULL &&
+                   !(oom = s3d_slots_free_count(&s->slots) > 0) && !s->worker_done)
                 pthread_cond_wait(&s->cv, &s->mu);
             if (s->cur == NULL) {
                 int wrc = s->worker_done ? s->worker_rc : 0;
@@ -299,7 +260,6 @@ int s3d_upload_stream_finish(struct s3d_upload_stream *s)
 
 void s3d_upload_stream_free(struct s3d_upload_stream *s)
 {
-    size_t i;
     if (s == NULL)
         return;
     if (s->started) {
@@ -309,12 +269,8 @@ void s3d_upload_stream_free(struct s3d_upload_stream *s)
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->th, NULL);
     }
-    for (i = 0; s->bufs != NULL && i < s->n_slots; i++)
-        free(s->bufs[i]);
-    free(s->bufs);
-    free(s->busy);
+    s3d_slots_free(&s->slots);
     free(s->q);
-    free(s->iovs);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->bucket);

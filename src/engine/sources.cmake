@@ -8,6 +8,7 @@ set(S3D_ENGINE_SOURCES
   src/engine/api_transfer.c
   src/engine/api_upload_stream.c
   src/engine/part_size.c
+  src/engine/slots.c
   src/engine/xfer.c
   src/engine/tmpfile.c
   src/engine/resources.c

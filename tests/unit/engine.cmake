@@ -1,5 +1,5 @@
 # Engine (src/engine/): the checkpoint pipeline (ckpt_*: planning, local files, S3, device
-# emulation), temporary files, the part-size rule.
+# emulation), temporary files, the part-size rule, the buffer slots.
 s3d_test(test_ckpt_plan unit/test_ckpt_plan.c)
 s3d_test(test_ckpt_local integ/test_ckpt_local.c integ/ckpt_util.c)
 s3d_test(test_ckpt_s3 integ/test_ckpt_s3.c integ/ckpt_util.c)
@@ -8,3 +8,4 @@ s3d_test(test_ckpt_rss integ/test_ckpt_rss.c integ/ckpt_util.c)
 s3d_test(test_ckpt_many integ/test_ckpt_many.c integ/ckpt_util.c)
 s3d_test(test_tmpfile unit/test_tmpfile.c)
 s3d_test(test_part_size unit/test_part_size.c)
+s3d_test(test_slots unit/test_slots.c)
