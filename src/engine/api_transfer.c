@@ -52,10 +52,11 @@ static int resolve_opts(struct s3d_client *c, const struct s3d_transfer_options 
     o->part_size = t.part_size ? t.part_size : c->part_size;
     o->content_type = t.content_type;
     o->if_match = t.if_match;
-    if (o->max_conc > 1024)
-        return s3d_fail(S3D_EINVAL, "max_concurrency %u is over 1024", o->max_conc);
+    if (o->max_conc > S3D_MAX_CONCURRENCY)
+        return s3d_fail(S3D_EINVAL, "max_concurrency %u is over %u", o->max_conc,
+                        S3D_MAX_CONCURRENCY);
     o->max_conc = s3d_fd_clamp(o->max_conc);
-    if (o->part_size > (5ull << 30))
+    if (o->part_size > S3D_MAX_PART_SIZE)
         return s3d_fail(S3D_EINVAL, "part_size %" PRIu64 " is over 5 GiB", o->part_size);
     return 0;
 }
@@ -541,12 +542,15 @@ static int check_unchanged(struct fd_up *f)
     return 0;
 }
 
+/* The most one read(2) is asked for: Linux transfers at most 2 GiB - 4 KiB per call. */
+#define READ_STEP_MAX (1ull << 30)
+
 /* Reads up to n bytes (fewer only at end of input). */
 static int read_full(int fd, char *p, uint64_t n, uint64_t *got, int *eof, const char *what)
 {
     *got = 0;
     while (*got < n) {
-        ssize_t r = read(fd, p + *got, (size_t)S3D_MIN(n - *got, (uint64_t)(1u << 30)));
+        ssize_t r = read(fd, p + *got, (size_t)S3D_MIN(n - *got, READ_STEP_MAX));
         if (r < 0) {
             if (errno == EINTR)
                 continue;

@@ -59,12 +59,13 @@ int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **ou
     c->max_concurrency = o.max_concurrency ? o.max_concurrency : S3D_DEFAULT_CONCURRENCY;
     c->part_size = o.part_size ? o.part_size : S3D_DEFAULT_PART_SIZE;
     c->multipart_threshold = o.multipart_threshold ? o.multipart_threshold : c->part_size;
-    c->staging_bytes = o.staging_bytes ? o.staging_bytes : (256ull << 20);
+    c->staging_bytes = o.staging_bytes ? o.staging_bytes : S3D_DEFAULT_STAGING_BYTES;
     c->device_opt = o.device;
     c->pid = getpid();
-    if (c->max_concurrency > 1024) {
+    if (c->max_concurrency > S3D_MAX_CONCURRENCY) {
         free(c);
-        return s3d_fail(S3D_EINVAL, "max_concurrency %u is over 1024", o.max_concurrency);
+        return s3d_fail(S3D_EINVAL, "max_concurrency %u is over %u", o.max_concurrency,
+                        S3D_MAX_CONCURRENCY);
     }
     c->max_concurrency = s3d_fd_clamp(c->max_concurrency);
     rc = s3d_s3ctx_init(&c->s3, &o, c->max_concurrency);

@@ -17,11 +17,17 @@
 
 /* Defaults of the client options (client.h). part_size and concurrency: measured against the
  * local RGW, see docs/internals/engine.md. */
-#define S3D_DEFAULT_CONCURRENCY 8u
-#define S3D_DEFAULT_PART_SIZE   (8ull << 20)
-#define S3D_MIN_PART_SIZE       (5ull << 20) /* S3's minimum for all parts but the last */
-#define S3D_MAX_PARTS           10000u
-#define S3D_MAX_SINGLE_PUT      (5ull << 30)
+#define S3D_DEFAULT_CONCURRENCY   8u
+#define S3D_DEFAULT_PART_SIZE     (8ull << 20)
+#define S3D_DEFAULT_STAGING_BYTES (256ull << 20) /* client option staging_bytes */
+/* The most parallel requests a client or one transfer may ask for (more is S3D_EINVAL);
+ * s3d_fd_clamp may lower what is asked further. */
+#define S3D_MAX_CONCURRENCY 1024u
+/* S3's limits on uploads. */
+#define S3D_MIN_PART_SIZE  (5ull << 20) /* every part but the last */
+#define S3D_MAX_PART_SIZE  (5ull << 30)
+#define S3D_MAX_PARTS      10000u
+#define S3D_MAX_SINGLE_PUT (5ull << 30) /* one PutObject */
 
 struct s3d_pool;
 struct s3d_device;
