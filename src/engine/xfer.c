@@ -453,13 +453,16 @@ static uint64_t bytes_so_far(const struct engine *g)
     return g->total && b > g->total ? g->total : b;
 }
 
+/* Progress is reported at most this often (ms), and once at the end. */
+#define PROGRESS_EVERY_MS 10
+
 static int report_progress(struct engine *g, int force)
 {
     uint64_t now;
     if (g->progress == NULL)
         return 0;
     now = s3d_now_ms();
-    if (!force && now - g->last_progress_ms < 10)
+    if (!force && now - g->last_progress_ms < PROGRESS_EVERY_MS)
         return 0;
     g->last_progress_ms = now;
     if (g->progress(g->progress_user, bytes_so_far(g), g->total) != 0)
@@ -467,115 +470,34 @@ static int report_progress(struct engine *g, int force)
     return 0;
 }
 
-/* The loop. Returns 0 when every item finished, else the first error (recorded). */
-static int run(struct engine *g)
-{
-    int rc = 0;
-    size_t i;
+/* ---- the loop ------------------------------------------------------------------------------ */
 
+/* How long one turn waits in curl_multi_poll, at most (ms): only sockets to wait for; a poll
+ * hook whose own work (GPU copies) is checked this often; a hook that said "not yet". */
+#define WAIT_IDLE_MS    100
+#define WAIT_POLL_MS    10
+#define WAIT_BLOCKED_MS 2
+/* After the last request: the pause between poll hook calls while it still has work. */
+#define DRAIN_PAUSE_NS 1000000L
+
+/* Takes the items and a multi handle for a run. */
+static int loop_open(struct engine *g)
+{
     g->n_items = (size_t)g->max_conc * 2;
     g->items = calloc(g->n_items, sizeof(*g->items));
     if (g->items == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory starting a transfer");
     g->m = s3d_s3ctx_multi_acquire(&g->c->s3);
-    if (g->m == NULL) {
-        rc = s3d_last_error_code();
-        goto out;
-    }
-    for (;;) {
-        int running = 0;
-        long timeout = 100;
-        uint64_t now = s3d_now_ms();
+    if (g->m == NULL)
+        return s3d_last_error_code();
+    return 0;
+}
 
-        if (s3d_cancel_is_set(g->cancel)) {
-            rc = s3d_fail(S3D_ECANCELED, "transfer canceled");
-            goto out;
-        }
-        /* Retries whose backoff is over go first. */
-        for (i = 0; i < g->n_items && g->in_flight < g->max_conc; i++) {
-            struct item *it = &g->items[i];
-            if (it->state == ITEM_WAITING && it->retry_at <= now) {
-                rc = start_attempt(g, it);
-                if (rc < 0)
-                    goto out;
-            }
-        }
-        g->feed_blocked = 0;
-        while (!g->feed_done && g->in_flight < g->max_conc) {
-            struct item *it = free_item(g);
-            int r;
-            if (it == NULL)
-                break;
-            r = feed(g, it);
-            if (r < 0) {
-                rc = r;
-                goto out;
-            }
-            if (r == 1) {
-                g->feed_blocked = 1;
-                break;
-            }
-            if (r == 2)
-                g->feed_done = 1;
-        }
-        if (g->feed_done && g->in_flight == 0 && g->waiting == 0)
-            break;
-        if (curl_multi_perform(g->m, &running) != CURLM_OK) {
-            rc = s3d_fail(S3D_ENOMEM, "curl_multi_perform failed");
-            goto out;
-        }
-        rc = drain(g);
-        if (rc < 0)
-            goto out;
-        if (g->poll != NULL) {
-            int p = g->poll(g->hook_ctx);
-            if (p < 0) {
-                rc = p;
-                goto out;
-            }
-            if (p > 0)
-                g->feed_blocked = 1;
-        }
-        rc = report_progress(g, 0);
-        if (rc < 0)
-            goto out;
-        /* A caller with asynchronous work of its own (GPU copies) is polled often. */
-        if (g->feed_blocked)
-            timeout = 2;
-        else if (g->poll != NULL)
-            timeout = 10;
-        for (i = 0; i < g->n_items; i++) {
-            const struct item *it = &g->items[i];
-            if (it->state == ITEM_WAITING) {
-                uint64_t t = s3d_now_ms();
-                long wait = it->retry_at > t ? (long)(it->retry_at - t) : 0;
-                timeout = S3D_MIN(timeout, wait);
-            }
-        }
-        /* Wait only for something that can happen: a socket, a hook's own work, a retry.
-         * With nothing in flight and nothing pending, go straight to the next turn. */
-        if (g->in_flight > 0 || g->waiting > 0 || g->feed_blocked)
-            curl_multi_poll(g->m, NULL, 0, (int)timeout, NULL);
-    }
-    /* Everything transferred: let the caller finish its asynchronous work. */
-    while (g->poll != NULL) {
-        int p = g->poll(g->hook_ctx);
-        if (p < 0) {
-            rc = p;
-            goto out;
-        }
-        if (p == 0)
-            break;
-        if (s3d_cancel_is_set(g->cancel)) {
-            rc = s3d_fail(S3D_ECANCELED, "transfer canceled");
-            goto out;
-        }
-        struct timespec ts = {0, 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    rc = report_progress(g, 1);
-out:
-    for (i = 0; i < g->n_items; i++) {
+/* Drops what is still in flight and gives the items and the multi handle back. */
+static void loop_close(struct engine *g)
+{
+    size_t i;
+    for (i = 0; g->items != NULL && i < g->n_items; i++) {
         struct item *it = &g->items[i];
         if (it->state == ITEM_RUNNING)
             curl_multi_remove_handle(g->m, it->e);
@@ -587,10 +509,164 @@ out:
     g->items = NULL;
     s3d_s3ctx_multi_release(&g->c->s3, g->m);
     g->m = NULL;
+}
+
+/* Restarts the items whose backoff is over (before any new work), while a connection is
+ * free. */
+static int restart_due(struct engine *g)
+{
+    uint64_t now = s3d_now_ms();
+    size_t i;
+    for (i = 0; i < g->n_items && g->in_flight < g->max_conc; i++) {
+        struct item *it = &g->items[i];
+        if (it->state == ITEM_WAITING && it->retry_at <= now) {
+            int rc = start_attempt(g, it);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* Feeds new work into free items while a connection is free, until the feed says "not yet"
+ * (feed_blocked) or "no more" (feed_done). */
+static int feed_free(struct engine *g)
+{
+    g->feed_blocked = 0;
+    while (!g->feed_done && g->in_flight < g->max_conc) {
+        struct item *it = free_item(g);
+        int r;
+        if (it == NULL)
+            break;
+        r = feed(g, it);
+        if (r < 0)
+            return r;
+        if (r == 1) {
+            g->feed_blocked = 1;
+            break;
+        }
+        if (r == 2)
+            g->feed_done = 1;
+    }
+    return 0;
+}
+
+/* The caller's poll hook, if any: pending work of its own counts as "not yet". */
+static int poll_hook(struct engine *g)
+{
+    int p;
+    if (g->poll == NULL)
+        return 0;
+    p = g->poll(g->hook_ctx);
+    if (p < 0)
+        return p;
+    if (p > 0)
+        g->feed_blocked = 1;
+    return 0;
+}
+
+/* The longest this turn may wait: never past the next retry time; short when a hook waits
+ * for its own work. */
+static long wait_ms(const struct engine *g)
+{
+    long timeout = WAIT_IDLE_MS;
+    size_t i;
+    if (g->feed_blocked)
+        timeout = WAIT_BLOCKED_MS;
+    else if (g->poll != NULL)
+        timeout = WAIT_POLL_MS;
+    for (i = 0; i < g->n_items; i++) {
+        const struct item *it = &g->items[i];
+        if (it->state == ITEM_WAITING) {
+            uint64_t t = s3d_now_ms();
+            long wait = it->retry_at > t ? (long)(it->retry_at - t) : 0;
+            timeout = S3D_MIN(timeout, wait);
+        }
+    }
+    return timeout;
+}
+
+/* One turn of the loop (see the top of the file). *finished = 1 when everything has been fed
+ * and nothing is in flight or waiting. */
+static int turn(struct engine *g, int *finished)
+{
+    int running = 0, rc;
+
+    *finished = 0;
+    if (s3d_cancel_is_set(g->cancel))
+        return s3d_fail(S3D_ECANCELED, "transfer canceled");
+    rc = restart_due(g);
+    if (rc == 0)
+        rc = feed_free(g);
+    if (rc < 0)
+        return rc;
+    if (g->feed_done && g->in_flight == 0 && g->waiting == 0) {
+        *finished = 1;
+        return 0;
+    }
+    if (curl_multi_perform(g->m, &running) != CURLM_OK)
+        return s3d_fail(S3D_ENOMEM, "curl_multi_perform failed");
+    rc = drain(g);
+    if (rc == 0)
+        rc = poll_hook(g);
+    if (rc == 0)
+        rc = report_progress(g, 0);
+    if (rc < 0)
+        return rc;
+    /* Wait only for something that can happen: a socket, a hook's own work, a retry.
+     * With nothing in flight and nothing pending, go straight to the next turn. */
+    if (g->in_flight > 0 || g->waiting > 0 || g->feed_blocked)
+        curl_multi_poll(g->m, NULL, 0, (int)wait_ms(g), NULL);
+    return 0;
+}
+
+/* Everything transferred: lets the caller finish its asynchronous work (poll until idle). */
+static int drain_hook(struct engine *g)
+{
+    while (g->poll != NULL) {
+        int p = g->poll(g->hook_ctx);
+        if (p < 0)
+            return p;
+        if (p == 0)
+            break;
+        if (s3d_cancel_is_set(g->cancel))
+            return s3d_fail(S3D_ECANCELED, "transfer canceled");
+        struct timespec ts = {0, DRAIN_PAUSE_NS};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* The loop. Returns 0 when every item finished, else the first error (recorded). */
+static int run(struct engine *g)
+{
+    int finished = 0;
+    int rc = loop_open(g);
+    while (rc == 0 && !finished)
+        rc = turn(g, &finished);
+    if (rc == 0)
+        rc = drain_hook(g);
+    if (rc == 0)
+        rc = report_progress(g, 1);
+    loop_close(g);
     return rc;
 }
 
 /* ---- public (internal) entry points -------------------------------------------------------- */
+
+/* Zeroes g and sets what every kind of run has: max_conc 0 = the client's. */
+static void engine_init(struct engine *g, struct s3d_client *c, enum eng_kind kind,
+                        uint32_t max_conc, s3d_progress_fn progress, void *progress_user,
+                        struct s3d_cancel *cancel)
+{
+    memset(g, 0, sizeof(*g));
+    g->c = c;
+    g->kind = kind;
+    g->max_conc = max_conc ? max_conc : c->max_concurrency;
+    g->progress = progress;
+    g->progress_user = progress_user;
+    g->cancel = cancel;
+}
 
 int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
                  const struct s3d_get_hooks *hooks, uint32_t max_concurrency,
@@ -603,16 +679,10 @@ int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
         return rc;
     if (n > 0 && jobs == NULL)
         return s3d_fail(S3D_EINVAL, "s3d_xfer_get: jobs is NULL");
-    memset(&g, 0, sizeof(g));
-    g.c = c;
-    g.kind = KIND_GET;
+    engine_init(&g, c, KIND_GET, max_concurrency, progress, progress_user, cancel);
     g.jobs = jobs;
     g.n_jobs = n;
     g.gh = hooks;
-    g.max_conc = max_concurrency ? max_concurrency : c->max_concurrency;
-    g.progress = progress;
-    g.progress_user = progress_user;
-    g.cancel = cancel;
     g.poll = hooks ? hooks->poll : NULL;
     g.hook_ctx = hooks ? hooks->ctx : NULL;
     for (i = 0; i < n; i++)
@@ -668,6 +738,32 @@ static int err_restore_left_open(const struct s3d_err_record *s, const char *buc
                        s->message, cmd, abort_msg);
 }
 
+/* After the failure rc (recorded): aborts the upload, so that the object at the key stays
+ * what it was, and keeps rc's detail as the last error; when the abort fails too, the error
+ * says the upload is left open (err_restore_left_open). */
+static void abort_upload(struct s3d_client *c, const char *bucket, const char *key,
+                         const char *upload_id, int rc)
+{
+    struct s3d_err_record *se = malloc(sizeof(*se));
+    if (se != NULL)
+        s3d_err_save(se, rc);
+    if (s3d_op_abort_multipart(&c->s3, bucket, key, upload_id) < 0) {
+        S3D_WARN("aborting upload %s of s3://%s/%s failed: %s", upload_id, bucket, key,
+                 s3d_last_error_message());
+        if (se != NULL) {
+            char abort_msg[320];
+            snprintf(abort_msg, sizeof(abort_msg), "%s", s3d_last_error_message());
+            err_restore_left_open(se, bucket, key, upload_id, abort_msg);
+            free(se);
+            se = NULL;
+        }
+    }
+    if (se != NULL) {
+        s3d_err_restore(se);
+        free(se);
+    }
+}
+
 int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char *key,
                            const struct s3d_put_hooks *hooks, const struct s3d_put_options *o)
 {
@@ -678,7 +774,8 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
         return rc;
     if (hooks == NULL || hooks->next == NULL)
         return s3d_fail(S3D_EINVAL, "s3d_xfer_put_multipart: no next hook");
-    memset(&g, 0, sizeof(g));
+    engine_init(&g, c, KIND_PART, o ? o->max_concurrency : 0, o ? o->progress : NULL,
+                o ? o->progress_user : NULL, o ? o->cancel : NULL);
     g.seen = calloc(S3D_MAX_PARTS + 1, 1);
     if (g.seen == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory starting an upload");
@@ -689,17 +786,11 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
     rc = s3d_op_create_multipart(&c->s3, bucket, key, o ? o->content_type : NULL, &upload_id);
     if (rc < 0)
         goto out;
-    g.c = c;
-    g.kind = KIND_PART;
     g.bucket = bucket;
     g.key = key;
     g.upload_id = upload_id;
     g.ph = hooks;
-    g.max_conc = o && o->max_concurrency ? o->max_concurrency : c->max_concurrency;
     g.total = o ? o->total_hint : 0;
-    g.progress = o ? o->progress : NULL;
-    g.progress_user = o ? o->progress_user : NULL;
-    g.cancel = o ? o->cancel : NULL;
     g.poll = hooks->poll;
     g.hook_ctx = hooks->ctx;
     rc = run(&g);
@@ -709,27 +800,8 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
         qsort(g.parts, g.n_parts, sizeof(*g.parts), part_cmp);
         rc = s3d_op_complete_multipart(&c->s3, bucket, key, upload_id, g.parts, g.n_parts);
     }
-    if (rc < 0) {
-        /* The object at the key must stay what it was: abort, keep the first error. */
-        struct s3d_err_record *se = malloc(sizeof(*se));
-        if (se != NULL)
-            s3d_err_save(se, rc);
-        if (s3d_op_abort_multipart(&c->s3, bucket, key, upload_id) < 0) {
-            S3D_WARN("aborting upload %s of s3://%s/%s failed: %s", upload_id, bucket, key,
-                     s3d_last_error_message());
-            if (se != NULL) {
-                char abort_msg[320];
-                snprintf(abort_msg, sizeof(abort_msg), "%s", s3d_last_error_message());
-                err_restore_left_open(se, bucket, key, upload_id, abort_msg);
-                free(se);
-                se = NULL;
-            }
-        }
-        if (se != NULL) {
-            s3d_err_restore(se);
-            free(se);
-        }
-    }
+    if (rc < 0)
+        abort_upload(c, bucket, key, upload_id, rc);
 out:
     free(upload_id);
     free(g.parts);
@@ -752,19 +824,14 @@ int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *ke
                         "PutObject s3://%s/%s: %" PRIu64 " bytes is over the 5 GiB "
                         "limit of one PUT",
                         bucket, key, len);
-    memset(&g, 0, sizeof(g));
-    g.c = c;
-    g.kind = KIND_SINGLE;
+    engine_init(&g, c, KIND_SINGLE, 1, o ? o->progress : NULL, o ? o->progress_user : NULL,
+                o ? o->cancel : NULL);
     g.bucket = bucket;
     g.key = key;
     g.content_type = o ? o->content_type : NULL;
     g.single_iov = iov;
     g.single_iovcnt = iovcnt;
-    g.max_conc = 1;
     g.total = len;
-    g.progress = o ? o->progress : NULL;
-    g.progress_user = o ? o->progress_user : NULL;
-    g.cancel = o ? o->cancel : NULL;
     return run(&g);
 }
 
