@@ -776,6 +776,12 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
         return s3d_fail(S3D_EINVAL, "s3d_xfer_put_multipart: no next hook");
     engine_init(&g, c, KIND_PART, o ? o->max_concurrency : 0, o ? o->progress : NULL,
                 o ? o->progress_user : NULL, o ? o->cancel : NULL);
+    g.bucket = bucket;
+    g.key = key;
+    g.ph = hooks;
+    g.poll = hooks->poll;
+    g.hook_ctx = hooks->ctx;
+    g.total = o ? o->total_hint : 0;
     g.seen = calloc(S3D_MAX_PARTS + 1, 1);
     if (g.seen == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory starting an upload");
@@ -786,13 +792,7 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
     rc = s3d_op_create_multipart(&c->s3, bucket, key, o ? o->content_type : NULL, &upload_id);
     if (rc < 0)
         goto out;
-    g.bucket = bucket;
-    g.key = key;
     g.upload_id = upload_id;
-    g.ph = hooks;
-    g.total = o ? o->total_hint : 0;
-    g.poll = hooks->poll;
-    g.hook_ctx = hooks->ctx;
     rc = run(&g);
     if (rc == 0 && s3d_cancel_is_set(g.cancel))
         rc = s3d_fail(S3D_ECANCELED, "upload of s3://%s/%s canceled", bucket, key);
