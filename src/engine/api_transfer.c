@@ -317,11 +317,82 @@ static int dl_done(void *ctx, struct s3d_get_job *j)
     return rc;
 }
 
+/* Opens where a download goes, once its first range succeeded: standard output; an existing
+ * device or pipe, written in place and in order; else a temporary file beside path, so that
+ * the rename is atomic (tmpfile.h: name, mode, leftovers of killed processes). */
+static int dl_open_output(struct file_dl *f, const char *path, int to_stdout, int special,
+                          struct s3d_tmpfile *tmp)
+{
+    int rc;
+    if (to_stdout) {
+        f->fd = STDOUT_FILENO;
+        f->what = "standard output";
+        f->seekable = 0;
+        return 0;
+    }
+    if (special) {
+        f->fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (f->fd < 0)
+            return s3d_fail(s3d_err_from_errno(errno), "open %s: %s", path, strerror(errno));
+        f->what = path;
+        f->seekable = 0;
+        return 0;
+    }
+    rc = s3d_tmpfile_create(path, 0, tmp);
+    if (rc < 0)
+        return rc;
+    f->fd = tmp->fd;
+    f->what = tmp->path;
+    f->seekable = 1;
+    return 0;
+}
+
+/* The ranges after the first one (got bytes, crc their CRC32C), each written out as it
+ * arrives; then the object's CRC32C checked against want ("" = none to check). */
+static int dl_rest(struct s3d_client *c, const char *bucket, const char *key, struct file_dl *f,
+                   const struct s3d_object_info *info, const struct topts *o, uint64_t got,
+                   uint32_t crc, const char *want)
+{
+    const struct s3d_get_hooks hooks = {.prepare = dl_prepare, .done = dl_done, .ctx = f};
+    int rc = make_jobs(bucket, key, info->etag, got, info->size - got, o->part_size, &f->jobs,
+                       &f->n_jobs);
+    if (rc == 0 && want[0] != '\0' && f->n_jobs > 0) {
+        f->crcs = calloc(f->n_jobs, sizeof(*f->crcs));
+        if (f->crcs == NULL)
+            rc = s3d_fail(S3D_ENOMEM, "out of memory");
+    }
+    if (rc == 0)
+        rc = get_rest(c, f->jobs, f->n_jobs, &hooks, o, got, info->size);
+    if (rc == 0 && want[0] != '\0') {
+        for (size_t i = 0; i < f->n_jobs; i++)
+            crc = s3d_crc32c_combine(crc, f->crcs[i], f->jobs[i].length);
+        rc = verify_crc(bucket, key, want, crc);
+    }
+    return rc;
+}
+
+/* Finishes the output of a download that ended with rc: a device or pipe is closed; the
+ * temporary file is renamed over path when rc is 0, else removed. Returns rc, or the error
+ * of closing or renaming. */
+static int dl_close_output(struct file_dl *f, const char *path, int to_stdout, int special,
+                           struct s3d_tmpfile *tmp, int rc)
+{
+    if (special) {
+        if (close(f->fd) < 0 && rc == 0)
+            rc = s3d_fail(s3d_err_from_errno(errno), "close %s: %s", path, strerror(errno));
+    } else if (!to_stdout && tmp->path != NULL) {
+        if (rc == 0)
+            rc = s3d_tmpfile_commit(tmp, path);
+        else
+            s3d_tmpfile_discard(tmp);
+    }
+    return rc;
+}
+
 int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *key,
                          const char *path, const struct s3d_transfer_options *opts)
 {
     struct s3d_object_info info;
-    struct s3d_get_hooks hooks;
     struct file_dl f;
     struct topts o;
     struct s3d_tmpfile tmp = {NULL, -1};
@@ -364,61 +435,16 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
         rc = object_checksum(c, bucket, key, &info, got == info.size, want);
     if (rc < 0)
         goto out;
-    if (to_stdout) {
-        f.fd = STDOUT_FILENO;
-        f.what = "standard output";
-        f.seekable = 0;
-    } else if (special) {
-        f.fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (f.fd < 0) {
-            rc = s3d_fail(s3d_err_from_errno(errno), "open %s: %s", path, strerror(errno));
-            goto out;
-        }
-        f.what = path;
-        f.seekable = 0;
-    } else {
-        /* Beside the final name, so the rename is atomic (tmpfile.h: name, mode, leftovers
-         * of killed processes). */
-        rc = s3d_tmpfile_create(path, 0, &tmp);
-        if (rc < 0)
-            goto out;
-        f.fd = tmp.fd;
-        f.what = tmp.path;
-        f.seekable = 1;
-    }
+    rc = dl_open_output(&f, path, to_stdout, special, &tmp);
+    if (rc < 0)
+        goto out;
     if (want[0] != '\0')
         crc = s3d_crc32c(0, first, (size_t)got);
     rc = write_all(f.fd, first, (size_t)got, f.seekable, 0, f.what);
     s3d_slot_put(&f.slots, first);
     if (rc == 0)
-        rc = make_jobs(bucket, key, info.etag, got, info.size - got, o.part_size, &f.jobs,
-                       &f.n_jobs);
-    if (rc == 0 && want[0] != '\0' && f.n_jobs > 0) {
-        f.crcs = calloc(f.n_jobs, sizeof(*f.crcs));
-        if (f.crcs == NULL)
-            rc = s3d_fail(S3D_ENOMEM, "out of memory");
-    }
-    if (rc == 0) {
-        memset(&hooks, 0, sizeof(hooks));
-        hooks.prepare = dl_prepare;
-        hooks.done = dl_done;
-        hooks.ctx = &f;
-        rc = get_rest(c, f.jobs, f.n_jobs, &hooks, &o, got, info.size);
-    }
-    if (rc == 0 && want[0] != '\0') {
-        for (size_t i = 0; i < f.n_jobs; i++)
-            crc = s3d_crc32c_combine(crc, f.crcs[i], f.jobs[i].length);
-        rc = verify_crc(bucket, key, want, crc);
-    }
-    if (special) {
-        if (close(f.fd) < 0 && rc == 0)
-            rc = s3d_fail(s3d_err_from_errno(errno), "close %s: %s", path, strerror(errno));
-    } else if (!to_stdout && tmp.path != NULL) {
-        if (rc == 0)
-            rc = s3d_tmpfile_commit(&tmp, path);
-        else
-            s3d_tmpfile_discard(&tmp);
-    }
+        rc = dl_rest(c, bucket, key, &f, &info, &o, got, crc, want);
+    rc = dl_close_output(&f, path, to_stdout, special, &tmp, rc);
 out:
     s3d_slots_free(&f.slots);
     free(f.crcs);
@@ -464,6 +490,23 @@ static void put_opts(const struct topts *o, uint64_t total, const char *content_
     po->cancel = o->cancel;
 }
 
+/* A multipart upload of the caller's memory: each part one iovec into it, no copy. */
+static int upload_buffer_multipart(struct s3d_client *c, const char *bucket, const char *key,
+                                   const void *src, uint64_t len, uint64_t part_size,
+                                   const struct s3d_put_options *po)
+{
+    struct buf_up b = {.src = src, .len = len, .next_number = 1};
+    const struct s3d_put_hooks h = {.next = bufup_next, .ctx = &b};
+    int rc;
+    b.part = s3d_upload_part_size(part_size, len);
+    b.iovs = calloc((size_t)((len + b.part - 1) / b.part), sizeof(*b.iovs));
+    if (b.iovs == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory");
+    rc = s3d_xfer_put_multipart(c, bucket, key, &h, po);
+    free(b.iovs);
+    return rc;
+}
+
 int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, const char *key,
                            const void *src, uint64_t len, const struct s3d_transfer_options *opts)
 {
@@ -480,24 +523,8 @@ int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, const char 
     if (len < c->multipart_threshold) {
         struct iovec v = {.iov_base = (void *)src, .iov_len = (size_t)len};
         return s3d_xfer_put_single(c, bucket, key, &v, 1, &po);
-    } else {
-        struct buf_up b;
-        struct s3d_put_hooks h;
-        memset(&b, 0, sizeof(b));
-        b.src = src;
-        b.len = len;
-        b.part = s3d_upload_part_size(o.part_size, len);
-        b.next_number = 1;
-        b.iovs = calloc((size_t)((len + b.part - 1) / b.part), sizeof(*b.iovs));
-        if (b.iovs == NULL)
-            return s3d_fail(S3D_ENOMEM, "out of memory");
-        memset(&h, 0, sizeof(h));
-        h.next = bufup_next;
-        h.ctx = &b;
-        rc = s3d_xfer_put_multipart(c, bucket, key, &h, &po);
-        free(b.iovs);
-        return rc;
     }
+    return upload_buffer_multipart(c, bucket, key, src, len, o.part_size, &po);
 }
 
 /* Parts read from a file descriptor in order, each into a slot. */
@@ -609,6 +636,32 @@ static int fdup_release(void *ctx, const struct s3d_put_part *p)
     return 0;
 }
 
+/* Reads the first part into a slot, kept as pending for fdup_next: the size of the input
+ * decides between one PUT and a multipart upload. */
+static int fdup_read_first(struct fd_up *f, uint64_t size_hint)
+{
+    uint64_t first;
+    int rc;
+    f->pending = s3d_slot_get(&f->slots);
+    if (f->pending == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer", f->part);
+    rc = read_full(f->fd, f->pending, f->part, &first, &f->eof, f->what);
+    if (rc < 0)
+        return rc;
+    f->pending_len = first;
+    f->total = first;
+    if (!f->eof && f->regular && first == size_hint) {
+        /* A regular file read to its size: check for the end without another part. */
+        char probe;
+        ssize_t r = read(f->fd, &probe, 1);
+        if (r == 0)
+            f->eof = 1;
+        else if (r > 0)
+            f->total++;
+    }
+    return check_unchanged(f);
+}
+
 /* Uploads what fd yields: one PUT when it ends within the first part and below the
  * threshold, else a multipart upload. st: the regular file's stat (NULL: a pipe, size unknown). */
 static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, int fd,
@@ -617,14 +670,11 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
 {
     uint64_t size_hint = st != NULL ? (uint64_t)st->st_size : 0;
     struct s3d_put_options po;
-    struct s3d_put_hooks h;
-    struct fd_up f;
+    struct fd_up f = {.fd = fd, .what = what};
+    const struct s3d_put_hooks h = {.next = fdup_next, .release = fdup_release, .ctx = &f};
     uint64_t first;
     int rc;
 
-    memset(&f, 0, sizeof(f));
-    f.fd = fd;
-    f.what = what;
     if (st != NULL) {
         f.regular = 1;
         f.st0 = *st;
@@ -636,28 +686,10 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
     rc = s3d_slots_init(&f.slots, S3D_MAX(o->max_conc, 1u), f.part);
     if (rc < 0)
         goto out;
-    f.pending = s3d_slot_get(&f.slots);
-    if (f.pending == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer", f.part);
-        goto out;
-    }
-    rc = read_full(fd, f.pending, f.part, &first, &f.eof, what);
+    rc = fdup_read_first(&f, size_hint);
     if (rc < 0)
         goto out;
-    f.pending_len = first;
-    f.total = first;
-    if (!f.eof && f.regular && first == size_hint) {
-        /* A regular file read to its size: check for the end without another part. */
-        char probe;
-        ssize_t r = read(fd, &probe, 1);
-        if (r == 0)
-            f.eof = 1;
-        else if (r > 0)
-            f.total++;
-    }
-    rc = check_unchanged(&f);
-    if (rc < 0)
-        goto out;
+    first = f.pending_len;
     put_opts(o, size_hint, content_type, &po);
     if (f.eof && first < c->multipart_threshold) {
         struct iovec v = {.iov_base = f.pending, .iov_len = (size_t)first};
@@ -665,10 +697,6 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
         rc = s3d_xfer_put_single(c, bucket, key, &v, 1, &po);
         goto out;
     }
-    memset(&h, 0, sizeof(h));
-    h.next = fdup_next;
-    h.release = fdup_release;
-    h.ctx = &f;
     rc = s3d_xfer_put_multipart(c, bucket, key, &h, &po);
 out:
     s3d_slots_free(&f.slots);
@@ -762,6 +790,52 @@ static int copy_release(void *ctx, const struct s3d_put_part *p)
     return 0;
 }
 
+/* A copy below the multipart threshold: one GET of the whole source (its version pinned by
+ * If-Match), then one PUT. */
+static int copy_single(struct s3d_client *c, const char *src_bucket, const char *src_key,
+                       const char *dst_bucket, const char *dst_key,
+                       const struct s3d_object_info *info, const struct s3d_put_options *po)
+{
+    char *buf = malloc(info->size ? info->size : 1);
+    int rc = 0;
+    if (buf == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory");
+    if (info->size > 0)
+        rc = s3d_op_get_range(&c->s3, src_bucket, src_key, 0, info->size, buf, info->etag);
+    if (rc == 0) {
+        struct iovec v = {.iov_base = buf, .iov_len = (size_t)info->size};
+        rc = s3d_xfer_put_single(c, dst_bucket, dst_key, &v, 1, po);
+    }
+    free(buf);
+    return rc;
+}
+
+/* A multipart copy: windows of ranged GETs into the slots, handed out as parts (copy_next). */
+static int copy_multipart(struct s3d_client *c, const char *src_bucket, const char *src_key,
+                          const char *dst_bucket, const char *dst_key,
+                          const struct s3d_object_info *info, struct topts *o,
+                          const struct s3d_put_options *po)
+{
+    struct copy_ctx x = {.c = c,
+                         .bucket = src_bucket,
+                         .key = src_key,
+                         .etag = info->etag,
+                         .size = info->size,
+                         .part = s3d_upload_part_size(o->part_size, info->size),
+                         .next_number = 1,
+                         .o = o};
+    const struct s3d_put_hooks h = {.next = copy_next, .release = copy_release, .ctx = &x};
+    int rc = s3d_slots_init(&x.slots, S3D_MAX(o->max_conc, 1u), x.part);
+    x.win = calloc(x.slots.n, sizeof(*x.win));
+    if (rc == 0 && x.win == NULL)
+        rc = s3d_fail(S3D_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = s3d_xfer_put_multipart(c, dst_bucket, dst_key, &h, po);
+    s3d_slots_free(&x.slots);
+    free(x.win);
+    return rc;
+}
+
 int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *src_key,
                     const char *dst_bucket, const char *dst_key,
                     const struct s3d_transfer_options *opts)
@@ -782,45 +856,7 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
     put_opts(&o, info.size,
              o.content_type ? o.content_type : (info.content_type[0] ? info.content_type : NULL),
              &po);
-    if (info.size < c->multipart_threshold) {
-        char *buf = malloc(info.size ? info.size : 1);
-        struct iovec v;
-        if (buf == NULL)
-            return s3d_fail(S3D_ENOMEM, "out of memory");
-        if (info.size > 0)
-            rc = s3d_op_get_range(&c->s3, src_bucket, src_key, 0, info.size, buf, info.etag);
-        if (rc == 0) {
-            v.iov_base = buf;
-            v.iov_len = (size_t)info.size;
-            rc = s3d_xfer_put_single(c, dst_bucket, dst_key, &v, 1, &po);
-        }
-        free(buf);
-        return rc;
-    } else {
-        struct copy_ctx x;
-        struct s3d_put_hooks h;
-        memset(&x, 0, sizeof(x));
-        x.c = c;
-        x.bucket = src_bucket;
-        x.key = src_key;
-        x.etag = info.etag;
-        x.size = info.size;
-        x.part = s3d_upload_part_size(o.part_size, info.size);
-        x.next_number = 1;
-        x.o = &o;
-        rc = s3d_slots_init(&x.slots, S3D_MAX(o.max_conc, 1u), x.part);
-        x.win = calloc(x.slots.n, sizeof(*x.win));
-        if (rc == 0 && x.win == NULL)
-            rc = s3d_fail(S3D_ENOMEM, "out of memory");
-        if (rc == 0) {
-            memset(&h, 0, sizeof(h));
-            h.next = copy_next;
-            h.release = copy_release;
-            h.ctx = &x;
-            rc = s3d_xfer_put_multipart(c, dst_bucket, dst_key, &h, &po);
-        }
-        s3d_slots_free(&x.slots);
-        free(x.win);
-        return rc;
-    }
+    if (info.size < c->multipart_threshold)
+        return copy_single(c, src_bucket, src_key, dst_bucket, dst_key, &info, &po);
+    return copy_multipart(c, src_bucket, src_key, dst_bucket, dst_key, &info, &o, &po);
 }
