@@ -12,6 +12,21 @@ static void *other_thread(void *arg)
     return NULL;
 }
 
+/* The calling thread's last error is the GetObject NoSuchKey failure of main, with message. */
+static void check_last_is_nosuchkey(const char *message)
+{
+    struct s3d_error_info info;
+    s3d_last_error(&info);
+    CHECK(info.code == S3D_ENOSUCHKEY);
+    CHECK(info.http_status == 404);
+    CHECK_STREQ(info.operation, "GetObject");
+    CHECK_STREQ(info.bucket, "b");
+    CHECK_STREQ(info.key, "k");
+    CHECK_STREQ(info.s3_code, "NoSuchKey");
+    CHECK_STREQ(info.request_id, "rid");
+    CHECK_STREQ(info.message, message);
+}
+
 int main(void)
 {
     struct s3d_error_info info;
@@ -36,12 +51,7 @@ int main(void)
 #undef X_CHECK
 
     CHECK(s3d_fail_s3(S3D_ENOSUCHKEY, &d, "GetObject s3://b/k: %s", "missing") == S3D_ENOSUCHKEY);
-    s3d_last_error(&info);
-    CHECK(info.code == S3D_ENOSUCHKEY);
-    CHECK(info.http_status == 404);
-    CHECK_STREQ(info.s3_code, "NoSuchKey");
-    CHECK_STREQ(info.request_id, "rid");
-    CHECK_STREQ(info.message, "GetObject s3://b/k: missing");
+    check_last_is_nosuchkey("GetObject s3://b/k: missing");
 
     CHECK(pthread_create(&th, NULL, other_thread, NULL) == 0);
     pthread_join(th, NULL);
@@ -59,22 +69,11 @@ int main(void)
     s3d_last_error(&info);
     CHECK(info.http_status == 0 && info.bucket[0] == '\0');
     CHECK(s3d_err_restore(&saved) == S3D_ENOSUCHKEY);
-    s3d_last_error(&info);
-    CHECK(info.code == S3D_ENOSUCHKEY);
-    CHECK(info.http_status == 404);
-    CHECK_STREQ(info.operation, "GetObject");
-    CHECK_STREQ(info.bucket, "b");
-    CHECK_STREQ(info.key, "k");
-    CHECK_STREQ(info.s3_code, "NoSuchKey");
-    CHECK_STREQ(info.request_id, "rid");
-    CHECK_STREQ(info.message, "loading ckpt: GetObject s3://b/k: missing");
+    check_last_is_nosuchkey("loading ckpt: GetObject s3://b/k: missing");
     /* Its detail under a new message. */
     s3d_err_record_s3(&saved, &back);
     CHECK(s3d_fail_s3(saved.code, &back, "%s; then more", saved.message) == S3D_ENOSUCHKEY);
-    s3d_last_error(&info);
-    CHECK(info.http_status == 404);
-    CHECK_STREQ(info.s3_code, "NoSuchKey");
-    CHECK_STREQ(info.message, "loading ckpt: GetObject s3://b/k: missing; then more");
+    check_last_is_nosuchkey("loading ckpt: GetObject s3://b/k: missing; then more");
 
     CHECK(s3d_err_from_errno(2 /* ENOENT */) == S3D_ENOENT);
     CHECK(s3d_version() == S3D_VERSION_HEX);
