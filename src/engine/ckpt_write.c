@@ -210,21 +210,11 @@ static size_t chunks_for(const struct shard_writer *w, uint64_t len)
     return (size_t)((len + cs - 1) / cs);
 }
 
-/* Builds the part covering the next `len` bytes at the cursor. Host bytes are referenced
- * where they are; device bytes are copied into chunks. Returns 0 when built (p->ev set if
- * copies are in flight), 1 when no chunk is free (nothing consumed: the chunks taken so far
- * are kept in p and the call is repeated later), <0 on error. */
-static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int blocking)
+/* The device bytes among the next len bytes at the cursor (which does not move). */
+static uint64_t device_bytes_at_cursor(const struct shard_writer *w, uint64_t len)
 {
-    size_t cs = w->pool ? s3d_pool_chunk_size(w->pool) : 0;
-    size_t need = 0, s = w->cur_src;
+    size_t s = w->cur_src;
     uint64_t off = w->cur_off, left = len, dev_bytes = 0;
-    int cap = 0, rc, ordinal = -1;
-    size_t chunk_i = 0;
-    uint64_t chunk_off = 0;
-
-    /* First pass: how many chunks the device bytes of this part need; get them all before
-     * consuming anything, so a retry starts from the same place. */
     while (left > 0) {
         const struct src *sr = &w->srcs[s];
         uint64_t take = S3D_MIN(sr->len - off, left);
@@ -237,10 +227,23 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
             off = 0;
         }
     }
+    return dev_bytes;
+}
+
+/* Takes every staging chunk the device bytes of the next len bytes need before anything is
+ * consumed, so that a call that returns 1 (none free, !blocking) starts again from the same
+ * place; the chunks taken so far stay in p. */
+static int part_reserve(struct shard_writer *w, struct part *p, uint64_t len, int blocking)
+{
+    uint64_t dev_bytes = device_bytes_at_cursor(w, len);
+    size_t need = 0;
+    int rc;
     /* Pieces are packed back to back, but one never straddles the end of a chunk without
      * being split, so ceil(dev_bytes / chunk) chunks suffice. */
-    if (dev_bytes > 0)
+    if (dev_bytes > 0) {
+        size_t cs = s3d_pool_chunk_size(w->pool);
         need = (size_t)((dev_bytes + cs - 1) / cs);
+    }
     /* Never wait for more chunks than the pool holds: that wait would never end. */
     if (need > 0 && need > s3d_pool_chunk_count(w->pool))
         return s3d_fail(S3D_ETOOBIG, "a %llu-byte part needs %zu staging chunks, the pool has %zu",
@@ -250,6 +253,52 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
         if (rc != 0)
             return rc;
     }
+    return 0;
+}
+
+/* Adds take host bytes of sr at the cursor to p, referenced where they are, with their CRC. */
+static int part_add_host(struct shard_writer *w, struct part *p, int *cap, const struct src *sr,
+                         uint64_t take)
+{
+    int rc = iov_push(p, cap, sr->ptr + w->cur_off, take);
+    if (rc < 0 || !w->with_crc || sr->tensor < 0)
+        return rc;
+    return add_rec(w, (size_t)sr->tensor, take, s3d_crc32c(0, sr->ptr + w->cur_off, take), NULL);
+}
+
+/* Records a device piece of tensor whose CRC is computed from host once its copy is done
+ * (part_ready). */
+static int part_pend_crc(struct shard_writer *w, struct part *p, size_t tensor, uint64_t piece,
+                         const char *host)
+{
+    struct pending_crc *pc = s3d_reallocarray(p->pend, p->npend + 1, sizeof(*p->pend));
+    int rc;
+    if (pc == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory building a part");
+    p->pend = pc;
+    rc = add_rec(w, tensor, piece, 0, &p->pend[p->npend].rec);
+    if (rc < 0)
+        return rc;
+    p->pend[p->npend].host = host;
+    p->npend++;
+    return 0;
+}
+
+/* Builds the part covering the next `len` bytes at the cursor. Host bytes are referenced
+ * where they are; device bytes are copied into chunks. Returns 0 when built (p->ev set if
+ * copies are in flight), 1 when no chunk is free (nothing consumed: the chunks taken so far
+ * are kept in p and the call is repeated later), <0 on error. */
+static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int blocking)
+{
+    size_t cs = w->pool ? s3d_pool_chunk_size(w->pool) : 0;
+    uint64_t left;
+    int cap = 0, rc, ordinal = -1;
+    size_t chunk_i = 0;
+    uint64_t chunk_off = 0;
+
+    rc = part_reserve(w, p, len, blocking);
+    if (rc != 0)
+        return rc;
 
     p->length = len;
     left = len;
@@ -257,15 +306,9 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
         const struct src *sr = &w->srcs[w->cur_src];
         uint64_t take = S3D_MIN(sr->len - w->cur_off, left);
         if (sr->device < 0) {
-            rc = iov_push(p, &cap, sr->ptr + w->cur_off, take);
+            rc = part_add_host(w, p, &cap, sr, take);
             if (rc < 0)
                 return rc;
-            if (w->with_crc && sr->tensor >= 0) {
-                rc = add_rec(w, (size_t)sr->tensor, take, s3d_crc32c(0, sr->ptr + w->cur_off, take),
-                             NULL);
-                if (rc < 0)
-                    return rc;
-            }
         } else {
             uint64_t done = 0;
             while (done < take) {
@@ -290,16 +333,9 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
                 if (rc < 0)
                     return rc;
                 if (w->with_crc) {
-                    struct pending_crc *pc =
-                        s3d_reallocarray(p->pend, p->npend + 1, sizeof(*p->pend));
-                    if (pc == NULL)
-                        return s3d_fail(S3D_ENOMEM, "out of memory building a part");
-                    p->pend = pc;
-                    rc = add_rec(w, (size_t)sr->tensor, piece, 0, &p->pend[p->npend].rec);
+                    rc = part_pend_crc(w, p, (size_t)sr->tensor, piece, host);
                     if (rc < 0)
                         return rc;
-                    p->pend[p->npend].host = host;
-                    p->npend++;
                 }
                 done += piece;
                 chunk_off += piece;
