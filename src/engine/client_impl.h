@@ -12,14 +12,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "engine/pool.h"
 #include "s3/s3ctx.h"
 #include "s3direct/client.h"
 
 /* Defaults of the client options (client.h). part_size and concurrency: measured against the
  * local RGW, see docs/internals/engine.md. */
-#define S3D_DEFAULT_CONCURRENCY   8u
-#define S3D_DEFAULT_PART_SIZE     (8ull << 20)
-#define S3D_DEFAULT_STAGING_BYTES (256ull << 20) /* client option staging_bytes */
+#define S3D_DEFAULT_CONCURRENCY 8u
+/* One staging chunk holds one part: the pool's defaults (pool.h) are the client's. */
+#define S3D_DEFAULT_PART_SIZE     ((uint64_t)S3D_POOL_DEFAULT_CHUNK)
+#define S3D_DEFAULT_STAGING_BYTES ((uint64_t)S3D_POOL_DEFAULT_TOTAL)
 /* The most parallel requests a client or one transfer may ask for (more is S3D_EINVAL);
  * s3d_fd_clamp may lower what is asked further. */
 #define S3D_MAX_CONCURRENCY 1024u

@@ -36,6 +36,9 @@
 
 #define BLOCK_TARGET (64ull << 20)
 #define ALIGN        4096ull
+/* The largest chunk and the most chunks a pool may be asked for (S3D_EINVAL beyond). */
+#define POOL_MAX_CHUNK  (4ull << 30)
+#define POOL_MAX_CHUNKS (1u << 20)
 
 struct pool_block {
     unsigned char *base;
@@ -74,14 +77,14 @@ int s3d_pool_new(struct s3d_device *dev, uint64_t total_bytes, uint64_t chunk_by
         total_bytes = S3D_POOL_DEFAULT_TOTAL;
     if (chunk_bytes == 0)
         chunk_bytes = S3D_POOL_DEFAULT_CHUNK;
-    if (chunk_bytes > (4ull << 30))
+    if (chunk_bytes > POOL_MAX_CHUNK)
         return s3d_fail(S3D_EINVAL, "staging pool: chunk of %llu bytes is over 4 GiB",
                         (unsigned long long)chunk_bytes);
     chunk_bytes = (chunk_bytes + ALIGN - 1) & ~(ALIGN - 1);
     n_chunks = total_bytes / chunk_bytes;
     if (n_chunks < 2)
         n_chunks = 2; /* one chunk cannot overlap a read with a copy */
-    if (n_chunks > (1u << 20))
+    if (n_chunks > POOL_MAX_CHUNKS)
         return s3d_fail(S3D_EINVAL, "staging pool: %llu chunks is too many",
                         (unsigned long long)n_chunks);
     per_block = BLOCK_TARGET / chunk_bytes;

@@ -20,8 +20,9 @@ struct s3d_device;
 struct s3d_cancel;
 struct s3d_pool;
 
-#define S3D_POOL_DEFAULT_TOTAL (256u << 20) /* client option staging_bytes */
-#define S3D_POOL_DEFAULT_CHUNK (8u << 20)   /* client option part_size */
+/* Also the client's defaults of staging_bytes and part_size (client_impl.h). */
+#define S3D_POOL_DEFAULT_TOTAL (256u << 20)
+#define S3D_POOL_DEFAULT_CHUNK (8u << 20)
 
 /* Creates a pool of total_bytes / chunk_bytes chunks (at least 2) of chunk_bytes each,
  * carved out of a few large blocks from s3d_device_host_alloc (pinned when a GPU is there),
