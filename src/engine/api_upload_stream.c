@@ -88,13 +88,8 @@ static int st_release(void *ctx, const struct s3d_put_part *p)
 static void *worker(void *arg)
 {
     struct s3d_upload_stream *s = arg;
-    struct s3d_put_hooks h;
-    int rc;
-    memset(&h, 0, sizeof(h));
-    h.next = st_next;
-    h.release = st_release;
-    h.ctx = s;
-    rc = s3d_xfer_put_multipart(s->c, s->bucket, s->key, &h, &s->po);
+    const struct s3d_put_hooks h = {.next = st_next, .release = st_release, .ctx = s};
+    int rc = s3d_xfer_put_multipart(s->c, s->bucket, s->key, &h, &s->po);
     pthread_mutex_lock(&s->mu);
     if (rc < 0)
         s3d_err_save(&s->werr, rc);
