@@ -39,6 +39,27 @@ def make_tensors(spec, seed):
     return out
 
 
+def write_raw(tensors, spec, path):
+    """The tensors' bytes one after another in the spec's order (read back by read_raw)."""
+    with open(path, "wb") as f:
+        for t in spec:
+            f.write(tensors[t["name"]].contiguous().view(-1).view(torch.uint8).numpy())
+
+
+def read_raw(spec, path):
+    """New CPU tensors of the spec, filled from a write_raw file: the same tensors as
+    make_tensors, in a copy instead of seconds of random number generation."""
+    out = {}
+    with open(path, "rb") as f:
+        for t in spec:
+            x = torch.empty(t["shape"], dtype=getattr(torch, t["dtype"]))
+            buf = x.view(-1).view(torch.uint8).numpy()
+            if f.readinto(memoryview(buf)) != buf.nbytes:
+                raise RuntimeError(f"{path}: ends before tensor {t['name']}")
+            out[t["name"]] = x
+    return out
+
+
 def nbytes(spec, names=None):
     return sum(2 * int(np.prod(t["shape"])) for t in spec if names is None or t["name"] in names)
 

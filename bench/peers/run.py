@@ -5,9 +5,11 @@ bench/peers/run.sh, which installs the peers into bench/.venv-peers first.
                   [--tools a,b] [--workloads a,b] [--label http]
 
 Against the S3 server of the environment (AWS_ENDPOINT_URL and keys). Writes one checkpoint in
-three source formats (safetensors, torch.save, tensorizer) with the same tensors, checks every
-tool's bytes once (a verify pass that also warms the server), then runs ROUNDS interleaved,
-rotated rounds: each measurement is a fresh child process (bench/peers/worker.py). Output in
+three source formats (safetensors, torch.save, tensorizer) with the same tensors, reads each
+object once untimed (warms the server), then runs ROUNDS interleaved, rotated rounds: each
+measurement is a fresh child process (bench/peers/worker.py). In the first round every child
+also checks the bytes it loaded or saved, after its timing stops (outside the timed window and
+its CPU count); a tool with wrong bytes is marked so and not timed again. Output in
 DIR: rows.json (every raw row), table.md (medians and ratios to s3direct) and charts
 (throughput, client CPU-s/GB, peak RSS growth per tool and workload).
 """
@@ -54,7 +56,8 @@ def tensorizer_blob(state):
 
     class Keep(io.BytesIO):
         def close(self):
-            self.data = self.getvalue()
+            if not self.closed:  # the serializer's __del__ closes it a second time
+                self.data = self.getvalue()
             super().close()
     buf = Keep()
     ser = TensorSerializer(buf)
@@ -97,10 +100,15 @@ def setup(args):
         keys["tz"] = "peers/missing.tensors"
     names = [t["name"] for t in spec_t]
     subset = names[::10]
+    # The save workers read the source tensors from here (a copy) instead of generating 2 GB
+    # of random bits each time (seconds per process).
+    state_path = f"/dev/shm/s3d-peers-state-{os.getpid()}.bin"
+    ckpt.write_raw(state, spec_t, state_path)
     spec = {
         "endpoint": endpoint, "bucket": bucket, "region": os.environ.get("AWS_REGION",
                                                                           "us-east-1"),
         "keys": keys, "tensors": spec_t, "seed": seed, "cli": args.cli,
+        "state_path": state_path,
         "s3fs_path": os.path.abspath(os.path.join(HERE, "..", ".peers-s3fs")),
         "sizes": dict(sizes, tensors=ckpt.nbytes(spec_t), subset=ckpt.nbytes(spec_t, subset)),
         "digest": digest_tensors(state, names), "subset_digest": digest_tensors(state, subset),
@@ -242,20 +250,33 @@ def drop_saved(spec_path, tool, workload):
     gc_server()
 
 
+def warm(spec):
+    """Reads each source object once, untimed: the first timed reader does not pay for a cold
+    server."""
+    for fmt, key in spec["keys"].items():
+        if "missing" not in key:
+            subprocess.run([spec["cli"], "cp", f"s3://{spec['bucket']}/{key}", "-"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def median(rows, field):
     v = [r[field] for r in rows if field in r]
     return statistics.median(v) if v else None
 
 
 def summarize(rows, tools, workloads, label, sizes):
-    """Medians per tool and workload, with s3direct's throughput over each tool's."""
+    """Medians per tool and workload, with s3direct's throughput over each tool's. Timed rows
+    carry "round"; those of round 0 also carry the byte check ("verify", "verified"). A tool
+    whose bytes were wrong gets no numbers, only the failure."""
     out = {}
     for w in workloads:
         for t in tools:
-            rs = [r for r in rows if r["tool"] == t and r["workload"] == w and not r.get("verify")]
-            ok = [r for r in rs if "error" not in r]
+            rs = [r for r in rows if r["tool"] == t and r["workload"] == w and "round" in r]
             vr = [r for r in rows if r["tool"] == t and r["workload"] == w and r.get("verify")]
-            err = next((r["error"] for r in vr + rs if "error" in r), None)
+            wrong = any(r.get("verified") is False for r in vr)
+            ok = [] if wrong else [r for r in rs if "error" not in r]
+            err = ("WRONG BYTES: failed verification" if wrong else
+                   next((r["error"] for r in vr + rs if "error" in r), None))
             out[(t, w)] = {
                 "n": len(ok), "gbps": median(ok, "gbps"), "cpu": median(ok, "cpu_s_per_gb"),
                 "rss": median(ok, "rss_growth_mib"), "returned_s": median(ok, "returned_s"),
@@ -263,7 +284,8 @@ def summarize(rows, tools, workloads, label, sizes):
                 "stall": median(ok, "stall_over_memcpy"),
                 "min": min((r["gbps"] for r in ok), default=None),
                 "max": max((r["gbps"] for r in ok), default=None),
-                "verified": vr[0].get("verified") if vr else None, "error": err,
+                "verified": vr[0].get("verified") if vr else None,
+                "error": None if ok else err,
             }
     lines = [f"### {label}", "",
              "| workload | tool | GB/s (median, min–max) | s3direct ÷ tool | client CPU-s/GB |"
@@ -368,38 +390,39 @@ def main():
               open(spec_path.replace(".json", "-relay.json"), "w"))
     rows = []
     try:
-        log(f"peers: verify pass ({len(tools)} tools × {len(workloads)} workloads)")
-        runnable = []
-        for w in workloads:
-            for t in tools:
-                r = measure(spec_path, t, w, args.out, True, args.timeout, counter)
-                r["verify"] = True
-                rows.append(r)
-                state = r.get("error") or ("bytes ok" if r.get("verified") else
-                                           "bytes not kept" if r.get("verified") is None
-                                           else "WRONG BYTES")
-                log(f"  {w:10s} {t:12s} {state}")
-                if "error" not in r and r.get("verified") is not False:
-                    runnable.append((t, w))
-            gc_server()
+        warm(spec)
+        runnable = {(t, w) for w in workloads for t in tools}
         for rnd in range(args.rounds):
-            log(f"peers: round {rnd + 1}/{args.rounds}")
+            verify = rnd == 0  # bytes checked once per tool, after the timing, in round 1
+            log(f"peers: round {rnd + 1}/{args.rounds}" + (" (bytes checked after each timing)"
+                                                           if verify else ""))
             for w in workloads:
                 ts = [t for t in tools if (t, w) in runnable]
                 k = rnd % max(1, len(ts))
                 for t in ts[k:] + ts[:k]:  # rotated: no tool always runs first
-                    r = measure(spec_path, t, w, args.out, False, args.timeout, counter)
-                    r["round"] = rnd
+                    r = measure(spec_path, t, w, args.out, verify, args.timeout, counter)
+                    if verify:
+                        r["verify"] = True
+                    if not r.get("cannot_run"):
+                        r["round"] = rnd
                     rows.append(r)
+                    if "error" in r or r.get("verified") is False:
+                        runnable.discard((t, w))  # failed or wrong bytes: not timed again
                     if "error" in r:
                         log(f"  {w:10s} {t:12s} {r['error']}")
-                    else:
-                        log(f"  {w:10s} {t:12s} {r['gbps']:.3f} GB/s {r['cpu_s_per_gb']:.2f} "
-                            f"CPU-s/GB {r['rss_growth_mib']:.0f} MiB")
+                        continue
+                    check = {True: "bytes ok", False: "WRONG BYTES",
+                             None: "bytes not kept"}[r.get("verified")] if verify else ""
+                    log(f"  {w:10s} {t:12s} {r['gbps']:.3f} GB/s {r['cpu_s_per_gb']:.2f} "
+                        f"CPU-s/GB {r['rss_growth_mib']:.0f} MiB {check}")
                 if w in ("save", "save_async"):
                     gc_server()
     finally:
         counter.close()
+        try:
+            os.unlink(spec["state_path"])
+        except OSError:
+            pass
         try:
             objs = s3.list_objects_v2(Bucket=spec["bucket"]).get("Contents", [])
             for o in objs:

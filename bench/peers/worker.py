@@ -55,7 +55,10 @@ def _cpu():
 
 
 def make_state():
-    """The checkpoint's tensors, regenerated from the spec's seed (same as run.py wrote)."""
+    """The checkpoint's tensors (same as run.py wrote): read from its raw copy when there is
+    one, else regenerated from the spec's seed."""
+    if os.path.exists(SPEC.get("state_path") or ""):
+        return ckpt.read_raw(SPEC["tensors"], SPEC["state_path"])
     return ckpt.make_tensors(SPEC["tensors"], SPEC["seed"])
 
 
