@@ -134,6 +134,51 @@ int s3d_device_event_sync(struct s3d_device *dev, struct s3d_event *e);
  * This is how saves wait for the kernels that produce the tensors. No-op on other backends. */
 int s3d_device_wait_external(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_stream);
 
+/* ---- per-device stream sets ----------------------------------------------------------- */
+
+/* Device ordinals one operation may use: destinations and sources on cuda:0..63. */
+#define S3D_MAX_DEVICES 64
+
+/* The caller's stream for device ordinal k: streams[k] when given (k < n), else def. The
+ * cuda_stream / cuda_streams / n_cuda_streams options of loads and saves. */
+static inline uint64_t s3d_caller_stream(uint64_t def, const uint64_t *streams, uint32_t n, int k)
+{
+    return streams != NULL && k >= 0 && (uint32_t)k < n ? streams[k] : def;
+}
+
+/* The streams of one operation (a load, a save, a file read or write): one per device
+ * ordinal, made on first use. When the caller's streams are set (s3d_stream_set_wait_caller),
+ * a stream first waits for the caller's stream on its device, once, before its first copy:
+ * the caller's kernels may still read a destination or produce a source. Single-threaded: the
+ * set belongs to the call that made it. s3d_stream_set_init first; fields read-only
+ * outside stream_set.c (stream[k] is NULL until s3d_stream_set_get made it). */
+struct s3d_stream_set {
+    struct s3d_device *dev;
+    struct s3d_stream *stream[S3D_MAX_DEVICES];
+    unsigned char waited[S3D_MAX_DEVICES]; /* stream[k] waited for the caller's stream */
+    int wait;                              /* the caller's streams below are set */
+    uint64_t wait_def;
+    const uint64_t *wait_streams; /* not owned: must outlive the set's use */
+    uint32_t wait_n;
+};
+
+/* An empty set on dev: no stream, no waiting. */
+void s3d_stream_set_init(struct s3d_stream_set *set, struct s3d_device *dev);
+/* From now on each stream waits for the caller's stream on its device (s3d_caller_stream of
+ * def, streams, n) before its next use, once: also for streams already made, so an operation
+ * made of several calls (a file writer's writes) waits again at the start of each. */
+void s3d_stream_set_wait_caller(struct s3d_stream_set *set, uint64_t def, const uint64_t *streams,
+                                uint32_t n);
+/* The stream for ordinal, made on first use and made to wait as described above.
+ * S3D_ENODEVICE for an ordinal outside 0..S3D_MAX_DEVICES-1; errors of
+ * s3d_device_stream_new and s3d_device_wait_external. */
+int s3d_stream_set_get(struct s3d_stream_set *set, int ordinal, struct s3d_stream **out);
+/* Waits for the work queued on every stream of the set; every stream is waited for even after
+ * an error. Returns the first error, else 0. */
+int s3d_stream_set_sync(struct s3d_stream_set *set);
+/* Waits for and destroys the streams; the set is empty again (init state kept). */
+void s3d_stream_set_free(struct s3d_stream_set *set);
+
 /* ---- cuFile (GPUDirect Storage) -------------------------------------------------------- */
 
 struct s3d_cufile;

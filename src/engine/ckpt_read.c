@@ -35,8 +35,7 @@
 #include "s3direct/transfer.h"
 
 /* Host pieces at least this big are fetched straight into their destination. */
-#define S3D_DIRECT_MIN  (1u << 20)
-#define S3D_MAX_DEVICES 64
+#define S3D_DIRECT_MIN (1u << 20)
 
 /* ---- reading --------------------------------------------------------------------------- */
 
@@ -102,7 +101,7 @@ struct s3read {
     void **chunks; /* per job: its staging chunk, or NULL */
     struct s3d_device *dev;
     struct s3d_pool *pool;
-    struct s3d_stream *streams[S3D_MAX_DEVICES];
+    struct s3d_stream_set streams; /* waits for the caller's streams */
     const struct s3d_read_options *o;
     /* Chunks whose device copies are queued: released when their event completes. */
     struct inflight {
@@ -111,25 +110,6 @@ struct s3read {
     } * inflight;
     size_t n_inflight;
 };
-
-static int stream_for(struct s3read *s, int ordinal, struct s3d_stream **out)
-{
-    int rc;
-    if (s->streams[ordinal] == NULL) {
-        rc = s3d_device_stream_new(s->dev, ordinal, &s->streams[ordinal]);
-        if (rc < 0)
-            return rc;
-        /* The destination may still be read by the caller's kernels (load_into), or be a
-         * block the caching allocator recycled from a tensor whose kernels are pending. */
-        rc = s3d_device_wait_external(s->dev, s->streams[ordinal],
-                                      s3d_caller_stream(s->o->cuda_stream, s->o->cuda_streams,
-                                                        s->o->n_cuda_streams, ordinal));
-        if (rc < 0)
-            return rc;
-    }
-    *out = s->streams[ordinal];
-    return 0;
-}
 
 static int read_prepare(void *ctx, struct s3d_get_job *job)
 {
@@ -191,7 +171,7 @@ static int read_done(void *ctx, struct s3d_get_job *job)
             memcpy((char *)pc->dst + seg->piece_off, src, seg->len);
         } else {
             struct s3d_stream *st;
-            rc = stream_for(s, pc->device, &st);
+            rc = s3d_stream_set_get(&s->streams, pc->device, &st);
             if (rc < 0)
                 return rc;
             rc = s3d_device_copy_htod(s->dev, st, (uint64_t)(uintptr_t)pc->dst + seg->piece_off,
@@ -202,7 +182,7 @@ static int read_done(void *ctx, struct s3d_get_job *job)
              * per job. With several, the event goes on the last stream and the others are
              * synchronized now (rare: keeps one event per chunk). */
             if (device_ordinal >= 0 && device_ordinal != pc->device) {
-                rc = s3d_device_stream_sync(s->dev, s->streams[device_ordinal]);
+                rc = s3d_device_stream_sync(s->dev, s->streams.stream[device_ordinal]);
                 if (rc < 0)
                     return rc;
             }
@@ -219,7 +199,7 @@ static int read_done(void *ctx, struct s3d_get_job *job)
         rc = s3d_device_event_new(s->dev, device_ordinal, &ev);
         if (rc < 0)
             return rc;
-        rc = s3d_device_event_record(s->dev, ev, s->streams[device_ordinal]);
+        rc = s3d_device_event_record(s->dev, ev, s->streams.stream[device_ordinal]);
         if (rc < 0) {
             s3d_device_event_free(s->dev, ev);
             return rc;
@@ -250,7 +230,7 @@ static int read_s3(struct s3d_reader *r, struct dest *dests, const struct s3d_te
     struct s3read s;
     struct s3d_get_hooks hooks;
     size_t np = 0, chunks_total;
-    int first_device = -1, rc;
+    int first_device = -1, rc, sync_rc;
 
     memset(&s, 0, sizeof(s));
     s.r = r;
@@ -264,6 +244,10 @@ static int read_s3(struct s3d_reader *r, struct dest *dests, const struct s3d_te
             first_device = d[i].device;
     if (first_device >= 0 && (rc = s3d_client_device(r->client, &s.dev)) < 0)
         return rc;
+    /* The destination may still be read by the caller's kernels (load_into), or be a block
+     * the caching allocator recycled from a tensor whose kernels are pending. */
+    s3d_stream_set_init(&s.streams, s.dev);
+    s3d_stream_set_wait_caller(&s.streams, o->cuda_stream, o->cuda_streams, o->n_cuda_streams);
     rc = s3d_client_pool(r->client, first_device, &s.pool);
     if (rc < 0)
         return rc;
@@ -314,12 +298,9 @@ static int read_s3(struct s3d_reader *r, struct dest *dests, const struct s3d_te
     rc = s3d_xfer_get(r->client, s.jobs, s.plan.njobs, &hooks, 0, o->progress, o->progress_user,
                       o->cancel);
     /* Whatever happened, every queued copy must finish before its chunk goes back. */
-    for (int dv = 0; dv < S3D_MAX_DEVICES; dv++)
-        if (s.streams[dv] != NULL) {
-            int src = s3d_device_stream_sync(s.dev, s.streams[dv]);
-            if (rc == 0 && src < 0)
-                rc = src;
-        }
+    sync_rc = s3d_stream_set_sync(&s.streams);
+    if (rc == 0 && sync_rc < 0)
+        rc = sync_rc;
     for (size_t i = 0; i < s.n_inflight; i++) {
         s3d_pool_put(s.pool, s.inflight[i].chunk);
         s3d_device_event_free(s.dev, s.inflight[i].ev);
@@ -331,8 +312,7 @@ out:
     if (s.chunks != NULL)
         for (size_t j = 0; j < s.plan.njobs; j++)
             s3d_pool_put(s.pool, s.chunks[j]);
-    for (int dv = 0; dv < S3D_MAX_DEVICES; dv++)
-        s3d_device_stream_free(s.dev, s.streams[dv]);
+    s3d_stream_set_free(&s.streams);
     free(s.inflight);
     free(s.chunks);
     free(s.jobs);

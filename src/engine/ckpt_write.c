@@ -51,8 +51,6 @@
 #include "s3direct/checkpoint.h"
 #include "s3direct/transfer.h"
 
-#define S3D_MAX_DEVICES_W 64
-
 /* One source of bytes of the object: the header (tensor = -1) or a tensor. */
 struct src {
     const char *ptr; /* host pointer, or device address */
@@ -91,8 +89,7 @@ struct shard_writer {
     struct s3d_pool *pool; /* NULL when no tensor is on a device */
     const struct s3d_write_options *o;
     int with_crc;
-    struct s3d_stream *streams[S3D_MAX_DEVICES_W];
-    int waited[S3D_MAX_DEVICES_W]; /* the stream waited on the caller's stream already */
+    struct s3d_stream_set streams; /* each waits for the caller's stream once */
 
     struct src *srcs;
     size_t nsrcs;
@@ -133,27 +130,6 @@ static int add_rec(struct shard_writer *w, size_t tensor, uint64_t len, uint32_t
     if (idx != NULL)
         *idx = w->nrecs;
     w->nrecs++;
-    return 0;
-}
-
-static int stream_for(struct shard_writer *w, int ordinal, struct s3d_stream **out)
-{
-    int rc;
-    if (w->streams[ordinal] == NULL) {
-        rc = s3d_device_stream_new(w->dev, ordinal, &w->streams[ordinal]);
-        if (rc < 0)
-            return rc;
-    }
-    if (!w->waited[ordinal]) {
-        /* The caller's kernels that produce the tensors may still be running. */
-        rc = s3d_device_wait_external(w->dev, w->streams[ordinal],
-                                      s3d_caller_stream(w->o->cuda_stream, w->o->cuda_streams,
-                                                        w->o->n_cuda_streams, ordinal));
-        if (rc < 0)
-            return rc;
-        w->waited[ordinal] = 1;
-    }
-    *out = w->streams[ordinal];
     return 0;
 }
 
@@ -315,12 +291,12 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
                 uint64_t piece = S3D_MIN(take - done, (uint64_t)cs - chunk_off);
                 char *host = (char *)p->chunks[chunk_i] + chunk_off;
                 struct s3d_stream *st;
-                rc = stream_for(w, sr->device, &st);
+                rc = s3d_stream_set_get(&w->streams, sr->device, &st);
                 if (rc < 0)
                     return rc;
                 if (ordinal >= 0 && ordinal != sr->device) {
                     /* One event per part: copies from another device are waited for now. */
-                    rc = s3d_device_stream_sync(w->dev, w->streams[ordinal]);
+                    rc = s3d_device_stream_sync(w->dev, w->streams.stream[ordinal]);
                     if (rc < 0)
                         return rc;
                 }
@@ -360,7 +336,7 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
         if (rc < 0)
             return rc;
         p->ev_ordinal = ordinal;
-        rc = s3d_device_event_record(w->dev, p->ev, w->streams[ordinal]);
+        rc = s3d_device_event_record(w->dev, p->ev, w->streams.stream[ordinal]);
         if (rc < 0)
             return rc;
     }
@@ -539,9 +515,7 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
         w->next_number = 1;
         rc = s3d_xfer_put_multipart(w->c, loc->bucket, loc->key, &hooks, &po);
         /* Parts the engine never released (failure): wait for their copies, free them. */
-        for (int dv = 0; dv < S3D_MAX_DEVICES_W; dv++)
-            if (w->streams[dv] != NULL)
-                s3d_device_stream_sync(w->dev, w->streams[dv]);
+        s3d_stream_set_sync(&w->streams);
         for (uint32_t i = 0; i < w->nparts; i++)
             part_release(w, &w->parts[i]);
         free(w->parts);
@@ -614,6 +588,9 @@ static int write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_po
         return rc;
     w.c = c;
     w.dev = dev;
+    /* The caller's kernels that produce the tensors may still be running. */
+    s3d_stream_set_init(&w.streams, dev);
+    s3d_stream_set_wait_caller(&w.streams, o->cuda_stream, o->cuda_streams, o->n_cuda_streams);
     w.pool = pool;
     w.o = o;
     w.with_crc = !o->no_checksum;
@@ -648,8 +625,7 @@ static int write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_po
     else
         rc = write_shard_file(&w, &loc, hdr.data, hdr.len, crc_pos);
 out:
-    for (int dv = 0; dv < S3D_MAX_DEVICES_W; dv++)
-        s3d_device_stream_free(dev, w.streams[dv]);
+    s3d_stream_set_free(&w.streams);
     free(w.recs);
     free(w.crcs);
     free(w.srcs);
@@ -844,8 +820,7 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
                                 "GPU (%s)",
                                 tensors[i].name ? tensors[i].name : "(null)", tensors[i].device,
                                 s3d_device_why_host(dev));
-            if (tensors[i].device >= S3D_MAX_DEVICES_W ||
-                tensors[i].device >= s3d_device_count(dev))
+            if (tensors[i].device >= S3D_MAX_DEVICES || tensors[i].device >= s3d_device_count(dev))
                 return s3d_fail(S3D_ENODEVICE, "tensor '%s': no device cuda:%d",
                                 tensors[i].name ? tensors[i].name : "(null)", tensors[i].device);
             if (!need_pool)

@@ -51,12 +51,6 @@ struct s3d_file_io_opts {
     uint32_t n_cuda_streams;
 };
 
-/* The caller's stream for device ordinal k: streams[k] when given, else def. */
-static inline uint64_t s3d_caller_stream(uint64_t def, const uint64_t *streams, uint32_t n, int k)
-{
-    return streams != NULL && k >= 0 && (uint32_t)k < n ? streams[k] : def;
-}
-
 /* One byte range of the file and where it goes. */
 struct s3d_file_range {
     uint64_t file_offset;

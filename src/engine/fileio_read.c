@@ -41,7 +41,7 @@ struct reader {
     int fd_direct; /* O_DIRECT, or -1 when refused or not wanted */
     uint64_t size;
     uint64_t done, total;
-    struct fio_gpu gpu;
+    struct s3d_stream_set gpu;
 };
 
 /* Reads [off, off + len) into buf, O_DIRECT when rd has it (buf, off and len then aligned),
@@ -198,7 +198,7 @@ static int read_staged(struct reader *rd, const struct s3d_file_range *ranges, c
                 goto out;
             }
             uint64_t wend = pos + valid;
-            unsigned char used[FIO_MAX_ORDINALS] = {0};
+            unsigned char used[S3D_MAX_DEVICES] = {0};
             for (size_t q = k; q < j; q++) {
                 const struct s3d_file_range *r = &ranges[idx[q]];
                 if (r->file_offset >= wend)
@@ -211,7 +211,7 @@ static int read_staged(struct reader *rd, const struct s3d_file_range *ranges, c
                 struct s3d_stream *st;
                 if (r->crc_out != NULL)
                     crc[q] = s3d_crc32c(crc[q], src, (size_t)(b - a));
-                if ((rc = fio_gpu_stream(&rd->gpu, r->device, &st)) < 0)
+                if ((rc = s3d_stream_set_get(&rd->gpu, r->device, &st)) < 0)
                     goto out;
                 rc = s3d_device_copy_htod(rd->dev, st,
                                           (uint64_t)(uintptr_t)r->dst + (a - r->file_offset), src,
@@ -222,7 +222,7 @@ static int read_staged(struct reader *rd, const struct s3d_file_range *ranges, c
                 rd->done += b - a;
             }
             /* One event per stream used, after the window's last copy on it. */
-            for (int o = 0; o < FIO_MAX_ORDINALS; o++)
+            for (int o = 0; o < S3D_MAX_DEVICES; o++)
                 if (used[o] && (rc = fio_slot_record(&ring, s, o, rd->gpu.stream[o])) < 0)
                     goto out;
             while (k < j && ranges[idx[k]].file_offset + ranges[idx[k]].length <= wend)
@@ -241,16 +241,15 @@ static int read_staged(struct reader *rd, const struct s3d_file_range *ranges, c
             fio_ring_pop(&ring);
         }
     }
-    for (int o = 0; o < FIO_MAX_ORDINALS && rc == 0; o++)
-        if (rd->gpu.stream[o] != NULL)
-            rc = s3d_device_stream_sync(rd->dev, rd->gpu.stream[o]);
+    if (rc == 0)
+        rc = s3d_stream_set_sync(&rd->gpu);
     if (rc == 0)
         for (size_t q = 0; q < m; q++)
             if (ranges[idx[q]].crc_out != NULL)
                 *ranges[idx[q]].crc_out = crc[q];
 out:
     if (rc < 0)
-        fio_gpu_sync(&rd->gpu); /* copies queued before a failure may still read chunks */
+        s3d_stream_set_sync(&rd->gpu); /* copies queued before a failure may read chunks */
     fio_ring_drain(&ring);
     free(crc);
     return rc;
@@ -280,9 +279,9 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
     for (size_t q = 0; q < m && rc == 0; q++) {
         struct s3d_stream *st;
         const int dv = ranges[idx[q]].device;
-        if (ranges[idx[q]].length == 0 || (dv < FIO_MAX_ORDINALS && rd->gpu.stream[dv] != NULL))
+        if (ranges[idx[q]].length == 0 || (dv < S3D_MAX_DEVICES && rd->gpu.stream[dv] != NULL))
             continue;
-        if ((rc = fio_gpu_stream(&rd->gpu, dv, &st)) == 0)
+        if ((rc = s3d_stream_set_get(&rd->gpu, dv, &st)) == 0)
             rc = s3d_device_stream_sync(rd->dev, st);
     }
     for (size_t q = 0; q < m && rc == 0; q++) {
@@ -340,8 +339,10 @@ int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const ch
     rd.path = path;
     rd.o = opts != NULL ? opts : &defaults;
     rd.fd = rd.fd_direct = -1;
-    rd.gpu.dev = dev;
-    rd.gpu.wait_for = rd.o; /* copies into device memory wait for the caller's stream */
+    /* Copies into device memory wait for the caller's stream. */
+    s3d_stream_set_init(&rd.gpu, dev);
+    s3d_stream_set_wait_caller(&rd.gpu, rd.o->cuda_stream, rd.o->cuda_streams,
+                               rd.o->n_cuda_streams);
     const int mode = rd.o->mode;
     if (mode < S3D_FILE_IO_AUTO || mode > S3D_FILE_IO_BUFFERED)
         return s3d_fail(S3D_EINVAL, "read %s: unknown file I/O mode %d", path, mode);
@@ -400,7 +401,7 @@ int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const ch
     if (rc == 1)
         rc = read_staged(&rd, ranges, idx, m);
 out:
-    fio_gpu_free(&rd.gpu);
+    s3d_stream_set_free(&rd.gpu);
     if (rd.fd_direct >= 0)
         close(rd.fd_direct);
     close(rd.fd);

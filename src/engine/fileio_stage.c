@@ -70,45 +70,6 @@ int fio_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
     return 0;
 }
 
-int fio_gpu_stream(struct fio_gpu *g, int ordinal, struct s3d_stream **out)
-{
-    int rc;
-    if (ordinal < 0 || ordinal >= FIO_MAX_ORDINALS)
-        return s3d_fail(S3D_ENODEVICE, "GPU device %d: out of range", ordinal);
-    if (g->stream[ordinal] == NULL) {
-        rc = s3d_device_stream_new(g->dev, ordinal, &g->stream[ordinal]);
-        if (rc < 0)
-            return rc;
-        if (g->wait_for != NULL) {
-            const struct s3d_file_io_opts *o = g->wait_for;
-            rc = s3d_device_wait_external(
-                g->dev, g->stream[ordinal],
-                s3d_caller_stream(o->cuda_stream, o->cuda_streams, o->n_cuda_streams, ordinal));
-            if (rc < 0)
-                return rc;
-        }
-    }
-    *out = g->stream[ordinal];
-    return 0;
-}
-
-/* Waits for every copy queued on the set's streams (errors ignored: used on failure paths,
- * before staging chunks go back to the pool). */
-void fio_gpu_sync(struct fio_gpu *g)
-{
-    for (int i = 0; i < FIO_MAX_ORDINALS; i++)
-        if (g->stream[i] != NULL)
-            s3d_device_stream_sync(g->dev, g->stream[i]);
-}
-
-void fio_gpu_free(struct fio_gpu *g)
-{
-    for (int i = 0; i < FIO_MAX_ORDINALS; i++) {
-        s3d_device_stream_free(g->dev, g->stream[i]); /* waits for the stream's copies */
-        g->stream[i] = NULL;
-    }
-}
-
 void fio_ring_init(struct fio_ring *r, struct s3d_device *dev, struct s3d_pool *pool)
 {
     memset(r, 0, sizeof(*r));
@@ -120,7 +81,7 @@ void fio_ring_init(struct fio_ring *r, struct s3d_device *dev, struct s3d_pool *
 /* 1 when every event of slot s is complete, 0 if not, < 0 on error. */
 int fio_slot_query(struct fio_ring *r, struct fio_slot *s, int block)
 {
-    for (int o = 0; o < FIO_MAX_ORDINALS; o++) {
+    for (int o = 0; o < S3D_MAX_DEVICES; o++) {
         if (!s->recorded[o])
             continue;
         int rc = block ? s3d_device_event_sync(r->dev, s->ev[o])
@@ -157,7 +118,7 @@ void fio_ring_drain(struct fio_ring *r)
         fio_ring_pop(r);
     }
     for (int i = 0; i < FIO_MAX_INFLIGHT; i++)
-        for (int o = 0; o < FIO_MAX_ORDINALS; o++) {
+        for (int o = 0; o < S3D_MAX_DEVICES; o++) {
             s3d_device_event_free(r->dev, r->s[i].ev[o]);
             r->s[i].ev[o] = NULL;
         }
@@ -234,12 +195,13 @@ int fio_open_direct(const char *path, int flags)
 
 /* Copied back through one chunk at a time: this pass only runs on cuFile paths, where the
  * bytes never passed through host memory. */
-int fio_crc_of_device(struct s3d_device *dev, struct s3d_pool *pool, struct fio_gpu *g, int ordinal,
-                      uint64_t dptr, uint64_t len, struct s3d_cancel *cancel, uint32_t *out)
+int fio_crc_of_device(struct s3d_device *dev, struct s3d_pool *pool, struct s3d_stream_set *g,
+                      int ordinal, uint64_t dptr, uint64_t len, struct s3d_cancel *cancel,
+                      uint32_t *out)
 {
     struct s3d_stream *st;
     uint32_t crc = 0;
-    int rc = fio_gpu_stream(g, ordinal, &st);
+    int rc = s3d_stream_set_get(g, ordinal, &st);
     if (rc < 0)
         return rc;
     void *chunk = s3d_pool_get(pool, cancel);

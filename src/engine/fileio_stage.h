@@ -18,7 +18,6 @@
 #define FIO_MERGE_GAP    (64ull << 10) /* reads go through gaps smaller than this */
 #define FIO_HOST_PIECE   (8ull << 20)  /* host reads/writes: CRC summed per piece, in cache */
 #define FIO_MAX_INFLIGHT 4
-#define FIO_MAX_ORDINALS 64 /* as the S3 paths: CUDA ordinals 0..63 */
 
 /* s3d_fail with the errno e naming what ("read", "write"), the path and the offset. */
 int fio_io_fail(int e, const char *what, const char *path, uint64_t off);
@@ -32,24 +31,10 @@ int fio_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
 /* open(path, flags | O_DIRECT); -1 with errno (EINVAL: the file system refuses). */
 int fio_open_direct(const char *path, int flags);
 
-/* One stream per device ordinal used by a call, created on first use. */
-struct fio_gpu {
-    struct s3d_device *dev;
-    struct s3d_stream *stream[FIO_MAX_ORDINALS];
-    /* Reads: when set, a stream made for device k first waits for the caller's stream on k
-     * (the destination may still be read by the caller's kernels). */
-    const struct s3d_file_io_opts *wait_for;
-};
-int fio_gpu_stream(struct fio_gpu *g, int ordinal, struct s3d_stream **out);
-/* Waits for every stream's copies, errors ignored (failure paths, before chunks go back). */
-void fio_gpu_sync(struct fio_gpu *g);
-/* Waits for and destroys the streams. */
-void fio_gpu_free(struct fio_gpu *g);
-
 struct fio_slot {
     void *chunk;
-    struct s3d_event *ev[FIO_MAX_ORDINALS];
-    unsigned char recorded[FIO_MAX_ORDINALS];
+    struct s3d_event *ev[S3D_MAX_DEVICES];
+    unsigned char recorded[S3D_MAX_DEVICES];
     /* writes: where the chunk's bytes go once copied, and their segment */
     uint64_t file_off, len;
     size_t seg;
@@ -83,7 +68,8 @@ int fio_slot_record(struct fio_ring *r, struct fio_slot *s, int ordinal, struct 
 void fio_ring_drain(struct fio_ring *r);
 
 /* CRC32C of len bytes of device memory, copied back through one pool chunk (cuFile paths). */
-int fio_crc_of_device(struct s3d_device *dev, struct s3d_pool *pool, struct fio_gpu *g, int ordinal,
-                      uint64_t dptr, uint64_t len, struct s3d_cancel *cancel, uint32_t *out);
+int fio_crc_of_device(struct s3d_device *dev, struct s3d_pool *pool, struct s3d_stream_set *g,
+                      int ordinal, uint64_t dptr, uint64_t len, struct s3d_cancel *cancel,
+                      uint32_t *out);
 
 #endif

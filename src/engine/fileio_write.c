@@ -32,7 +32,7 @@ struct s3d_file_writer {
     int cufile_state; /* 0 not tried, 1 in use, -1 not used */
     int committed;
     uint64_t written; /* for progress */
-    struct fio_gpu gpu;
+    struct s3d_stream_set gpu;
     /* the segment CRCs of the write in progress */
     uint32_t *crc_out;
 };
@@ -55,7 +55,7 @@ int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const ch
     w->dev = dev;
     w->pool = pool;
     w->fd = w->fd_direct = -1;
-    w->gpu.dev = dev;
+    s3d_stream_set_init(&w->gpu, dev);
     if (opts != NULL)
         w->o = *opts;
     if (w->o.mode < S3D_FILE_IO_AUTO || w->o.mode > S3D_FILE_IO_BUFFERED) {
@@ -146,7 +146,6 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
                           const struct s3d_file_seg *segs, size_t n, uint32_t *crc_out)
 {
     struct fio_ring ring;
-    unsigned char waited[FIO_MAX_ORDINALS] = {0};
     uint64_t off = offset;
     int rc = 0, have_ring = 0;
 
@@ -155,6 +154,9 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
     if (crc_out != NULL)
         memset(crc_out, 0, n * sizeof(*crc_out));
     w->crc_out = crc_out;
+    /* The kernels that produce the tensors may still run on the caller's stream: each write
+     * waits for them again, before its first copy from a device. */
+    s3d_stream_set_wait_caller(&w->gpu, w->o.cuda_stream, w->o.cuda_streams, w->o.n_cuda_streams);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct s3d_file_seg *sg = &segs[i];
         if (sg->device < 0) {
@@ -165,17 +167,8 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
         if (sg->length == 0)
             continue;
         struct s3d_stream *st;
-        if ((rc = fio_gpu_stream(&w->gpu, sg->device, &st)) < 0)
+        if ((rc = s3d_stream_set_get(&w->gpu, sg->device, &st)) < 0)
             break;
-        /* The kernels that produce the tensors may still run on the caller's stream. */
-        if (!waited[sg->device]) {
-            if ((rc = s3d_device_wait_external(
-                     w->dev, st,
-                     s3d_caller_stream(w->o.cuda_stream, w->o.cuda_streams, w->o.n_cuda_streams,
-                                       sg->device))) < 0)
-                break;
-            waited[sg->device] = 1;
-        }
         if ((rc = writer_cufile(w)) < 0)
             break;
         int via_cufile = rc == 1;
@@ -237,7 +230,7 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
     }
 out:
     if (have_ring && rc < 0)
-        fio_gpu_sync(&w->gpu);
+        s3d_stream_set_sync(&w->gpu);
     if (have_ring) {
         /* Write what is still in flight, oldest first, so CRCs chain in order. */
         while (rc == 0 && ring.count > 0) {
@@ -284,7 +277,7 @@ int s3d_file_writer_commit(struct s3d_file_writer *w)
 
     if (w->committed || w->fd < 0)
         return s3d_fail(S3D_EINVAL, "commit %s: writer already committed or aborted", w->path);
-    fio_gpu_free(&w->gpu);
+    s3d_stream_set_free(&w->gpu);
     if (fsync(w->fd) != 0) {
         rc = s3d_fail(s3d_err_from_errno(errno), "fsync %s: %s", w->tmp_path, strerror(errno));
         goto fail;
@@ -318,7 +311,7 @@ void s3d_file_writer_abort(struct s3d_file_writer *w)
 {
     if (w == NULL)
         return;
-    fio_gpu_free(&w->gpu);
+    s3d_stream_set_free(&w->gpu);
     writer_close_fds(w);
     if (!w->committed && w->tmp_path != NULL && w->tmp_path[0] != '\0') {
         unlink(w->tmp_path);

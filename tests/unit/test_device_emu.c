@@ -2,7 +2,7 @@
  * wrong: device memory is not host memory (a host access crashes; a copy to host memory
  * passed as a device pointer fails), streams are unordered unless a wait orders them, a
  * caller's stream handle names real pending work ("kernels") that a wait honours, and a
- * second device exists only on request. */
+ * second device exists only on request. Also the per-operation stream set built on them. */
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -124,6 +124,70 @@ static void streams_and_waits(struct s3d_device *dev)
     s3d_device_mem_free(dev, 0, d);
 }
 
+/* Queues a "kernel" writing byte k on the caller's stream h, then a copy of byte c to d
+ * through set's stream for device 0. *after_set: d's first byte once the set is synced;
+ * *after_caller: once the caller's stream is synced too. */
+static void kernel_then_copy(struct s3d_device *dev, struct s3d_stream_set *set, uint64_t h,
+                             uint64_t d, int k, int c, int *after_set, int *after_caller)
+{
+    struct s3d_stream *st;
+    unsigned char src[64];
+    const unsigned char *view = s3d_device_emu_view(d);
+    CHECK(view != NULL);
+    CHECK_OK(s3d_device_emu_kernel(dev, 0, h, d, k, sizeof(src)));
+    CHECK_OK(s3d_stream_set_get(set, 0, &st));
+    CHECK(st == set->stream[0]);
+    memset(src, c, sizeof(src));
+    CHECK_OK(s3d_device_copy_htod(dev, st, d, src, sizeof(src)));
+    CHECK_OK(s3d_stream_set_sync(set));
+    *after_set = view[0];
+    CHECK_OK(s3d_device_emu_sync_handle(dev, 0, h));
+    *after_caller = view[0];
+}
+
+/* The per-operation stream set (device.h): one stream per ordinal, made once; it waits for
+ * the caller's stream once per s3d_stream_set_wait_caller, and not at all without one. */
+static void stream_set(struct s3d_device *dev)
+{
+    struct s3d_stream_set set;
+    struct s3d_stream *caller, *first, *st;
+    int after_set, after_caller;
+    uint64_t d;
+    CHECK_OK(s3d_device_mem_alloc(dev, 0, 64, &d));
+    CHECK_OK(s3d_device_stream_new(dev, 0, &caller));
+    uint64_t h = s3d_device_emu_stream_handle(caller);
+
+    s3d_stream_set_init(&set, dev);
+    s3d_stream_set_wait_caller(&set, 0, &h, 1); /* streams[0] = h */
+    /* First use waits: the caller's kernel runs before the set's copy. */
+    kernel_then_copy(dev, &set, h, d, 0x11, 0x22, &after_set, &after_caller);
+    CHECK(after_set == 0x22 && after_caller == 0x22);
+    first = set.stream[0];
+    /* The same stream again, without a second wait: a later kernel is not ordered first. */
+    kernel_then_copy(dev, &set, h, d, 0x33, 0x44, &after_set, &after_caller);
+    CHECK(after_set == 0x44 && after_caller == 0x33);
+    CHECK(set.stream[0] == first);
+    /* Armed again (a file writer's next write): the existing stream waits once more. */
+    s3d_stream_set_wait_caller(&set, 0, &h, 1);
+    kernel_then_copy(dev, &set, h, d, 0x55, 0x66, &after_set, &after_caller);
+    CHECK(after_set == 0x66 && after_caller == 0x66);
+    CHECK(set.stream[0] == first);
+    /* Ordinals outside 0..S3D_MAX_DEVICES-1 are refused. */
+    CHECK_ERR(s3d_stream_set_get(&set, S3D_MAX_DEVICES, &st), S3D_ENODEVICE);
+    CHECK_ERR(s3d_stream_set_get(&set, -1, &st), S3D_ENODEVICE);
+    s3d_stream_set_free(&set);
+    CHECK(set.stream[0] == NULL);
+
+    /* Without the caller's streams: no wait at all. */
+    s3d_stream_set_init(&set, dev);
+    kernel_then_copy(dev, &set, h, d, 0x77, 0x88, &after_set, &after_caller);
+    CHECK(after_set == 0x88 && after_caller == 0x77);
+    s3d_stream_set_free(&set);
+
+    s3d_device_stream_free(dev, caller);
+    s3d_device_mem_free(dev, 0, d);
+}
+
 static void device_count(void)
 {
     struct s3d_device *dev;
@@ -154,6 +218,7 @@ int main(void)
     host_access_faults(dev);
     host_pointer_refused(dev);
     streams_and_waits(dev);
+    stream_set(dev);
     s3d_device_free(dev);
     device_count();
     printf("ok\n");

@@ -1,0 +1,66 @@
+/* stream_set.c - the streams of one operation, one per device ordinal (device.h). Written
+ * once for checkpoint loads and saves and file reads and writes: each made its own array of
+ * streams and "waited" flags before. */
+#include <string.h>
+
+#include "common/error.h"
+#include "device/device.h"
+
+void s3d_stream_set_init(struct s3d_stream_set *set, struct s3d_device *dev)
+{
+    memset(set, 0, sizeof(*set));
+    set->dev = dev;
+}
+
+void s3d_stream_set_wait_caller(struct s3d_stream_set *set, uint64_t def, const uint64_t *streams,
+                                uint32_t n)
+{
+    set->wait = 1;
+    set->wait_def = def;
+    set->wait_streams = streams;
+    set->wait_n = n;
+    memset(set->waited, 0, sizeof(set->waited));
+}
+
+int s3d_stream_set_get(struct s3d_stream_set *set, int ordinal, struct s3d_stream **out)
+{
+    int rc;
+    if (ordinal < 0 || ordinal >= S3D_MAX_DEVICES)
+        return s3d_fail(S3D_ENODEVICE, "GPU device %d: out of range", ordinal);
+    if (set->stream[ordinal] == NULL) {
+        rc = s3d_device_stream_new(set->dev, ordinal, &set->stream[ordinal]);
+        if (rc < 0)
+            return rc;
+    }
+    if (set->wait && !set->waited[ordinal]) {
+        rc = s3d_device_wait_external(
+            set->dev, set->stream[ordinal],
+            s3d_caller_stream(set->wait_def, set->wait_streams, set->wait_n, ordinal));
+        if (rc < 0)
+            return rc;
+        set->waited[ordinal] = 1;
+    }
+    *out = set->stream[ordinal];
+    return 0;
+}
+
+int s3d_stream_set_sync(struct s3d_stream_set *set)
+{
+    int rc = 0;
+    for (int k = 0; k < S3D_MAX_DEVICES; k++)
+        if (set->stream[k] != NULL) {
+            int src = s3d_device_stream_sync(set->dev, set->stream[k]);
+            if (rc == 0 && src < 0)
+                rc = src;
+        }
+    return rc;
+}
+
+void s3d_stream_set_free(struct s3d_stream_set *set)
+{
+    for (int k = 0; k < S3D_MAX_DEVICES; k++) {
+        s3d_device_stream_free(set->dev, set->stream[k]); /* waits for the stream's work */
+        set->stream[k] = NULL;
+        set->waited[k] = 0;
+    }
+}
