@@ -332,6 +332,30 @@ static int next_member(struct cursor *c, int code, const char *where)
                                  : s3d_fail(code, "%s is not JSON: expected ',' or '}'", where);
 }
 
+/* Enters the object that should open at c, after blanks: 1 when members follow (c at the
+ * first key), 0 when it is empty (c past its '}'), -1 when there is no '{' (c at what is there
+ * instead; no error recorded: the caller says what it is). */
+static int open_object(struct cursor *c)
+{
+    skip_ws(c);
+    if (c->pos >= c->len || c->s[c->pos] != '{')
+        return -1;
+    c->pos++;
+    skip_ws(c);
+    if (c->pos < c->len && c->s[c->pos] == '}') {
+        c->pos++;
+        return 0;
+    }
+    return 1;
+}
+
+/* After the object: 1 when only blanks are left (c moved past them). */
+static int at_end(struct cursor *c)
+{
+    skip_ws(c);
+    return c->pos == c->len;
+}
+
 static int read_metadata(json_t *m, struct s3d_st_header *out)
 {
     const char *key;
@@ -510,8 +534,8 @@ static int read_crc_map(struct s3d_st_header *h, const char *text)
     size_t klen;
     int more, rc = 0;
 
-    skip_ws(&c);
-    if (c.pos >= c.len || c.s[c.pos] != '{') {
+    more = open_object(&c);
+    if (more < 0) {
         /* Which error: not JSON, or JSON but not an object (asked of jansson only for a
          * short text: a long one would be a whole document again). */
         json_t *j = c.len < 65536 ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
@@ -520,11 +544,6 @@ static int read_crc_map(struct s3d_st_header *h, const char *text)
         return s3d_fail(S3D_EFMT_METADATA, "%s is not %s", where,
                         is_json ? "a JSON object" : "JSON");
     }
-    c.pos++;
-    skip_ws(&c);
-    more = !(c.pos < c.len && c.s[c.pos] == '}');
-    if (!more)
-        c.pos++;
     while (more) {
         size_t idx, vend;
         uint32_t crc = 0;
@@ -567,8 +586,7 @@ static int read_crc_map(struct s3d_st_header *h, const char *text)
         if (more < 0)
             return more;
     }
-    skip_ws(&c);
-    if (c.pos != c.len)
+    if (!at_end(&c))
         rc = s3d_fail(S3D_EFMT_METADATA, "%s is not JSON: text after the object", where);
 out:
     free(key);
@@ -616,17 +634,12 @@ static int read_entries(const char *json, size_t json_len, struct s3d_st_header 
     json_t *v = NULL;
     int more, seen_meta = 0, rc = 0;
 
-    skip_ws(&c);
-    if (c.pos >= c.len || c.s[c.pos] != '{') {
+    more = open_object(&c);
+    if (more < 0) {
         if (c.pos < c.len && c.s[c.pos] == '[' && value_end(c.s, c.len, c.pos) != 0)
             return s3d_fail(S3D_EFMT_JSON, "safetensors header is a JSON array, not an object");
         return fail_syntax(&c, "expected '{'");
     }
-    c.pos++;
-    skip_ws(&c);
-    more = !(c.pos < c.len && c.s[c.pos] == '}');
-    if (!more)
-        c.pos++;
     while (more) {
         json_error_t err;
         size_t klen, vend;
@@ -691,8 +704,7 @@ static int read_entries(const char *json, size_t json_len, struct s3d_st_header 
             goto out;
         }
     }
-    skip_ws(&c);
-    if (c.pos != c.len) {
+    if (!at_end(&c)) {
         rc = fail_syntax(&c, "text after the top-level object");
         goto out;
     }
@@ -732,16 +744,10 @@ out:
     return 0;
 }
 
-int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size, struct s3d_st_header *out)
+/* Steps 1 and 2: the length against the cap and the object size, then UTF-8. */
+static int check_length_and_utf8(const char *json, size_t json_len, uint64_t object_size)
 {
-    struct s3d_st_tensor *tmp = NULL;
-    uint32_t *order = NULL;
-    size_t n_tmp = 0, bad;
-    uint64_t total;
-    const char *crc_text;
-    int rc;
-
-    memset(out, 0, sizeof(*out));
+    size_t bad;
     if (json_len > S3D_ST_MAX_HEADER)
         return s3d_fail(S3D_EFMT_HEADER_SIZE,
                         "safetensors header length %zu is over the cap of %u bytes", json_len,
@@ -759,77 +765,99 @@ int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size, struct
                         "safetensors header is not valid UTF-8 at byte %zu, after \"%s\"", bad,
                         ctx);
     }
+    return 0;
+}
+
+/* Step 5, first half: the n tensors of tmp (header order; freed here in every case) become
+ * out->tensors sorted by (begin, end). */
+static int sort_by_offset(struct s3d_st_tensor *tmp, size_t n, struct s3d_st_header *out)
+{
+    uint32_t *order = s3d_calloc(n, sizeof(*order));
+    int rc = 0;
+    if (order == NULL && n > 0) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = (uint32_t)i;
+    qsort_r(order, n, sizeof(*order), cmp_offsets, tmp);
+    out->tensors = s3d_calloc(n, sizeof(*out->tensors));
+    if (out->tensors == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        out->tensors[i] = tmp[order[i]];
+    out->n_tensors = n;
+out:
+    free(order);
+    free(tmp);
+    return rc;
+}
+
+/* Step 6: the data region ends exactly at the object's end (when its size is known). */
+static int check_object_end(const struct s3d_st_header *h, uint64_t object_size)
+{
+    uint64_t total;
+    if (object_size == S3D_ST_OBJECT_SIZE_UNKNOWN)
+        return 0;
+    total = h->data_start + h->data_len; /* both < 2^63: no overflow */
+    if (total > object_size)
+        return s3d_fail(S3D_EFMT_TRUNCATED,
+                        "safetensors data region ends at byte %" PRIu64
+                        " but the object has %" PRIu64 " bytes",
+                        total, object_size);
+    if (total < object_size)
+        return s3d_fail(S3D_EFMT_HOLE,
+                        "the last %" PRIu64 " bytes of the object belong to no tensor",
+                        object_size - total);
+    return 0;
+}
+
+/* The name index for s3d_st_find (step 7 uses it too). */
+static int index_names(struct s3d_st_header *h)
+{
+    h->by_name = s3d_calloc(h->n_tensors, sizeof(*h->by_name));
+    if (h->by_name == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
+    for (size_t i = 0; i < h->n_tensors; i++)
+        h->by_name[i] = (uint32_t)i;
+    qsort_r(h->by_name, h->n_tensors, sizeof(*h->by_name), cmp_names, h->tensors);
+    return 0;
+}
+
+/* Step 7: the CRC map, when the metadata has one. */
+static int read_crcs(struct s3d_st_header *h)
+{
+    const char *crc_text = s3d_st_meta_get(h, S3D_ST_META_CRC32C);
+    return crc_text != NULL ? read_crc_map(h, crc_text) : 0;
+}
+
+int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size, struct s3d_st_header *out)
+{
+    struct s3d_st_tensor *tmp = NULL;
+    size_t n_tmp = 0;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    rc = check_length_and_utf8(json, json_len, object_size);
+    if (rc < 0)
+        return rc;
     out->json_len = json_len;
     out->data_start = 8 + (uint64_t)json_len;
     rc = read_entries(json, json_len, out, &tmp, &n_tmp);
+    if (rc == 0)
+        rc = sort_by_offset(tmp, n_tmp, out);
+    if (rc == 0)
+        rc = check_layout(out);
+    if (rc == 0)
+        rc = check_object_end(out, object_size);
+    if (rc == 0)
+        rc = index_names(out);
+    if (rc == 0)
+        rc = read_crcs(out);
     if (rc < 0)
-        goto fail;
-    order = s3d_calloc(n_tmp, sizeof(*order));
-    if (order == NULL && n_tmp > 0) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
-        goto fail;
-    }
-
-    /* Step 5. */
-    for (size_t i = 0; i < n_tmp; i++)
-        order[i] = (uint32_t)i;
-    qsort_r(order, n_tmp, sizeof(*order), cmp_offsets, tmp);
-    out->tensors = s3d_calloc(n_tmp, sizeof(*out->tensors));
-    if (out->tensors == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
-        goto fail;
-    }
-    for (size_t i = 0; i < n_tmp; i++)
-        out->tensors[i] = tmp[order[i]];
-    out->n_tensors = n_tmp;
-    free(tmp);
-    tmp = NULL;
-    rc = check_layout(out);
-    if (rc < 0)
-        goto fail;
-
-    /* Step 6. */
-    if (object_size != S3D_ST_OBJECT_SIZE_UNKNOWN) {
-        total = out->data_start + out->data_len; /* both < 2^63: no overflow */
-        if (total > object_size) {
-            rc = s3d_fail(S3D_EFMT_TRUNCATED,
-                          "safetensors data region ends at byte %" PRIu64
-                          " but the object has %" PRIu64 " bytes",
-                          total, object_size);
-            goto fail;
-        }
-        if (total < object_size) {
-            rc = s3d_fail(S3D_EFMT_HOLE,
-                          "the last %" PRIu64 " bytes of the object belong to no tensor",
-                          object_size - total);
-            goto fail;
-        }
-    }
-
-    /* Name index for s3d_st_find (used by step 7 too). */
-    out->by_name = s3d_calloc(out->n_tensors, sizeof(*out->by_name));
-    if (out->by_name == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");
-        goto fail;
-    }
-    for (size_t i = 0; i < out->n_tensors; i++)
-        out->by_name[i] = (uint32_t)i;
-    qsort_r(out->by_name, out->n_tensors, sizeof(*out->by_name), cmp_names, out->tensors);
-
-    /* Step 7. */
-    crc_text = s3d_st_meta_get(out, S3D_ST_META_CRC32C);
-    if (crc_text != NULL) {
-        rc = read_crc_map(out, crc_text);
-        if (rc < 0)
-            goto fail;
-    }
-    free(order);
-    return 0;
-
-fail:
-    free(tmp);
-    free(order);
-    s3d_st_header_free(out);
+        s3d_st_header_free(out);
     return rc;
 }
 
