@@ -208,17 +208,17 @@ int s3d_st_index_parse(const char *json, size_t len, size_t max_len, struct s3d_
         e->shard = (uint32_t)slot;
         out->n_tensors++;
     }
-    json_decref(seen);
-    json_decref(root);
-    return 0;
-
-nomem:
-    rc = s3d_fail(S3D_ENOMEM, "out of memory parsing an index");
+    rc = 0;
 fail:
     json_decref(seen);
     json_decref(root);
-    s3d_st_index_free(out);
+    if (rc < 0)
+        s3d_st_index_free(out);
     return rc;
+
+nomem:
+    rc = s3d_fail(S3D_ENOMEM, "out of memory parsing an index");
+    goto fail;
 }
 
 int s3d_st_index_build(const char *const *tensors, const char *const *shards, size_t n,
@@ -278,15 +278,16 @@ int s3d_st_index_build(const char *const *tensors, const char *const *shards, si
         }
         goto nomem;
     }
+    rc = 0;
+fail:
     json_decref(root);
-    return 0;
+    if (rc < 0)
+        s3d_dynbuf_free(out);
+    return rc;
 
 nomem:
     rc = s3d_fail(S3D_ENOMEM, "out of memory building an index");
-fail:
-    json_decref(root);
-    s3d_dynbuf_free(out);
-    return rc;
+    goto fail;
 }
 
 int s3d_st_shard_name(const char *index_path, uint32_t i, uint32_t n, struct s3d_dynbuf *out)

@@ -232,19 +232,18 @@ int s3d_st_build_gen(const struct s3d_tensor_src *t, size_t n,
         if (rc < 0)
             goto fail;
     }
-    free(inner);
-    json_decref(crcmap);
-    json_decref(root);
-    return 0;
-
-nomem:
-    rc = s3d_fail(S3D_ENOMEM, "out of memory building a safetensors header");
+    rc = 0;
 fail:
     free(inner);
     json_decref(crcmap);
     json_decref(root);
-    s3d_dynbuf_free(out);
+    if (rc < 0)
+        s3d_dynbuf_free(out);
     return rc;
+
+nomem:
+    rc = s3d_fail(S3D_ENOMEM, "out of memory building a safetensors header");
+    goto fail;
 }
 
 void s3d_st_patch_crc(char *header, size_t pos, uint32_t crc)
