@@ -344,9 +344,13 @@ static int io_fail(const char *fn, ssize_t r, uint64_t off)
  * off_t arithmetic and progress granular). */
 #define IO_STEP (1ull << 30)
 
-int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
-                    uint64_t file_off, uint64_t *out_n)
+/* Reads (is_write = 0) or writes len bytes between device memory at dptr and the file at
+ * file_off, in IO_STEP steps, in ordinal's context; *out_n = bytes moved. A read stops early
+ * only at end of file; a write that moves nothing is an error. */
+static int cufile_io(struct s3d_cufile *f, int ordinal, int is_write, uint64_t dptr, uint64_t len,
+                     uint64_t file_off, uint64_t *out_n)
 {
+    const char *fn = is_write ? "cuFileWrite" : "cuFileRead";
     uint64_t done = 0;
     void *prev = NULL;
     int rc;
@@ -356,14 +360,18 @@ int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t l
         return rc;
     while (done < len) {
         size_t step = (size_t)(len - done < IO_STEP ? len - done : IO_STEP);
-        ssize_t r = g_f.cuFileRead(f->fh, (void *)(uintptr_t)dptr, step, (off_t)(file_off + done),
-                                   (off_t)done);
-        if (r < 0) {
-            rc = io_fail("cuFileRead", r, file_off + done);
+        off_t at = (off_t)(file_off + done);
+        ssize_t r =
+            is_write ? g_f.cuFileWrite(f->fh, (const void *)(uintptr_t)dptr, step, at, (off_t)done)
+                     : g_f.cuFileRead(f->fh, (void *)(uintptr_t)dptr, step, at, (off_t)done);
+        if (r == 0 && !is_write)
+            break; /* end of file */
+        if (r <= 0) {
+            rc = r == 0 ? s3d_fail(S3D_EIO, "%s at offset %llu: wrote nothing", fn,
+                                   (unsigned long long)(file_off + done))
+                        : io_fail(fn, r, file_off + done);
             break;
         }
-        if (r == 0)
-            break; /* end of file */
         done += (uint64_t)r;
     }
     s3d_cuda_ctx_leave(f->dev, ordinal, prev);
@@ -371,27 +379,15 @@ int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t l
     return rc;
 }
 
+int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
+                    uint64_t file_off, uint64_t *out_n)
+{
+    return cufile_io(f, ordinal, 0, dptr, len, file_off, out_n);
+}
+
 int s3d_cufile_write(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
                      uint64_t file_off)
 {
-    uint64_t done = 0;
-    void *prev = NULL;
-    int rc;
-
-    if ((rc = s3d_cuda_ctx_enter(f->dev, ordinal, &prev)) < 0)
-        return rc;
-    while (done < len) {
-        size_t step = (size_t)(len - done < IO_STEP ? len - done : IO_STEP);
-        ssize_t r = g_f.cuFileWrite(f->fh, (const void *)(uintptr_t)dptr, step,
-                                    (off_t)(file_off + done), (off_t)done);
-        if (r <= 0) {
-            rc = r == 0 ? s3d_fail(S3D_EIO, "cuFileWrite at offset %llu: wrote nothing",
-                                   (unsigned long long)(file_off + done))
-                        : io_fail("cuFileWrite", r, file_off + done);
-            break;
-        }
-        done += (uint64_t)r;
-    }
-    s3d_cuda_ctx_leave(f->dev, ordinal, prev);
-    return rc;
+    uint64_t done;
+    return cufile_io(f, ordinal, 1, dptr, len, file_off, &done);
 }
