@@ -111,6 +111,12 @@ static int cu_fail(const struct s3d_cuda *c, const char *fn, CUresult r)
     return s3d_fail(S3D_ECUDA, "%s: %s", fn, what);
 }
 
+/* 0 for CUDA_SUCCESS, else cu_fail's error naming fn. */
+static int cu_check(const struct s3d_cuda *c, const char *fn, CUresult r)
+{
+    return r == CUDA_SUCCESS ? 0 : cu_fail(c, fn, r);
+}
+
 /* ---- loading --------------------------------------------------------------------------- */
 
 static int load_symbols(struct s3d_cuda *c, char *why, size_t why_cap)
@@ -403,12 +409,10 @@ static void cuda_host_free(struct s3d_device *dev, void *p, size_t size)
 static int cuda_host_register(struct s3d_device *dev, int ordinal, void *p, size_t size)
 {
     struct s3d_cuda *c = dev->cuda;
-    CUresult r;
-    int rc = 0;
+    int rc;
     ENTER(dev, ordinal);
-    r = c->f.cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE);
-    if (r != CUDA_SUCCESS)
-        rc = cu_fail(c, "cuMemHostRegister", r);
+    rc = cu_check(c, "cuMemHostRegister",
+                  c->f.cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE));
     LEAVE(dev, ordinal);
     return rc;
 }
@@ -427,12 +431,9 @@ static int cuda_mem_alloc(struct s3d_device *dev, int ordinal, size_t size, uint
 {
     struct s3d_cuda *c = dev->cuda;
     CUdeviceptr d = 0;
-    CUresult r;
-    int rc = 0;
+    int rc;
     ENTER(dev, ordinal);
-    r = c->f.cuMemAlloc(&d, size);
-    if (r != CUDA_SUCCESS)
-        rc = cu_fail(c, "cuMemAlloc", r);
+    rc = cu_check(c, "cuMemAlloc", c->f.cuMemAlloc(&d, size));
     *out = d;
     LEAVE(dev, ordinal);
     return rc;
@@ -454,12 +455,9 @@ static int cuda_stream_new(struct s3d_device *dev, struct s3d_stream *s)
 {
     struct s3d_cuda *c = dev->cuda;
     CUstream cs = NULL;
-    CUresult r;
-    int rc = 0;
+    int rc;
     ENTER(dev, s->ordinal);
-    r = c->f.cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING);
-    if (r != CUDA_SUCCESS)
-        rc = cu_fail(c, "cuStreamCreate", r);
+    rc = cu_check(c, "cuStreamCreate", c->f.cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
     s->cu = cs;
     LEAVE(dev, s->ordinal);
     return rc;
@@ -481,12 +479,10 @@ static int cuda_copy_htod(struct s3d_device *dev, struct s3d_stream *s, uint64_t
                           const void *src, size_t n)
 {
     struct s3d_cuda *c = dev->cuda;
-    CUresult r;
-    int rc = 0;
+    int rc;
     ENTER(dev, s->ordinal);
-    r = c->f.cuMemcpyHtoDAsync((CUdeviceptr)dst, src, n, (CUstream)s->cu);
-    if (r != CUDA_SUCCESS)
-        rc = cu_fail(c, "cuMemcpyHtoDAsync", r);
+    rc = cu_check(c, "cuMemcpyHtoDAsync",
+                  c->f.cuMemcpyHtoDAsync((CUdeviceptr)dst, src, n, (CUstream)s->cu));
     LEAVE(dev, s->ordinal);
     return rc;
 }
@@ -495,12 +491,10 @@ static int cuda_copy_dtoh(struct s3d_device *dev, struct s3d_stream *s, void *ds
                           size_t n)
 {
     struct s3d_cuda *c = dev->cuda;
-    CUresult r;
-    int rc = 0;
+    int rc;
     ENTER(dev, s->ordinal);
-    r = c->f.cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, n, (CUstream)s->cu);
-    if (r != CUDA_SUCCESS)
-        rc = cu_fail(c, "cuMemcpyDtoHAsync", r);
+    rc = cu_check(c, "cuMemcpyDtoHAsync",
+                  c->f.cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, n, (CUstream)s->cu));
     LEAVE(dev, s->ordinal);
     return rc;
 }
@@ -508,12 +502,9 @@ static int cuda_copy_dtoh(struct s3d_device *dev, struct s3d_stream *s, void *ds
 static int cuda_stream_sync(struct s3d_device *dev, struct s3d_stream *s)
 {
     struct s3d_cuda *c = dev->cuda;
-    CUresult r;
-    int rc = 0;
+    int rc;
     ENTER(dev, s->ordinal);
-    r = c->f.cuStreamSynchronize((CUstream)s->cu);
-    if (r != CUDA_SUCCESS)
-        rc = cu_fail(c, "cuStreamSynchronize", r);
+    rc = cu_check(c, "cuStreamSynchronize", c->f.cuStreamSynchronize((CUstream)s->cu));
     LEAVE(dev, s->ordinal);
     return rc;
 }
@@ -522,12 +513,9 @@ static int cuda_event_new(struct s3d_device *dev, struct s3d_event *e)
 {
     struct s3d_cuda *c = dev->cuda;
     CUevent ce = NULL;
-    CUresult r;
-    int rc = 0;
+    int rc;
     ENTER(dev, e->ordinal);
-    r = c->f.cuEventCreate(&ce, CU_EVENT_DISABLE_TIMING);
-    if (r != CUDA_SUCCESS)
-        rc = cu_fail(c, "cuEventCreate", r);
+    rc = cu_check(c, "cuEventCreate", c->f.cuEventCreate(&ce, CU_EVENT_DISABLE_TIMING));
     e->cu = ce;
     LEAVE(dev, e->ordinal);
     return rc;
@@ -546,12 +534,9 @@ static void cuda_event_free(struct s3d_device *dev, struct s3d_event *e)
 static int cuda_event_record(struct s3d_device *dev, struct s3d_event *e, struct s3d_stream *s)
 {
     struct s3d_cuda *c = dev->cuda;
-    CUresult r;
-    int rc = 0;
+    int rc;
     ENTER(dev, s->ordinal);
-    r = c->f.cuEventRecord((CUevent)e->cu, (CUstream)s->cu);
-    if (r != CUDA_SUCCESS)
-        rc = cu_fail(c, "cuEventRecord", r);
+    rc = cu_check(c, "cuEventRecord", c->f.cuEventRecord((CUevent)e->cu, (CUstream)s->cu));
     LEAVE(dev, s->ordinal);
     return rc;
 }
@@ -576,12 +561,9 @@ static int cuda_event_query(struct s3d_device *dev, struct s3d_event *e)
 static int cuda_event_sync(struct s3d_device *dev, struct s3d_event *e)
 {
     struct s3d_cuda *c = dev->cuda;
-    CUresult r;
-    int rc = 0;
+    int rc;
     ENTER(dev, e->ordinal);
-    r = c->f.cuEventSynchronize((CUevent)e->cu);
-    if (r != CUDA_SUCCESS)
-        rc = cu_fail(c, "cuEventSynchronize", r);
+    rc = cu_check(c, "cuEventSynchronize", c->f.cuEventSynchronize((CUevent)e->cu));
     LEAVE(dev, e->ordinal);
     return rc;
 }
