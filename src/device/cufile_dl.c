@@ -289,8 +289,11 @@ void s3d_cufile_close(struct s3d_cufile *f)
     free(f);
 }
 
-int s3d_cufile_buf_register(struct s3d_device *dev, int ordinal, uint64_t dptr, size_t len)
+/* cuFileBufRegister (reg = 1; len bytes) or cuFileBufDeregister (reg = 0) of dptr, in
+ * ordinal's context. */
+static int buf_reg(struct s3d_device *dev, int ordinal, int reg, uint64_t dptr, size_t len)
 {
+    const void *p = (const void *)(uintptr_t)dptr;
     CUfileError_t st;
     void *prev = NULL;
     int rc;
@@ -298,33 +301,25 @@ int s3d_cufile_buf_register(struct s3d_device *dev, int ordinal, uint64_t dptr, 
         return rc;
     if ((rc = s3d_cuda_ctx_enter(dev, ordinal, &prev)) < 0)
         return rc;
-    st = g_f.cuFileBufRegister((const void *)(uintptr_t)dptr, len, 0);
+    st = reg ? g_f.cuFileBufRegister(p, len, 0) : g_f.cuFileBufDeregister(p);
     s3d_cuda_ctx_leave(dev, ordinal, prev);
     if (st.err != CU_FILE_SUCCESS) {
         char what[160];
         describe(st, what, sizeof(what));
-        return s3d_fail(S3D_ECUFILE, "cuFileBufRegister(%zu bytes): %s", len, what);
+        return reg ? s3d_fail(S3D_ECUFILE, "cuFileBufRegister(%zu bytes): %s", len, what)
+                   : s3d_fail(S3D_ECUFILE, "cuFileBufDeregister: %s", what);
     }
     return 0;
 }
 
+int s3d_cufile_buf_register(struct s3d_device *dev, int ordinal, uint64_t dptr, size_t len)
+{
+    return buf_reg(dev, ordinal, 1, dptr, len);
+}
+
 int s3d_cufile_buf_deregister(struct s3d_device *dev, int ordinal, uint64_t dptr)
 {
-    CUfileError_t st;
-    void *prev = NULL;
-    int rc;
-    if ((rc = not_available(dev)) < 0)
-        return rc;
-    if ((rc = s3d_cuda_ctx_enter(dev, ordinal, &prev)) < 0)
-        return rc;
-    st = g_f.cuFileBufDeregister((const void *)(uintptr_t)dptr);
-    s3d_cuda_ctx_leave(dev, ordinal, prev);
-    if (st.err != CU_FILE_SUCCESS) {
-        char what[160];
-        describe(st, what, sizeof(what));
-        return s3d_fail(S3D_ECUFILE, "cuFileBufDeregister: %s", what);
-    }
-    return 0;
+    return buf_reg(dev, ordinal, 0, dptr, 0);
 }
 
 /* cuFileRead/Write return bytes, -1 with errno for a file system error, or the negated
