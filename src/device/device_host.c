@@ -619,32 +619,35 @@ void *s3d_device_emu_view(uint64_t dptr)
     return v;
 }
 
+/* The test hooks' counters: copies the size bytes of the g_emu field at field into out,
+ * under the lock. */
+static void emu_read(void *out, const void *field, size_t size)
+{
+    pthread_mutex_lock(&g_emu.mu);
+    memcpy(out, field, size);
+    pthread_mutex_unlock(&g_emu.mu);
+}
+
 int s3d_device_emu_ctx_used(int ordinal)
 {
     int used;
     if (ordinal < 0 || ordinal >= EMU_MAX_DEVICES)
         return 0;
-    pthread_mutex_lock(&g_emu.mu);
-    used = g_emu.ctx_used[ordinal];
-    pthread_mutex_unlock(&g_emu.mu);
+    emu_read(&used, &g_emu.ctx_used[ordinal], sizeof(used));
     return used;
 }
 
 size_t s3d_device_emu_pinned_bytes(void)
 {
     size_t n;
-    pthread_mutex_lock(&g_emu.mu);
-    n = g_emu.pinned_bytes;
-    pthread_mutex_unlock(&g_emu.mu);
+    emu_read(&n, &g_emu.pinned_bytes, sizeof(n));
     return n;
 }
 
 long s3d_device_emu_registered(void)
 {
     long n;
-    pthread_mutex_lock(&g_emu.mu);
-    n = g_emu.registered;
-    pthread_mutex_unlock(&g_emu.mu);
+    emu_read(&n, &g_emu.registered, sizeof(n));
     return n;
 }
 
