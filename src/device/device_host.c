@@ -151,8 +151,6 @@ const struct s3d_device_ops s3d_host_ops = {
 
 /* ---- emulated backend --------------------------------------------------------------- */
 
-#define EMU_MAX_DEVICES 64
-
 /* One device allocation: dev is the PROT_NONE address handed out, view the read-write
  * mapping of the same pages. */
 struct emu_alloc {
@@ -171,8 +169,8 @@ struct s3d_emu {
     uint64_t next_id;
     struct emu_alloc *allocs;
     size_t n_allocs, cap_allocs;
-    struct s3d_stream *legacy[EMU_MAX_DEVICES]; /* legacy default streams, made on first use */
-    int ctx_used[EMU_MAX_DEVICES];              /* a "context" was needed on this device */
+    struct s3d_stream *legacy[S3D_MAX_DEVICES]; /* legacy default streams, made on first use */
+    int ctx_used[S3D_MAX_DEVICES];              /* a "context" was needed on this device */
     size_t pinned_bytes;                        /* host_alloc'ed and not freed */
     long registered;                            /* host_register'ed ranges not unregistered */
 };
@@ -186,9 +184,9 @@ int s3d_emu_open(struct s3d_device *dev)
     if (env != NULL && env[0] != '\0') {
         char *end;
         long v = strtol(env, &end, 10);
-        if (*end != '\0' || v < 1 || v > EMU_MAX_DEVICES)
+        if (*end != '\0' || v < 1 || v > S3D_MAX_DEVICES)
             return s3d_fail(S3D_EINVAL, "S3D_DEVICE_EMULATE_COUNT=%s: expected 1 to %d", env,
-                            EMU_MAX_DEVICES);
+                            S3D_MAX_DEVICES);
         count = (int)v;
     }
     dev->emu = &g_emu;
@@ -631,7 +629,7 @@ static void emu_read(void *out, const void *field, size_t size)
 int s3d_device_emu_ctx_used(int ordinal)
 {
     int used;
-    if (ordinal < 0 || ordinal >= EMU_MAX_DEVICES)
+    if (ordinal < 0 || ordinal >= S3D_MAX_DEVICES)
         return 0;
     emu_read(&used, &g_emu.ctx_used[ordinal], sizeof(used));
     return used;
