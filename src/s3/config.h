@@ -82,6 +82,15 @@ void s3d_config_free(struct s3d_config *cfg);
 
 /* ---- endpoint and request URLs (endpoint.c) ------------------------------------------- */
 
+#define S3D_HTTPS_PORT 443
+#define S3D_HTTP_PORT  80
+
+/* The port a URL of this scheme means when it names none. */
+static inline uint16_t s3d_config_default_port(int https)
+{
+    return https ? S3D_HTTPS_PORT : S3D_HTTP_PORT;
+}
+
 /* Parses an endpoint URL "http[s]://host[:port][/base/path][/]" into the endpoint fields of
  * *out (endpoint_url, https, host, port, port_explicit, host_is_ip, base_path; any previous
  * values of those fields are freed). Scheme is case-insensitive; IPv6 hosts in brackets; user

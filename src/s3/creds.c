@@ -199,6 +199,9 @@ static int fetch(const struct s3d_credcache *c, const struct credsrc *s, struct 
 /* ---- the chain ---------------------------------------------------------------------------- */
 
 #define MAX_ROLE_CHAIN 8
+/* duration_seconds of an assumed role: STS accepts 15 minutes to 12 hours. */
+#define ROLE_DURATION_MIN 900
+#define ROLE_DURATION_MAX 43200
 
 static int resolve_profile(const char *name, int depth, int top, const char *region_unused,
                            struct credsrc **out);
@@ -260,11 +263,11 @@ static int assume_role_src(const char *name, const struct s3d_profile *p, int de
     if (dur != NULL) {
         char *end;
         long d = strtol(dur, &end, 10);
-        if (*end != '\0' || d < 900 || d > 43200) {
+        if (*end != '\0' || d < ROLE_DURATION_MIN || d > ROLE_DURATION_MAX) {
             rc = s3d_fail(S3D_ECONFIG,
                           "profile \"%s\": duration_seconds \"%.32s\" is not a number of "
-                          "seconds from 900 to 43200",
-                          name, dur);
+                          "seconds from %d to %d",
+                          name, dur, ROLE_DURATION_MIN, ROLE_DURATION_MAX);
             goto fail;
         }
         s->duration_s = (int)d;

@@ -23,8 +23,10 @@
 #include "common/error.h"
 #include "s3/creds_int.h"
 
-#define ECS_HOST  "http://169.254.170.2"
-#define IMDS_HOST "http://169.254.169.254"
+#define ECS_HOST         "http://169.254.170.2"
+#define IMDS_HOST        "http://169.254.169.254"
+#define IMDS_TOKEN_TTL_S "21600" /* the IMDSv2 session token's lifetime asked for: 6 hours */
+#define IMDS_BASE_MAX    512     /* AWS_EC2_METADATA_SERVICE_ENDPOINT; url[] has room for it */
 
 static const char *env(const char *name)
 {
@@ -170,12 +172,12 @@ int s3d_creds_imds(const struct s3d_http_conf *http, struct s3d_creds **out)
     blen = strlen(base);
     while (blen > 0 && base[blen - 1] == '/')
         blen--;
-    if (blen > 512)
+    if (blen > IMDS_BASE_MAX)
         return s3d_fail(S3D_ECONFIG, "AWS_EC2_METADATA_SERVICE_ENDPOINT is too long");
     s3d_dynbuf_init(&body, S3D_CREDS_MAX_BODY);
 
     snprintf(url, sizeof(url), "%.*s/latest/api/token", (int)blen, base);
-    if ((rc = add_header(&put_h, "x-aws-ec2-metadata-token-ttl-seconds", "21600")) < 0)
+    if ((rc = add_header(&put_h, "x-aws-ec2-metadata-token-ttl-seconds", IMDS_TOKEN_TTL_S)) < 0)
         goto out;
     if (s3d_creds_http(http, S3D_CREDS_IMDS_MS, "iam-role", "PUT", url, put_h, NULL, &status,
                        &body) < 0) {

@@ -30,6 +30,11 @@
 #include "s3/timefmt.h"
 #include "s3/uri.h"
 
+/* The longest SSO access token taken from the cache file (they are about 1-2 KB), and the
+ * header line that carries it. */
+#define SSO_TOKEN_MAX  8192
+#define SSO_HEADER_MAX (SSO_TOKEN_MAX + 64)
+
 static const char *env(const char *name)
 {
     const char *v = getenv(name);
@@ -143,7 +148,7 @@ static int sts_call(const struct s3d_http_conf *http, const struct s3d_sts_args 
     s3d_dynbuf_reset(&url);
     if ((rc = s3d_dynbuf_appendf(&url, "%s/", ep.endpoint_url)) < 0 ||
         (rc = s3d_dynbuf_appendf(&host, "%s", ep.host)) < 0 ||
-        (ep.port_explicit && ep.port != (ep.https ? 443 : 80) &&
+        (ep.port_explicit && ep.port != s3d_config_default_port(ep.https) &&
          (rc = s3d_dynbuf_appendf(&host, ":%u", (unsigned)ep.port)) < 0)) {
         rc = s3d_fail(S3D_ETOOBIG, "%s: endpoint URL too long", what);
         goto out;
@@ -356,7 +361,7 @@ int s3d_creds_sso(const struct s3d_http_conf *http, const struct s3d_sso_args *a
                       a->profile, exp_s, a->profile);
         goto out;
     }
-    if (strpbrk(tok, "\r\n") != NULL || strlen(tok) > 8192) {
+    if (strpbrk(tok, "\r\n") != NULL || strlen(tok) > SSO_TOKEN_MAX) {
         rc = s3d_fail(S3D_ECREDS, "sso: malformed accessToken in %s", path);
         goto out;
     }
@@ -382,7 +387,7 @@ int s3d_creds_sso(const struct s3d_http_conf *http, const struct s3d_sso_args *a
         goto out;
     }
     {
-        char line[8300];
+        char line[SSO_HEADER_MAX];
         snprintf(line, sizeof(line), "x-amz-sso_bearer_token: %s", tok);
         if ((hdrs = curl_slist_append(NULL, line)) == NULL) {
             rc = s3d_fail(S3D_ENOMEM, "out of memory");

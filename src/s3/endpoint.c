@@ -11,6 +11,11 @@
 #include "common/error.h"
 #include "s3/uri.h"
 
+/* Caps of a request's Host header and path (base path, bucket, encoded key): a key is at most
+ * 1,024 bytes, three times that encoded. */
+#define HOST_HEADER_MAX 4096
+#define URL_PATH_MAX    16384
+
 /* ---- endpoint ------------------------------------------------------------------------- */
 
 static int host_char(unsigned char c)
@@ -110,7 +115,7 @@ int s3d_config_parse_endpoint(const char *url, struct s3d_config *out)
             return s3d_fail(S3D_ECONFIG, "endpoint URL \"%.200s\": port out of range", url);
         explicit_port = 1;
     } else {
-        port = https ? 443 : 80;
+        port = s3d_config_default_port(https);
     }
     plen = strlen(path);
     while (plen > 0 && path[plen - 1] == '/')
@@ -182,11 +187,11 @@ int s3d_config_build_url(const struct s3d_config *cfg, const char *bucket, const
 {
     struct s3d_dynbuf host, path;
     int vhost = s3d_config_virtual_host(cfg, bucket), rc;
-    int default_port = cfg->port == (cfg->https ? 443 : 80);
+    int default_port = cfg->port == s3d_config_default_port(cfg->https);
     int has_key = key != NULL && key[0] != '\0';
 
-    s3d_dynbuf_init(&host, 4096);
-    s3d_dynbuf_init(&path, 16384);
+    s3d_dynbuf_init(&host, HOST_HEADER_MAX);
+    s3d_dynbuf_init(&path, URL_PATH_MAX);
     if (vhost && (rc = s3d_dynbuf_appendf(&host, "%s.", bucket)) < 0)
         goto toobig;
     if ((rc = s3d_dynbuf_appendf(&host, "%s", cfg->host)) < 0)

@@ -204,12 +204,14 @@ size_t s3d_http_redact(const char *in, size_t n, char *out, size_t cap)
     return o;
 }
 
+#define DEBUG_LINE_MAX 4096 /* one verbose line as printed; longer ones are cut */
+
 /* CURLOPT_VERBOSE output (S3D_CURL_VERBOSE) through s3d_http_redact: the request signature
  * and session token never reach the terminal or a log. Bodies are not printed. */
 static int debug_cb(CURL *e, curl_infotype type, char *data, size_t size, void *ud)
 {
     static const char *const prefix[] = {"* ", "< ", "> "};
-    char line[4096];
+    char line[DEBUG_LINE_MAX];
     size_t at = 0;
     (void)e;
     (void)ud;

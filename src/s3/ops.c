@@ -17,6 +17,13 @@
 
 #define CT_OCTET "application/octet-stream"
 
+/* Caps of the request bodies built here. A CompleteMultipartUpload <Part> with its number,
+ * ETag and CRC32C is well under COMPLETE_PART_XML; a Delete body holds at most
+ * S3D_S3_MAX_DELETE_KEYS keys of at most 1,024 bytes, each byte escaped to at most 5. */
+#define COMPLETE_PART_XML 256
+#define XML_BODY_SLACK    4096 /* declaration, root element, and room to spare */
+#define DELETE_BODY_MAX   (8u << 20)
+
 static struct s3d_err_s3 detail(const struct s3d_s3_op *op)
 {
     struct s3d_err_s3 d;
@@ -351,7 +358,7 @@ int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const c
     size_t i;
     int rc, resent = 0;
 
-    s3d_dynbuf_init(&body, (size_t)n * 256 + 4096);
+    s3d_dynbuf_init(&body, (size_t)n * COMPLETE_PART_XML + XML_BODY_SLACK);
     memset(&res, 0, sizeof(res));
     memset(&xe, 0, sizeof(xe));
     xp = calloc(n ? n : 1, sizeof(*xp));
@@ -734,14 +741,14 @@ int s3d_op_delete_objects(struct s3d_s3ctx *ctx, const char *bucket, const char 
     size_t at = 0;
     int rc = 0;
     while (rc == 0 && at < n) {
-        size_t batch = S3D_MIN(n - at, (size_t)1000);
+        size_t batch = S3D_MIN(n - at, (size_t)S3D_S3_MAX_DELETE_KEYS);
         struct s3d_dynbuf body;
         struct s3d_s3_op op;
         struct s3d_xml_delete_result res;
         struct iovec iov;
         char md5[32];
 
-        s3d_dynbuf_init(&body, 8u << 20);
+        s3d_dynbuf_init(&body, DELETE_BODY_MAX);
         memset(&res, 0, sizeof(res));
         op_init(&op, "DeleteObjects", "POST", bucket, NULL);
         rc = s3d_xml_build_delete(keys + at, batch, 1, &body);

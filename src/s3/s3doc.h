@@ -16,6 +16,10 @@
 
 #include "common/dynbuf.h"
 
+/* S3's own limits on the two request bodies. */
+#define S3D_S3_MAX_PARTS       10000u /* part numbers 1..10000 in one multipart upload */
+#define S3D_S3_MAX_DELETE_KEYS 1000u  /* keys in one DeleteObjects request */
+
 /* ---- errors --------------------------------------------------------------------------- */
 
 /* <Error><Code/><Message/><RequestId/><Key/><BucketName/><Resource/></Error>. */
