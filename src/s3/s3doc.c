@@ -134,16 +134,29 @@ static int check_args(const char *doc, const char *body, const void *out)
     return 0;
 }
 
+/* The frame of every parser over one result struct: the arguments checked, the result zeroed,
+ * the walk, and on failure the result freed again (free_out clears it). */
+static int parse_doc(const char *doc, const char *body, size_t len, void *out, size_t out_size,
+                     const struct s3d_xml_handler *h, void (*free_out)(void *))
+{
+    int rc;
+    if ((rc = check_args(doc, body, out)) < 0)
+        return rc;
+    memset(out, 0, out_size);
+    if ((rc = s3d_xml_walk(doc, body, len, h)) < 0)
+        free_out(out);
+    return rc;
+}
+
+static void error_free_v(void *r)
+{
+    s3d_xml_error_free(r);
+}
+
 int s3d_xml_parse_error(const char *body, size_t len, struct s3d_xml_error *out)
 {
     struct s3d_xml_handler h = {error_start, error_end, out};
-    int rc;
-    if ((rc = check_args("error", body, out)) < 0)
-        return rc;
-    memset(out, 0, sizeof(*out));
-    if ((rc = s3d_xml_walk("error", body, len, &h)) < 0)
-        s3d_xml_error_free(out);
-    return rc;
+    return parse_doc("error", body, len, out, sizeof(*out), &h, error_free_v);
 }
 
 /* ---- ListObjectsV2 --------------------------------------------------------------------- */
@@ -241,17 +254,16 @@ void s3d_xml_list_free(struct s3d_xml_list_result *r)
     memset(r, 0, sizeof(*r));
 }
 
+static void list_free_v(void *r)
+{
+    s3d_xml_list_free(r);
+}
+
 int s3d_xml_parse_list_v2(const char *body, size_t len, struct s3d_xml_list_result *out)
 {
     struct list_ctx c = {out, 0, 0, 0};
     struct s3d_xml_handler h = {list_start, list_end, &c};
-    int rc;
-    if ((rc = check_args(DOC_LIST, body, out)) < 0)
-        return rc;
-    memset(out, 0, sizeof(*out));
-    if ((rc = s3d_xml_walk(DOC_LIST, body, len, &h)) < 0)
-        s3d_xml_list_free(out);
-    return rc;
+    return parse_doc(DOC_LIST, body, len, out, sizeof(*out), &h, list_free_v);
 }
 
 /* ---- InitiateMultipartUpload ----------------------------------------------------------- */
@@ -440,17 +452,16 @@ void s3d_xml_uploads_free(struct s3d_xml_uploads_result *r)
     memset(r, 0, sizeof(*r));
 }
 
+static void uploads_free_v(void *r)
+{
+    s3d_xml_uploads_free(r);
+}
+
 int s3d_xml_parse_list_uploads(const char *body, size_t len, struct s3d_xml_uploads_result *out)
 {
     struct uploads_ctx c = {out, 0};
     struct s3d_xml_handler h = {uploads_start, uploads_end, &c};
-    int rc;
-    if ((rc = check_args(DOC_UPLOADS, body, out)) < 0)
-        return rc;
-    memset(out, 0, sizeof(*out));
-    if ((rc = s3d_xml_walk(DOC_UPLOADS, body, len, &h)) < 0)
-        s3d_xml_uploads_free(out);
-    return rc;
+    return parse_doc(DOC_UPLOADS, body, len, out, sizeof(*out), &h, uploads_free_v);
 }
 
 /* ---- ListBuckets ----------------------------------------------------------------------- */
@@ -507,17 +518,16 @@ void s3d_xml_buckets_free(struct s3d_xml_buckets_result *r)
     memset(r, 0, sizeof(*r));
 }
 
+static void buckets_free_v(void *r)
+{
+    s3d_xml_buckets_free(r);
+}
+
 int s3d_xml_parse_list_buckets(const char *body, size_t len, struct s3d_xml_buckets_result *out)
 {
     struct buckets_ctx c = {out, 0};
     struct s3d_xml_handler h = {buckets_start, buckets_end, &c};
-    int rc;
-    if ((rc = check_args(DOC_BUCKETS, body, out)) < 0)
-        return rc;
-    memset(out, 0, sizeof(*out));
-    if ((rc = s3d_xml_walk(DOC_BUCKETS, body, len, &h)) < 0)
-        s3d_xml_buckets_free(out);
-    return rc;
+    return parse_doc(DOC_BUCKETS, body, len, out, sizeof(*out), &h, buckets_free_v);
 }
 
 /* ---- DeleteObjects --------------------------------------------------------------------- */
@@ -589,17 +599,16 @@ void s3d_xml_delete_free(struct s3d_xml_delete_result *r)
     memset(r, 0, sizeof(*r));
 }
 
+static void delete_free_v(void *r)
+{
+    s3d_xml_delete_free(r);
+}
+
 int s3d_xml_parse_delete(const char *body, size_t len, struct s3d_xml_delete_result *out)
 {
     struct delete_ctx c = {out, 0, 0};
     struct s3d_xml_handler h = {delete_start, delete_end, &c};
-    int rc;
-    if ((rc = check_args(DOC_DELETE, body, out)) < 0)
-        return rc;
-    memset(out, 0, sizeof(*out));
-    if ((rc = s3d_xml_walk(DOC_DELETE, body, len, &h)) < 0)
-        s3d_xml_delete_free(out);
-    return rc;
+    return parse_doc(DOC_DELETE, body, len, out, sizeof(*out), &h, delete_free_v);
 }
 
 /* ---- builders ------------------------------------------------------------------------- */
