@@ -60,14 +60,12 @@ static void set_body(struct s3d_s3_op *op, struct iovec *iov, const void *p, siz
  * S3D_ENOSUCHBUCKET when it is the bucket; otherwise keep the original NoSuchKey error. */
 static int head_404(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
 {
-    struct s3d_error_info info;
+    struct s3d_err_record saved;
     struct s3d_err_s3 d = detail(op);
     struct s3d_s3_op bop;
-    char saved[1024];
     int brc;
 
-    s3d_last_error(&info);
-    snprintf(saved, sizeof(saved), "%s", info.message);
+    s3d_err_save(&saved, s3d_last_error_code());
     op_init(&bop, "HeadBucket", "HEAD", op->bucket, NULL);
     brc = s3d_s3_op_run(ctx, &bop);
     s3d_s3_op_cleanup(&bop);
@@ -78,7 +76,7 @@ static int head_404(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
                            op->key, op->bucket);
     }
     d.s3_code = "NoSuchKey";
-    return s3d_fail_s3(S3D_ENOSUCHKEY, &d, "%s", saved);
+    return s3d_fail_s3(S3D_ENOSUCHKEY, &d, "%s", saved.message);
 }
 
 /* The object's fields that every HEAD or GET response carries. */
@@ -98,14 +96,13 @@ static void fill_info(const struct s3d_http_resp *r, struct s3d_object_info *out
  * HEAD's error stands. */
 static int head_403(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
 {
-    struct s3d_error_info info;
+    struct s3d_err_record saved;
     struct s3d_err_s3 d = detail(op);
     struct s3d_s3_op gop;
-    char saved[1024], byte;
+    char byte;
     int grc, coded;
 
-    s3d_last_error(&info);
-    snprintf(saved, sizeof(saved), "%s", info.message);
+    s3d_err_save(&saved, s3d_last_error_code());
     op_init(&gop, "GetObject", "GET", op->bucket, op->key);
     (void)s3d_s3_op_set_range(&gop, 0, 0);
     gop.dst = &byte;
@@ -115,7 +112,7 @@ static int head_403(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
     s3d_s3_op_cleanup(&gop);
     if (coded)
         return grc;
-    return s3d_fail_s3(S3D_EACCESS, &d, "%s", saved);
+    return s3d_fail_s3(S3D_EACCESS, &d, "%s", saved.message);
 }
 
 int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
@@ -314,18 +311,13 @@ static int error_in_body(struct s3d_s3_op *op, const struct s3d_xml_error *xe)
 static int completed_already(struct s3d_s3ctx *ctx, const char *bucket, const char *key, size_t n)
 {
     struct s3d_object_info info;
-    struct s3d_error_info e;
+    struct s3d_err_record saved;
     struct s3d_err_s3 d;
-    char suffix[32], msg[1536], s3code[128], rid[160];
+    char suffix[32];
     size_t el, sl;
-    int code, status, ok = 0;
+    int ok = 0;
 
-    s3d_last_error(&e);
-    code = e.code;
-    status = e.http_status;
-    snprintf(msg, sizeof(msg), "%s", e.message);
-    snprintf(s3code, sizeof(s3code), "%s", e.s3_code);
-    snprintf(rid, sizeof(rid), "%s", e.request_id);
+    s3d_err_save(&saved, s3d_last_error_code());
     if (s3d_op_head(ctx, bucket, key, &info) == 0) {
         snprintf(suffix, sizeof(suffix), "-%zu\"", n);
         el = strlen(info.etag);
@@ -337,10 +329,10 @@ static int completed_already(struct s3d_s3ctx *ctx, const char *bucket, const ch
         d.operation = "CompleteMultipartUpload";
         d.bucket = bucket;
         d.key = key;
-        d.http_status = status;
-        d.s3_code = s3code;
-        d.request_id = rid;
-        s3d_fail_s3(code, &d, "%s", msg);
+        d.http_status = saved.http_status;
+        d.s3_code = saved.s3_code;
+        d.request_id = saved.request_id;
+        s3d_fail_s3(saved.code, &d, "%s", saved.message);
     }
     return ok;
 }
