@@ -156,25 +156,34 @@ void s3d_device_mem_free(struct s3d_device *dev, int ordinal, uint64_t dptr)
         dev->ops->mem_free(dev, ordinal, dptr);
 }
 
+/* A zeroed stream or event (size bytes; what names it in the error) for a valid ordinal, or
+ * NULL with the error in *rc. */
+static void *alloc_for(const struct s3d_device *dev, int ordinal, size_t size, const char *what,
+                       int *rc)
+{
+    void *p;
+    if ((*rc = check_ordinal(dev, ordinal)) < 0)
+        return NULL;
+    p = calloc(1, size);
+    if (p == NULL)
+        *rc = s3d_fail(S3D_ENOMEM, "%s: out of memory", what);
+    return p;
+}
+
 int s3d_device_stream_new(struct s3d_device *dev, int ordinal, struct s3d_stream **out)
 {
-    struct s3d_stream *s;
     int rc;
+    struct s3d_stream *s = alloc_for(dev, ordinal, sizeof(*s), "stream", &rc);
 
     *out = NULL;
-    if ((rc = check_ordinal(dev, ordinal)) < 0)
-        return rc;
-    s = calloc(1, sizeof(*s));
     if (s == NULL)
-        return s3d_fail(S3D_ENOMEM, "stream: out of memory");
-    s->ordinal = ordinal;
-    rc = dev->ops->stream_new(dev, s);
-    if (rc < 0) {
-        free(s);
         return rc;
-    }
-    *out = s;
-    return 0;
+    s->ordinal = ordinal;
+    if ((rc = dev->ops->stream_new(dev, s)) < 0)
+        free(s);
+    else
+        *out = s;
+    return rc;
 }
 
 void s3d_device_stream_free(struct s3d_device *dev, struct s3d_stream *s)
@@ -213,23 +222,18 @@ int s3d_device_stream_sync(struct s3d_device *dev, struct s3d_stream *s)
 
 int s3d_device_event_new(struct s3d_device *dev, int ordinal, struct s3d_event **out)
 {
-    struct s3d_event *e;
     int rc;
+    struct s3d_event *e = alloc_for(dev, ordinal, sizeof(*e), "event", &rc);
 
     *out = NULL;
-    if ((rc = check_ordinal(dev, ordinal)) < 0)
-        return rc;
-    e = calloc(1, sizeof(*e));
     if (e == NULL)
-        return s3d_fail(S3D_ENOMEM, "event: out of memory");
-    e->ordinal = ordinal;
-    rc = dev->ops->event_new(dev, e);
-    if (rc < 0) {
-        free(e);
         return rc;
-    }
-    *out = e;
-    return 0;
+    e->ordinal = ordinal;
+    if ((rc = dev->ops->event_new(dev, e)) < 0)
+        free(e);
+    else
+        *out = e;
+    return rc;
 }
 
 void s3d_device_event_free(struct s3d_device *dev, struct s3d_event *e)
