@@ -229,14 +229,24 @@ int s3d_s3_op_set_range(struct s3d_s3_op *op, uint64_t first, uint64_t last)
     return s3d_s3_op_add_header(op, "Range", op->range_buf);
 }
 
+/* Caps of an op's request strings. A key is at most 1,024 bytes (three times that encoded);
+ * the URL holds the endpoint, the path and the query; the signature buffer holds the
+ * Authorization header (or a presigned query). */
+#define OP_URL_MAX         16384
+#define OP_HOST_MAX        1024
+#define OP_PATH_MAX        8192
+#define OP_QUERY_MAX       8192
+#define OP_SIG_MAX         8192
+#define OP_HEADER_LINE_MAX 4096 /* one "Name: value" request header */
+
 static void op_bufs_init(struct s3d_s3_op *op)
 {
     if (op->url.max == 0) {
-        s3d_dynbuf_init(&op->url, 16384);
-        s3d_dynbuf_init(&op->host, 1024);
-        s3d_dynbuf_init(&op->path, 8192);
-        s3d_dynbuf_init(&op->query_buf, 8192);
-        s3d_dynbuf_init(&op->sig, 8192);
+        s3d_dynbuf_init(&op->url, OP_URL_MAX);
+        s3d_dynbuf_init(&op->host, OP_HOST_MAX);
+        s3d_dynbuf_init(&op->path, OP_PATH_MAX);
+        s3d_dynbuf_init(&op->query_buf, OP_QUERY_MAX);
+        s3d_dynbuf_init(&op->sig, OP_SIG_MAX);
     }
 }
 
@@ -251,7 +261,7 @@ static int slist_add(struct curl_slist **l, const char *line)
 
 static int slist_addf(struct curl_slist **l, const char *name, const char *value)
 {
-    char line[4096];
+    char line[OP_HEADER_LINE_MAX];
     int n = snprintf(line, sizeof(line), "%s: %s", name, value);
     if (n < 0 || (size_t)n >= sizeof(line))
         return s3d_fail(S3D_ETOOBIG, "request header %s is too long", name);

@@ -21,6 +21,8 @@
 #define SERVICE(req) ((req)->service != NULL && (req)->service[0] != '\0' ? (req)->service : "s3")
 /* Canonical requests hold a key (<= 1 KiB, x3 encoded), a few headers and query parameters. */
 #define SIGV4_MAX_TEXT (256 * 1024)
+#define SECRET_MAX     128    /* the longest secret access key signed (AWS's are 40 bytes) */
+#define PRESIGN_MAX_S  604800 /* SigV4's limit on X-Amz-Expires: 7 days */
 
 static const char hexdig[] = "0123456789abcdef";
 
@@ -123,7 +125,7 @@ static _Thread_local struct {
     char date[9];
     char region[64];
     char service[16];
-    char secret[128];
+    char secret[SECRET_MAX];
     unsigned char key[32];
 } tl_key;
 
@@ -131,7 +133,7 @@ static int signing_key(const char *secret, const char *date8, const char *region
                        const char *service, unsigned char key[32])
 {
     unsigned char k1[32], k2[32], k3[32];
-    char first[4 + 128 + 1];
+    char first[4 + SECRET_MAX + 1];
     size_t slen = strlen(secret), rlen = strlen(region), svlen = strlen(service);
     int rc, cacheable = slen < sizeof(tl_key.secret) && rlen < sizeof(tl_key.region) &&
                         svlen < sizeof(tl_key.service);
@@ -141,8 +143,9 @@ static int signing_key(const char *secret, const char *date8, const char *region
         memcpy(key, tl_key.key, 32);
         return 0;
     }
-    if (slen > 128)
-        return s3d_fail(S3D_EINVAL, "secret access key is %zu bytes long (at most 128)", slen);
+    if (slen > SECRET_MAX)
+        return s3d_fail(S3D_EINVAL, "secret access key is %zu bytes long (at most %d)", slen,
+                        SECRET_MAX);
     memcpy(first, "AWS4", 4);
     memcpy(first + 4, secret, slen);
     if ((rc = hmac256(first, 4 + slen, date8, 8, k1)) < 0 ||
@@ -515,8 +518,9 @@ int s3d_sigv4_presign(const struct s3d_sigv4_request *req, const struct s3d_sigv
         rc = s3d_fail(S3D_EINVAL, "SigV4 presign: NULL url_base");
         goto out;
     }
-    if (expires_s < 1 || expires_s > 604800) {
-        rc = s3d_fail(S3D_EINVAL, "presigned URL lifetime %u s is outside 1..604800", expires_s);
+    if (expires_s < 1 || expires_s > PRESIGN_MAX_S) {
+        rc = s3d_fail(S3D_EINVAL, "presigned URL lifetime %u s is outside 1..%d", expires_s,
+                      PRESIGN_MAX_S);
         goto out;
     }
     token = creds->session_token && creds->session_token[0] ? creds->session_token : NULL;
