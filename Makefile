@@ -52,7 +52,8 @@ demo: deps build
 	@scripts/with-rgw.sh bench/demo.sh $(BUILD)
 
 # The peers part keeps one ~2 GB checkpoint in three formats plus one save at a time in the
-# RAM-backed OSD: 12 GiB of memstore unless a server is already running.
+# RAM-backed OSD, the sweep a 4 GiB checkpoint: 12 GiB of memstore unless a server is already
+# running.
 bench: deps build
 	@RGW_MEMSTORE_BYTES=$${RGW_MEMSTORE_BYTES:-12884901888} scripts/with-rgw.sh bench/run.sh $(BUILD)
 

@@ -14,6 +14,9 @@
 #   BENCH_TIMEOUT=300   seconds before one client invocation is killed (counted as failed)
 #   BENCH_CKPT_MIB=2048 size of the checkpoint for the tensor-pipeline section (BENCH_SKIP=ckpt
 #                       leaves it out)
+#   BENCH_ONLY="sweep peers"  only the sweep (bench/sweep/) and/or the peers side by side
+#                       (bench/peers/), in the order given; both also run at the end of the
+#                       full run (BENCH_SKIP="sweep peers" leaves them out)
 #
 # How each client is measured:
 #   s3direct-mem / -put-mem  bench/s3d_bench.c (s3direct-bench): the public API to and from a
@@ -138,8 +141,7 @@ inproc() {
 # The peers side by side (issue 13): s3direct's tensor workloads next to s3torchconnector,
 # runai-model-streamer, tensorizer, boto3, s3fs and parallel curl, each in its own process,
 # over http and then over https (nginx terminating TLS in front of the same server). Writes
-# rows-*.json, table-*.md and charts into $peers_out. BENCH_SKIP=peers leaves it out,
-# BENCH_ONLY=peers runs only it.
+# rows-*.json, table-*.md and charts into $peers_out. BENCH_SKIP=peers leaves it out.
 peers_out=${BENCH_KEEP:-$work}/peers
 tls_dir=$work/tls-front
 tls_port=${BENCH_TLS_PORT:-8443}
@@ -164,9 +166,28 @@ run_peers() {
   gc
   return $rc
 }
-if [ "${BENCH_ONLY:-}" = peers ]; then
-  run_peers
-  exit $?
+# The sweep of s3direct's own cost (issue 13, section 3): checkpoint size, tensor count,
+# concurrency and part size, each point in its own process; rows, table and charts into
+# $sweep_out. BENCH_SKIP=sweep leaves it out.
+sweep_out=${BENCH_KEEP:-$work}/sweep
+run_sweep() {
+  local rc=0
+  say "Sweep of s3direct's cost (size, tensor count, concurrency, part size), results in $sweep_out"
+  "$here/sweep/run.sh" "$build" "$sweep_out" || rc=1
+  gc
+  return $rc
+}
+# BENCH_ONLY="sweep", "peers" or "sweep peers": only those parts, in that order.
+if [ -n "${BENCH_ONLY:-}" ]; then
+  rc=0
+  for part in $BENCH_ONLY; do
+    case $part in
+      sweep) run_sweep || rc=1 ;;
+      peers) run_peers || rc=1 ;;
+      *) say "bench: BENCH_ONLY=$part: not a part (sweep, peers)"; exit 2 ;;
+    esac
+  done
+  exit $rc
 fi
 
 say "bench: $size_arg object ($bytes bytes), $runs runs per client, server $rgw, work in $work"
@@ -264,9 +285,13 @@ fi
 if [ -n "${BENCH_KEEP:-}" ]; then
   mkdir -p "$BENCH_KEEP" && cp "$results" "$work/table.md" "$BENCH_KEEP/"
 fi
+aws s3 rb --force "s3://$bucket" >/dev/null 2>&1  # room in the RAM-backed OSD
+gc
+if ! skipped sweep; then
+  echo
+  run_sweep
+fi
 if ! skipped peers; then
-  aws s3 rb --force "s3://$bucket" >/dev/null 2>&1  # room in the RAM-backed OSD
-  gc
   echo
   run_peers
 fi
