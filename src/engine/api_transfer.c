@@ -290,8 +290,8 @@ static int dl_prepare(void *ctx, struct s3d_get_job *j)
         return s3d_slots_free_count(&f->slots) > 0
                    ? s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer",
                               f->slots.size)
-                   : 1;
-    return 0;
+                   : S3D_FEED_NOT_YET;
+    return S3D_FEED_OK;
 }
 
 static int dl_done(void *ctx, struct s3d_get_job *j)
@@ -466,7 +466,7 @@ static int bufup_next(void *ctx, struct s3d_put_part *p)
     struct buf_up *b = ctx;
     struct iovec *v;
     if (b->next_off >= b->len)
-        return 2;
+        return S3D_FEED_DONE;
     v = &b->iovs[b->next_number - 1];
     v->iov_base = (void *)(b->src + b->next_off);
     v->iov_len = (size_t)S3D_MIN(b->part, b->len - b->next_off);
@@ -475,7 +475,7 @@ static int bufup_next(void *ctx, struct s3d_put_part *p)
     p->iovcnt = 1;
     p->length = v->iov_len;
     b->next_off += v->iov_len;
-    return 0;
+    return S3D_FEED_OK;
 }
 
 static void put_opts(const struct topts *o, uint64_t total, const char *content_type,
@@ -604,10 +604,11 @@ static int fdup_next(void *ctx, struct s3d_put_part *p)
         f->pending = NULL;
     } else {
         if (f->eof)
-            return 2;
+            return S3D_FEED_DONE;
         buf = s3d_slot_get(&f->slots);
         if (buf == NULL)
-            return s3d_slots_free_count(&f->slots) > 0 ? s3d_fail(S3D_ENOMEM, "out of memory") : 1;
+            return s3d_slots_free_count(&f->slots) > 0 ? s3d_fail(S3D_ENOMEM, "out of memory")
+                                                       : S3D_FEED_NOT_YET;
         rc = read_full(f->fd, buf, f->part, &got, &f->eof, f->what);
         if (rc < 0)
             return rc;
@@ -617,7 +618,7 @@ static int fdup_next(void *ctx, struct s3d_put_part *p)
             return rc;
         if (got == 0) {
             s3d_slot_put(&f->slots, buf);
-            return 2;
+            return S3D_FEED_DONE;
         }
     }
     if (f->next_number > S3D_MAX_PARTS)
@@ -626,7 +627,7 @@ static int fdup_next(void *ctx, struct s3d_put_part *p)
                         "part_size",
                         f->what, S3D_MAX_PARTS, f->part);
     s3d_slot_as_part(&f->slots, buf, got, f->next_number++, p);
-    return 0;
+    return S3D_FEED_OK;
 }
 
 static int fdup_release(void *ctx, const struct s3d_put_part *p)
@@ -754,10 +755,10 @@ static int copy_next(void *ctx, struct s3d_put_part *p)
     int rc;
     if (x->win_next == x->win_n) {
         if (x->next_off >= x->size)
-            return 2;
+            return S3D_FEED_DONE;
         /* Fetch the next window only when every slot is back: memory stays bounded. */
         if (s3d_slots_free_count(&x->slots) < x->slots.n)
-            return 1;
+            return S3D_FEED_NOT_YET;
         x->win_n = 0;
         x->win_next = 0;
         for (k = 0; k < x->slots.n && x->next_off < x->size; k++) {
@@ -780,7 +781,7 @@ static int copy_next(void *ctx, struct s3d_put_part *p)
     }
     j = &x->win[x->win_next++];
     s3d_slot_as_part(&x->slots, j->dst, j->length, x->next_number++, p);
-    return 0;
+    return S3D_FEED_OK;
 }
 
 static int copy_release(void *ctx, const struct s3d_put_part *p)

@@ -67,9 +67,9 @@ static int st_next(void *ctx, struct s3d_put_part *p)
         s->q_head = (s->q_head + 1) % s->slots.n;
         s->q_len--;
         s3d_slot_as_part(&s->slots, e.buf, e.len, e.number, p);
-        r = 0;
+        r = S3D_FEED_OK;
     } else {
-        r = s->eof ? 2 : 1;
+        r = s->eof ? S3D_FEED_DONE : S3D_FEED_NOT_YET;
     }
     pthread_mutex_unlock(&s->mu);
     return r;

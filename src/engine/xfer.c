@@ -158,14 +158,14 @@ static int feed_get(struct engine *g, struct item *it)
     struct s3d_get_job *j;
     int r;
     if (g->next_job >= g->n_jobs)
-        return 2;
+        return S3D_FEED_DONE;
     j = &g->jobs[g->next_job];
     if (j->length == 0)
         return s3d_fail(S3D_EINVAL, "GetObject s3://%s/%s: empty range at %" PRIu64, j->bucket,
                         j->key, j->offset);
     if (g->gh != NULL && g->gh->prepare != NULL) {
         r = g->gh->prepare(g->gh->ctx, j);
-        if (r != 0)
+        if (r != S3D_FEED_OK)
             return r;
     }
     if (j->dst == NULL)
@@ -205,16 +205,16 @@ static int feed_part(struct engine *g, struct item *it)
 
     memset(&p, 0, sizeof(p));
     r = g->ph->next(g->ph->ctx, &p);
-    if (r == 2 && g->handed_out == 0) {
+    if (r == S3D_FEED_DONE && g->handed_out == 0) {
         /* S3 cannot complete an upload with no part: send one empty part. */
         p.part_number = 1;
         p.iov = NULL;
         p.iovcnt = 0;
         p.length = 0;
-        r = 0;
+        r = S3D_FEED_OK;
         item_reset(it);
         it->synthetic = 1;
-    } else if (r != 0) {
+    } else if (r != S3D_FEED_OK) {
         return r;
     } else {
         uint64_t sum = 0;
@@ -249,7 +249,7 @@ static int feed_single(struct engine *g, struct item *it)
     uint64_t len = 0;
     int i;
     if (g->handed_out > 0)
-        return 2;
+        return S3D_FEED_DONE;
     for (i = 0; i < g->single_iovcnt; i++)
         len += g->single_iov[i].iov_len;
     g->handed_out = 1;
@@ -276,7 +276,7 @@ static int feed(struct engine *g, struct item *it)
     case KIND_SINGLE:
         return feed_single(g, it);
     }
-    return 2;
+    return S3D_FEED_DONE;
 }
 
 /* ---- finishing ---------------------------------------------------------------------------- */
@@ -541,11 +541,11 @@ static int feed_free(struct engine *g)
         r = feed(g, it);
         if (r < 0)
             return r;
-        if (r == 1) {
+        if (r == S3D_FEED_NOT_YET) {
             g->feed_blocked = 1;
             break;
         }
-        if (r == 2)
+        if (r == S3D_FEED_DONE)
             g->feed_done = 1;
     }
     return 0;
@@ -560,7 +560,7 @@ static int poll_hook(struct engine *g)
     p = g->poll(g->hook_ctx);
     if (p < 0)
         return p;
-    if (p > 0)
+    if (p != S3D_POLL_IDLE)
         g->feed_blocked = 1;
     return 0;
 }
@@ -627,7 +627,7 @@ static int drain_hook(struct engine *g)
         int p = g->poll(g->hook_ctx);
         if (p < 0)
             return p;
-        if (p == 0)
+        if (p == S3D_POLL_IDLE)
             break;
         if (s3d_cancel_is_set(g->cancel))
             return s3d_fail(S3D_ECANCELED, "transfer canceled");

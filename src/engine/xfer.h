@@ -16,6 +16,19 @@
 #include "s3direct/client.h"
 #include "s3direct/object.h"
 
+/* What a feed hook (prepare, next) returns when it does not fail. */
+enum s3d_feed_result {
+    S3D_FEED_OK = 0,      /* the job's dst / the part is set */
+    S3D_FEED_NOT_YET = 1, /* nothing to hand out now: the engine calls poll and asks again */
+    S3D_FEED_DONE = 2,    /* next only: every part has been handed out */
+};
+
+/* What a poll hook returns when it does not fail. */
+enum s3d_poll_result {
+    S3D_POLL_IDLE = 0, /* no asynchronous work of the caller's pending */
+    S3D_POLL_BUSY = 1, /* work pending: poll again soon */
+};
+
 /* ---- downloads ------------------------------------------------------------------------- */
 
 struct s3d_get_job {
@@ -44,7 +57,7 @@ struct s3d_get_job {
 
 struct s3d_get_hooks {
     /* Called once per job, in array order, when a connection is free for it: set job->dst and
-     * return 0; or return 1 for "not yet" (no staging buffer free): the engine calls poll and
+     * return S3D_FEED_OK; or S3D_FEED_NOT_YET (no staging buffer free): the engine calls poll and
      * asks again later, without starting later jobs first. May be NULL when every job->dst is
      * set before the run. */
     int (*prepare)(void *ctx, struct s3d_get_job *job);
@@ -52,8 +65,8 @@ struct s3d_get_hooks {
     int (*done)(void *ctx, struct s3d_get_job *job);
     /* Called on every turn of the event loop (at least every few milliseconds while anything is
      * outstanding, and repeatedly after the last job is done until it returns 0): lets the
-     * caller finish asynchronous work (GPU copies) and free staging buffers. Returns 1 while it
-     * still has work pending, 0 when idle. May be NULL. */
+     * caller finish asynchronous work (GPU copies) and free staging buffers. Returns
+     * S3D_POLL_BUSY while it still has work pending, S3D_POLL_IDLE when idle. May be NULL. */
     int (*poll)(void *ctx);
     void *ctx;
 };
@@ -95,10 +108,10 @@ struct s3d_put_part {
 };
 
 struct s3d_put_hooks {
-    /* Asked for the next part whenever a connection is free. Fill *part and return 0; return 1
-     * for "not yet" (e.g. a device-to-host copy still running: the engine calls poll and asks
-     * again); return 2 when every part has been handed out. Parts may be handed out in any
-     * order of part_number (a producer may hold part 1 back to the end). */
+    /* Asked for the next part whenever a connection is free. Fill *part and return S3D_FEED_OK;
+     * S3D_FEED_NOT_YET (e.g. a device-to-host copy still running: the engine calls poll and
+     * asks again); S3D_FEED_DONE when every part has been handed out. Parts may be handed out in
+     * any order of part_number (a producer may hold part 1 back to the end). */
     int (*next)(void *ctx, struct s3d_put_part *part);
     /* Called once per part after the server accepted it: its memory may be reused. */
     int (*release)(void *ctx, const struct s3d_put_part *part);
