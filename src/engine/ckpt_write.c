@@ -399,6 +399,17 @@ static uint64_t part_len(const struct shard_writer *w, uint32_t number)
     return S3D_MIN(w->part_size, w->total - start);
 }
 
+/* Hands the built part p out to the engine as part number. */
+static int part_hand_out(struct part *p, uint32_t number, struct s3d_put_part *out)
+{
+    out->part_number = number;
+    out->iov = p->iov;
+    out->iovcnt = p->iovcnt;
+    out->length = p->length;
+    out->user = p;
+    return S3D_FEED_OK;
+}
+
 static int mp_next(void *ctx, struct s3d_put_part *out)
 {
     struct mp_ctx *m = ctx;
@@ -410,25 +421,20 @@ static int mp_next(void *ctx, struct s3d_put_part *out)
             struct part *p = w->pending;
             rc = part_ready(w, p, 0);
             if (rc <= 0)
-                return rc < 0 ? rc : 1;
+                return rc < 0 ? rc : S3D_FEED_NOT_YET;
             w->pending = NULL;
             if (p->number == 1) {
                 w->part1_held = 1; /* goes last, once the header is patched */
                 continue;
             }
-            out->part_number = p->number;
-            out->iov = p->iov;
-            out->iovcnt = p->iovcnt;
-            out->length = p->length;
-            out->user = p;
-            return 0;
+            return part_hand_out(p, p->number, out);
         }
         if (w->next_number <= w->nparts) {
             struct part *p = &w->parts[w->next_number - 1];
             p->number = w->next_number;
             rc = part_build(w, p, part_len(w, p->number), 0);
             if (rc != 0)
-                return rc; /* 1: no chunk free yet (kept in p, retried) */
+                return rc; /* S3D_FEED_NOT_YET: no chunk free yet (kept in p, retried) */
             w->next_number++;
             w->pending = p;
             continue;
@@ -438,14 +444,9 @@ static int mp_next(void *ctx, struct s3d_put_part *out)
             if (w->with_crc)
                 finish_crcs(w, m->header, m->crc_pos);
             w->part1_sent = 1;
-            out->part_number = 1;
-            out->iov = p->iov;
-            out->iovcnt = p->iovcnt;
-            out->length = p->length;
-            out->user = p;
-            return 0;
+            return part_hand_out(p, 1, out);
         }
-        return 2;
+        return S3D_FEED_DONE;
     }
 }
 
