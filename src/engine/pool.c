@@ -258,22 +258,24 @@ size_t s3d_pool_chunk_count(const struct s3d_pool *p)
     return p->n_chunks;
 }
 
-size_t s3d_pool_free_count(struct s3d_pool *p)
+/* One counter of the locked part, read under mu. */
+static size_t read_locked(struct s3d_pool *p, const size_t *counter)
 {
     size_t n;
     pthread_mutex_lock(&p->mu);
-    n = p->n_free;
+    n = *counter;
     pthread_mutex_unlock(&p->mu);
     return n;
 }
 
+size_t s3d_pool_free_count(struct s3d_pool *p)
+{
+    return read_locked(p, &p->n_free);
+}
+
 size_t s3d_pool_high_water(struct s3d_pool *p)
 {
-    size_t n;
-    pthread_mutex_lock(&p->mu);
-    n = p->high_water;
-    pthread_mutex_unlock(&p->mu);
-    return n;
+    return read_locked(p, &p->high_water);
 }
 
 void s3d_pool_reset_high_water(struct s3d_pool *p)
