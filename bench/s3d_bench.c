@@ -49,7 +49,7 @@ int main(int argc, char **argv)
 {
     struct s3d_client_options co;
     struct s3d_client *c = NULL;
-    struct s3d_object_info info;
+    struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
     uint64_t size = 0, got, x = 0x9e3779b97f4a7c15ull;
     unsigned char *buf = NULL;
     int runs = 3, i, rc, get, ret = 1;

@@ -36,7 +36,7 @@ static int run(const struct cli_opts *o)
 {
     struct s3d_client *c = NULL;
     struct s3d_reader *r = NULL;
-    struct s3d_tensor_info t;
+    struct s3d_tensor_info t = {.struct_size = sizeof(struct s3d_tensor_info)};
     const char *uri, *k, *v;
     char shape[512], human[24];
     uint64_t total = 0, hdr, obj;

@@ -14,7 +14,7 @@ static const char usage[] =
 static int run(const struct cli_opts *o)
 {
     char bucket[CLI_BUCKET_CAP], key[CLI_KEY_CAP], when[32], human[24];
-    struct s3d_object_info info;
+    struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
     struct s3d_client *c = NULL;
     int rc;
 

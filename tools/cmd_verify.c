@@ -47,7 +47,7 @@ static int batch_cb(void *user, uint64_t done, uint64_t total)
 static int read_batch(struct s3d_reader *r, struct s3d_tensor_dest *dests, size_t n,
                       struct s3d_read_options *ro, struct batch_progress *bp, size_t *bad)
 {
-    struct s3d_tensor_info t;
+    struct s3d_tensor_info t = {.struct_size = sizeof(struct s3d_tensor_info)};
     size_t i;
     int rc;
 
@@ -81,7 +81,7 @@ static int run(const struct cli_opts *o)
     struct s3d_reader *r = NULL;
     struct s3d_tensor_dest *dests = NULL;
     struct s3d_read_options ro;
-    struct s3d_tensor_info t;
+    struct s3d_tensor_info t = {.struct_size = sizeof(struct s3d_tensor_info)};
     struct batch_progress bp;
     uint64_t batch = o->batch_bytes ? o->batch_bytes : DEFAULT_BATCH, total = 0, used = 0;
     size_t i, n, nd = 0, bad = 0, checked = 0, unchecked = 0;

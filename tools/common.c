@@ -10,7 +10,7 @@
 int cli_client(const struct cli_opts *o, struct s3d_client **out)
 {
     struct s3d_client_options co;
-    struct s3d_client_config cfg;
+    struct s3d_client_config cfg = {.struct_size = sizeof(struct s3d_client_config)};
     int rc;
 
     /* --debug also turns on the library's debug log (retries, unverified downloads), unless

@@ -64,8 +64,11 @@ S3D_API int s3d_dtype_nbytes(int dtype, const int64_t *shape, int32_t ndim, uint
 
 struct s3d_reader;
 
-/* One tensor of an open checkpoint. Strings and arrays are owned by the reader. */
+/* One tensor of an open checkpoint. Strings and arrays are owned by the reader. An output
+ * struct that can grow (version.h): set struct_size, or zero the struct; only its first
+ * struct_size bytes are written. */
 struct s3d_tensor_info {
+    uint32_t struct_size; /* sizeof(struct s3d_tensor_info); 0 = the first version's size */
     const char *name;
     int32_t dtype; /* enum s3d_dtype */
     int32_t ndim;

@@ -106,8 +106,10 @@ S3D_API int s3d_client_new(const struct s3d_client_options *opts, struct s3d_cli
 S3D_API void s3d_client_free(struct s3d_client *client);
 
 /* What the client resolved, for display ("s3direct --debug", tests). NUL-terminated strings
- * owned by the client. Thread-safe. */
+ * owned by the client. Thread-safe. An output struct that can grow (version.h): set
+ * struct_size, or zero the struct; only its first struct_size bytes are written. */
 struct s3d_client_config {
+    uint32_t struct_size; /* sizeof(struct s3d_client_config); 0 = the first version's size */
     const char *endpoint_url;
     const char *region;
     const char *access_key_id;     /* "" when none; the first key the chain found */

@@ -11,6 +11,7 @@
 #define S3DIRECT_ERRORS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "s3direct/version.h"
 
 #ifdef __cplusplus
@@ -84,8 +85,10 @@ S3D_API const char *s3d_err_name(int err);
 S3D_API const char *s3d_strerror(int err);
 
 /* Detail of the last failure on the calling thread. Strings are NUL-terminated, empty when
- * unknown, and owned by the library (valid until the next failing call on this thread). */
+ * unknown, and owned by the library (valid until the next failing call on this thread).
+ * An output struct that can grow (version.h): set struct_size, or zero the struct. */
 struct s3d_error_info {
+    uint32_t struct_size;  /* sizeof(struct s3d_error_info); 0 = the first version's size */
     int code;              /* the S3D_E* code returned */
     int http_status;       /* 0 when no HTTP response was involved */
     const char *message;   /* one line, complete: what failed, where, and why */
@@ -97,7 +100,8 @@ struct s3d_error_info {
     const char *request_id; /* x-amz-request-id or <RequestId> */
 };
 
-/* Fills *out with the calling thread's last error. Never fails; out must not be NULL. */
+/* Fills *out (the first out->struct_size bytes) with the calling thread's last error. Never
+ * fails; out must not be NULL. */
 S3D_API void s3d_last_error(struct s3d_error_info *out);
 /* Shortcut for the one-line message of the calling thread's last error ("" if none). */
 S3D_API const char *s3d_last_error_message(void);

@@ -21,7 +21,10 @@ extern "C" {
 S3D_API int s3d_uri_parse(const char *uri, char *bucket, size_t bucket_cap, char *key,
                           size_t key_cap);
 
+/* What HeadObject returns. An output struct that can grow (version.h): set struct_size, or
+ * zero the struct; only its first struct_size bytes are written. */
 struct s3d_object_info {
+    uint32_t struct_size; /* sizeof(struct s3d_object_info); 0 = the first version's size */
     uint64_t size;
     int64_t last_modified; /* seconds since the epoch, 0 if unknown */
     char etag[80];         /* as the server sent it, quotes included */
@@ -45,8 +48,10 @@ S3D_API int s3d_delete_object(struct s3d_client *c, const char *bucket, const ch
 S3D_API int s3d_delete_objects(struct s3d_client *c, const char *bucket, const char *const *keys,
                                size_t n);
 
-/* One entry of a listing; strings valid only during the callback. */
+/* One entry of a listing; strings valid only during the callback. The library owns it and
+ * sets struct_size to the size it filled (version.h). */
 struct s3d_list_entry {
+    uint32_t struct_size;
     const char *key;
     uint64_t size;
     int64_t last_modified;
@@ -73,8 +78,10 @@ S3D_API int s3d_abort_multipart_upload(struct s3d_client *c, const char *bucket,
 S3D_API int s3d_presign(struct s3d_client *c, const char *method, const char *bucket,
                         const char *key, uint32_t expires_s, char *out, size_t out_cap);
 
-/* One multipart upload in progress; strings valid only during the callback. */
+/* One multipart upload in progress; strings valid only during the callback. The library owns
+ * it and sets struct_size to the size it filled (version.h). */
 struct s3d_upload_entry {
+    uint32_t struct_size;
     const char *key;
     const char *upload_id;
     int64_t initiated;         /* seconds since the epoch, 0 if the server sent none */
@@ -88,8 +95,10 @@ typedef int (*s3d_upload_entry_fn)(void *user, const struct s3d_upload_entry *en
 S3D_API int s3d_list_uploads(struct s3d_client *c, const char *bucket, const char *prefix,
                              s3d_upload_entry_fn fn, void *user);
 
-/* One bucket of the account; the name is valid only during the callback. */
+/* One bucket of the account; the name is valid only during the callback. The library owns it
+ * and sets struct_size to the size it filled (version.h). */
 struct s3d_bucket_entry {
+    uint32_t struct_size;
     const char *name;
     int64_t creation_date; /* seconds since the epoch, 0 if the server sent none */
 };

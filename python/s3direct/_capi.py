@@ -41,8 +41,18 @@ PROGRESS_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, c_uint64)
 LOG_FN = CFUNCTYPE(None, c_void_p, c_int, ctypes.POINTER(ctypes.c_char), c_size_t)
 
 
-class ErrorInfo(Structure):
+class _OutStruct(Structure):
+    """An output struct that can grow (version.h): struct_size first, set to the size this
+    package knows, so a newer library writes only the fields declared here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(self)
+
+
+class ErrorInfo(_OutStruct):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("code", c_int),
         ("http_status", c_int),
         ("message", c_char_p),
@@ -83,8 +93,9 @@ class ClientOptions(Structure):
     ]
 
 
-class ClientConfig(Structure):
+class ClientConfig(_OutStruct):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("endpoint_url", c_char_p),
         ("region", c_char_p),
         ("access_key_id", c_char_p),
@@ -98,8 +109,9 @@ class ClientConfig(Structure):
     ]
 
 
-class ObjectInfo(Structure):
+class ObjectInfo(_OutStruct):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("size", c_uint64),
         ("last_modified", c_int64),
         ("etag", c_char * 80),
@@ -109,7 +121,10 @@ class ObjectInfo(Structure):
 
 
 class ListEntry(Structure):
+    """Owned by the library, which sets struct_size to the size it filled."""
+
     _fields_ = [
+        ("struct_size", c_uint32),
         ("key", c_char_p),
         ("size", c_uint64),
         ("last_modified", c_int64),
@@ -135,8 +150,9 @@ class TransferOptions(Structure):
     ]
 
 
-class TensorInfo(Structure):
+class TensorInfo(_OutStruct):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("name", c_char_p),
         ("dtype", c_int32),
         ("ndim", c_int32),

@@ -153,6 +153,8 @@ class Client:
         self._lib.check(self._lib.s3d_client_get_config(self.handle, ctypes.byref(cfg)))
         out: dict[str, Any] = {}
         for name, *_ in _capi.ClientConfig._fields_:
+            if name == "struct_size":
+                continue
             v = getattr(cfg, name)
             out[name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
         out["addressing"] = {1: "path", 2: "virtual"}.get(out["addressing"], "auto")

@@ -1,5 +1,7 @@
 /* error.c - error names and the per-thread error detail. */
+#define S3D_LAST_ERROR_OK
 #include "common/error.h"
+#include "common/opts.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -134,9 +136,7 @@ void s3d_clear_error(void)
 
 int s3d_last_error_code(void)
 {
-    struct s3d_error_info info;
-    s3d_last_error(&info);
-    return info.code < 0 ? info.code : S3D_EIO;
+    return tls_err.code < 0 ? tls_err.code : S3D_EIO;
 }
 
 int s3d_err_from_errno(int e)
@@ -166,8 +166,9 @@ int s3d_err_from_errno(int e)
     }
 }
 
-void s3d_last_error(struct s3d_error_info *out)
+void s3d_error_get(struct s3d_error_info *out)
 {
+    memset(out, 0, sizeof(*out));
     out->code = tls_err.code;
     out->http_status = tls_err.http_status;
     out->message = tls_err.message;
@@ -177,6 +178,13 @@ void s3d_last_error(struct s3d_error_info *out)
     out->s3_code = tls_err.s3_code;
     out->s3_message = tls_err.s3_message;
     out->request_id = tls_err.request_id;
+}
+
+void s3d_last_error(struct s3d_error_info *out)
+{
+    struct s3d_error_info full;
+    s3d_error_get(&full);
+    s3d_out_copy(out, &full, sizeof(full), S3D_ERROR_INFO_SIZE_V1);
 }
 
 const char *s3d_last_error_message(void)

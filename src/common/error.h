@@ -57,6 +57,14 @@ void s3d_clear_error(void);
 /* What a user should do when no file descriptor is left (S3D_EMFILE). */
 #define S3D_EMFILE_HINT "too many open files; lower --concurrency or raise ulimit -n"
 
+/* The whole of the calling thread's last error, for the library's own use: s3d_last_error
+ * fills only the prefix the caller's struct_size covers, so a local struct left uninitialised
+ * would be read as a size. */
+void s3d_error_get(struct s3d_error_info *out);
+#ifndef S3D_LAST_ERROR_OK /* error.c, and tests of the public call */
+#pragma GCC poison s3d_last_error
+#endif
+
 /* The code of the calling thread's last recorded error (S3D_EIO if none). */
 int s3d_last_error_code(void);
 

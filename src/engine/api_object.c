@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/opts.h"
 #include "engine/client_impl.h"
 #include "s3/ops.h"
 #include "s3/uri.h"
@@ -36,9 +37,12 @@ int s3d_head_object(struct s3d_client *c, const char *bucket, const char *key,
     int rc = check_key(c, bucket, key);
     if (rc < 0)
         return rc;
+    struct s3d_object_info full;
     if (out == NULL)
         return s3d_fail(S3D_EINVAL, "s3d_head_object: out is NULL");
-    return s3d_op_head(&c->s3, bucket, key, out);
+    rc = s3d_op_head(&c->s3, bucket, key, &full);
+    s3d_out_copy(out, &full, sizeof(full), S3D_OBJECT_INFO_SIZE_V1);
+    return rc;
 }
 
 int s3d_create_bucket(struct s3d_client *c, const char *bucket)

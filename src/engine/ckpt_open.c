@@ -17,6 +17,7 @@
 #include "common/compiler.h"
 #include "common/dynbuf.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "engine/ckpt_common.h"
 #include "engine/ckpt_reader.h"
 #include "engine/client_impl.h"
@@ -402,6 +403,7 @@ int s3d_reader_tensor(const struct s3d_reader *r, size_t i, struct s3d_tensor_in
 {
     const struct s3d_st_tensor *t;
     const struct shard *sh;
+    struct s3d_tensor_info full;
     if (r == NULL || out == NULL)
         return s3d_fail(S3D_EINVAL, "s3d_reader_tensor: NULL argument");
     if (i >= r->n_tensors)
@@ -409,15 +411,17 @@ int s3d_reader_tensor(const struct s3d_reader *r, size_t i, struct s3d_tensor_in
                         r->n_tensors);
     t = tref_tensor(r, i);
     sh = &r->shards[r->tensors[i].shard];
-    out->name = t->name;
-    out->dtype = t->dtype;
-    out->ndim = t->ndim;
-    out->shape = t->shape;
-    out->nbytes = t->end - t->begin;
-    out->shard = r->tensors[i].shard;
-    out->offset = sh->hdr.data_start + t->begin;
-    out->has_crc32c = t->has_crc32c;
-    out->crc32c = t->crc32c;
+    memset(&full, 0, sizeof(full));
+    full.name = t->name;
+    full.dtype = t->dtype;
+    full.ndim = t->ndim;
+    full.shape = t->shape;
+    full.nbytes = t->end - t->begin;
+    full.shard = r->tensors[i].shard;
+    full.offset = sh->hdr.data_start + t->begin;
+    full.has_crc32c = t->has_crc32c;
+    full.crc32c = t->crc32c;
+    s3d_out_copy(out, &full, sizeof(full), S3D_TENSOR_INFO_SIZE_V1);
     return 0;
 }
 

@@ -108,11 +108,9 @@ int s3d_client_check(const struct s3d_client *c)
     return 0;
 }
 
-int s3d_client_get_config(const struct s3d_client *c, struct s3d_client_config *out)
+static int config_fill(const struct s3d_client *c, struct s3d_client_config *out)
 {
     const struct s3d_config *cfg;
-    if (out == NULL)
-        return s3d_fail(S3D_EINVAL, "s3d_client_get_config: out is NULL");
     memset(out, 0, sizeof(*out));
     if (c == NULL)
         return s3d_fail(S3D_EINVAL, "client is NULL");
@@ -140,6 +138,17 @@ int s3d_client_get_config(const struct s3d_client *c, struct s3d_client_config *
             out->gpu_available = s3d_device_has_gpu(dev) ? 1 : 0;
     }
     return 0;
+}
+
+int s3d_client_get_config(const struct s3d_client *c, struct s3d_client_config *out)
+{
+    struct s3d_client_config full;
+    int rc;
+    if (out == NULL)
+        return s3d_fail(S3D_EINVAL, "s3d_client_get_config: out is NULL");
+    rc = config_fill(c, &full);
+    s3d_out_copy(out, &full, sizeof(full), S3D_CLIENT_CONFIG_SIZE_V1);
+    return rc;
 }
 
 int s3d_cancel_new(struct s3d_cancel **out)

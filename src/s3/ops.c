@@ -534,7 +534,8 @@ static int uploads_deliver(struct pager *pg)
     size_t i;
     for (i = 0; i < u->res.n_uploads; i++) {
         const struct s3d_xml_upload *x = &u->res.uploads[i];
-        struct s3d_upload_entry ent = {x->key, x->upload_id, x->initiated, x->storage_class};
+        struct s3d_upload_entry ent = {sizeof(ent), x->key, x->upload_id, x->initiated,
+                                       x->storage_class};
         if (u->fn(u->user, &ent) != 0)
             return 1;
     }
@@ -590,7 +591,8 @@ static int buckets_deliver(struct pager *pg)
     struct buckets_pager *b = (struct buckets_pager *)pg;
     size_t i;
     for (i = 0; i < b->res.n_buckets; i++) {
-        struct s3d_bucket_entry ent = {b->res.buckets[i].name, b->res.buckets[i].creation_date};
+        struct s3d_bucket_entry ent = {sizeof(ent), b->res.buckets[i].name,
+                                       b->res.buckets[i].creation_date};
         if (b->fn(b->user, &ent) != 0)
             return 1;
     }
@@ -656,6 +658,7 @@ static int objects_deliver(struct pager *pg)
     size_t i;
     for (i = 0; i < r->n_contents; i++) {
         memset(&ent, 0, sizeof(ent));
+        ent.struct_size = sizeof(ent);
         ent.key = r->contents[i].key;
         ent.size = r->contents[i].size;
         ent.last_modified = r->contents[i].last_modified;
@@ -665,6 +668,7 @@ static int objects_deliver(struct pager *pg)
     }
     for (i = 0; i < r->n_prefixes; i++) {
         memset(&ent, 0, sizeof(ent));
+        ent.struct_size = sizeof(ent);
         ent.key = r->prefixes[i];
         ent.etag = "";
         ent.is_prefix = 1;

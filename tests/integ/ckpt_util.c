@@ -125,7 +125,7 @@ void t_verify_checkpoint(struct s3d_client *c, const char *uri, const struct t_t
     CHECK_OK(s3d_reader_open(c, uri, &r));
     CHECK_EQ_U64(s3d_reader_num_tensors(r), ts->n);
     for (size_t i = 0; i < ts->n; i++) {
-        struct s3d_tensor_info info;
+        struct s3d_tensor_info info = {.struct_size = sizeof(struct s3d_tensor_info)};
         size_t idx;
         const struct s3d_tensor_src *t = &ts->src[i];
         CHECK_OK(s3d_reader_find(r, t->name, &idx));

@@ -14,7 +14,7 @@ int main(void)
 {
     const uint64_t n = 1ull << 30;
     struct s3d_client *c = t_s3_client();
-    struct s3d_object_info info;
+    struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
     char bucket[128], path[512];
     char *src, *dst, *map;
     uint64_t got = 0;

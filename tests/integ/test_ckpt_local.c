@@ -68,7 +68,7 @@ int main(void)
     CHECK_STREQ(s3d_reader_metadata_get(r, "note"), "héllo \"quoted\"");
     CHECK(s3d_reader_metadata_get(r, "s3direct.crc32c") != NULL);
     for (size_t i = 0; i < s3d_reader_num_tensors(r); i++) {
-        struct s3d_tensor_info info;
+        struct s3d_tensor_info info = {.struct_size = sizeof(struct s3d_tensor_info)};
         CHECK_OK(s3d_reader_tensor(r, i, &info));
         CHECK(info.has_crc32c == 1);
         CHECK(info.offset % 8 == 0 || i > 0); /* the data region starts 8-byte aligned */
@@ -77,7 +77,7 @@ int main(void)
 
     /* A subset: a byte range of one tensor, and a destination too small. */
     {
-        struct s3d_tensor_info info;
+        struct s3d_tensor_info info = {.struct_size = sizeof(struct s3d_tensor_info)};
         size_t i;
         unsigned char buf[100];
         struct s3d_tensor_dest d = {0};
@@ -105,7 +105,7 @@ int main(void)
 
     /* A flipped byte in the data is found and named. */
     {
-        struct s3d_tensor_info info;
+        struct s3d_tensor_info info = {.struct_size = sizeof(struct s3d_tensor_info)};
         size_t i;
         void *buf;
         struct s3d_tensor_dest d = {0};
@@ -178,7 +178,7 @@ int main(void)
 
     /* Shards: at most 2 MB of data per shard, an index written last. */
     {
-        struct s3d_tensor_info info;
+        struct s3d_tensor_info info = {.struct_size = sizeof(struct s3d_tensor_info)};
         const char *uri;
         snprintf(idx, sizeof(idx), "%s/sharded.safetensors.index.json", t_tmpdir());
         memset(&wo, 0, sizeof(wo));

@@ -42,7 +42,7 @@ int main(void)
     struct s3d_tensor_dest dst[N_BIG + N_SMALL];
     int64_t shapes[N_BIG + N_SMALL][1];
     char names[N_BIG + N_SMALL][32];
-    struct s3d_client_config cfg;
+    struct s3d_client_config cfg = {.struct_size = sizeof(struct s3d_client_config)};
     struct s3d_reader *r = NULL;
     char bucket[128], uri[256];
     unsigned char *buf;

@@ -53,7 +53,7 @@ int main(void)
     CHECK_OK(s3d_checkpoint_write(c, uri, big.src, big.n, NULL, 0, NULL));
     t_verify_checkpoint(c, uri, &big, -1);
     {
-        struct s3d_object_info info;
+        struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
         CHECK_OK(s3d_head_object(c, bucket, "dir/big.safetensors", &info));
         CHECK(info.size > 20 << 20);
     }
@@ -62,7 +62,8 @@ int main(void)
     {
         struct s3d_client *pc = client_at(proxy);
         struct s3d_tensor_dest d[2];
-        struct s3d_tensor_info ti[2];
+        struct s3d_tensor_info ti[2] = {{.struct_size = sizeof(ti[0])},
+                                        {.struct_size = sizeof(ti[0])}};
         size_t which[2] = {5, 17};
         void *buf[2];
         uint64_t need = 0, got;
@@ -100,10 +101,10 @@ int main(void)
 
     /* Corruption in the stored object is found and named. */
     {
-        struct s3d_object_info info;
+        struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
         unsigned char *obj;
         uint64_t n;
-        struct s3d_tensor_info ti;
+        struct s3d_tensor_info ti = {.struct_size = sizeof(struct s3d_tensor_info)};
         size_t i;
         char cuk[64] = "corrupt.safetensors";
         CHECK_OK(s3d_head_object(c, bucket, "small.safetensors", &info));

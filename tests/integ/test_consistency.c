@@ -122,7 +122,7 @@ static void checkpoint_case(struct s3d_client *direct, const char *bucket)
     d = calloc(n, sizeof(*d));
     CHECK(d != NULL);
     for (i = 0; i < n; i++) {
-        struct s3d_tensor_info ti;
+        struct s3d_tensor_info ti = {.struct_size = sizeof(struct s3d_tensor_info)};
         CHECK_OK(s3d_reader_tensor(r, i, &ti));
         d[i].index = i;
         d[i].device = -1;

@@ -61,7 +61,7 @@ int main(void)
     const char *id = getenv("AWS_ACCESS_KEY_ID"), *secret = getenv("AWS_SECRET_ACCESS_KEY");
     char host[256], bucket[128], path[700], text[2048];
     struct s3d_client *direct, *via;
-    struct s3d_object_info info;
+    struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
     struct tproxy *px;
     struct tproxy_opts po;
     const uint64_t n = 12u << 20;

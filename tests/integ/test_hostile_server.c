@@ -255,8 +255,8 @@ int main(void)
     socklen_t al = sizeof(a);
     struct s3d_client_options o;
     struct s3d_client *c;
-    struct s3d_object_info info;
-    struct s3d_error_info ei;
+    struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
+    struct s3d_error_info ei = {.struct_size = sizeof(struct s3d_error_info)};
     pthread_t th;
     char url[64], *buf = malloc(4096);
     size_t i;

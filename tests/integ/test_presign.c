@@ -27,7 +27,7 @@ int main(void)
 {
     struct s3d_client *c = t_s3_client();
     char bucket[128], url[4096], bad[4096], body_path[512], up_path[512], buf[64];
-    struct s3d_object_info info;
+    struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
     uint64_t got;
     FILE *f;
     char *sig;

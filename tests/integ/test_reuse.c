@@ -40,7 +40,7 @@ int main(void)
 {
     const char *ep = t_s3_endpoint();
     struct s3d_client_options o;
-    struct s3d_object_info info;
+    struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
     struct tproxy_opts po;
     struct tproxy *px;
     pthread_t th[NTHREADS];

@@ -100,7 +100,7 @@ static void roundtrip_sizes(struct s3d_client *c, const char *bucket, const char
         char key[128], path[512], path2[512];
         struct prog pu = {0}, pd = {0};
         struct s3d_transfer_options to;
-        struct s3d_object_info info;
+        struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
         CHECK(src != NULL && dst != NULL);
         t_fill_random(src, n, n + 7);
         snprintf(key, sizeof(key), "%s/size-%llu", tag, (unsigned long long)n);
@@ -209,7 +209,7 @@ int main(void)
         size_t i;
         int found = 0;
         for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-            struct s3d_object_info info;
+            struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
             CHECK_OK(s3d_upload_from_buffer(c, bucket, keys[i], src, 1000 + i, NULL));
             CHECK_OK(s3d_head_object(c, bucket, keys[i], &info));
             CHECK_EQ_U64(info.size, 1000 + i);
@@ -265,7 +265,7 @@ int main(void)
         CHECK_OK(s3d_upload_stream_write(s, src, (size_t)(12 * MiB)));
         s3d_upload_stream_free(s);
         {
-            struct s3d_object_info info;
+            struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
             CHECK_ERR(s3d_head_object(c, bucket, "stream abandoned", &info), S3D_ENOSUCHKEY);
         }
     }

@@ -27,8 +27,8 @@ int main(void)
     const char *ep = t_s3_endpoint();
     const char *akid = getenv("AWS_ACCESS_KEY_ID");
     struct s3d_client *c, *bad;
-    struct s3d_object_info info;
-    struct s3d_error_info ei;
+    struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
+    struct s3d_error_info ei = {.struct_size = sizeof(struct s3d_error_info)};
     char bucket[128], buf[16], msg[256];
     pid_t pid;
     int st;
@@ -71,7 +71,7 @@ int main(void)
 
     /* HEAD has no error body: a missing bucket is still told apart from a missing key. */
     {
-        struct s3d_object_info oi;
+        struct s3d_object_info oi = {.struct_size = sizeof(struct s3d_object_info)};
         CHECK_ERR(s3d_head_object(c, "no-such-bucket-s3d-test", "k", &oi), S3D_ENOSUCHBUCKET);
         CHECK_MSG_HAS("no such bucket 'no-such-bucket-s3d-test'");
         s3d_last_error(&ei);

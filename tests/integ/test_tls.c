@@ -42,7 +42,7 @@ int main(void)
     const char *dir = t_tmpdir();
     char cmd[4096], conf[512], cert[512], key[512], url[128], host[256], bucket[128];
     struct s3d_client *c, *direct;
-    struct s3d_object_info info;
+    struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
     int port, up_port, i;
     FILE *f;
 

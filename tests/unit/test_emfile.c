@@ -37,8 +37,8 @@ static struct s3d_client *client(uint32_t conc)
 
 int main(void)
 {
-    struct s3d_client_config cfg;
-    struct s3d_object_info info;
+    struct s3d_client_config cfg = {.struct_size = sizeof(struct s3d_client_config)};
+    struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
     struct s3d_client *c;
     struct rlimit rl;
     int fds[4096], n = 0, i, rc;
