@@ -85,6 +85,7 @@ struct s3d_tensor_info {
  * validated; a malformed header fails with its S3D_EFMT_* code and a message naming the tensor
  * or field. uri may name a .safetensors object/file or a .safetensors.index.json. */
 S3D_API int s3d_reader_open(struct s3d_client *c, const char *uri, struct s3d_reader **out);
+/* Frees the reader and everything it owns (tensor names, shapes, metadata strings). NULL ok. */
 S3D_API void s3d_reader_close(struct s3d_reader *r);
 
 /* Tensors, in data-offset order within each shard, shards in index order. */

@@ -133,6 +133,7 @@ struct s3d_cancel;
 S3D_API int s3d_cancel_new(struct s3d_cancel **out);
 S3D_API void s3d_cancel_request(struct s3d_cancel *cancel);
 S3D_API int s3d_cancel_requested(const struct s3d_cancel *cancel);
+/* Frees the token; no transfer given it may still be running. NULL ok. */
 S3D_API void s3d_cancel_free(struct s3d_cancel *cancel);
 
 /* Progress: called with bytes done so far and the total (0 when unknown). Runs on the thread

@@ -71,6 +71,8 @@ S3D_API int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, cons
                                   struct s3d_upload_stream **out);
 S3D_API int s3d_upload_stream_write(struct s3d_upload_stream *s, const void *data, size_t len);
 S3D_API int s3d_upload_stream_finish(struct s3d_upload_stream *s);
+/* Frees the stream; aborts the multipart upload unless s3d_upload_stream_finish returned 0.
+ * NULL ok. */
 S3D_API void s3d_upload_stream_free(struct s3d_upload_stream *s);
 
 #ifdef __cplusplus

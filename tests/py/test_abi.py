@@ -1,9 +1,10 @@
 """The shared library's ABI against the headers: the exported symbols are exactly the functions
 declared S3D_API in include/s3direct/*.h, each under the version node of src/libs3direct.map,
-and the map lists exactly them."""
+and the map lists exactly them; every destructor says "NULL ok" and accepts NULL."""
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import re
@@ -83,3 +84,26 @@ def test_exported_symbols_are_the_header_functions(lib_path):
     versions = {v for v in exported.values() if v}
     if versions:
         assert versions == {"S3DIRECT_0.1"}, versions
+
+
+def destructors() -> dict[str, tuple[str, str, str]]:
+    return {n: d for n, d in header_decls().items()
+            if d[0] == "void" and re.search(r"_(free|close)$", n)}
+
+
+def test_destructors_say_null_ok():
+    ds = destructors()
+    assert {"s3d_client_free", "s3d_reader_close", "s3d_cancel_free",
+            "s3d_upload_stream_free"} <= set(ds)
+    for name, (_, _, comment) in ds.items():
+        assert "NULL ok" in comment, f"{name}: its comment does not say NULL ok"
+
+
+def test_destructors_accept_null(lib_path):
+    dll = ctypes.CDLL(lib_path)
+    for name, (_, params, _) in destructors().items():
+        assert params.count(",") == 0 and "*" in params, (name, params)
+        fn = getattr(dll, name)
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p]
+        fn(None)  # a crash here fails the whole run, loudly
