@@ -38,7 +38,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-# Values from the S3D_ERRNO_MAP in errors.h (ABI: append only).
+# Values from the S3D_ERRNO_MAP in errors.h (ABI: append only); tests/py/test_binding.py walks
+# every code the library names and checks it against this table and _BY_CODE.
 _CODES = {
     "EINVAL": -1, "ENOMEM": -2, "EIO": -3, "ENOENT": -4, "ECANCELED": -5, "ETOOBIG": -6,
     "EURI": -7, "ECONFIG": -8, "ENOCREDS": -9, "ECONNECT": -10, "ETIMEDOUT": -11,
@@ -206,6 +207,9 @@ _BY_CODE: dict[int, type[S3DirectError]] = {
     _c["EBUCKETEXISTS"]: BucketAlreadyExists,
     _c["EINVAL"]: InvalidArgument, _c["EDEST"]: InvalidArgument,
     _c["ENOTENSOR"]: FormatError,
+    # No family of their own: the base class (tests/py/test_binding.py checks that every C
+    # code is listed here or in the EFMT_ range).
+    _c["ENOMEM"]: S3DirectError, _c["ETOOBIG"]: S3DirectError,
 }
 
 # An S3 <Code> refines a generic code (an HTTP error the C side did not classify).

@@ -80,6 +80,44 @@ def test_error_names_match_library(lib_path):
         assert lib.s3d_err_name(code).decode() == name
 
 
+def c_error_codes(lib) -> dict[int, str]:
+    """Every code the C library names (s3d_err_name), walked from the C side."""
+    out = {}
+    for code in range(-1, -1000, -1):
+        name = lib.s3d_err_name(code).decode()
+        if name != "S3D_UNKNOWN":
+            out[code] = name
+    return out
+
+
+def test_every_c_error_code_maps_to_python(lib_path):
+    """errors.py's table is copied from errors.h: every code the library has must be there
+    with its name and a class chosen for it, and the X-macro list in the
+    header must agree with the library (a code appended on one side only fails here)."""
+    import re
+
+    from s3direct import _capi, errors
+
+    lib = _capi.lib()
+    c_codes = c_error_codes(lib)
+    header = open(os.path.join(REPO, "include", "s3direct", "errors.h")).read()
+    macro = {int(v): "S3D_" + n for n, v in re.findall(r"X\((E\w+), (-\d+),", header)}
+    assert macro == c_codes
+    assert errors.CODE_NAMES == c_codes
+    for code, name in c_codes.items():
+        # Each code is given its class on purpose (the base class too), so a code appended
+        # in C fails here until errors.py decides what it raises.
+        assert code in errors._BY_CODE or name.startswith("S3D_EFMT_"), f"{name}: no class"
+        cls = errors.error_class(code)
+        e = errors.make_error(code, "m")
+        assert (type(e), e.code, e.name, str(e)) == (cls, code, name, "m")
+        if name.startswith("S3D_EFMT_"):
+            assert issubclass(cls, errors.FormatError), name
+        assert lib.s3d_strerror(code).decode() != "", name
+    # A code the library does not have stays the base class.
+    assert errors.error_class(-999) is errors.S3DirectError
+
+
 def test_version_check(lib_path):
     import s3direct
     from s3direct import _capi
