@@ -12,6 +12,7 @@ prelude then writes the tiny model the block loads).
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 
@@ -70,6 +71,39 @@ try:
 except ImportError:
     HAVE_TRANSFORMERS = False
 '''
+
+
+_C_BLOCK = re.compile(r"```c\n(.*?)```", re.S)
+_C_DOCS = sorted(os.path.relpath(p, REPO) for p in
+                 glob.glob(os.path.join(REPO, "*.md"))
+                 + glob.glob(os.path.join(REPO, "docs", "**", "*.md"), recursive=True))
+
+
+@pytest.mark.parametrize("doc", [d for d in _C_DOCS
+                                 if _C_BLOCK.search(open(os.path.join(REPO, d)).read())])
+def test_c_blocks_compile(doc, lib_path, tmp_path):
+    """Every ```c block of the docs is a complete file that compiles with -Wall -Wextra
+    -Werror against the installed-style include path and links against the built library:
+    as a program when it has a main, else as a shared object with no undefined symbol."""
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    text = open(os.path.join(REPO, doc), encoding="utf-8").read()
+    for n, code in enumerate(_C_BLOCK.findall(text)):
+        src = tmp_path / f"block{n}.c"
+        src.write_text(code)
+        has_main = re.search(r"\bint\s+main\s*\(", code) is not None
+        out = tmp_path / (f"block{n}" if has_main else f"libblock{n}.so")
+        cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I",
+               os.path.join(REPO, "include"), str(src), "-o", str(out),
+               "-L", os.path.dirname(lib_path), "-ls3direct", "-Wl,--no-undefined"]
+        if not has_main:
+            cmd[1:1] = ["-shared", "-fPIC"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, f"{doc} C block {n} does not build:\n{r.stderr}"
 
 
 def blocks(doc):
