@@ -145,11 +145,17 @@ inproc() {
 peers_out=${BENCH_KEEP:-$work}/peers
 tls_dir=$work/tls-front
 tls_port=${BENCH_TLS_PORT:-8443}
+# PEERS_PROTOCOLS="http https" (default): which of the two runs to make.
 run_peers() {
-  local rc=0
-  say "Peers side by side over http ($rgw), results in $peers_out"
-  "$here/peers/run.sh" "$build" "$peers_out" || rc=1
-  gc
+  local rc=0 protos=" ${PEERS_PROTOCOLS:-http https} "
+  if [[ "$protos" == *" http "* ]]; then
+    say "Peers side by side over http ($rgw), results in $peers_out"
+    "$here/peers/run.sh" "$build" "$peers_out" || rc=1
+    gc
+  fi
+  if [[ "$protos" != *" https "* ]]; then
+    return $rc
+  fi
   if "$here/peers/tls-front.sh" start "$rgw" "$tls_port" "$tls_dir"; then
     say "Peers side by side over https (nginx TLS on :$tls_port in front of $rgw)"
     # botocore >= 1.36 sends aws-chunked bodies with a trailing checksum over https, which RGW

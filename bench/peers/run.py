@@ -363,6 +363,29 @@ def replot(rows_json, out_dir, label):
     return charts(summary, tools, workloads, out_dir, label, title)
 
 
+def write_results(args, spec, rows, tools, workloads, rounds_done):
+    """rows-LABEL.json, table-LABEL.md and the charts for the rows so far (written after every
+    round, so that a run cut short keeps its finished rounds)."""
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.node()}"
+    loads = [r["load1"] for r in rows if "load1" in r]
+    title = (f"{spec['sizes']['tensors'] / 1e9:.2f} GB, {len(spec['tensors'])} tensors, "
+             f"{rounds_done} rounds, {when}")
+    summary, table = summarize(rows, tools, workloads, args.label, spec["sizes"])
+    head = (f"{title}; {machine}; load average {min(loads, default=0):.2f}-"
+            f"{max(loads, default=0):.2f} during the run\n"
+            f"command: make bench (bench/peers/run.sh) with --gib {args.gib} --rounds "
+            f"{args.rounds}" + (f" ({rounds_done} done)" if rounds_done < args.rounds else "")
+            + "\n\n")
+    with open(os.path.join(args.out, f"rows-{args.label}.json"), "w") as f:
+        json.dump({"when": when, "machine": machine, "spec": {k: spec[k] for k in
+                   ("sizes", "keys")}, "rows": rows}, f, indent=1)
+    with open(os.path.join(args.out, f"table-{args.label}.md"), "w") as f:
+        f.write(head + table)
+    files = charts(summary, tools, workloads, args.out, args.label, title)
+    return summary, head + table, files
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--replot":
         label = os.path.basename(sys.argv[2]).split("-", 1)[1].rsplit(".", 1)[0]
@@ -401,6 +424,7 @@ def main():
                 k = rnd % max(1, len(ts))
                 for t in ts[k:] + ts[:k]:  # rotated: no tool always runs first
                     r = measure(spec_path, t, w, args.out, verify, args.timeout, counter)
+                    r["load1"] = os.getloadavg()[0]
                     if verify:
                         r["verify"] = True
                     if not r.get("cannot_run"):
@@ -417,6 +441,8 @@ def main():
                         f"CPU-s/GB {r['rss_growth_mib']:.0f} MiB {check}")
                 if w in ("save", "save_async"):
                     gc_server()
+            if rnd + 1 < args.rounds:
+                write_results(args, spec, rows, tools, workloads, rnd + 1)
     finally:
         counter.close()
         try:
@@ -431,21 +457,8 @@ def main():
         except Exception as e:
             log(f"peers: cleanup: {e}")
         gc_server()
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.node()}"
-    title = (f"{spec['sizes']['tensors'] / 1e9:.2f} GB, {len(spec['tensors'])} tensors, "
-             f"{args.rounds} rounds, {when}")
-    summary, table = summarize(rows, tools, workloads, args.label, spec["sizes"])
-    head = (f"{title}; {machine}; load average {os.getloadavg()[0]:.2f}\n"
-            f"command: make bench (bench/peers/run.sh) with --gib {args.gib} --rounds "
-            f"{args.rounds}\n\n")
-    with open(os.path.join(args.out, f"rows-{args.label}.json"), "w") as f:
-        json.dump({"when": when, "machine": machine, "spec": {k: spec[k] for k in
-                   ("sizes", "keys")}, "rows": rows}, f, indent=1)
-    with open(os.path.join(args.out, f"table-{args.label}.md"), "w") as f:
-        f.write(head + table)
-    files = charts(summary, tools, workloads, args.out, args.label, title)
-    print(head + table)
+    _, table, files = write_results(args, spec, rows, tools, workloads, args.rounds)
+    print(table)
     for p in files:
         log(f"peers: chart {p}")
     bad = [r for r in rows if r.get("verified") is False]
