@@ -31,6 +31,13 @@ http {
       proxy_http_version 1.1;
       proxy_request_buffering off;
       proxy_buffering off;
+      # With buffering off nginx reads the upstream response proxy_buffer_size bytes at a time
+      # (one page by default) and sends each read as its own TLS record: 1 MiB halves both
+      # nginx's CPU and the client's per GB here (s3direct cp of 512 MiB: 2.5 s -> 1.4 s,
+      # client 2.1 -> 1.3 CPU-s/GB), as a real endpoint sending full 16 KiB records would.
+      proxy_buffer_size 1m;
+      proxy_buffers 4 1m;
+      proxy_busy_buffers_size 2m;
     }
   }
 }
