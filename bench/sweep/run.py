@@ -1,7 +1,7 @@
 """The shape of s3direct's cost (issue 13, section 3): `make bench` runs it through
 bench/sweep/run.sh (`BENCH_ONLY=sweep make bench` for only it).
 
-    python run.py --cli BUILD/tools/s3direct --out DIR [--reps 2] [--dims size,tensors,...]
+    python run.py --out DIR [--reps 2] [--size-reps 1] [--dims size,tensors,...]
                   [--sizes 64M,256M,1G,2G,4G] [--tensor-bytes 256M] [--knob-bytes 1G]
 
 Against the S3 server of the environment. Four sweeps, each point a fresh child process
@@ -10,7 +10,10 @@ Against the S3 server of the environment. Four sweeps, each point a fresh child 
   tensors      10 -> 100,000 equal tensors at a fixed size (--tensor-bytes): save, then load
   concurrency  max_concurrency 1 -> 32 at --knob-bytes: load of one object, and save
   part_size    part size 5 -> 64 MiB at --knob-bytes: load of one object, and save
-Repetitions are interleaved (every point once, then again); medians are reported. Output in
+Repetitions are interleaved (every point once, then again); medians are reported. The size and
+tensor-count sweeps run --size-reps times (default 1: their shape is the point, and the 4 GiB
+points are the longest), the knob sweeps --reps times (default 2: defaults are chosen from
+them). Output in
 DIR: sweep-rows.json (every raw row), sweep-table.md and one chart per sweep
 (sweep-<dim>.png: GB/s, client CPU-s/GB and peak RSS growth against the swept value, the
 library's default marked)."""
@@ -91,7 +94,7 @@ class Sweep:
 
     def size_like(self, dim, xs, shape):
         """size / tensors: each point saves its own checkpoint, loads it, deletes it."""
-        for rep in range(self.args.reps):
+        for rep in range(self.args.size_reps):
             for x in xs:
                 p = ({"bytes": x, "shape": "llama"} if dim == "size" else
                      {"bytes": self.args.tensor_bytes, "tensors": x, "shape": "flat"})
@@ -227,6 +230,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--size-reps", type=int, default=1)
     ap.add_argument("--dims", default=",".join(DIMS))
     ap.add_argument("--sizes", default="64M,256M,1G,2G,4G")
     ap.add_argument("--tensor-counts", default="10,100,1000,10000,100000")
@@ -268,8 +272,9 @@ def main():
     title = f"{when}; {machine}; {cmd}"
     head = (f"{when}; {machine}; load average {os.getloadavg()[0]:.2f}; "
             f"{(time.time() - t_start) / 60:.1f} min\ncommand: {cmd} with " +
-            " ".join(sys.argv[1:]) + f"\nmedians of {args.reps} interleaved repetitions, each "
-            "point a fresh process; load = s3direct.load into new CPU tensors (CRC32C checked), "
+            " ".join(sys.argv[1:]) + f"\nmedians of {args.size_reps} (size, tensors) and "
+            f"{args.reps} (concurrency, part size) interleaved repetitions, each point a fresh "
+            "process; load = s3direct.load into new CPU tensors (CRC32C checked), "
             "save = s3direct.save; knob sweeps at "
             f"{args.knob_bytes / GiB:g} GiB, tensor counts at {args.tensor_bytes / MiB:g} MiB")
     med = summarize(sw.rows)
