@@ -1,5 +1,6 @@
 set(S3D_COMMON_SOURCES
   src/common/alloc.c
+  src/common/assert.c
   src/common/crc32c.c
   src/common/dynbuf.c
   src/common/error.c
