@@ -34,6 +34,7 @@
 
 #include "common/dynbuf.h"
 #include "s3direct/client.h"
+#include "common/compiler.h"
 
 /* Every char * is owned (malloc'ed) by the struct and freed by s3d_config_free(); the const
  * char * fields point to static strings. */
@@ -75,7 +76,7 @@ struct s3d_config {
  * in options without its secret or the reverse), or S3D_ENOMEM. Missing credentials are not an
  * error: access_key_id is NULL and credential_source "none". Not thread-safe against
  * concurrent setenv(). */
-int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config *out);
+S3D_NODISCARD int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config *out);
 
 /* Frees the strings and zeroes *cfg. NULL ok. */
 void s3d_config_free(struct s3d_config *cfg);
@@ -96,7 +97,7 @@ static inline uint16_t s3d_config_default_port(int https)
  * values of those fields are freed). Scheme is case-insensitive; IPv6 hosts in brackets; user
  * info, query and fragment are refused. Returns 0, S3D_ECONFIG naming the URL and the problem,
  * or S3D_ENOMEM. Used by s3d_config_resolve; exposed for tests. */
-int s3d_config_parse_endpoint(const char *url, struct s3d_config *out);
+S3D_NODISCARD int s3d_config_parse_endpoint(const char *url, struct s3d_config *out);
 
 /* 1 when a request for bucket should use virtual-hosted addressing (bucket.host), 0 for
  * path-style (host/bucket). Always 0 for an IP-address endpoint. VIRTUAL: 1 when the bucket is
@@ -122,8 +123,9 @@ int s3d_config_addressing_resolved(const struct s3d_config *cfg);
  * s3d_sigv4_canonical_query); NULL or "" = none. The three dynbufs are reset first, not freed;
  * any of host_header and canonical_path may be NULL when not wanted. Returns 0, S3D_ETOOBIG /
  * S3D_ENOMEM from a dynbuf (recorded). */
-int s3d_config_build_url(const struct s3d_config *cfg, const char *bucket, const char *key,
-                         const char *query, struct s3d_dynbuf *url, struct s3d_dynbuf *host_header,
-                         struct s3d_dynbuf *canonical_path);
+S3D_NODISCARD int s3d_config_build_url(const struct s3d_config *cfg, const char *bucket,
+                                       const char *key, const char *query, struct s3d_dynbuf *url,
+                                       struct s3d_dynbuf *host_header,
+                                       struct s3d_dynbuf *canonical_path);
 
 #endif

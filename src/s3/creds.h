@@ -33,6 +33,7 @@
 #include "s3/config.h"
 #include "s3/http.h"
 #include "s3direct/client.h"
+#include "common/compiler.h"
 
 /* One set of credentials. Immutable once published; freed when the last reference goes. */
 struct s3d_creds {
@@ -49,8 +50,8 @@ struct s3d_credcache;
 /* Creates the cache for a resolved configuration. cfg and http must outlive the cache (the
  * s3ctx owns all three). opts_profile: options.profile as the caller gave it (NULL or "" =
  * none), which decides whether env keys are skipped. Returns 0 or S3D_ENOMEM. */
-int s3d_credcache_new(const struct s3d_config *cfg, const struct s3d_http_conf *http,
-                      const char *opts_profile, struct s3d_credcache **out);
+S3D_NODISCARD int s3d_credcache_new(const struct s3d_config *cfg, const struct s3d_http_conf *http,
+                                    const char *opts_profile, struct s3d_credcache **out);
 void s3d_credcache_free(struct s3d_credcache *c); /* NULL ok */
 
 /* Current credentials, a new reference in *out (release with s3d_creds_release). Runs the
@@ -59,7 +60,7 @@ void s3d_credcache_free(struct s3d_credcache *c); /* NULL ok */
  * while they are still valid (logged), and fails once they have expired. Returns 0,
  * S3D_ENOCREDS (no provider has credentials; the message lists where it looked), S3D_ECREDS
  * (a provider is configured but failed: the message says which and why) or S3D_ENOMEM. */
-int s3d_credcache_get(struct s3d_credcache *c, struct s3d_creds **out);
+S3D_NODISCARD int s3d_credcache_get(struct s3d_credcache *c, struct s3d_creds **out);
 
 /* The server said the credentials in seen have expired (ExpiredToken): the next get fetches
  * new ones, unless another thread already replaced seen. Returns 1 when a retry with fresh

@@ -14,6 +14,7 @@
 #include "common/dynbuf.h"
 #include "s3/creds.h"
 #include "s3/http.h"
+#include "common/compiler.h"
 
 /* Caps on what a credential endpoint, a token file or a credential_process may send. */
 #define S3D_CREDS_MAX_BODY  (64u * 1024u)
@@ -36,46 +37,49 @@ struct s3d_profile {
 
 /* kind: "profile" or "sso-session". Reads AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE (the
  * credentials file only for "profile"). Returns 0 (found may be 0), S3D_ECONFIG, S3D_ENOMEM. */
-int s3d_profile_load(const char *kind, const char *name, struct s3d_profile *out);
+S3D_NODISCARD int s3d_profile_load(const char *kind, const char *name, struct s3d_profile *out);
 /* The value of key ("" counts as absent), or NULL. */
 const char *s3d_profile_get(const struct s3d_profile *p, const char *key);
 void s3d_profile_free(struct s3d_profile *p);
 
 /* A new snapshot with one reference. token may be NULL or "" (= none). Returns 0 or
  * S3D_ENOMEM. */
-int s3d_creds_make(const char *id, const char *secret, const char *token, int64_t expiration,
-                   const char *provider, struct s3d_creds **out);
+S3D_NODISCARD int s3d_creds_make(const char *id, const char *secret, const char *token,
+                                 int64_t expiration, const char *provider, struct s3d_creds **out);
 
 /* Takes the credentials out of a JSON object: id_key / secret_key / token_key / exp_key name
  * its string fields (token and expiration optional: NULL key = not looked for). Expiration is
  * ISO 8601. what names the source in messages. Returns 0, S3D_ECREDS, S3D_ENOMEM. */
-int s3d_creds_from_json(const char *text, size_t len, const char *what, const char *provider,
-                        const char *id_key, const char *secret_key, const char *token_key,
-                        const char *exp_key, struct s3d_creds **out);
+S3D_NODISCARD int s3d_creds_from_json(const char *text, size_t len, const char *what,
+                                      const char *provider, const char *id_key,
+                                      const char *secret_key, const char *token_key,
+                                      const char *exp_key, struct s3d_creds **out);
 
 /* One small HTTP request for a provider: the response body (capped at S3D_CREDS_MAX_BODY)
  * into body, the status into *status. timeout_ms bounds connect and the whole request.
  * Network failures are S3D_ECREDS naming what (e.g. "container credentials"). */
-int s3d_creds_http(const struct s3d_http_conf *http, long timeout_ms, const char *what,
-                   const char *method, const char *url, struct curl_slist *headers,
-                   const char *body, long *status, struct s3d_dynbuf *resp);
+S3D_NODISCARD int s3d_creds_http(const struct s3d_http_conf *http, long timeout_ms,
+                                 const char *what, const char *method, const char *url,
+                                 struct curl_slist *headers, const char *body, long *status,
+                                 struct s3d_dynbuf *resp);
 
 /* Reads a small file (a web identity token, a container authorization token, an SSO cache
  * entry) into *out (malloc'ed, NUL-terminated, trailing blanks and newlines dropped). */
-int s3d_creds_read_file(const char *path, const char *what, char **out);
+S3D_NODISCARD int s3d_creds_read_file(const char *path, const char *what, char **out);
 
 /* ---- providers ---------------------------------------------------------------------------- */
 
 /* credential_process: runs command with /bin/sh -c, stdout parsed as the JSON v1 format,
  * stderr passed through, killed after the timeout. */
-int s3d_creds_process(const char *command, const char *profile, struct s3d_creds **out);
+S3D_NODISCARD int s3d_creds_process(const char *command, const char *profile,
+                                    struct s3d_creds **out);
 
 /* Container credentials; 1 in *configured when the environment names an endpoint. */
-int s3d_creds_container(const struct s3d_http_conf *http, struct s3d_creds **out);
+S3D_NODISCARD int s3d_creds_container(const struct s3d_http_conf *http, struct s3d_creds **out);
 int s3d_creds_container_configured(void);
 
 /* EC2 instance metadata, IMDSv2. S3D_ENOCREDS when disabled or unreachable (not an error). */
-int s3d_creds_imds(const struct s3d_http_conf *http, struct s3d_creds **out);
+S3D_NODISCARD int s3d_creds_imds(const struct s3d_http_conf *http, struct s3d_creds **out);
 
 /* STS. region: the client's region (regional endpoint). */
 struct s3d_sts_args {
@@ -87,10 +91,12 @@ struct s3d_sts_args {
     int duration_s;           /* 0 = STS default */
     const char *profile;      /* for messages */
 };
-int s3d_creds_assume_role(const struct s3d_http_conf *http, const struct s3d_sts_args *a,
-                          const struct s3d_creds *source, struct s3d_creds **out);
-int s3d_creds_web_identity(const struct s3d_http_conf *http, const struct s3d_sts_args *a,
-                           const char *token_file, struct s3d_creds **out);
+S3D_NODISCARD int s3d_creds_assume_role(const struct s3d_http_conf *http,
+                                        const struct s3d_sts_args *a,
+                                        const struct s3d_creds *source, struct s3d_creds **out);
+S3D_NODISCARD int s3d_creds_web_identity(const struct s3d_http_conf *http,
+                                         const struct s3d_sts_args *a, const char *token_file,
+                                         struct s3d_creds **out);
 
 /* SSO: the token cached by `aws sso login` and GetRoleCredentials. cache_key is the
  * sso_session name (or the legacy sso_start_url). */
@@ -101,13 +107,13 @@ struct s3d_sso_args {
     const char *role_name;
     const char *profile;
 };
-int s3d_creds_sso(const struct s3d_http_conf *http, const struct s3d_sso_args *a,
-                  struct s3d_creds **out);
+S3D_NODISCARD int s3d_creds_sso(const struct s3d_http_conf *http, const struct s3d_sso_args *a,
+                                struct s3d_creds **out);
 
 /* STS endpoint URL for region (into out): AWS_ENDPOINT_URL_STS, AWS_ENDPOINT_URL, the global
  * endpoint for "legacy" in a legacy region, else https://sts.REGION.amazonaws.com. Also the
  * region to sign with. Exposed for tests. */
-int s3d_sts_endpoint(const char *region, const char *regional, struct s3d_dynbuf *out,
-                     const char **sign_region);
+S3D_NODISCARD int s3d_sts_endpoint(const char *region, const char *regional, struct s3d_dynbuf *out,
+                                   const char **sign_region);
 
 #endif

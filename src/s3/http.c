@@ -84,10 +84,11 @@ static size_t write_cb(char *data, size_t size, size_t nmemb, void *ud)
         r->resp.received += n;
         return n;
     }
-    /* Error body: the <Code> is near the top; keep the first 64 KiB, drop the rest. */
+    /* Error body: the <Code> is near the top; keep the first 64 KiB, drop the rest. An
+     * append that fails (no memory) only loses that detail: the status still decides. */
     if (r->resp.body.len < S3D_HTTP_MAX_ERROR_BODY)
-        (void)s3d_dynbuf_append(&r->resp.body, data,
-                                S3D_MIN(n, S3D_HTTP_MAX_ERROR_BODY - r->resp.body.len));
+        s3d_ignore_rc(s3d_dynbuf_append(&r->resp.body, data,
+                                        S3D_MIN(n, S3D_HTTP_MAX_ERROR_BODY - r->resp.body.len)));
     return n;
 }
 

@@ -15,6 +15,7 @@
 #include <curl/curl.h>
 
 #include "common/dynbuf.h"
+#include "common/compiler.h"
 
 /* Caps on what a server may send us beyond object bytes; a buffered 2xx body (an S3 XML
  * document) is capped at S3D_XML_MAX_BODY (s3/xml.h), the one limit the XML reader enforces. */
@@ -83,7 +84,8 @@ struct s3d_http_req {
  * every option on the easy handle e, which must be fresh or curl_easy_reset. Returns 0, or
  * S3D_ENOMEM / S3D_EINVAL (after s3d_fail). The caller then runs e (curl_multi or
  * curl_easy_perform). */
-int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf *conf);
+S3D_NODISCARD int s3d_http_setup(CURL *e, struct s3d_http_req *req,
+                                 const struct s3d_http_conf *conf);
 
 /* Frees what the response holds (its body buffer). The request itself is the caller's. */
 void s3d_http_req_cleanup(struct s3d_http_req *req);

@@ -5,6 +5,7 @@
 #define S3D_S3_INI_H
 
 #include <stddef.h>
+#include "common/compiler.h"
 
 #define S3D_CONFIG_MAX_LINE 4096
 #define S3D_CONFIG_MAX_FILE (1024 * 1024)
@@ -17,12 +18,12 @@ static inline int s3d_ini_is_blank(char c)
 
 /* Reads a shared file (at most S3D_CONFIG_MAX_FILE bytes) into *out (malloc'ed,
  * NUL-terminated). Returns 0, 1 when the file does not exist, or S3D_ECONFIG / S3D_ENOMEM. */
-int s3d_ini_read_file(const char *path, char **out, size_t *out_len);
+S3D_NODISCARD int s3d_ini_read_file(const char *path, char **out, size_t *out_len);
 
 /* Path of a shared file: the variable envname (with "~/" expanded from HOME) or
  * ~/.aws/basename; *out malloc'ed, or NULL when there is no HOME to look in. Returns 0 or
  * S3D_ENOMEM. */
-int s3d_ini_file_path(const char *envname, const char *basename, char **out);
+S3D_NODISCARD int s3d_ini_file_path(const char *envname, const char *basename, char **out);
 
 /* ---- INI parsing (also run by the fuzz target) ---------------------------------------- */
 
@@ -37,6 +38,7 @@ typedef int (*s3d_ini_fn)(void *user, const char *section, const char *sub, cons
  * messages ("NAME:LINE: ..."). Returns 0, S3D_ECONFIG for a malformed line (a line that is
  * neither a section header, a key = value pair, a comment nor blank; a key before any section;
  * an unterminated "[" header; a line over S3D_CONFIG_MAX_LINE), or the callback's code. */
-int s3d_ini_parse(const char *text, size_t len, const char *name, s3d_ini_fn fn, void *user);
+S3D_NODISCARD int s3d_ini_parse(const char *text, size_t len, const char *name, s3d_ini_fn fn,
+                                void *user);
 
 #endif

@@ -16,32 +16,35 @@
 
 #include "s3/s3ctx.h"
 #include "s3direct/object.h"
+#include "common/compiler.h"
 
 /* HeadObject. A missing key is S3D_ENOSUCHKEY (HEAD 404 has no body). */
-int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                struct s3d_object_info *out);
+S3D_NODISCARD int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                              struct s3d_object_info *out);
 
 /* GetObject of [offset, offset + length) into dst (length bytes, exactly; length > 0).
  * S3D_ERANGE when offset is past the end, S3D_EPROTO when the server sends another size.
  * if_match (NULL or "" = none): the ETag the object must still have, else S3D_ECHANGED. */
-int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key, uint64_t offset,
-                     uint64_t length, void *dst, const char *if_match);
+S3D_NODISCARD int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                                   uint64_t offset, uint64_t length, void *dst,
+                                   const char *if_match);
 
 /* What the response to a ranged GET from offset tells of the object (the first request of a
  * download, xfer.h): its size (from Content-Range, or the body of a 200 from byte 0), ETag,
  * type, date and checksum, as a HEAD would, without its round trip. complete: the body is
  * all there, so its length must match the range. S3D_EPROTO when the response does not fit. */
-int s3d_op_first_info(const struct s3d_s3_op *op, uint64_t offset, int complete,
-                      struct s3d_object_info *info);
+S3D_NODISCARD int s3d_op_first_info(const struct s3d_s3_op *op, uint64_t offset, int complete,
+                                    struct s3d_object_info *info);
 
 /* Adds If-Match: etag to a GET, so that a replaced object fails with S3D_ECHANGED (HTTP 412)
  * instead of handing back bytes of another version. NULL or "" adds nothing. */
-int s3d_op_if_match(struct s3d_s3_op *op, const char *etag);
+S3D_NODISCARD int s3d_op_if_match(struct s3d_s3_op *op, const char *etag);
 
 /* PutObject of the iovec (content_type NULL = application/octet-stream). etag_out (80 bytes)
  * may be NULL. */
-int s3d_op_put(struct s3d_s3ctx *ctx, const char *bucket, const char *key, const struct iovec *iov,
-               int iovcnt, const char *content_type, char *etag_out);
+S3D_NODISCARD int s3d_op_put(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                             const struct iovec *iov, int iovcnt, const char *content_type,
+                             char *etag_out);
 
 /* Fills a zeroed op for a ranged GET of [first, last] into dst (last - first + 1 bytes). */
 void s3d_op_get_init(struct s3d_s3_op *op, const char *bucket, const char *key, uint64_t first,
@@ -55,8 +58,9 @@ void s3d_op_upload_part_init(struct s3d_s3_op *op, const char *bucket, const cha
                              const char *crc_b64);
 
 /* CreateMultipartUpload: stores the malloc'ed upload id in *upload_id. */
-int s3d_op_create_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                            const char *content_type, char **upload_id);
+S3D_NODISCARD int s3d_op_create_multipart(struct s3d_s3ctx *ctx, const char *bucket,
+                                          const char *key, const char *content_type,
+                                          char **upload_id);
 
 /* One part for CompleteMultipartUpload. */
 struct s3d_op_part {
@@ -68,38 +72,39 @@ struct s3d_op_part {
 /* CompleteMultipartUpload with parts in the order given (sort them by number first). A 200
  * response carrying an <Error> body fails with that error. The ETag of the result is not
  * required (Ceph RGW sends none). */
-int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                              const char *upload_id, const struct s3d_op_part *parts, size_t n);
+S3D_NODISCARD int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket,
+                                            const char *key, const char *upload_id,
+                                            const struct s3d_op_part *parts, size_t n);
 
 /* AbortMultipartUpload. NoSuchUpload is S3D_ENOUPLOAD. */
-int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                           const char *upload_id);
+S3D_NODISCARD int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                                         const char *upload_id);
 
 /* ListMultipartUploads over every page. */
-int s3d_op_list_uploads(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,
-                        s3d_upload_entry_fn fn, void *user);
+S3D_NODISCARD int s3d_op_list_uploads(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,
+                                      s3d_upload_entry_fn fn, void *user);
 
 /* ListBuckets over every page (continuation-token). */
-int s3d_op_list_buckets(struct s3d_s3ctx *ctx, s3d_bucket_fn fn, void *user);
+S3D_NODISCARD int s3d_op_list_buckets(struct s3d_s3ctx *ctx, s3d_bucket_fn fn, void *user);
 
 /* ListObjectsV2 over every page; delimiter NULL = recursive. */
-int s3d_op_list_objects(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,
-                        const char *delimiter, s3d_list_fn fn, void *user);
+S3D_NODISCARD int s3d_op_list_objects(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,
+                                      const char *delimiter, s3d_list_fn fn, void *user);
 
 /* DeleteObject (a missing key succeeds). */
-int s3d_op_delete_object(struct s3d_s3ctx *ctx, const char *bucket, const char *key);
+S3D_NODISCARD int s3d_op_delete_object(struct s3d_s3ctx *ctx, const char *bucket, const char *key);
 
 /* DeleteObjects, 1000 keys per request (Quiet, Content-MD5). Fails on the first key refused,
  * naming it. */
-int s3d_op_delete_objects(struct s3d_s3ctx *ctx, const char *bucket, const char *const *keys,
-                          size_t n);
+S3D_NODISCARD int s3d_op_delete_objects(struct s3d_s3ctx *ctx, const char *bucket,
+                                        const char *const *keys, size_t n);
 
 /* CreateBucket (with a LocationConstraint outside us-east-1); DeleteBucket. */
-int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket);
-int s3d_op_delete_bucket(struct s3d_s3ctx *ctx, const char *bucket);
+S3D_NODISCARD int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket);
+S3D_NODISCARD int s3d_op_delete_bucket(struct s3d_s3ctx *ctx, const char *bucket);
 
 /* A presigned URL into out (out_cap bytes, NUL included). */
-int s3d_op_presign(struct s3d_s3ctx *ctx, const char *method, const char *bucket, const char *key,
-                   uint32_t expires_s, char *out, size_t out_cap);
+S3D_NODISCARD int s3d_op_presign(struct s3d_s3ctx *ctx, const char *method, const char *bucket,
+                                 const char *key, uint32_t expires_s, char *out, size_t out_cap);
 
 #endif

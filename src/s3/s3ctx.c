@@ -199,8 +199,12 @@ void s3d_s3ctx_retry_policy(const struct s3d_s3ctx *ctx, struct s3d_retry_policy
 
 int s3d_s3_op_add_header(struct s3d_s3_op *op, const char *name, const char *value)
 {
-    if (op->n_headers >= S3D_OP_MAX_HEADERS)
-        return s3d_fail(S3D_EINVAL, "%s: too many headers", op->operation);
+    if (op->n_headers >= S3D_OP_MAX_HEADERS) {
+        int rc = s3d_fail(S3D_EINVAL, "%s: too many headers", op->operation);
+        if (op->build_rc == 0)
+            op->build_rc = rc;
+        return rc;
+    }
     op->headers[op->n_headers].name = name;
     op->headers[op->n_headers].value = value;
     op->n_headers++;
@@ -209,8 +213,12 @@ int s3d_s3_op_add_header(struct s3d_s3_op *op, const char *name, const char *val
 
 int s3d_s3_op_add_query(struct s3d_s3_op *op, const char *name, const char *value)
 {
-    if (op->n_query >= S3D_OP_MAX_QUERY)
-        return s3d_fail(S3D_EINVAL, "%s: too many query parameters", op->operation);
+    if (op->n_query >= S3D_OP_MAX_QUERY) {
+        int rc = s3d_fail(S3D_EINVAL, "%s: too many query parameters", op->operation);
+        if (op->build_rc == 0)
+            op->build_rc = rc;
+        return rc;
+    }
     op->query[op->n_query].name = name;
     op->query[op->n_query].value = value ? value : "";
     op->n_query++;
@@ -277,6 +285,8 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
     size_t i;
     char *line, *nl;
 
+    if (op->build_rc < 0) /* a header or parameter could not be added: recorded then */
+        return op->build_rc;
     op_bufs_init(op);
     s3d_dynbuf_reset(&op->url);
     s3d_dynbuf_reset(&op->host);

@@ -29,6 +29,7 @@
 #include "s3/retry.h"
 #include "s3/sigv4.h"
 #include "s3direct/client.h"
+#include "common/compiler.h"
 
 #define S3D_DEFAULT_MAX_ATTEMPTS       5u
 #define S3D_DEFAULT_CONNECT_TIMEOUT_MS 10000u
@@ -58,8 +59,8 @@ struct s3d_s3ctx {
 /* Resolves the configuration (s3d_config_resolve) and creates the share. max_conns is the
  * client's concurrency. Returns 0 or an S3D_E* code (recorded); on failure *ctx needs no
  * cleanup. */
-int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
-                   uint32_t max_conns);
+S3D_NODISCARD int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
+                                 uint32_t max_conns);
 /* Closes every idle connection and frees the context. No multi may be out. NULL ok. */
 void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx);
 
@@ -105,17 +106,19 @@ struct s3d_s3_op {
     struct curl_slist *slist;
     char range_buf[64];
     struct s3d_creds *signed_with; /* the snapshot of the last signature (a reference) */
+    int build_rc; /* the first failure of s3d_s3_op_add_header / _add_query / _set_range */
 };
 
 /* Builds the URL, signs the request (now), and sets up the easy handle e (fresh or reset).
  * May be called again on the same op for a retry (it re-signs). Returns 0 or an S3D_E* code
  * (recorded). */
-int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e);
+S3D_NODISCARD int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e);
 
 /* Judges a finished transfer: returns 0 for a 2xx response that fits what was asked, or the
  * S3D_E* code of the failure after recording it once with s3d_fail_s3 (operation, bucket,
  * key, HTTP status, S3 code and message, request id). cc is curl's result for e. */
-int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLcode cc);
+S3D_NODISCARD int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e,
+                                   CURLcode cc);
 
 /* 1 when the failure just judged by s3d_s3_op_result (returned as err) may be retried. */
 int s3d_s3_op_transient(const struct s3d_s3_op *op, int err);
@@ -123,19 +126,24 @@ int s3d_s3_op_transient(const struct s3d_s3_op *op, int err);
 /* 1 when the failure just judged (err) says the credentials expired (ExpiredToken) and this
  * op has not yet retried for that: the cache is told to refresh, and the caller resends at
  * once (the resend is re-signed with the fresh credentials). Called at most once per op. */
-int s3d_s3_op_expired_retry(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, int err);
+S3D_NODISCARD int s3d_s3_op_expired_retry(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, int err);
 
 /* Runs op to completion on the calling thread with retries (new signature per attempt,
  * backoff with full jitter, the client's attempts and deadline). Returns 0 or the S3D_E*
  * code of the last failure (recorded). */
-int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op);
+S3D_NODISCARD int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op);
 
 /* Frees what the op holds. The op may then be reused after zeroing. NULL ok. */
 void s3d_s3_op_cleanup(struct s3d_s3_op *op);
 
-/* Adds a header to sign and send; name and value must outlive the op. S3D_EINVAL when full. */
+/* Building a request: these return 0, or S3D_EINVAL (recorded) when the op's fixed array is
+ * full, a bug in the caller. The first failure is also kept in the op (build_rc) and returned
+ * by s3d_s3_op_prepare, so a request is never sent without a part it was given, and a caller
+ * adding its few parts need not check each one (curl's dynbuf keeps its error the same way).
+ * Names and values must outlive the op. */
+/* Adds a header to sign and send. */
 int s3d_s3_op_add_header(struct s3d_s3_op *op, const char *name, const char *value);
-/* Adds a query parameter (unencoded); name and value must outlive the op. */
+/* Adds a query parameter (unencoded). */
 int s3d_s3_op_add_query(struct s3d_s3_op *op, const char *name, const char *value);
 /* Sets the Range header to bytes=first-last (into op's own storage). */
 int s3d_s3_op_set_range(struct s3d_s3_op *op, uint64_t first, uint64_t last);

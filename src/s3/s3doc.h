@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "common/dynbuf.h"
+#include "common/compiler.h"
 
 /* S3's own limits on the two request bodies. */
 #define S3D_S3_MAX_PARTS       10000u /* part numbers 1..10000 in one multipart upload */
@@ -37,7 +38,7 @@ struct s3d_xml_error {
 int s3d_xml_is_error(const char *body, size_t len);
 
 /* Parses an <Error> document. S3D_EPROTO if malformed or the root is not <Error>. */
-int s3d_xml_parse_error(const char *body, size_t len, struct s3d_xml_error *out);
+S3D_NODISCARD int s3d_xml_parse_error(const char *body, size_t len, struct s3d_xml_error *out);
 void s3d_xml_error_free(struct s3d_xml_error *e);
 
 /* ---- ListObjectsV2 -------------------------------------------------------------------- */
@@ -61,14 +62,15 @@ struct s3d_xml_list_result {
 
 /* Parses a <ListBucketResult>. Every <Contents> needs a <Key>; <Size> must be a decimal
  * number. S3D_EPROTO otherwise, or when the root is not ListBucketResult. */
-int s3d_xml_parse_list_v2(const char *body, size_t len, struct s3d_xml_list_result *out);
+S3D_NODISCARD int s3d_xml_parse_list_v2(const char *body, size_t len,
+                                        struct s3d_xml_list_result *out);
 void s3d_xml_list_free(struct s3d_xml_list_result *r);
 
 /* ---- multipart ------------------------------------------------------------------------ */
 
 /* <InitiateMultipartUploadResult><UploadId>: stores the malloc'ed upload id in *upload_id.
  * S3D_EPROTO when it is absent or empty. */
-int s3d_xml_parse_initiate(const char *body, size_t len, char **upload_id);
+S3D_NODISCARD int s3d_xml_parse_initiate(const char *body, size_t len, char **upload_id);
 
 struct s3d_xml_complete {
     char *location; /* may be NULL */
@@ -81,8 +83,8 @@ struct s3d_xml_complete {
  * <Error> document as the body: then this returns 1 and fills *err (out stays zeroed); the
  * caller maps err->code to an S3D_E* code. Returns 0 for a <CompleteMultipartUploadResult>
  * (out filled, err untouched), S3D_EPROTO for anything else. err must not be NULL. */
-int s3d_xml_parse_complete(const char *body, size_t len, struct s3d_xml_complete *out,
-                           struct s3d_xml_error *err);
+S3D_NODISCARD int s3d_xml_parse_complete(const char *body, size_t len, struct s3d_xml_complete *out,
+                                         struct s3d_xml_error *err);
 void s3d_xml_complete_free(struct s3d_xml_complete *c);
 
 struct s3d_xml_upload {
@@ -101,7 +103,8 @@ struct s3d_xml_uploads_result {
 };
 
 /* Parses a <ListMultipartUploadsResult>; each <Upload> needs Key and UploadId. */
-int s3d_xml_parse_list_uploads(const char *body, size_t len, struct s3d_xml_uploads_result *out);
+S3D_NODISCARD int s3d_xml_parse_list_uploads(const char *body, size_t len,
+                                             struct s3d_xml_uploads_result *out);
 void s3d_xml_uploads_free(struct s3d_xml_uploads_result *r);
 
 /* ---- ListBuckets ---------------------------------------------------------------------- */
@@ -118,7 +121,8 @@ struct s3d_xml_buckets_result {
 };
 
 /* Parses a <ListAllMyBucketsResult>; each <Buckets><Bucket> needs a <Name>. */
-int s3d_xml_parse_list_buckets(const char *body, size_t len, struct s3d_xml_buckets_result *out);
+S3D_NODISCARD int s3d_xml_parse_list_buckets(const char *body, size_t len,
+                                             struct s3d_xml_buckets_result *out);
 void s3d_xml_buckets_free(struct s3d_xml_buckets_result *r);
 
 /* ---- DeleteObjects -------------------------------------------------------------------- */
@@ -137,7 +141,8 @@ struct s3d_xml_delete_result {
 };
 
 /* Parses a <DeleteResult>. With Quiet the server lists only errors: n_deleted is then 0. */
-int s3d_xml_parse_delete(const char *body, size_t len, struct s3d_xml_delete_result *out);
+S3D_NODISCARD int s3d_xml_parse_delete(const char *body, size_t len,
+                                       struct s3d_xml_delete_result *out);
 void s3d_xml_delete_free(struct s3d_xml_delete_result *r);
 
 /* ---- builders ------------------------------------------------------------------------- */
@@ -151,16 +156,18 @@ struct s3d_xml_part {
 /* Appends a CompleteMultipartUpload body (XML declaration, the S3 xmlns, one <Part> per entry
  * in the order given: the caller sorts by part number) to out. Text is XML-escaped. Returns 0,
  * S3D_EINVAL (n 0, a NULL etag), S3D_ETOOBIG / S3D_ENOMEM (recorded). */
-int s3d_xml_build_complete(const struct s3d_xml_part *parts, size_t n, struct s3d_dynbuf *out);
+S3D_NODISCARD int s3d_xml_build_complete(const struct s3d_xml_part *parts, size_t n,
+                                         struct s3d_dynbuf *out);
 
 /* Appends a Delete body for keys[0..n) (n 1..1000; S3D_EINVAL otherwise) with <Quiet>true when
  * quiet, to out. Keys are XML-escaped; a key holding a byte XML 1.0 cannot carry (a control
  * character other than tab, LF, CR) fails with S3D_EINVAL naming it. */
-int s3d_xml_build_delete(const char *const *keys, size_t n, int quiet, struct s3d_dynbuf *out);
+S3D_NODISCARD int s3d_xml_build_delete(const char *const *keys, size_t n, int quiet,
+                                       struct s3d_dynbuf *out);
 
 /* Appends s[0..len) to out escaped for element text: & < > become entities, and CR becomes
  * &#13; (a parser would otherwise turn it into LF). Quotes need no escaping in text and are
  * kept. Other bytes pass through unchanged. Returns 0 or a dynbuf error (recorded). */
-int s3d_xml_escape(struct s3d_dynbuf *out, const char *s, size_t len);
+S3D_NODISCARD int s3d_xml_escape(struct s3d_dynbuf *out, const char *s, size_t len);
 
 #endif

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "common/dynbuf.h"
+#include "common/compiler.h"
 
 struct s3d_config;
 
@@ -84,8 +85,9 @@ struct s3d_sigv4_trace {
  * trace may be NULL. Returns 0, S3D_EINVAL (NULL field, a reserved or duplicate header name, a
  * malformed payload hash, a time out of range), S3D_ENOCREDS (no key id or secret),
  * S3D_ETOOBIG / S3D_ENOMEM. Every failure is recorded with s3d_fail. */
-int s3d_sigv4_sign(const struct s3d_sigv4_request *req, const struct s3d_sigv4_creds *creds,
-                   struct s3d_dynbuf *headers_out, struct s3d_sigv4_trace *trace);
+S3D_NODISCARD int s3d_sigv4_sign(const struct s3d_sigv4_request *req,
+                                 const struct s3d_sigv4_creds *creds,
+                                 struct s3d_dynbuf *headers_out, struct s3d_sigv4_trace *trace);
 
 /* Presigned query form. url_base is "SCHEME://HOST[:PORT]PATH" (s3d_config_build_url with no
  * query); the result appended to url_out (not reset first) is url_base + "?" + the canonical
@@ -94,42 +96,45 @@ int s3d_sigv4_sign(const struct s3d_sigv4_request *req, const struct s3d_sigv4_c
  * "&X-Amz-Signature=...". expires_s must be 1..604800 (S3D_EINVAL otherwise). Signs only host
  * with UNSIGNED-PAYLOAD; req->headers and req->payload_hash are ignored. Errors as
  * s3d_sigv4_sign. */
-int s3d_sigv4_presign(const struct s3d_sigv4_request *req, const struct s3d_sigv4_creds *creds,
-                      uint32_t expires_s, const char *url_base, struct s3d_dynbuf *url_out,
-                      struct s3d_sigv4_trace *trace);
+S3D_NODISCARD int s3d_sigv4_presign(const struct s3d_sigv4_request *req,
+                                    const struct s3d_sigv4_creds *creds, uint32_t expires_s,
+                                    const char *url_base, struct s3d_dynbuf *url_out,
+                                    struct s3d_sigv4_trace *trace);
 
 /* Everything the public s3d_presign needs: builds the URL for method/bucket/key with cfg
  * (addressing, endpoint, region, credentials), signs it for expires_s seconds from now and
  * appends it to url_out. S3D_ENOCREDS when cfg has no credentials (or is anonymous),
  * S3D_EINVAL for a method other than GET/PUT/HEAD/DELETE or expires_s out of 1..604800. */
-int s3d_presign_url(const struct s3d_config *cfg, const char *method, const char *bucket,
-                    const char *key, uint32_t expires_s, time_t now, struct s3d_dynbuf *url_out);
+S3D_NODISCARD int s3d_presign_url(const struct s3d_config *cfg, const char *method,
+                                  const char *bucket, const char *key, uint32_t expires_s,
+                                  time_t now, struct s3d_dynbuf *url_out);
 
 /* The canonical query string of params: each name and value encoded (s3d_uri_encode,
  * encode_slash 1), "name=value" joined with '&', sorted. Appended to out (not reset). The same
  * string goes in the URL (s3d_config_build_url's query) and is signed. n 0 appends nothing. */
-int s3d_sigv4_canonical_query(const struct s3d_kv *params, size_t n, struct s3d_dynbuf *out);
+S3D_NODISCARD int s3d_sigv4_canonical_query(const struct s3d_kv *params, size_t n,
+                                            struct s3d_dynbuf *out);
 
 /* "YYYYMMDDTHHMMSSZ" for t (UTC) into out. Returns 0, or S3D_EINVAL when t is not
  * representable (before year 0 / after 9999). */
-int s3d_sigv4_amz_date(time_t t, char out[17]);
+S3D_NODISCARD int s3d_sigv4_amz_date(time_t t, char out[17]);
 
 /* ---- SHA-256 (OpenSSL EVP) --------------------------------------------------------------- */
 
 /* Lower-case hex SHA-256 of p[0..n) into out (NUL-terminated). Returns 0 or S3D_ENOMEM. */
-int s3d_sha256_hex(const void *p, size_t n, char out[65]);
+S3D_NODISCARD int s3d_sha256_hex(const void *p, size_t n, char out[65]);
 
 /* Hex SHA-256 of the concatenation of iov[0..iovcnt). Returns 0 or S3D_ENOMEM. */
-int s3d_sha256_iov_hex(const struct iovec *iov, int iovcnt, char out[65]);
+S3D_NODISCARD int s3d_sha256_iov_hex(const struct iovec *iov, int iovcnt, char out[65]);
 
 /* Incremental form, for bodies that arrive in pieces. init, update any number of times, then
  * final (which also frees) or free (to abandon). One context per thread at a time. */
 struct s3d_sha256 {
     void *ctx; /* EVP_MD_CTX *; NULL when not initialized */
 };
-int s3d_sha256_init(struct s3d_sha256 *h);
-int s3d_sha256_update(struct s3d_sha256 *h, const void *p, size_t n);
-int s3d_sha256_final(struct s3d_sha256 *h, char out[65]);
+S3D_NODISCARD int s3d_sha256_init(struct s3d_sha256 *h);
+S3D_NODISCARD int s3d_sha256_update(struct s3d_sha256 *h, const void *p, size_t n);
+S3D_NODISCARD int s3d_sha256_final(struct s3d_sha256 *h, char out[65]);
 void s3d_sha256_free(struct s3d_sha256 *h); /* NULL or uninitialized ok */
 
 #endif

@@ -13,9 +13,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "common/compiler.h"
 
-int s3d_time_parse_iso8601(const char *s, size_t len, int64_t *out);
-int s3d_time_parse_rfc1123(const char *s, size_t len, int64_t *out);
+S3D_NODISCARD int s3d_time_parse_iso8601(const char *s, size_t len, int64_t *out);
+S3D_NODISCARD int s3d_time_parse_rfc1123(const char *s, size_t len, int64_t *out);
 
 /* Days-from-civil: seconds since the epoch of a UTC calendar time (no range check beyond
  * month 1..12). Exposed for tests. */

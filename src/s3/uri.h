@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "common/dynbuf.h"
+#include "common/compiler.h"
 
 #define S3D_BUCKET_MIN 3
 #define S3D_BUCKET_MAX 63
@@ -24,7 +25,7 @@
  * buckets and custom servers such as Ceph RGW) upper-case letters and '_'; the first and the
  * last character must be a letter or digit; no "..". Returns 0 or S3D_EURI (message names the
  * bucket and the rule broken). bucket must not be NULL; len is its length. */
-int s3d_bucket_name_check(const char *bucket, size_t len);
+S3D_NODISCARD int s3d_bucket_name_check(const char *bucket, size_t len);
 
 /* 1 when the bucket name can be a DNS label sequence for virtual-hosted addressing: valid as
  * above AND only [a-z0-9.-], no label starting or ending with '-', and not shaped like an IPv4
@@ -35,6 +36,7 @@ int s3d_bucket_dns_compatible(const char *bucket);
  * '-' '_' '.' '~' are kept, '/' is kept when encode_slash is 0, every other byte (UTF-8 is
  * encoded bytewise) becomes %XX with upper-case hex. Returns 0, or S3D_ETOOBIG / S3D_ENOMEM
  * from the dynbuf (recorded with s3d_fail). s may be NULL when len is 0. */
-int s3d_uri_encode(struct s3d_dynbuf *out, const char *s, size_t len, int encode_slash);
+S3D_NODISCARD int s3d_uri_encode(struct s3d_dynbuf *out, const char *s, size_t len,
+                                 int encode_slash);
 
 #endif

@@ -13,6 +13,7 @@
 #define S3D_S3_XML_H
 
 #include <stddef.h>
+#include "common/compiler.h"
 
 /* The one cap on an S3 XML body: the reader refuses more, and the HTTP layer caps a 2xx body
  * it buffers (s3d_http_req.body_max 0) at the same size. */
@@ -40,7 +41,8 @@ struct s3d_xml_handler {
 /* Reads s[0..len) and calls h's hooks in document order; doc names the response in error
  * messages. Returns 0, the first negative code a hook returned (the walk stops there), or
  * S3D_ETOOBIG / S3D_EPROTO / S3D_ENOMEM (recorded). */
-int s3d_xml_walk(const char *doc, const char *s, size_t len, const struct s3d_xml_handler *h);
+S3D_NODISCARD int s3d_xml_walk(const char *doc, const char *s, size_t len,
+                               const struct s3d_xml_handler *h);
 
 /* 1 when n's local name is exactly the NUL-terminated s. */
 int s3d_xml_name_is(const struct s3d_xml_name *n, const char *s);
