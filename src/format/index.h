@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "common/dynbuf.h"
+#include "common/compiler.h"
 
 #define S3D_ST_INDEX_MAX    (64u << 20) /* default cap on an index file: 64 MiB */
 #define S3D_ST_INDEX_SUFFIX ".safetensors.index.json"
@@ -51,14 +52,15 @@ struct s3d_st_index {
  *                        and the shard)
  *   S3D_ENOMEM
  * An empty weight_map is valid (0 tensors, 0 shards). */
-int s3d_st_index_parse(const char *json, size_t len, size_t max_len, struct s3d_st_index *out);
+S3D_NODISCARD int s3d_st_index_parse(const char *json, size_t len, size_t max_len,
+                                     struct s3d_st_index *out);
 
 /* Frees everything in ix and leaves it empty. Accepts NULL and a zeroed index. */
 void s3d_st_index_free(struct s3d_st_index *ix);
 
 /* 0 if shard[0..len) is an acceptable shard name (see top), else S3D_EFMT_SHARD_PATH with a
  * message naming it. */
-int s3d_st_shard_path_check(const char *shard, size_t len);
+S3D_NODISCARD int s3d_st_shard_path_check(const char *shard, size_t len);
 
 /* Builds an index JSON {"metadata": {"total_size": total_size}, "weight_map": {...}} from
  * n pairs (tensors[i] -> shards[i]), in the given order, indented as Hugging Face writes it,
@@ -66,8 +68,9 @@ int s3d_st_shard_path_check(const char *shard, size_t len);
  * into out (reset first; out's max is left as the caller set it, so S3D_ETOOBIG is possible).
  * Returns 0, S3D_EINVAL (NULL or non-UTF-8 name, duplicate tensor, bad shard name - message
  * names it), S3D_ETOOBIG, S3D_ENOMEM. */
-int s3d_st_index_build(const char *const *tensors, const char *const *shards, size_t n,
-                       uint64_t total_size, const char *generation, struct s3d_dynbuf *out);
+S3D_NODISCARD int s3d_st_index_build(const char *const *tensors, const char *const *shards,
+                                     size_t n, uint64_t total_size, const char *generation,
+                                     struct s3d_dynbuf *out);
 
 /* The name of shard i (1-based) of n for the index at index_path (a path, URI or bare file
  * name ending in ".safetensors.index.json"): the last component with that suffix removed,
@@ -75,7 +78,8 @@ int s3d_st_index_build(const char *const *tensors, const char *const *shards, si
  * "s3://b/p/model.safetensors.index.json", 2, 3 -> "model-00002-of-00003.safetensors".
  * Writes the bare file name (no folder) into out (reset first). Returns 0, or S3D_EINVAL
  * (no such suffix, empty NAME, i == 0, i > n), S3D_ENOMEM. */
-int s3d_st_shard_name(const char *index_path, uint32_t i, uint32_t n, struct s3d_dynbuf *out);
+S3D_NODISCARD int s3d_st_shard_name(const char *index_path, uint32_t i, uint32_t n,
+                                    struct s3d_dynbuf *out);
 
 /* Resolves shard (a name from the index) against the index's location: everything up to and
  * including the last '/' of index_uri, then shard. "s3://b/p/x.index.json" + "s-1.st" ->
@@ -83,6 +87,7 @@ int s3d_st_shard_name(const char *index_path, uint32_t i, uint32_t n, struct s3d
  * The shard name is checked first (S3D_EFMT_SHARD_PATH). An "s3://" index_uri must name a
  * key ("s3://bucket/key": S3D_EURI otherwise). Writes into out (reset first). Returns 0,
  * S3D_EFMT_SHARD_PATH, S3D_EURI, S3D_ENOMEM. */
-int s3d_st_shard_resolve(const char *index_uri, const char *shard, struct s3d_dynbuf *out);
+S3D_NODISCARD int s3d_st_shard_resolve(const char *index_uri, const char *shard,
+                                       struct s3d_dynbuf *out);
 
 #endif

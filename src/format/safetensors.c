@@ -487,6 +487,8 @@ static int check_layout(struct s3d_st_header *h)
         const struct s3d_st_tensor *t = &h->tensors[i];
         uint64_t nbytes;
         int rc;
+        /* Each entry was checked alone (end >= begin), then sorted by offset. */
+        S3D_ASSERT(t->begin <= t->end && (i == 0 || t[-1].begin <= t->begin));
         if (t->begin < pos)
             return s3d_fail(S3D_EFMT_OVERLAP,
                             "tensor \"%.*s\" [%" PRIu64 ", %" PRIu64 ") overlaps tensor \"%.*s\" "
@@ -865,6 +867,7 @@ int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size, struct
 static int find_index(const struct s3d_st_header *h, const char *name, size_t len, size_t *index)
 {
     size_t lo = 0, hi = h->n_tensors;
+    S3D_ASSERT(h->by_name != NULL || h->n_tensors == 0); /* index_names ran */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const struct s3d_st_tensor *t = &h->tensors[h->by_name[mid]];

@@ -35,6 +35,7 @@
 
 #include "common/dynbuf.h"
 #include "s3direct/checkpoint.h"
+#include "common/compiler.h"
 
 #define S3D_ST_MAX_HEADER          100000000u /* the reference's MAX_HEADER_SIZE */
 #define S3D_ST_OBJECT_SIZE_UNKNOWN UINT64_MAX
@@ -82,7 +83,8 @@ struct s3d_st_header {
  * N <= S3D_ST_MAX_HEADER, and when object_size is known (not S3D_ST_OBJECT_SIZE_UNKNOWN)
  * object_size >= 8 and 8 + N <= object_size. Stores N in *json_len.
  * Returns 0 or S3D_EFMT_HEADER_SIZE (message says which bound). No NULL arguments. */
-int s3d_st_header_len(const uint8_t first8[8], uint64_t object_size, uint64_t *json_len);
+S3D_NODISCARD int s3d_st_header_len(const uint8_t first8[8], uint64_t object_size,
+                                    uint64_t *json_len);
 
 /* Parses and validates the N = json_len bytes of header JSON (need not be NUL-terminated;
  * trailing space padding is fine). object_size: the whole object's size, or
@@ -115,15 +117,16 @@ int s3d_st_header_len(const uint8_t first8[8], uint64_t object_size, uint64_t *j
  * (test_st_memory). Measured here on a 99.6 MB header of 1.45 M tensors (`s3direct info`,
  * /usr/bin/time): 2.9 s of CPU and 297 MB peak RSS with the header itself, where jansson's
  * whole-document parse took 10.0 s and 1.62 GB. */
-int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size,
-                 struct s3d_st_header *out);
+S3D_NODISCARD int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size,
+                               struct s3d_st_header *out);
 
 /* Frees everything in h and leaves it empty. Accepts NULL and an empty/zeroed header. */
 void s3d_st_header_free(struct s3d_st_header *h);
 
 /* Index into h->tensors of the tensor called name[0..len); S3D_ENOTENSOR if none
  * (records the error). O(log n). */
-int s3d_st_find(const struct s3d_st_header *h, const char *name, size_t len, size_t *index);
+S3D_NODISCARD int s3d_st_find(const struct s3d_st_header *h, const char *name, size_t len,
+                              size_t *index);
 
 /* The value of metadata key, or NULL. O(n). */
 const char *s3d_st_meta_get(const struct s3d_st_header *h, const char *key);
@@ -145,17 +148,17 @@ const char *s3d_st_meta_get(const struct s3d_st_header *h, const char *key);
  * nbytes != s3d_dtype_nbytes, NULL/non-UTF-8/reserved metadata key, NULL/non-UTF-8 value,
  * duplicate metadata key), S3D_ETOOBIG (JSON over S3D_ST_MAX_HEADER), S3D_ENOMEM. On failure
  * out is empty. */
-int s3d_st_build(const struct s3d_tensor_src *t, size_t n, const struct s3d_metadata_entry *meta,
-                 size_t n_meta, int with_crc, struct s3d_dynbuf *out, uint64_t *offsets,
-                 size_t *crc_pos);
+S3D_NODISCARD int s3d_st_build(const struct s3d_tensor_src *t, size_t n,
+                               const struct s3d_metadata_entry *meta, size_t n_meta, int with_crc,
+                               struct s3d_dynbuf *out, uint64_t *offsets, size_t *crc_pos);
 
 /* s3d_st_build, plus "s3direct.generation": generation in __metadata__ when generation is
  * not NULL (after the s3direct.* keys, before the caller's): the save that a shard of a
  * sharded checkpoint belongs to, which its index records too (index.h). */
-int s3d_st_build_gen(const struct s3d_tensor_src *t, size_t n,
-                     const struct s3d_metadata_entry *meta, size_t n_meta, int with_crc,
-                     const char *generation, struct s3d_dynbuf *out, uint64_t *offsets,
-                     size_t *crc_pos);
+S3D_NODISCARD int s3d_st_build_gen(const struct s3d_tensor_src *t, size_t n,
+                                   const struct s3d_metadata_entry *meta, size_t n_meta,
+                                   int with_crc, const char *generation, struct s3d_dynbuf *out,
+                                   uint64_t *offsets, size_t *crc_pos);
 
 /* Writes crc as 8 lowercase hex digits at header[pos..pos+8), a position returned by
  * s3d_st_build in crc_pos. The header length never changes. header must not be NULL. */
