@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "common/compiler.h"
 
 struct s3d_device;
 struct s3d_stream;
@@ -45,7 +46,7 @@ enum s3d_device_flags {
  * library, a failing cuInit or zero devices give the host backend and return 0 (the reason is
  * kept: s3d_device_why_host). Nothing is retained or allocated on the GPU yet. Fails only on
  * S3D_ENOMEM or S3D_EINVAL (unknown flags). *out is NULL on failure. */
-int s3d_device_open(unsigned flags, struct s3d_device **out);
+S3D_NODISCARD int s3d_device_open(unsigned flags, struct s3d_device **out);
 /* Releases the retained primary contexts and the libraries' handles (the libraries stay
  * loaded: CUDA must not be unloaded from a running process). Every stream, event and host
  * allocation must be freed first. NULL ok. */
@@ -65,12 +66,13 @@ const char *s3d_device_why_host(const struct s3d_device *dev);
  * managed memory), else *is_device = 0 and *ordinal = -1 (host memory, pinned or not, and any
  * address CUDA does not know). Host and emulated backends: always host. Either out pointer
  * may be NULL. Returns 0, or S3D_ECUDA when the driver fails for another reason. */
-int s3d_device_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device, int *ordinal);
+S3D_NODISCARD int s3d_device_pointer_info(struct s3d_device *dev, const void *ptr, int *is_device,
+                                          int *ordinal);
 
 /* Makes the primary context of device ordinal current on the calling thread, retaining it
  * on first use (once per device per s3d_device). S3D_ENODEVICE for an ordinal out of range
  * or on the host backend; S3D_ECUDA. No-op on the emulated backend for ordinal 0. */
-int s3d_device_make_current(struct s3d_device *dev, int ordinal);
+S3D_NODISCARD int s3d_device_make_current(struct s3d_device *dev, int ordinal);
 
 /* ---- host memory ------------------------------------------------------------------- */
 
@@ -79,7 +81,7 @@ int s3d_device_make_current(struct s3d_device *dev, int ordinal);
  * every context), else page-aligned ordinary memory. Slow (milliseconds per tens of MiB when
  * pinned): allocate once, reuse. *out is NULL on failure (S3D_ENOMEM, S3D_ECUDA, S3D_EINVAL
  * for size 0). */
-int s3d_device_host_alloc(struct s3d_device *dev, size_t size, void **out);
+S3D_NODISCARD int s3d_device_host_alloc(struct s3d_device *dev, size_t size, void **out);
 /* Frees what s3d_device_host_alloc returned; size must be the size allocated. NULL ok. */
 void s3d_device_host_free(struct s3d_device *dev, void *p, size_t size);
 /* Pins existing host memory (cuMemHostRegister, PORTABLE) so copies from and to it run at
@@ -87,20 +89,23 @@ void s3d_device_host_free(struct s3d_device *dev, void *p, size_t size);
  * of device ordinal, which the library retains until s3d_device_free: a user's cuCtxDestroy
  * or device reset cannot unpin it underneath (ordinal -1: whatever context is current, else
  * device 0's). Unregister, with the same ordinal, before freeing the memory. */
-int s3d_device_host_register(struct s3d_device *dev, int ordinal, void *p, size_t size);
+S3D_NODISCARD int s3d_device_host_register(struct s3d_device *dev, int ordinal, void *p,
+                                           size_t size);
 void s3d_device_host_unregister(struct s3d_device *dev, int ordinal, void *p);
 
 /* ---- device memory (tests and benchmarks: the library itself never allocates any) ---- */
 
 /* size bytes of device memory on ordinal (cuMemAlloc; emulated: host memory). */
-int s3d_device_mem_alloc(struct s3d_device *dev, int ordinal, size_t size, uint64_t *out);
+S3D_NODISCARD int s3d_device_mem_alloc(struct s3d_device *dev, int ordinal, size_t size,
+                                       uint64_t *out);
 void s3d_device_mem_free(struct s3d_device *dev, int ordinal, uint64_t dptr); /* 0 ok */
 
 /* ---- streams, copies, events --------------------------------------------------------- */
 
 /* A non-blocking stream (CU_STREAM_NON_BLOCKING: it does not synchronize with the legacy
  * default stream) on device ordinal. *out is NULL on failure. */
-int s3d_device_stream_new(struct s3d_device *dev, int ordinal, struct s3d_stream **out);
+S3D_NODISCARD int s3d_device_stream_new(struct s3d_device *dev, int ordinal,
+                                        struct s3d_stream **out);
 /* Waits for the stream's work, then destroys it. NULL ok. */
 void s3d_device_stream_free(struct s3d_device *dev, struct s3d_stream *s);
 /* The stream's device ordinal. */
@@ -109,30 +114,32 @@ int s3d_device_stream_ordinal(const struct s3d_stream *s);
 /* Queues a copy of n bytes host -> device (src should be pinned memory: from the pool or
  * s3d_device_host_alloc; pageable memory works but is slow and synchronous). src must stay
  * valid and unchanged until an event recorded after the copy is complete. n == 0: no-op. */
-int s3d_device_copy_htod(struct s3d_device *dev, struct s3d_stream *s, uint64_t dst,
-                         const void *src, size_t n);
+S3D_NODISCARD int s3d_device_copy_htod(struct s3d_device *dev, struct s3d_stream *s, uint64_t dst,
+                                       const void *src, size_t n);
 /* Queues a copy of n bytes device -> host; dst holds the bytes only once an event recorded
  * after the copy is complete (or after s3d_device_stream_sync). */
-int s3d_device_copy_dtoh(struct s3d_device *dev, struct s3d_stream *s, void *dst, uint64_t src,
-                         size_t n);
+S3D_NODISCARD int s3d_device_copy_dtoh(struct s3d_device *dev, struct s3d_stream *s, void *dst,
+                                       uint64_t src, size_t n);
 /* Blocks until everything queued on s is done (emulated: performs the deferred copies). */
-int s3d_device_stream_sync(struct s3d_device *dev, struct s3d_stream *s);
+S3D_NODISCARD int s3d_device_stream_sync(struct s3d_device *dev, struct s3d_stream *s);
 
 /* A timing-free event (CU_EVENT_DISABLE_TIMING) on device ordinal. */
-int s3d_device_event_new(struct s3d_device *dev, int ordinal, struct s3d_event **out);
+S3D_NODISCARD int s3d_device_event_new(struct s3d_device *dev, int ordinal, struct s3d_event **out);
 void s3d_device_event_free(struct s3d_device *dev, struct s3d_event *e); /* NULL ok */
 /* Captures the work queued on s so far; the event completes when that work is done. */
-int s3d_device_event_record(struct s3d_device *dev, struct s3d_event *e, struct s3d_stream *s);
+S3D_NODISCARD int s3d_device_event_record(struct s3d_device *dev, struct s3d_event *e,
+                                          struct s3d_stream *s);
 /* 1 when the recorded work is done (or nothing was ever recorded), 0 while pending,
  * or a negative S3D_E* code (S3D_ECUDA: the work failed). Never blocks. */
 int s3d_device_event_query(struct s3d_device *dev, struct s3d_event *e);
 /* Blocks until the recorded work is done. */
-int s3d_device_event_sync(struct s3d_device *dev, struct s3d_event *e);
+S3D_NODISCARD int s3d_device_event_sync(struct s3d_device *dev, struct s3d_event *e);
 /* Makes s wait (on the GPU, without blocking the calling thread) for the work queued so far on
  * the caller's CUstream caller_stream (0: the legacy default stream; a per-thread default
  * stream handle, 2, works too): an event is recorded on caller_stream and s waits on it.
  * This is how saves wait for the kernels that produce the tensors. No-op on other backends. */
-int s3d_device_wait_external(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_stream);
+S3D_NODISCARD int s3d_device_wait_external(struct s3d_device *dev, struct s3d_stream *s,
+                                           uint64_t caller_stream);
 
 /* ---- per-device stream sets ----------------------------------------------------------- */
 
@@ -172,10 +179,11 @@ void s3d_stream_set_wait_caller(struct s3d_stream_set *set, uint64_t def, const 
 /* The stream for ordinal, made on first use and made to wait as described above.
  * S3D_ENODEVICE for an ordinal outside 0..S3D_MAX_DEVICES-1; errors of
  * s3d_device_stream_new and s3d_device_wait_external. */
-int s3d_stream_set_get(struct s3d_stream_set *set, int ordinal, struct s3d_stream **out);
+S3D_NODISCARD int s3d_stream_set_get(struct s3d_stream_set *set, int ordinal,
+                                     struct s3d_stream **out);
 /* Waits for the work queued on every stream of the set; every stream is waited for even after
  * an error. Returns the first error, else 0. */
-int s3d_stream_set_sync(struct s3d_stream_set *set);
+S3D_NODISCARD int s3d_stream_set_sync(struct s3d_stream_set *set);
 /* Waits for and destroys the streams; the set is empty again (init state kept). */
 void s3d_stream_set_free(struct s3d_stream_set *set);
 
@@ -195,23 +203,24 @@ int s3d_cufile_gds(void);
  * O_DIRECT (GDS mode needs it; compatibility mode works without); it stays owned by the
  * caller and must outlive the handle. S3D_ECUFILE on refusal, S3D_ENOTSUP when cuFile is not
  * available. *out is NULL on failure. */
-int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out);
+S3D_NODISCARD int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out);
 /* cuFileHandleDeregister. NULL ok. */
 void s3d_cufile_close(struct s3d_cufile *f);
 /* Registers [dptr, dptr + len) of device ordinal's memory for cuFile (optional: speeds up
  * repeated I/O to one buffer). Deregister with the same dptr before freeing the memory. */
-int s3d_cufile_buf_register(struct s3d_device *dev, int ordinal, uint64_t dptr, size_t len);
-int s3d_cufile_buf_deregister(struct s3d_device *dev, int ordinal, uint64_t dptr);
+S3D_NODISCARD int s3d_cufile_buf_register(struct s3d_device *dev, int ordinal, uint64_t dptr,
+                                          size_t len);
+S3D_NODISCARD int s3d_cufile_buf_deregister(struct s3d_device *dev, int ordinal, uint64_t dptr);
 /* Reads len bytes at file_off straight into device memory at dptr (on device ordinal, made
  * current first). Loops over short transfers; stops early only at end of file. Stores the
  * bytes read in *out_n. S3D_ECUFILE (cuFile status named) or S3D_EIO (errno named). dptr is
  * given to cuFile as the buffer base: memory registered with s3d_cufile_buf_register must be
  * read into at its registered base. */
-int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
-                    uint64_t file_off, uint64_t *out_n);
+S3D_NODISCARD int s3d_cufile_read(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
+                                  uint64_t file_off, uint64_t *out_n);
 /* Writes len bytes from device memory at dptr to the file at file_off; all or an error. */
-int s3d_cufile_write(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
-                     uint64_t file_off);
+S3D_NODISCARD int s3d_cufile_write(struct s3d_cufile *f, int ordinal, uint64_t dptr, uint64_t len,
+                                   uint64_t file_off);
 
 /* ---- emulated backend: test hooks (S3D_DEVICE_EMULATE) ------------------------------ */
 
@@ -220,10 +229,10 @@ uint64_t s3d_device_emu_stream_handle(const struct s3d_stream *s);
 /* Queues a "kernel" on the caller's stream handle (0: the legacy default stream of ordinal)
  * that fills n bytes of device memory at dptr with byte when the stream's work runs.
  * S3D_EINVAL off the emulated backend; S3D_ECUDA when dptr is not device memory. */
-int s3d_device_emu_kernel(struct s3d_device *dev, int ordinal, uint64_t stream, uint64_t dptr,
-                          int byte, size_t n);
+S3D_NODISCARD int s3d_device_emu_kernel(struct s3d_device *dev, int ordinal, uint64_t stream,
+                                        uint64_t dptr, int byte, size_t n);
 /* Runs everything queued on the caller's stream handle (cuStreamSynchronize). */
-int s3d_device_emu_sync_handle(struct s3d_device *dev, int ordinal, uint64_t stream);
+S3D_NODISCARD int s3d_device_emu_sync_handle(struct s3d_device *dev, int ordinal, uint64_t stream);
 /* The host-accessible view of emulated device memory at dptr, NULL when dptr is not emulated
  * device memory. Tests only: what a kernel would see, without the deferred work. */
 void *s3d_device_emu_view(uint64_t dptr);

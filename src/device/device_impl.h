@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "device/device.h"
+#include "common/compiler.h"
 
 /* One backend's implementation of the calls in device.h. device.c has checked the arguments
  * (non-NULL handles, ordinal in range) before calling. */
@@ -87,17 +88,17 @@ extern const struct s3d_device_ops s3d_cuda_ops;
 
 /* Loads libcuda and initializes it. 0: dev->cuda, count set; 1: CUDA not usable, the reason
  * written into dev->why_host; negative: S3D_ENOMEM. */
-int s3d_cuda_open(struct s3d_device *dev);
+S3D_NODISCARD int s3d_cuda_open(struct s3d_device *dev);
 void s3d_cuda_close(struct s3d_device *dev);
 /* The emulated backend's state. 0 or S3D_ENOMEM. */
-int s3d_emu_open(struct s3d_device *dev);
+S3D_NODISCARD int s3d_emu_open(struct s3d_device *dev);
 void s3d_emu_close(struct s3d_device *dev);
 
 /* Makes ordinal's primary context current for the duration of one operation and gives back
  * what was current before (*prev), for s3d_cuda_ctx_leave. ordinal S3D_ANY_CTX: whatever
  * context is current already, else device 0's primary. cuda backend only. */
 #define S3D_ANY_CTX (-1)
-int s3d_cuda_ctx_enter(struct s3d_device *dev, int ordinal, void **prev);
+S3D_NODISCARD int s3d_cuda_ctx_enter(struct s3d_device *dev, int ordinal, void **prev);
 void s3d_cuda_ctx_leave(struct s3d_device *dev, int ordinal, void *prev);
 
 #endif

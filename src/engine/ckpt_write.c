@@ -515,8 +515,9 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
             return s3d_fail(S3D_ENOMEM, "out of memory for %u parts", w->nparts);
         w->next_number = 1;
         rc = s3d_xfer_put_multipart(w->c, loc->bucket, loc->key, &hooks, &po);
-        /* Parts the engine never released (failure): wait for their copies, free them. */
-        s3d_stream_set_sync(&w->streams);
+        /* Parts the engine never released (failure): wait for their copies, free them. The
+         * upload's rc stands: after a success every copy was already waited for. */
+        s3d_ignore_rc(s3d_stream_set_sync(&w->streams));
         for (uint32_t i = 0; i < w->nparts; i++)
             part_release(w, &w->parts[i]);
         free(w->parts);

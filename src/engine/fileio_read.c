@@ -248,8 +248,8 @@ static int read_staged(struct reader *rd, const struct s3d_file_range *ranges, c
             if (ranges[idx[q]].crc_out != NULL)
                 *ranges[idx[q]].crc_out = crc[q];
 out:
-    if (rc < 0)
-        s3d_stream_set_sync(&rd->gpu); /* copies queued before a failure may read chunks */
+    if (rc < 0) /* copies queued before a failure may read chunks; rc is what is reported */
+        s3d_ignore_rc(s3d_stream_set_sync(&rd->gpu));
     fio_ring_drain(&ring);
     free(crc);
     return rc;

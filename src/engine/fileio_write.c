@@ -229,8 +229,8 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
         off += sg->length;
     }
 out:
-    if (have_ring && rc < 0)
-        s3d_stream_set_sync(&w->gpu);
+    if (have_ring && rc < 0) /* the copies before the failure; rc is what is reported */
+        s3d_ignore_rc(s3d_stream_set_sync(&w->gpu));
     if (have_ring) {
         /* Write what is still in flight, oldest first, so CRCs chain in order. */
         while (rc == 0 && ring.count > 0) {
