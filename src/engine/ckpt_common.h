@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "s3direct/client.h"
+#include "common/compiler.h"
 
 #define S3D_BUCKET_CAP 256
 #define S3D_KEY_CAP    1100 /* S3 keys are at most 1024 bytes */
@@ -20,7 +21,7 @@ struct s3d_loc {
 
 /* Classifies uri ("s3://..." or a local path) into *loc; loc->path points into uri.
  * S3D_EURI for a malformed s3:// URI or one without a key, S3D_EINVAL for an empty path. */
-int s3d_loc_parse(const char *uri, struct s3d_loc *loc);
+S3D_NODISCARD int s3d_loc_parse(const char *uri, struct s3d_loc *loc);
 
 /* 1 if s ends with suffix. */
 int s3d_str_ends_with(const char *s, const char *suffix);

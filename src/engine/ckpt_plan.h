@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "common/compiler.h"
 
 struct s3d_rpiece {
     uint32_t shard;   /* which object */
@@ -53,8 +54,8 @@ struct s3d_rplan {
 /* Sorts pieces by (shard, obj_off, dest) in place and plans the jobs. Segments of one piece
  * come out in piece order, so CRCs can be combined in order. Returns 0 or S3D_ENOMEM /
  * S3D_EINVAL (max_job 0, a zero-length piece). */
-int s3d_rplan_build(struct s3d_rpiece *pieces, size_t n, uint64_t max_job, uint64_t direct_min,
-                    struct s3d_rplan *out);
+S3D_NODISCARD int s3d_rplan_build(struct s3d_rpiece *pieces, size_t n, uint64_t max_job,
+                                  uint64_t direct_min, struct s3d_rplan *out);
 void s3d_rplan_free(struct s3d_rplan *plan);
 
 #endif

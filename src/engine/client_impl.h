@@ -15,6 +15,7 @@
 #include "engine/pool.h"
 #include "s3/s3ctx.h"
 #include "s3direct/client.h"
+#include "common/compiler.h"
 
 /* Defaults of the client options (client.h). part_size and concurrency: measured against the
  * local RGW, see docs/internals/engine.md. */
@@ -58,7 +59,7 @@ struct s3d_cancel {
 /* 0 when c may be used by the calling process; S3D_EINVAL (recorded) when c is NULL or was
  * created in another process (fork: create a new client in the child). Every public entry
  * point that takes a client calls this first. */
-int s3d_client_check(const struct s3d_client *c);
+S3D_NODISCARD int s3d_client_check(const struct s3d_client *c);
 
 /* want, lowered so that want connections fit in the file descriptors left under
  * RLIMIT_NOFILE (a reserve kept for files and libcurl's own); at least 1. A concurrency the

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "s3direct/client.h"
+#include "common/compiler.h"
 
 struct s3d_device;
 struct s3d_pool;
@@ -65,9 +66,9 @@ struct s3d_file_range {
  * is in place (copies to GPUs are complete) and every crc_out is set. The whole file size is
  * checked first: a range past the end fails with S3D_EFMT_TRUNCATED before any byte moves.
  * pool may be NULL when no range has a device destination and mode is not DIRECT. */
-int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const char *path,
-                         const struct s3d_file_range *ranges, size_t n,
-                         const struct s3d_file_io_opts *opts);
+S3D_NODISCARD int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool,
+                                       const char *path, const struct s3d_file_range *ranges,
+                                       size_t n, const struct s3d_file_io_opts *opts);
 
 /* One piece of memory to write. */
 struct s3d_file_seg {
@@ -82,19 +83,22 @@ struct s3d_file_writer;
  * the umask, or the mode of the file it replaces; leftovers of killed saves removed); path
  * itself is untouched until commit. opts is copied (NULL: defaults).
  * *out is NULL on failure. */
-int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const char *path,
-                         const struct s3d_file_io_opts *opts, struct s3d_file_writer **out);
+S3D_NODISCARD int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool,
+                                       const char *path, const struct s3d_file_io_opts *opts,
+                                       struct s3d_file_writer **out);
 /* Writes the segments one after the other starting at file offset offset. crc_out, if not
  * NULL, has n entries and receives each segment's CRC32C. Returns when the bytes are handed
  * to the kernel (or cuFile) and every source may be reused. */
-int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
-                          const struct s3d_file_seg *segs, size_t n, uint32_t *crc_out);
+S3D_NODISCARD int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
+                                        const struct s3d_file_seg *segs, size_t n,
+                                        uint32_t *crc_out);
 /* Writes len bytes of host memory at offset (the safetensors header, written last). */
-int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset, const void *buf, size_t len);
+S3D_NODISCARD int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset,
+                                         const void *buf, size_t len);
 /* Makes the file durable and visible: fsync, rename over path, fsync of the folder. After a
  * failed commit the previous file at path is intact and the temporary file is removed. The
  * writer must still be freed. */
-int s3d_file_writer_commit(struct s3d_file_writer *w);
+S3D_NODISCARD int s3d_file_writer_commit(struct s3d_file_writer *w);
 /* Removes the temporary file unless committed. Idempotent. */
 void s3d_file_writer_abort(struct s3d_file_writer *w);
 /* Aborts (if not committed) and frees. NULL ok. */

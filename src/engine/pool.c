@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "common/compiler.h"
 #include "common/error.h"
 #include "device/device.h"
 #include "s3direct/client.h"
@@ -185,7 +186,10 @@ static size_t chunk_index(const struct s3d_pool *p, const void *ptr)
 /* Takes a free chunk. Called with mu held and n_free > 0. */
 static void *take_locked(struct s3d_pool *p)
 {
-    size_t idx = p->free_idx[--p->n_free];
+    size_t idx;
+    S3D_ASSERT(p->n_free > 0 && p->n_free + p->in_use == p->n_chunks);
+    idx = p->free_idx[--p->n_free];
+    S3D_ASSERT(idx < p->n_chunks && !p->out[idx]);
     p->out[idx] = 1;
     p->in_use++;
     if (p->in_use > p->high_water)
@@ -241,6 +245,7 @@ void s3d_pool_put(struct s3d_pool *p, void *chunk)
     pthread_mutex_lock(&p->mu);
     if (!p->out[idx])
         abort(); /* put twice */
+    S3D_ASSERT(p->in_use > 0 && p->n_free < p->n_chunks);
     p->out[idx] = 0;
     p->in_use--;
     p->free_idx[p->n_free++] = idx;

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "common/compiler.h"
 
 struct s3d_device;
 struct s3d_cancel;
@@ -30,14 +31,14 @@ struct s3d_pool;
  * 0 in either size means its default; chunk_bytes is rounded up to a multiple of 4096.
  * dev must outlive the pool. Errors: S3D_ENOMEM, S3D_ECUDA, S3D_EINVAL (a chunk over 4 GiB).
  * *out is NULL on failure. */
-int s3d_pool_new(struct s3d_device *dev, uint64_t total_bytes, uint64_t chunk_bytes,
-                 struct s3d_pool **out);
+S3D_NODISCARD int s3d_pool_new(struct s3d_device *dev, uint64_t total_bytes, uint64_t chunk_bytes,
+                               struct s3d_pool **out);
 /* Pins a pool made with dev NULL (plain memory, for host-only transfers) the first time a
  * device transfer needs it: cuMemHostRegister of each block in device ordinal's primary
  * context (retained by dev until s3d_device_free; dev must outlive the pool). No-op when the
  * pool is pinned already. Not thread-safe against itself: the caller serializes (the
  * client's lazy_lock). Chunks may be in use meanwhile. */
-int s3d_pool_pin(struct s3d_pool *pool, struct s3d_device *dev, int ordinal);
+S3D_NODISCARD int s3d_pool_pin(struct s3d_pool *pool, struct s3d_device *dev, int ordinal);
 int s3d_pool_is_pinned(const struct s3d_pool *pool);
 /* Frees the pool's memory. Every chunk must have been put back. NULL ok. */
 void s3d_pool_free(struct s3d_pool *pool);

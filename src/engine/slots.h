@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 
 #include "engine/xfer.h"
+#include "common/compiler.h"
 
 struct s3d_slots {
     char **buf;        /* n; NULL until first used */
@@ -24,7 +25,7 @@ struct s3d_slots {
 
 /* n slots of size bytes (0 is allocated as 1 byte), none allocated yet. S3D_ENOMEM (recorded)
  * on failure; *s may then be given to s3d_slots_free. */
-int s3d_slots_init(struct s3d_slots *s, size_t n, uint64_t size);
+S3D_NODISCARD int s3d_slots_init(struct s3d_slots *s, size_t n, uint64_t size);
 /* Frees every buffer; *s is zeroed. NULL members are fine (a failed or zeroed init). */
 void s3d_slots_free(struct s3d_slots *s);
 

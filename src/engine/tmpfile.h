@@ -15,6 +15,7 @@
 #define S3D_ENGINE_TMPFILE_H
 
 #include <sys/types.h>
+#include "common/compiler.h"
 
 struct s3d_tmpfile {
     char *path; /* malloc'ed; NULL when none */
@@ -25,11 +26,11 @@ struct s3d_tmpfile {
  * reading and writing, with the mode described above. extra_flags are added to
  * O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC. Returns 0 or an S3D_E* code (recorded); on failure
  * t->path is NULL and t->fd -1. */
-int s3d_tmpfile_create(const char *target, int extra_flags, struct s3d_tmpfile *t);
+S3D_NODISCARD int s3d_tmpfile_create(const char *target, int extra_flags, struct s3d_tmpfile *t);
 
 /* fsync, close, rename over target, fsync of the folder. On failure the temporary file is
  * removed and the target untouched. t is emptied either way. */
-int s3d_tmpfile_commit(struct s3d_tmpfile *t, const char *target);
+S3D_NODISCARD int s3d_tmpfile_commit(struct s3d_tmpfile *t, const char *target);
 
 /* Closes and removes the temporary file (if any). Idempotent. */
 void s3d_tmpfile_discard(struct s3d_tmpfile *t);

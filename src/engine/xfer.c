@@ -135,8 +135,11 @@ static int start_attempt(struct engine *g, struct item *it)
     curl_easy_setopt(it->e, CURLOPT_PRIVATE, it);
     if (curl_multi_add_handle(g->m, it->e) != CURLM_OK)
         return s3d_fail(S3D_ENOMEM, "curl_multi_add_handle failed");
-    if (it->state == ITEM_WAITING)
+    if (it->state == ITEM_WAITING) {
+        S3D_ASSERT(g->waiting > 0);
         g->waiting--;
+    }
+    S3D_ASSERT(it->state != ITEM_RUNNING && g->in_flight < g->n_items);
     it->state = ITEM_RUNNING;
     g->in_flight++;
     return 0;
@@ -416,6 +419,7 @@ static int drain(struct engine *g)
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&it);
         CURLcode cc = msg->data.result;
         curl_multi_remove_handle(g->m, it->e);
+        S3D_ASSERT(it->state == ITEM_RUNNING && g->in_flight > 0);
         g->in_flight--;
         it->state = ITEM_FREE;
         rc = s3d_s3_op_result(&g->c->s3, &it->op, it->e, cc);
@@ -759,7 +763,7 @@ static void abort_upload(struct s3d_client *c, const char *bucket, const char *k
         }
     }
     if (se != NULL) {
-        s3d_err_restore(se);
+        s3d_ignore_rc(s3d_err_restore(se)); /* the detail is back; the caller returns rc */
         free(se);
     }
 }

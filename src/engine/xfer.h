@@ -15,6 +15,7 @@
 
 #include "s3direct/client.h"
 #include "s3direct/object.h"
+#include "common/compiler.h"
 
 /* What a feed hook (prepare, next) returns when it does not fail. */
 enum s3d_feed_result {
@@ -75,9 +76,10 @@ struct s3d_get_hooks {
  * Transient failures are retried per job (resuming at offset + received), bounded by the
  * client's attempts and deadline. A server that sends more or fewer bytes than asked is an
  * S3D_EPROTO error. progress is reported in bytes over the sum of job lengths. */
-int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
-                 const struct s3d_get_hooks *hooks, uint32_t max_concurrency,
-                 s3d_progress_fn progress, void *progress_user, struct s3d_cancel *cancel);
+S3D_NODISCARD int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
+                               const struct s3d_get_hooks *hooks, uint32_t max_concurrency,
+                               s3d_progress_fn progress, void *progress_user,
+                               struct s3d_cancel *cancel);
 
 /* The first request of a download: a ranged GET of [offset, offset + want) into dst (want > 0
  * bytes writable), retried and resumed like any job, that also tells the object's size, ETag,
@@ -86,15 +88,17 @@ int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
  * of the object. An offset at the end (or an empty object, which answers every range with
  * 416) gets *got = 0 and the fields from a HEAD; past the end is S3D_ERANGE. if_match (NULL
  * = none): a version the caller already knows, asked for from the first request on. */
-int s3d_xfer_get_first(struct s3d_client *c, const char *bucket, const char *key, uint64_t offset,
-                       uint64_t want, void *dst, uint64_t *got, struct s3d_object_info *info,
-                       const char *if_match, struct s3d_cancel *cancel);
+S3D_NODISCARD int s3d_xfer_get_first(struct s3d_client *c, const char *bucket, const char *key,
+                                     uint64_t offset, uint64_t want, void *dst, uint64_t *got,
+                                     struct s3d_object_info *info, const char *if_match,
+                                     struct s3d_cancel *cancel);
 
 /* Downloads [offset, offset + len) of the object into dst with the client's part size and
  * concurrency, every range pinned to if_match (the ETag a first response gave; NULL or "" =
  * none). For readers that already know the object (checkpoint headers, index files). */
-int s3d_xfer_get_buffer(struct s3d_client *c, const char *bucket, const char *key,
-                        const char *if_match, uint64_t offset, uint64_t len, void *dst);
+S3D_NODISCARD int s3d_xfer_get_buffer(struct s3d_client *c, const char *bucket, const char *key,
+                                      const char *if_match, uint64_t offset, uint64_t len,
+                                      void *dst);
 
 /* ---- uploads --------------------------------------------------------------------------- */
 
@@ -133,11 +137,13 @@ struct s3d_put_options {
  * each part (retried alone on transient failure, a CRC32C of each part sent as
  * x-amz-checksum-crc32c), CompleteMultipartUpload with the parts in number order. On any
  * failure or cancellation the upload is aborted, so the key keeps its previous object. */
-int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char *key,
-                           const struct s3d_put_hooks *hooks, const struct s3d_put_options *o);
+S3D_NODISCARD int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char *key,
+                                         const struct s3d_put_hooks *hooks,
+                                         const struct s3d_put_options *o);
 
 /* Uploads one object with a single PutObject from an iovec (any size up to 5 GiB). */
-int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *key,
-                        const struct iovec *iov, int iovcnt, const struct s3d_put_options *o);
+S3D_NODISCARD int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *key,
+                                      const struct iovec *iov, int iovcnt,
+                                      const struct s3d_put_options *o);
 
 #endif
