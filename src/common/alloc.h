@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include "common/compiler.h"
 
 /* calloc(n, size) that fails (NULL) on n * size overflow instead of wrapping. */
 static inline void *s3d_calloc(size_t n, size_t size)
@@ -27,11 +28,11 @@ char *s3d_strndup(const char *s, size_t len);
 char *s3d_strdup(const char *s);
 
 /* a + b and a * b on uint64_t; return 0 and store the result, or -1 on overflow. */
-static inline int s3d_add_u64(uint64_t a, uint64_t b, uint64_t *out)
+S3D_NODISCARD static inline int s3d_add_u64(uint64_t a, uint64_t b, uint64_t *out)
 {
     return __builtin_add_overflow(a, b, out) ? -1 : 0;
 }
-static inline int s3d_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+S3D_NODISCARD static inline int s3d_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 {
     return __builtin_mul_overflow(a, b, out) ? -1 : 0;
 }

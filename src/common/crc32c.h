@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "common/compiler.h"
 
 /* CRC of p[0..n) continued from crc (0 to start). p may be NULL when n is 0. */
 uint32_t s3d_crc32c(uint32_t crc, const void *p, size_t n);
@@ -27,7 +28,7 @@ uint32_t s3d_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 void s3d_crc32c_base64(uint32_t crc, char out[S3D_CRC32C_B64_LEN]);
 /* Parses such a value (exactly 8 characters at s, no NUL needed); 0 and *out on success, -1
  * if it is not the base64 of 4 bytes. */
-int s3d_crc32c_from_base64(const char *s, size_t len, uint32_t *out);
+S3D_NODISCARD int s3d_crc32c_from_base64(const char *s, size_t len, uint32_t *out);
 
 /* Name of the implementation in use: "sse4.2", "armv8", or "table". Static string. */
 const char *s3d_crc32c_impl(void);

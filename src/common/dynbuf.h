@@ -7,6 +7,7 @@
 #define S3D_COMMON_DYNBUF_H
 
 #include <stddef.h>
+#include "common/compiler.h"
 
 struct s3d_dynbuf {
     char *data; /* NULL until the first append */
@@ -17,8 +18,8 @@ struct s3d_dynbuf {
 
 void s3d_dynbuf_init(struct s3d_dynbuf *b, size_t max);
 /* Appends n bytes; S3D_ETOOBIG when len would pass max (nothing appended), S3D_ENOMEM. */
-int s3d_dynbuf_append(struct s3d_dynbuf *b, const void *data, size_t n);
-int s3d_dynbuf_appendf(struct s3d_dynbuf *b, const char *fmt, ...)
+S3D_NODISCARD int s3d_dynbuf_append(struct s3d_dynbuf *b, const void *data, size_t n);
+S3D_NODISCARD int s3d_dynbuf_appendf(struct s3d_dynbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void s3d_dynbuf_reset(struct s3d_dynbuf *b); /* len = 0, memory kept */
 void s3d_dynbuf_free(struct s3d_dynbuf *b);  /* back to the initial state, max kept */

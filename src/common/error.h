@@ -8,6 +8,7 @@
 #define S3D_COMMON_ERROR_H
 
 #include "s3direct/errors.h"
+#include "common/compiler.h"
 
 /* Detail of an S3/HTTP failure; any field may be NULL or 0. */
 struct s3d_err_s3 {
@@ -39,7 +40,7 @@ struct s3d_err_record {
 /* Copies the calling thread's last error into *s, with code as its code. */
 void s3d_err_save(struct s3d_err_record *s, int code);
 /* Makes *s the calling thread's last error again; returns its code. */
-int s3d_err_restore(const struct s3d_err_record *s);
+S3D_NODISCARD int s3d_err_restore(const struct s3d_err_record *s);
 /* Points the fields of *d at the detail kept in *s (valid while *s is), for an s3d_fail_s3
  * that records the saved detail under a new message. */
 void s3d_err_record_s3(const struct s3d_err_record *s, struct s3d_err_s3 *d);
