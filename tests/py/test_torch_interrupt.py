@@ -25,8 +25,11 @@ from _slowproxy import SlowProxy
 MiB = 1 << 20
 N = 24 * MiB // 4  # float32 elements: 24 MiB
 
+# A shell that starts the test run in the background (`make test &`) makes its children ignore
+# SIGINT, and Python then installs no KeyboardInterrupt handler: the child restores it first.
 CHILD = textwrap.dedent("""
-    import sys, time, torch, s3direct
+    import signal, sys, time, torch, s3direct
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     mode, endpoint, uri = sys.argv[1:4]
     c = s3direct.Client(endpoint_url=endpoint, part_size=5 << 20, max_concurrency=2,
                         max_attempts=1)
@@ -125,9 +128,10 @@ def test_sigterm_handler_raising_systemexit_aborts_the_save(s3_env, bucket, boto
     the save is cancelled and its upload aborted before the exception goes on."""
     uri = f"s3://{bucket}/ckpt.safetensors"
     s3direct.save({"w": torch.full((N,), 1.0)}, uri)
-    child = CHILD.replace("import sys, time, torch, s3direct",
-                          "import sys, time, signal, torch, s3direct\n"
+    child = CHILD.replace("import signal, sys, time, torch, s3direct",
+                          "import signal, sys, time, torch, s3direct\n"
                           "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))")
+    assert child != CHILD
     p = subprocess.Popen([sys.executable, "-c", child, "save", proxy.url, uri],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
