@@ -122,16 +122,16 @@ static int read_prepare(void *ctx, struct s3d_get_job *job)
         /* Fresh host memory (a new tensor) is mapped in one call rather than one page fault
          * per 4 KiB while the bytes arrive (common/prefault.h). Direct jobs are host. */
         s3d_prefault_write(job->dst, (size_t)pj->len);
-        return 0;
+        return S3D_FEED_OK;
     }
     s->chunks[j] = s3d_pool_try_get(s->pool);
     if (s->chunks[j] == NULL)
-        return 1; /* every chunk is busy: wait for a copy to finish */
+        return S3D_FEED_NOT_YET; /* every chunk is busy: wait for a copy to finish */
     job->dst = s->chunks[j];
-    return 0;
+    return S3D_FEED_OK;
 }
 
-/* Releases the chunks whose copies are done. Returns 1 while copies are pending. */
+/* Releases the chunks whose copies are done: S3D_POLL_BUSY while copies are pending. */
 static int read_poll(void *ctx)
 {
     struct s3read *s = ctx;
@@ -148,7 +148,7 @@ static int read_poll(void *ctx)
         s3d_device_event_free(s->dev, s->inflight[i].ev);
         s->inflight[i] = s->inflight[--s->n_inflight];
     }
-    return s->n_inflight > 0;
+    return s->n_inflight > 0 ? S3D_POLL_BUSY : S3D_POLL_IDLE;
 }
 
 static int read_done(void *ctx, struct s3d_get_job *job)

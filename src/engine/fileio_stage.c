@@ -13,6 +13,10 @@
 #include "common/crc32c.h"
 #include "common/error.h"
 #include "common/log.h"
+
+/* The most one pread/pwrite is asked for: Linux moves at most 0x7ffff000 bytes per call, and a
+ * 1 GiB step keeps every call far below that and below SSIZE_MAX on any platform. */
+#define FIO_IO_STEP (1ull << 30)
 #include "engine/pool.h"
 
 int fio_io_fail(int e, const char *what, const char *path, uint64_t off)
@@ -36,7 +40,7 @@ int fio_pread_full(int fd, void *buf, uint64_t len, uint64_t off, uint64_t *got)
     uint64_t done = 0;
     *got = 0;
     while (done < len) {
-        size_t step = (size_t)S3D_MIN(len - done, 1ull << 30);
+        size_t step = (size_t)S3D_MIN(len - done, FIO_IO_STEP);
         ssize_t r = pread(fd, (char *)buf + done, step, (off_t)(off + done));
         if (r < 0) {
             if (errno == EINTR)
@@ -56,7 +60,7 @@ int fio_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
 {
     uint64_t done = 0;
     while (done < len) {
-        size_t step = (size_t)S3D_MIN(len - done, 1ull << 30);
+        size_t step = (size_t)S3D_MIN(len - done, FIO_IO_STEP);
         ssize_t r = pwrite(fd, (const char *)buf + done, step, (off_t)(off + done));
         if (r < 0) {
             if (errno == EINTR)
