@@ -23,6 +23,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -101,8 +102,10 @@ def setup(args):
     names = [t["name"] for t in spec_t]
     subset = names[::10]
     # The save workers read the source tensors from here (a copy) instead of generating 2 GB
-    # of random bits each time (seconds per process).
-    state_path = f"/dev/shm/s3d-peers-state-{os.getpid()}.bin"
+    # of random bits each time (seconds per process). On disk, not /dev/shm: tmpfs pages are
+    # memory that cannot be reclaimed, and with RGW's in-memory store on the same machine a
+    # 2 GB copy there helped the OOM killer stop the server mid-run (2026-12-03).
+    state_path = os.path.join(tempfile.gettempdir(), f"s3d-peers-state-{os.getpid()}.bin")
     ckpt.write_raw(state, spec_t, state_path)
     spec = {
         "endpoint": endpoint, "bucket": bucket, "region": os.environ.get("AWS_REGION",
