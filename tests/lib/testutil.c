@@ -1,6 +1,7 @@
 /* testutil.c - helpers shared by the C tests. */
 #include "testutil.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,9 +55,14 @@ const char *t_tmpdir(void)
     static char dir[512];
     if (dir[0] == '\0') {
         const char *base = getenv("TMPDIR");
-        snprintf(dir, sizeof(dir), "%s/s3d-test-%ld", base && *base ? base : "/tmp",
+        /* A fresh directory each run: a name from the PID alone met a directory left by an
+         * earlier process with the same PID, and tests that mkdir inside it failed. */
+        snprintf(dir, sizeof(dir), "%s/s3d-test-%ld-XXXXXX", base && *base ? base : "/tmp",
                  (long)getpid());
-        mkdir(dir, 0700);
+        if (mkdtemp(dir) == NULL) {
+            fprintf(stderr, "t_tmpdir: mkdtemp %s: %s\n", dir, strerror(errno));
+            exit(1);
+        }
     }
     return dir;
 }
