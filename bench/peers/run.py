@@ -68,13 +68,30 @@ def tensorizer_blob(state):
 
 
 def setup(args):
+    """Writes the source objects in a child process and returns (spec, s3 client): the child's
+    2+ GB of tensors and serialized copies go back to the OS when it exits. Freed in this
+    process they would not (glibc keeps small-tensor heap pages), and every GB held here is a
+    GB the RAM-backed server cannot use; the 2026-12-03 runs lost RGW's OSD to the OOM
+    killer."""
+    import concurrent.futures
+    import multiprocessing
+
+    import boto3
+
+    with concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn")) as ex:
+        spec = ex.submit(_setup_child, args.gib, args.cli).result()
+    return spec, boto3.client("s3", endpoint_url=spec["endpoint"])
+
+
+def _setup_child(gib, cli):
     import boto3
 
     from ckpt import digest_tensors
 
     endpoint = os.environ["AWS_ENDPOINT_URL"]
     bucket = f"s3d-peers-{os.getpid()}-{int(time.time())}"
-    spec_t = ckpt.llama_spec(int(args.gib * (1 << 30)))
+    spec_t = ckpt.llama_spec(int(gib * (1 << 30)))
     seed = 1234
     log(f"peers: writing a {ckpt.nbytes(spec_t) / 1e9:.2f} GB checkpoint ({len(spec_t)} tensors)"
         " as safetensors, torch.save and tensorizer objects")
@@ -110,14 +127,13 @@ def setup(args):
     spec = {
         "endpoint": endpoint, "bucket": bucket, "region": os.environ.get("AWS_REGION",
                                                                           "us-east-1"),
-        "keys": keys, "tensors": spec_t, "seed": seed, "cli": args.cli,
+        "keys": keys, "tensors": spec_t, "seed": seed, "cli": cli,
         "state_path": state_path,
         "s3fs_path": os.path.abspath(os.path.join(HERE, "..", ".peers-s3fs")),
         "sizes": dict(sizes, tensors=ckpt.nbytes(spec_t), subset=ckpt.nbytes(spec_t, subset)),
         "digest": digest_tensors(state, names), "subset_digest": digest_tensors(state, subset),
     }
-    del state
-    return spec, s3
+    return spec
 
 
 def _proxy_main(port_out, counter, host, port):
@@ -188,6 +204,18 @@ class ByteCounter:
     def close(self):
         self.proc.terminate()
         self.proc.join()
+
+
+def rss_mib():
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")) / 1024
+
+
+def mem_available_mib():
+    """MemAvailable after a measurement (kept in each row: the server's RAM-backed store and the
+    client share this machine's memory)."""
+    with open("/proc/meminfo") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable:")) / 1024
 
 
 def gc_server():
@@ -409,6 +437,8 @@ def main():
     workloads = args.workloads.split(",")
     os.makedirs(args.out, exist_ok=True)
     spec, s3 = setup(args)
+    log(f"peers: source objects written; this process holds {rss_mib():.0f} MiB, the machine has"
+        f" {mem_available_mib():.0f} MiB available")
     spec_path = os.path.join(args.out, f"spec-{args.label}.json")
     json.dump(spec, open(spec_path, "w"))
     counter = ByteCounter(spec["endpoint"])
@@ -428,6 +458,7 @@ def main():
                 for t in ts[k:] + ts[:k]:  # rotated: no tool always runs first
                     r = measure(spec_path, t, w, args.out, verify, args.timeout, counter)
                     r["load1"] = os.getloadavg()[0]
+                    r["mem_available_mib"] = mem_available_mib()
                     if verify:
                         r["verify"] = True
                     if not r.get("cannot_run"):
