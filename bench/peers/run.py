@@ -2,7 +2,7 @@
 bench/peers/run.sh, which installs the peers into bench/.venv-peers first.
 
     python run.py --cli BUILD/tools/s3direct --out DIR [--gib 2] [--rounds 3]
-                  [--tools a,b] [--workloads a,b] [--label http]
+                  [--tools a,b | --dcp] [--workloads a,b] [--label http]
 
 Against the S3 server of the environment (AWS_ENDPOINT_URL and keys). Writes one checkpoint in
 three source formats (safetensors, torch.save, tensorizer) with the same tensors, reads each
@@ -32,6 +32,10 @@ import ckpt  # noqa: E402
 
 TOOLS = ["s3direct", "s3direct-cp", "curl8", "boto3", "boto3-tuned", "s3torch", "s3torch-st",
          "runai", "runai-tuned", "tensorizer", "s3fs"]
+# torch.distributed.checkpoint storages, a run of their own (run.sh: LABEL-dcp): their source
+# checkpoints are two more 2 GB sets, which with the four above would not fit in this machine's
+# RAM next to the RAM-backed server
+DCP_TOOLS = ["s3direct-dcp", "s3torch-dcp"]
 WORKLOADS = ["load", "load_into", "subset", "save", "save_async"]
 ABOUT = {
     "s3direct": "s3direct.load / load_into / save / save_async (safetensors object)",
@@ -45,7 +49,16 @@ ABOUT = {
     "runai-tuned": "runai-model-streamer, RUNAI_STREAMER_CONCURRENCY=32, no memory limit",
     "tensorizer": "tensorizer TensorDeserializer/TensorSerializer over its S3 stream",
     "s3fs": "s3fs cat_file / pipe_file + safetensors (subset: file-like ranged reads)",
+    "s3direct-dcp": "torch.distributed.checkpoint load / save / async_save with "
+                    "s3direct.dcp.S3DirectStorageReader / S3DirectStorageWriter",
+    "s3torch-dcp": "torch.distributed.checkpoint load / save / async_save with "
+                   "s3torchconnector.dcp.S3StorageReader / S3StorageWriter",
 }
+# the source object each tool reads (st: safetensors, pt: torch.save, tz: tensorizer, dcp-*:
+# a DCP checkpoint written by that storage's layout)
+SOURCE = {"s3torch": "pt", "tensorizer": "tz", "s3direct-dcp": "dcp-s3d", "s3torch-dcp": "dcp-fs"}
+# the object of a DCP checkpoint that holds the bytes (read once untimed to warm the server)
+DCP_DATA = {"dcp-s3d": "__0_0.safetensors", "dcp-fs": "__0_0.distcp"}
 
 
 def log(*a):
@@ -80,11 +93,12 @@ def setup(args):
 
     with concurrent.futures.ProcessPoolExecutor(
             1, mp_context=multiprocessing.get_context("spawn")) as ex:
-        spec = ex.submit(_setup_child, args.gib, args.cli).result()
+        spec = ex.submit(_setup_child, args.gib, args.cli,
+                         sorted({SOURCE.get(t, "st") for t in args.tools.split(",")})).result()
     return spec, boto3.client("s3", endpoint_url=spec["endpoint"])
 
 
-def _setup_child(gib, cli):
+def _setup_child(gib, cli, formats):
     import boto3
 
     from ckpt import digest_tensors
@@ -94,7 +108,7 @@ def _setup_child(gib, cli):
     spec_t = ckpt.llama_spec(int(gib * (1 << 30)))
     seed = 1234
     log(f"peers: writing a {ckpt.nbytes(spec_t) / 1e9:.2f} GB checkpoint ({len(spec_t)} tensors)"
-        " as safetensors, torch.save and tensorizer objects")
+        f" in these formats: {', '.join(formats)}")
     import safetensors.torch as st
     import torch
 
@@ -106,16 +120,37 @@ def _setup_child(gib, cli):
     def put(fmt, key, blob):
         keys[fmt], sizes[fmt] = key, len(blob)
         s3.upload_fileobj(io.BytesIO(blob), bucket, key)
-    put("st", "peers/ckpt.safetensors", st.save(state))
-    b = io.BytesIO()
-    torch.save(state, b)
-    put("pt", "peers/ckpt.pt", b.getvalue())
-    del b
-    try:
-        put("tz", "peers/ckpt.tensors", tensorizer_blob(state))
-    except Exception as e:  # the tensorizer rows say why
-        log(f"peers: tensorizer could not write its format: {type(e).__name__}: {e}")
-        keys["tz"] = "peers/missing.tensors"
+    if "st" in formats:
+        put("st", "peers/ckpt.safetensors", st.save(state))
+    if "pt" in formats:
+        b = io.BytesIO()
+        torch.save(state, b)
+        put("pt", "peers/ckpt.pt", b.getvalue())
+        del b
+    if "tz" in formats:
+        try:
+            put("tz", "peers/ckpt.tensors", tensorizer_blob(state))
+        except Exception as e:  # the tensorizer rows say why
+            log(f"peers: tensorizer could not write its format: {type(e).__name__}: {e}")
+            keys["tz"] = "peers/missing.tensors"
+    if "dcp-s3d" in formats:
+        import s3direct
+        import torch.distributed.checkpoint as dcp
+        from s3direct.dcp import S3DirectStorageWriter
+
+        keys["dcp-s3d"] = "peers/dcp-s3d"
+        dcp.save(state, storage_writer=S3DirectStorageWriter(
+            f"s3://{bucket}/{keys['dcp-s3d']}", client=s3direct.Client(endpoint_url=endpoint)))
+    if "dcp-fs" in formats:
+        # torch's own FileSystemWriter layout (what S3StorageWriter writes), uploaded file by
+        # file: S3StorageWriter itself cannot complete a multipart upload on RGW 16
+        import torch.distributed.checkpoint as dcp
+
+        keys["dcp-fs"] = "peers/dcp-fs"
+        with tempfile.TemporaryDirectory() as d:
+            dcp.save(state, storage_writer=dcp.FileSystemWriter(d))
+            for f in os.listdir(d):
+                s3.upload_file(os.path.join(d, f), bucket, f"{keys['dcp-fs']}/{f}")
     names = [t["name"] for t in spec_t]
     subset = names[::10]
     # The save workers read the source tensors from here (a copy) instead of generating 2 GB
@@ -234,7 +269,7 @@ def structural(tool, workload):
         return "no partial read of a checkpoint by tensor name"
     if workload == "save" and tool.startswith("runai"):
         return "no save (a loader only)"
-    if workload == "save_async" and tool != "s3direct":
+    if workload == "save_async" and tool not in ("s3direct", "s3direct-dcp", "s3torch-dcp"):
         return "no asynchronous save API"
     return None
 
@@ -277,7 +312,10 @@ def drop_saved(spec_path, tool, workload):
 
     spec = json.load(open(spec_path))
     s3 = boto3.client("s3", endpoint_url=spec["endpoint"])
-    s3.delete_object(Bucket=spec["bucket"], Key=f"peers/saved/{tool}.{workload}")
+    key = f"peers/saved/{tool}.{workload}"
+    s3.delete_object(Bucket=spec["bucket"], Key=key)
+    for o in s3.list_objects_v2(Bucket=spec["bucket"], Prefix=key + "/").get("Contents", []):
+        s3.delete_object(Bucket=spec["bucket"], Key=o["Key"])  # a DCP checkpoint's objects
     gc_server()
 
 
@@ -285,6 +323,8 @@ def warm(spec):
     """Reads each source object once, untimed: the first timed reader does not pay for a cold
     server."""
     for fmt, key in spec["keys"].items():
+        if fmt in DCP_DATA:
+            key = f"{key}/{DCP_DATA[fmt]}"
         if "missing" not in key:
             subprocess.run([spec["cli"], "cp", f"s3://{spec['bucket']}/{key}", "-"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -318,12 +358,13 @@ def summarize(rows, tools, workloads, label, sizes):
                 "verified": vr[0].get("verified") if vr else None,
                 "error": None if ok else err,
             }
+    ref_tool = "s3direct" if "s3direct" in tools else tools[0]  # the s3direct-dcp group
     lines = [f"### {label}", "",
-             "| workload | tool | GB/s (median, min–max) | s3direct ÷ tool | client CPU-s/GB |"
+             f"| workload | tool | GB/s (median, min–max) | {ref_tool} ÷ tool | client CPU-s/GB |"
              " peak RSS growth MiB | bytes checked |",
              "|---|---|---|---|---|---|---|"]
     for w in workloads:
-        ref = out.get(("s3direct", w), {}).get("gbps")
+        ref = out.get((ref_tool, w), {}).get("gbps")
         for t in tools:
             s = out[(t, w)]
             if s["gbps"] is None:
@@ -428,11 +469,15 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--gib", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--tools", default=None, help="comma list (default: every tool of the group)")
+    ap.add_argument("--dcp", action="store_true",
+                    help="the group of torch.distributed.checkpoint storages (DCP_TOOLS)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--label", default="http")
     ap.add_argument("--timeout", type=int, default=600)
     args = ap.parse_args()
+    if args.tools is None:
+        args.tools = ",".join(DCP_TOOLS if args.dcp else TOOLS)
     tools = args.tools.split(",")
     workloads = args.workloads.split(",")
     os.makedirs(args.out, exist_ok=True)

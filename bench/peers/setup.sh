@@ -10,12 +10,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 venv=$here/../.venv-peers
 s3fs_dir=$here/../.peers-s3fs
-peers=(s3torchconnector==1.5.0 runai-model-streamer==0.17.1 runai-model-streamer-s3==0.17.1
+peers=("s3torchconnector[dcp]==1.5.0" runai-model-streamer==0.17.1 runai-model-streamer-s3==0.17.1
        tensorizer==2.12.1 matplotlib)
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv --system-site-packages "$venv" >&2
 fi
-if ! "$venv/bin/python" -c 'import s3torchconnector, runai_model_streamer, tensorizer, matplotlib' \
+if ! "$venv/bin/python" -c 'import s3torchconnector.dcp, runai_model_streamer, tensorizer, matplotlib' \
     2>/dev/null; then
   echo "bench: installing peers into $venv: ${peers[*]}" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "${peers[@]}" 2>&1 |

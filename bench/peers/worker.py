@@ -106,6 +106,51 @@ def s3torch_ckpt():
     return S3Checkpoint(region=REGION, endpoint=EP)
 
 
+def dcp_uri(fmt):
+    return f"s3://{BUCKET}/{SPEC['keys'][fmt]}"
+
+
+def dcp_storage(tool, path, write):
+    """A DCP storage reader or writer of `tool` for the checkpoint under `path` (s3://...)."""
+    if tool == "s3direct-dcp":
+        from s3direct.dcp import S3DirectStorageReader, S3DirectStorageWriter
+
+        import s3direct
+
+        c = s3direct.Client(endpoint_url=EP)
+        return S3DirectStorageWriter(path, client=c) if write else S3DirectStorageReader(
+            path, client=c)
+    from s3torchconnector._s3client import S3Client
+    from s3torchconnector.dcp import S3StorageReader, S3StorageWriter
+
+    s = S3StorageWriter(REGION, path) if write else S3StorageReader(REGION, path)
+    # 1.5.0's DCP classes take no endpoint; their file system's client is swapped for one
+    # that has it (the only way to point them at a server other than AWS)
+    s.fs._client = S3Client(REGION, endpoint=EP)
+    return s
+
+
+def prep_dcp(tool, workload, state=None, into=None, names=None):
+    """torch.distributed.checkpoint with the tool's storage reader/writer (single process: DCP
+    runs without a process group). A load into new tensors allocates them inside the timing,
+    as a user of dcp.load must before loading."""
+    import torch.distributed.checkpoint as dcp
+
+    fmt = "dcp-s3d" if tool == "s3direct-dcp" else "dcp-fs"
+    if workload in ("save", "save_async"):
+        u = f"s3://{BUCKET}/peers/saved/{tool}.{workload}"
+        if workload == "save":
+            return lambda: dcp.save(state, storage_writer=dcp_storage(tool, u, True))
+        return u
+    src = dcp_uri(fmt)
+
+    def run():
+        sd = into if into is not None else empty_like_spec(names)
+        dcp.load(sd, storage_reader=dcp_storage(tool, src, False))
+        return sd
+    return run
+
+
 # --- each tool: prepare() returns a callable run() -> result --------------------------------
 
 def prep_load(tool, into=None, names=None):
@@ -120,6 +165,8 @@ def prep_load(tool, into=None, names=None):
             into[n].copy_(t)
         return into
 
+    if tool.endswith("-dcp"):
+        return prep_dcp(tool, "load", into=into, names=names)
     if tool == "s3direct":
         import s3direct
 
@@ -285,6 +332,8 @@ def prep_save(tool, state, key):
     import torch
 
     u = f"s3://{BUCKET}/{key}"
+    if tool.endswith("-dcp"):
+        return prep_dcp(tool, "save", state=state)
     if tool == "s3direct":
         import s3direct
 
@@ -333,6 +382,22 @@ def verify_saved(tool, key, names, want):
     import torch
 
     s3 = boto3_client()
+    if tool == "s3direct-dcp":
+        # its rank file is a safetensors object whose names are "<n>:<fqn>"
+        body = s3.get_object(Bucket=BUCKET, Key=f"{key}/__0_0.safetensors")["Body"].read()
+        got = {k.split(":", 1)[1]: v for k, v in st.load(body).items()}
+        return digest_tensors(got, names) == want
+    if tool == "s3torch-dcp":
+        import tempfile
+
+        import torch.distributed.checkpoint as dcp
+
+        with tempfile.TemporaryDirectory() as d:  # read back with torch's own FileSystemReader
+            for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=key + "/").get("Contents", []):
+                s3.download_file(BUCKET, o["Key"], os.path.join(d, o["Key"].rsplit("/", 1)[1]))
+            got = empty_like_spec()
+            dcp.load(got, storage_reader=dcp.FileSystemReader(d))
+        return digest_tensors(got, names) == want
     body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
     if tool == "s3torch":
         got = torch.load(io.BytesIO(body), weights_only=True)
@@ -369,7 +434,18 @@ def main():
         elif WORKLOAD in ("save", "save_async"):
             state = make_state()
             key = f"peers/saved/{TOOL}.{WORKLOAD}"
-            if WORKLOAD == "save_async":
+            if WORKLOAD == "save_async" and TOOL.endswith("-dcp"):
+                import torch.distributed.checkpoint as dcp
+
+                u = prep_dcp(TOOL, WORKLOAD)
+                holder = {}
+
+                def run():
+                    t = time.perf_counter()
+                    fut = dcp.async_save(state, storage_writer=dcp_storage(TOOL, u, True))
+                    holder["returned_s"] = time.perf_counter() - t
+                    fut.result()
+            elif WORKLOAD == "save_async":
                 if TOOL != "s3direct":
                     raise CannotRun("no asynchronous save API")
                 import s3direct
@@ -425,7 +501,9 @@ def main():
     except CannotRun as e:
         row["error"] = str(e)
         row["cannot_run"] = True
-    except Exception as e:
+    except BaseException as e:  # DCP raises CheckpointException, a BaseException
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
         if 'Header "ETag" not found' in str(e):
             # Seen with s3torchconnector 1.4.3 and 1.5.0 against Ceph RGW 16: RGW answers
             # CompleteMultipartUpload with an empty <ETag></ETag>, which the CRT rejects.
