@@ -61,6 +61,9 @@ SOURCE = {"s3torch": "pt", "tensorizer": "tz", "s3direct-dcp": "dcp-s3d", "s3tor
 DCP_DATA = {"dcp-s3d": "__0_0.safetensors", "dcp-fs": "__0_0.distcp"}
 
 
+COMMAND = "BENCH_ONLY=peers make bench"
+
+
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
@@ -383,7 +386,7 @@ def summarize(rows, tools, workloads, label, sizes):
     return out, "\n".join(lines) + "\n"
 
 
-def charts(summary, tools, workloads, out_dir, label, title):
+def charts(summary, tools, workloads, out_dir, label, title, footer=""):
     try:
         import matplotlib
 
@@ -413,7 +416,9 @@ def charts(summary, tools, workloads, out_dir, label, title):
         ax.set_title(f"{title} — {label}", fontsize=9)
         ax.legend(fontsize=7, ncol=4)
         ax.grid(axis="y", alpha=0.3)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.05 if footer else 0, 1, 1))
+        if footer:  # the machine and the command, under the chart
+            fig.text(0.01, 0.01, footer, fontsize=7, color="0.3")
         path = os.path.join(out_dir, f"peers-{label}-{fname}.png")
         fig.savefig(path, dpi=90)
         plt.close(fig)
@@ -432,7 +437,8 @@ def replot(rows_json, out_dir, label):
     rounds = 1 + max((r.get("round", 0) for r in rows), default=0)
     title = (f"{doc['spec']['sizes']['tensors'] / 1e9:.2f} GB, {n} tensors, {rounds} rounds, "
              f"{doc['when']}")
-    return charts(summary, tools, workloads, out_dir, label, title)
+    footer = f"{doc['machine']}; command: {doc.get('command', COMMAND)}"
+    return charts(summary, tools, workloads, out_dir, label, title, footer)
 
 
 def write_results(args, spec, rows, tools, workloads, rounds_done):
@@ -444,17 +450,20 @@ def write_results(args, spec, rows, tools, workloads, rounds_done):
     title = (f"{spec['sizes']['tensors'] / 1e9:.2f} GB, {len(spec['tensors'])} tensors, "
              f"{rounds_done} rounds, {when}")
     summary, table = summarize(rows, tools, workloads, args.label, spec["sizes"])
+    command = (f"{COMMAND} (bench/peers/run.py --gib {args.gib} --rounds {args.rounds}"
+               + (" --dcp" if args.dcp else "") + ")")
     head = (f"{title}; {machine}; load average {min(loads, default=0):.2f}-"
             f"{max(loads, default=0):.2f} during the run\n"
-            f"command: make bench (bench/peers/run.sh) with --gib {args.gib} --rounds "
-            f"{args.rounds}" + (f" ({rounds_done} done)" if rounds_done < args.rounds else "")
-            + "\n\n")
+            f"command: {command}"
+            + (f" ({rounds_done} rounds done)" if rounds_done < args.rounds else "") + "\n\n")
     with open(os.path.join(args.out, f"rows-{args.label}.json"), "w") as f:
-        json.dump({"when": when, "machine": machine, "spec": {k: spec[k] for k in
+        json.dump({"when": when, "machine": machine, "command": command,
+                   "spec": {k: spec[k] for k in
                    ("sizes", "keys")}, "rows": rows}, f, indent=1)
     with open(os.path.join(args.out, f"table-{args.label}.md"), "w") as f:
         f.write(head + table)
-    files = charts(summary, tools, workloads, args.out, args.label, title)
+    files = charts(summary, tools, workloads, args.out, args.label, title,
+                   f"{machine}; command: {command}")
     return summary, head + table, files
 
 
