@@ -13,11 +13,11 @@
 #include "common/crc32c.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/pool.h"
 
 /* The most one pread/pwrite is asked for: Linux moves at most 0x7ffff000 bytes per call, and a
  * 1 GiB step keeps every call far below that and below SSIZE_MAX on any platform. */
 #define FIO_IO_STEP (1ull << 30)
-#include "engine/pool.h"
 
 int fio_io_fail(int e, const char *what, const char *path, uint64_t off)
 {
