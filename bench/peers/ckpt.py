@@ -6,6 +6,12 @@ import hashlib
 import numpy as np
 import torch
 
+# The source object each benchmark tool reads (st: safetensors, the default; pt: torch.save;
+# tz: tensorizer; dcp-*: a DCP checkpoint in that storage's layout), and for a DCP checkpoint
+# the object that holds the bytes (rank 0's file).
+SOURCE = {"s3torch": "pt", "tensorizer": "tz", "s3direct-dcp": "dcp-s3d", "s3torch-dcp": "dcp-fs"}
+DCP_DATA = {"dcp-s3d": "__0_0.safetensors", "dcp-fs": "__0_0.distcp"}
+
 
 def llama_spec(target_bytes, layers=29, vocab=32000):
     """Tensor names/shapes of a llama-like model whose bf16 size is close to target_bytes."""

@@ -54,11 +54,6 @@ ABOUT = {
     "s3torch-dcp": "torch.distributed.checkpoint load / save / async_save with "
                    "s3torchconnector.dcp.S3StorageReader / S3StorageWriter",
 }
-# the source object each tool reads (st: safetensors, pt: torch.save, tz: tensorizer, dcp-*:
-# a DCP checkpoint written by that storage's layout)
-SOURCE = {"s3torch": "pt", "tensorizer": "tz", "s3direct-dcp": "dcp-s3d", "s3torch-dcp": "dcp-fs"}
-# the object of a DCP checkpoint that holds the bytes (read once untimed to warm the server)
-DCP_DATA = {"dcp-s3d": "__0_0.safetensors", "dcp-fs": "__0_0.distcp"}
 
 
 COMMAND = "BENCH_ONLY=peers make bench"
@@ -96,8 +91,8 @@ def setup(args):
 
     with concurrent.futures.ProcessPoolExecutor(
             1, mp_context=multiprocessing.get_context("spawn")) as ex:
-        spec = ex.submit(_setup_child, args.gib, args.cli,
-                         sorted({SOURCE.get(t, "st") for t in args.tools.split(",")})).result()
+        formats = sorted({ckpt.SOURCE.get(t, "st") for t in args.tools.split(",")})
+        spec = ex.submit(_setup_child, args.gib, args.cli, formats).result()
     return spec, boto3.client("s3", endpoint_url=spec["endpoint"])
 
 
@@ -272,7 +267,7 @@ def structural(tool, workload):
         return "no partial read of a checkpoint by tensor name"
     if workload == "save" and tool.startswith("runai"):
         return "no save (a loader only)"
-    if workload == "save_async" and tool not in ("s3direct", "s3direct-dcp", "s3torch-dcp"):
+    if workload == "save_async" and tool != "s3direct" and tool not in DCP_TOOLS:
         return "no asynchronous save API"
     return None
 
@@ -326,8 +321,8 @@ def warm(spec):
     """Reads each source object once, untimed: the first timed reader does not pay for a cold
     server."""
     for fmt, key in spec["keys"].items():
-        if fmt in DCP_DATA:
-            key = f"{key}/{DCP_DATA[fmt]}"
+        if fmt in ckpt.DCP_DATA:  # read once untimed to warm the server
+            key = f"{key}/{ckpt.DCP_DATA[fmt]}"
         if "missing" not in key:
             subprocess.run([spec["cli"], "cp", f"s3://{spec['bucket']}/{key}", "-"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -363,8 +358,8 @@ def summarize(rows, tools, workloads, label, sizes):
             }
     ref_tool = "s3direct" if "s3direct" in tools else tools[0]  # the s3direct-dcp group
     lines = [f"### {label}", "",
-             f"| workload | tool | GB/s (median, min–max) | {ref_tool} ÷ tool | client CPU-s/GB |"
-             " peak RSS growth MiB | bytes checked |",
+             f"| workload | tool | GB/s (median, min–max) | {ref_tool} ÷ tool |"
+             " client CPU-s/GB | peak RSS growth MiB | bytes checked |",
              "|---|---|---|---|---|---|---|"]
     for w in workloads:
         ref = out.get((ref_tool, w), {}).get("gbps")

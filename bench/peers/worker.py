@@ -106,10 +106,6 @@ def s3torch_ckpt():
     return S3Checkpoint(region=REGION, endpoint=EP)
 
 
-def dcp_uri(fmt):
-    return f"s3://{BUCKET}/{SPEC['keys'][fmt]}"
-
-
 def dcp_storage(tool, path, write):
     """A DCP storage reader or writer of `tool` for the checkpoint under `path` (s3://...)."""
     if tool == "s3direct-dcp":
@@ -130,19 +126,13 @@ def dcp_storage(tool, path, write):
     return s
 
 
-def prep_dcp(tool, workload, state=None, into=None, names=None):
-    """torch.distributed.checkpoint with the tool's storage reader/writer (single process: DCP
-    runs without a process group). A load into new tensors allocates them inside the timing,
-    as a user of dcp.load must before loading."""
+def prep_dcp_load(tool, into=None, names=None):
+    """dcp.load with the tool's storage reader (single process: DCP runs without a process
+    group). A load into new tensors allocates them inside the timing, as a user of dcp.load
+    must before loading."""
     import torch.distributed.checkpoint as dcp
 
-    fmt = "dcp-s3d" if tool == "s3direct-dcp" else "dcp-fs"
-    if workload in ("save", "save_async"):
-        u = f"s3://{BUCKET}/peers/saved/{tool}.{workload}"
-        if workload == "save":
-            return lambda: dcp.save(state, storage_writer=dcp_storage(tool, u, True))
-        return u
-    src = dcp_uri(fmt)
+    src = uri(ckpt.SOURCE[tool])
 
     def run():
         sd = into if into is not None else empty_like_spec(names)
@@ -166,7 +156,7 @@ def prep_load(tool, into=None, names=None):
         return into
 
     if tool.endswith("-dcp"):
-        return prep_dcp(tool, "load", into=into, names=names)
+        return prep_dcp_load(tool, into=into, names=names)
     if tool == "s3direct":
         import s3direct
 
@@ -333,7 +323,9 @@ def prep_save(tool, state, key):
 
     u = f"s3://{BUCKET}/{key}"
     if tool.endswith("-dcp"):
-        return prep_dcp(tool, "save", state=state)
+        import torch.distributed.checkpoint as dcp
+
+        return lambda: dcp.save(state, storage_writer=dcp_storage(tool, u, True))
     if tool == "s3direct":
         import s3direct
 
@@ -376,6 +368,20 @@ def prep_save(tool, state, key):
                     else f"unknown tool {tool}")
 
 
+def prep_save_async(tool, state, u):
+    """A callable that starts an asynchronous save of `state` to `u` and returns its future."""
+    if tool.endswith("-dcp"):
+        import torch.distributed.checkpoint as dcp
+
+        return lambda: dcp.async_save(state, storage_writer=dcp_storage(tool, u, True))
+    if tool != "s3direct":
+        raise CannotRun("no asynchronous save API")
+    import s3direct
+
+    c = s3direct.Client(endpoint_url=EP)
+    return lambda: s3direct.save_async(state, u, client=c)
+
+
 def verify_saved(tool, key, names, want):
     """Reads the saved object back with a reference reader and compares the digest."""
     import safetensors.torch as st
@@ -384,7 +390,8 @@ def verify_saved(tool, key, names, want):
     s3 = boto3_client()
     if tool == "s3direct-dcp":
         # its rank file is a safetensors object whose names are "<n>:<fqn>"
-        body = s3.get_object(Bucket=BUCKET, Key=f"{key}/__0_0.safetensors")["Body"].read()
+        body = s3.get_object(Bucket=BUCKET,
+                             Key=f"{key}/{ckpt.DCP_DATA['dcp-s3d']}")["Body"].read()
         got = {k.split(":", 1)[1]: v for k, v in st.load(body).items()}
         return digest_tensors(got, names) == want
     if tool == "s3torch-dcp":
@@ -434,28 +441,13 @@ def main():
         elif WORKLOAD in ("save", "save_async"):
             state = make_state()
             key = f"peers/saved/{TOOL}.{WORKLOAD}"
-            if WORKLOAD == "save_async" and TOOL.endswith("-dcp"):
-                import torch.distributed.checkpoint as dcp
-
-                u = prep_dcp(TOOL, WORKLOAD)
+            if WORKLOAD == "save_async":
+                start = prep_save_async(TOOL, state, f"s3://{BUCKET}/{key}")
                 holder = {}
 
                 def run():
                     t = time.perf_counter()
-                    fut = dcp.async_save(state, storage_writer=dcp_storage(TOOL, u, True))
-                    holder["returned_s"] = time.perf_counter() - t
-                    fut.result()
-            elif WORKLOAD == "save_async":
-                if TOOL != "s3direct":
-                    raise CannotRun("no asynchronous save API")
-                import s3direct
-
-                c = s3direct.Client(endpoint_url=EP)
-                holder = {}
-
-                def run():
-                    t = time.perf_counter()
-                    fut = s3direct.save_async(state, f"s3://{BUCKET}/{key}", client=c)
+                    fut = start()
                     holder["returned_s"] = time.perf_counter() - t
                     fut.result()
             else:
