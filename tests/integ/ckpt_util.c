@@ -204,13 +204,15 @@ static void *relay(void *arg)
             ssize_t n = read(sfd, buf, sizeof(buf)), w = 0;
             if (n <= 0)
                 break;
+            /* counted before the client can see them: counted after, a fast client could
+             * finish and read the counter while this thread is still between write and add */
+            atomic_fetch_add(&proxy_bytes, (unsigned long long)n);
             while (w < n) {
                 ssize_t k = write(cfd, buf + w, (size_t)(n - w));
                 if (k <= 0)
                     goto done;
                 w += k;
             }
-            atomic_fetch_add(&proxy_bytes, (unsigned long long)n);
         }
     }
 done:
