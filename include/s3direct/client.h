@@ -68,11 +68,13 @@ struct s3d_client_options {
     const char *access_key_id; /* with secret_access_key: overrides every other source */
     const char *secret_access_key;
     const char *session_token;
-    const char *ca_bundle;        /* PEM file of trusted CAs; default: AWS_CA_BUNDLE, system */
-    int32_t addressing;           /* enum s3d_addressing; default AUTO */
-    int32_t anonymous;            /* 1: send requests unsigned (public buckets) */
-    int32_t no_verify_ssl;        /* 1: do not verify TLS certificates (explicit only) */
-    int32_t payload_signing;      /* enum s3d_payload_signing; default AUTO */
+    const char *ca_bundle;   /* PEM file of trusted CAs; default: AWS_CA_BUNDLE, system */
+    int32_t addressing;      /* enum s3d_addressing; default AUTO */
+    int32_t anonymous;       /* 1: send requests unsigned (public buckets) */
+    int32_t no_verify_ssl;   /* 1: do not verify TLS certificates (explicit only) */
+    int32_t payload_signing; /* enum s3d_payload_signing; default AUTO */
+    /* The next three default to the profile's "s3 =" settings as the AWS CLI names them
+     * (max_concurrent_requests, multipart_chunksize, multipart_threshold), else: */
     uint32_t max_concurrency;     /* parallel requests per transfer; default 8 */
     uint64_t part_size;           /* bytes per ranged GET / uploaded part; default 8 MiB */
     uint64_t multipart_threshold; /* uploads of at least this size use multipart; default

@@ -49,8 +49,10 @@ class Client:
 
     Args:
         endpoint_url, region, profile: strings (None = resolved).
-        max_concurrency: parallel requests per transfer (default 8).
-        part_size: bytes per ranged GET / uploaded part (default 8 MiB).
+        max_concurrency: parallel requests per transfer (default: the profile's s3
+            max_concurrent_requests, else 8).
+        part_size: bytes per ranged GET / uploaded part (default: the profile's s3
+            multipart_chunksize, else 8 MiB).
         staging_bytes: size of the pinned staging pool that bounds host memory for GPU
             transfers (default 256 MiB).
         access_key_id, secret_access_key, session_token: explicit credentials (override all

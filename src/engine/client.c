@@ -46,9 +46,13 @@ uint32_t s3d_fd_clamp(uint32_t want)
 int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **out)
 {
     struct s3d_client_options o;
+    const struct s3d_config *cfg;
     struct s3d_client *c;
     int rc;
 
+    _Static_assert(S3D_CONFIG_MAX_CONCURRENCY == S3D_MAX_CONCURRENCY &&
+                       S3D_CONFIG_MAX_PART_SIZE == S3D_MAX_PART_SIZE,
+                   "the profile's bounds are the client's");
     if (out == NULL)
         return s3d_fail(S3D_EINVAL, "s3d_client_new: out is NULL");
     *out = NULL;
@@ -56,23 +60,33 @@ int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **ou
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory creating the client");
-    c->max_concurrency = o.max_concurrency ? o.max_concurrency : S3D_DEFAULT_CONCURRENCY;
-    c->part_size = o.part_size ? o.part_size : S3D_DEFAULT_PART_SIZE;
-    c->multipart_threshold = o.multipart_threshold ? o.multipart_threshold : c->part_size;
-    c->staging_bytes = o.staging_bytes ? o.staging_bytes : S3D_DEFAULT_STAGING_BYTES;
-    c->device_opt = o.device;
-    c->pid = getpid();
-    if (c->max_concurrency > S3D_MAX_CONCURRENCY) {
+    if (o.max_concurrency > S3D_MAX_CONCURRENCY) {
         free(c);
         return s3d_fail(S3D_EINVAL, "max_concurrency %u is over %u", o.max_concurrency,
                         S3D_MAX_CONCURRENCY);
     }
-    c->max_concurrency = s3d_fd_clamp(c->max_concurrency);
-    rc = s3d_s3ctx_init(&c->s3, &o, c->max_concurrency);
+    rc = s3d_s3ctx_init(&c->s3, &o, 0);
     if (rc < 0) {
         free(c);
         return rc;
     }
+    /* Each setting: the options, else the profile's s3 section (as the AWS CLI names it),
+     * else the default. The threshold defaults to the part size, as in the AWS CLI (8 MB). */
+    cfg = &c->s3.cfg;
+    c->max_concurrency = o.max_concurrency      ? o.max_concurrency
+                         : cfg->max_concurrency ? cfg->max_concurrency
+                                                : S3D_DEFAULT_CONCURRENCY;
+    c->part_size = o.part_size      ? o.part_size
+                   : cfg->part_size ? cfg->part_size
+                                    : S3D_DEFAULT_PART_SIZE;
+    c->multipart_threshold = o.multipart_threshold      ? o.multipart_threshold
+                             : cfg->multipart_threshold ? cfg->multipart_threshold
+                                                        : c->part_size;
+    c->staging_bytes = o.staging_bytes ? o.staging_bytes : S3D_DEFAULT_STAGING_BYTES;
+    c->device_opt = o.device;
+    c->pid = getpid();
+    c->max_concurrency = s3d_fd_clamp(c->max_concurrency);
+    c->s3.max_host_connections = c->max_concurrency;
     pthread_mutex_init(&c->lazy_lock, NULL);
     *out = c;
     return 0;

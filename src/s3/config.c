@@ -20,6 +20,7 @@ struct prof {
     int found;
     char *key_id, *secret, *token, *region, *endpoint, *s3_endpoint, *addressing, *ca_bundle;
     char *payload_signing, *services;
+    char *max_requests, *chunksize, *threshold; /* the AWS CLI's s3 transfer settings */
 };
 
 static void prof_free(struct prof *p)
@@ -34,6 +35,9 @@ static void prof_free(struct prof *p)
     free(p->ca_bundle);
     free(p->payload_signing);
     free(p->services);
+    free(p->max_requests);
+    free(p->chunksize);
+    free(p->threshold);
     memset(p, 0, sizeof(*p));
 }
 
@@ -116,6 +120,12 @@ static int prof_cb(void *user, const char *section, const char *sub, const char 
             dst = &p->addressing;
         else if (strcmp(key, "payload_signing_enabled") == 0)
             dst = &p->payload_signing;
+        else if (strcmp(key, "max_concurrent_requests") == 0)
+            dst = &p->max_requests;
+        else if (strcmp(key, "multipart_chunksize") == 0)
+            dst = &p->chunksize;
+        else if (strcmp(key, "multipart_threshold") == 0)
+            dst = &p->threshold;
     }
     return dst != NULL ? set_str(dst, value) : 0;
 }
@@ -144,6 +154,44 @@ static int parse_bool(const char *v, int *out)
         return 0;
     }
     return -1;
+}
+
+/* A size as the AWS CLI writes it in the s3 section (awscli's human_readable_to_bytes): a
+ * decimal integer of bytes, optionally followed (blanks allowed between) by KB, MB, GB, TB or
+ * KiB, MiB, GiB, TiB (any case; all powers of 1024). Returns 0, or -1 for anything else or a
+ * value over 2^64 - 1. */
+int s3d_config_parse_size(const char *v, uint64_t *out)
+{
+    static const char *const units[] = {"kb", "mb", "gb", "tb"};
+    size_t n = strlen(v), digits = n;
+    unsigned shift = 0;
+    uint64_t x = 0;
+    size_t i;
+
+    if (n >= 2 && (v[n - 1] | 0x20) == 'b') {
+        int iec = n >= 3 && (v[n - 2] | 0x20) == 'i';
+        char u = (char)(v[n - 2 - iec] | 0x20);
+        for (i = 0; i < S3D_ARRAY_LEN(units); i++) {
+            if (u == units[i][0]) {
+                shift = 10 * (unsigned)(i + 1);
+                digits = n - 2 - (size_t)iec;
+                break;
+            }
+        }
+    }
+    while (shift != 0 && digits > 0 && (v[digits - 1] == ' ' || v[digits - 1] == '\t'))
+        digits--; /* "16 MB": Python's int() takes the blank */
+    if (digits == 0)
+        return -1;
+    for (i = 0; i < digits; i++) {
+        if (v[i] < '0' || v[i] > '9' || x > (UINT64_MAX - (uint64_t)(v[i] - '0')) / 10)
+            return -1;
+        x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    if (shift != 0 && x > (UINT64_MAX >> shift))
+        return -1;
+    *out = x << shift;
+    return 0;
 }
 
 static int dup_or_null(char **dst, const char *v)
@@ -396,6 +444,44 @@ static int resolve_payload_signing(struct resolve *r)
     return 0;
 }
 
+/* The AWS CLI's transfer settings in the profile's "s3 =" sub-section (0 = not set; the
+ * options and the library's defaults are applied by the client). */
+static int resolve_transfer(struct resolve *r)
+{
+    const char *v = r->conf.max_requests;
+    uint64_t x;
+    if (v != NULL) {
+        if (v[strspn(v, "0123456789")] != '\0' || s3d_config_parse_size(v, &x) < 0 || x == 0 ||
+            x > S3D_CONFIG_MAX_CONCURRENCY)
+            return s3d_fail(S3D_ECONFIG,
+                            "%s: profile \"%s\": s3 max_concurrent_requests \"%.40s\" is not "
+                            "a whole number from 1 to %u",
+                            r->conf_path, r->profile, v, S3D_CONFIG_MAX_CONCURRENCY);
+        r->out->max_concurrency = (uint32_t)x;
+    }
+    v = r->conf.chunksize;
+    if (v != NULL) {
+        if (s3d_config_parse_size(v, &x) < 0 || x == 0 || x > S3D_CONFIG_MAX_PART_SIZE)
+            return s3d_fail(S3D_ECONFIG,
+                            "%s: profile \"%s\": s3 multipart_chunksize \"%.40s\" is not a "
+                            "size from 1 byte to 5 GiB (bytes, or a number with KB, MB, GB, "
+                            "TB, KiB, MiB, GiB or TiB)",
+                            r->conf_path, r->profile, v);
+        r->out->part_size = x;
+    }
+    v = r->conf.threshold;
+    if (v != NULL) {
+        if (s3d_config_parse_size(v, &x) < 0 || x == 0)
+            return s3d_fail(S3D_ECONFIG,
+                            "%s: profile \"%s\": s3 multipart_threshold \"%.40s\" is not a "
+                            "size of at least 1 byte (bytes, or a number with KB, MB, GB, TB, "
+                            "KiB, MiB, GiB or TiB)",
+                            r->conf_path, r->profile, v);
+        r->out->multipart_threshold = x;
+    }
+    return 0;
+}
+
 static void resolve_cleanup(struct resolve *r)
 {
     prof_free(&r->cred);
@@ -416,9 +502,9 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
 {
     static const struct s3d_client_options zero_opts;
     static int (*const steps[])(struct resolve *) = {
-        check_options,       resolve_profile,  load_shared_files,
-        resolve_credentials, resolve_region,   resolve_tls,
-        resolve_addressing,  resolve_endpoint, resolve_payload_signing};
+        check_options,           resolve_profile, load_shared_files,  resolve_credentials,
+        resolve_region,          resolve_tls,     resolve_addressing, resolve_endpoint,
+        resolve_payload_signing, resolve_transfer};
     struct resolve r;
     size_t i;
     int rc = 0;

@@ -64,16 +64,30 @@ struct s3d_config {
     int anonymous;       /* 1: do not sign; credentials are then NULL */
     int addressing;      /* as configured: S3D_ADDRESSING_AUTO, _PATH or _VIRTUAL */
     int payload_signing; /* resolved: S3D_PAYLOAD_SIGNED or S3D_PAYLOAD_UNSIGNED */
+    /* The profile's s3 transfer settings as the AWS CLI names them (0 = not set):
+     * max_concurrent_requests, multipart_chunksize, multipart_threshold. */
+    uint32_t max_concurrency;
+    uint64_t part_size;
+    uint64_t multipart_threshold;
     /* Where ca_bundle came from (s3/cabundle.h): "configured", "SSL_CERT_FILE",
      * "default_ca_bundle", "system" or "curl-default" (ca_bundle NULL). */
     const char *ca_bundle_source;
 };
 
+/* Bounds of the profile's s3 transfer settings (the client's own limits). */
+#define S3D_CONFIG_MAX_CONCURRENCY 1024u
+#define S3D_CONFIG_MAX_PART_SIZE   (5ull << 30)
+
+/* A size as the AWS CLI's s3 section writes it: decimal bytes, optionally followed by KB, MB,
+ * GB, TB, KiB, MiB, GiB or TiB in any case (all powers of 1024). Returns 0 or -1. */
+S3D_NODISCARD int s3d_config_parse_size(const char *v, uint64_t *out);
+
 /* Resolves the configuration for opts (NULL = all defaults) into *out (which it overwrites;
  * on failure *out is left zeroed, so s3d_config_free on it is safe). Reads getenv() and the
  * shared files. Returns 0, S3D_ECONFIG (malformed file, malformed endpoint URL, unknown
- * addressing_style, an explicitly chosen profile found in neither file, an access key id given
- * in options without its secret or the reverse), or S3D_ENOMEM. Missing credentials are not an
+ * addressing_style, a malformed s3 transfer setting, an explicitly chosen profile found in
+ * neither file, an access key id given in options without its secret or the reverse), or
+ * S3D_ENOMEM. Missing credentials are not an
  * error: access_key_id is NULL and credential_source "none". Not thread-safe against
  * concurrent setenv(). */
 S3D_NODISCARD int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config *out);

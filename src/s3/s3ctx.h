@@ -57,8 +57,9 @@ struct s3d_s3ctx {
 };
 
 /* Resolves the configuration (s3d_config_resolve) and creates the share. max_conns is the
- * client's concurrency. Returns 0 or an S3D_E* code (recorded); on failure *ctx needs no
- * cleanup. */
+ * client's concurrency (the client, which resolves it from the options and the configuration,
+ * passes 0 and sets max_host_connections afterwards). Returns 0 or an S3D_E* code (recorded);
+ * on failure *ctx needs no cleanup. */
 S3D_NODISCARD int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
                                  uint32_t max_conns);
 /* Closes every idle connection and frees the context. No multi may be out. NULL ok. */

@@ -199,6 +199,28 @@ def test_cp_up_and_down_multipart(cli, s3_env, bucket, boto3_client, tmp):
     assert sorted(os.listdir(d)) == ["src.bin"]
 
 
+def test_profile_s3_transfer_settings(cli, s3_env, bucket, boto3_client, tmp):
+    """The AWS CLI's s3 settings in ~/.aws/config (multipart_chunksize, multipart_threshold,
+    max_concurrent_requests) apply, as `aws s3 cp` applies them; flags win over them."""
+    body = data(12 * MiB - 5)  # 3 parts of 5 MiB, 2 of 6 MiB
+    src = tmp / "p.bin"
+    src.write_bytes(body)
+    conf = tmp / "aws-config"
+    conf.write_text("[default]\ns3 =\n  max_concurrent_requests = 3\n"
+                    "  multipart_chunksize = 5MB\n  multipart_threshold = 5MiB\n")
+    env = {"AWS_CONFIG_FILE": str(conf), "AWS_PROFILE": ""}
+    r = run(cli, "--debug", "cp", str(src), f"s3://{bucket}/p.bin", env=env, check=0)
+    assert "concurrency 3, part size 5242880, multipart threshold 5242880" in r.stderr.decode()
+    assert boto3_client.head_object(Bucket=bucket, Key="p.bin")["ETag"].endswith('-3"')
+    r = run(cli, "cp", str(src), f"s3://{bucket}/p.bin", "--part-size", "6M", env=env,
+            check=0)
+    assert boto3_client.head_object(Bucket=bucket, Key="p.bin")["ETag"].endswith('-2"')
+    assert boto3_client.get_object(Bucket=bucket, Key="p.bin")["Body"].read() == body
+    conf.write_text("[default]\ns3 =\n  multipart_chunksize = 5M\n")
+    line = one_error_line(run(cli, "ls", f"s3://{bucket}/", env=env))
+    assert "multipart_chunksize" in line and '"5M"' in line, line
+
+
 def test_cp_stdin_stdout(cli, s3_env, bucket, boto3_client):
     body = data(9 * MiB + 5, seed=2)
     r = run(cli, "cp", "-", f"s3://{bucket}/stream.bin", input=body, check=0)

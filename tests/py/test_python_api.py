@@ -245,6 +245,27 @@ def _load_in_child(client, uri):
     return float(s3direct.load(uri, client=client)["a"].sum())
 
 
+def test_client_takes_the_profiles_s3_transfer_settings(tmp_path, monkeypatch):
+    """~/.aws/config's s3 max_concurrent_requests / multipart_chunksize / multipart_threshold,
+    as boto3's s3transfer and the AWS CLI name them; arguments win; a bad value is refused."""
+    conf = tmp_path / "config"
+    conf.write_text("[profile t]\ns3 =\n  max_concurrent_requests = 20\n"
+                    "  multipart_chunksize = 16MB\n  multipart_threshold = 64MB\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(conf))
+    with s3direct.Client(endpoint_url="http://127.0.0.1:9", profile="t") as c:
+        cfg = c.config()
+    assert (cfg["max_concurrency"], cfg["part_size"], cfg["multipart_threshold"]) == \
+        (20, 16 << 20, 64 << 20)
+    with s3direct.Client(endpoint_url="http://127.0.0.1:9", profile="t", max_concurrency=2,
+                         part_size=5 << 20) as c:
+        cfg = c.config()
+    assert (cfg["max_concurrency"], cfg["part_size"], cfg["multipart_threshold"]) == \
+        (2, 5 << 20, 64 << 20)
+    conf.write_text("[profile t]\ns3 =\n  max_concurrent_requests = many\n")
+    with pytest.raises(s3direct.ConfigError, match="max_concurrent_requests"):
+        s3direct.Client(endpoint_url="http://127.0.0.1:9", profile="t")
+
+
 def test_client_pickles_and_works_in_spawned_workers(s3_env, bucket):
     import multiprocessing as mp
 

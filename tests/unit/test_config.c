@@ -354,6 +354,125 @@ static void test_nested_and_signing(void)
     s3d_config_free(&c);
 }
 
+/* The AWS CLI's s3 transfer settings (max_concurrent_requests, multipart_chunksize,
+ * multipart_threshold) in the profile: parsed as awscli parses sizes, bounded, and applied by
+ * the client below its options. */
+static void test_transfer_settings(void)
+{
+    static const struct {
+        const char *text;
+        uint64_t want; /* 0: refused */
+    } sizes[] = {
+        {"5242880", 5242880},
+        {"16MB", 16ull << 20},
+        {"16mb", 16ull << 20},
+        {"16MiB", 16ull << 20},
+        {"1kb", 1024},
+        {"2GiB", 2ull << 30},
+        {"1TB", 1ull << 40},
+        {"0", 0},
+        {"", 0},
+        {"MB", 0},
+        {"16M", 0},
+        {"1.5MB", 0},
+        {"-1", 0},
+        {"16 MB", 16ull << 20},
+        {" MB", 0},
+        {"16MBB", 0},
+        {"16PB", 0},
+        {"99999999999999999999", 0},
+        {"17179869184TB", 0},
+    };
+    struct s3d_client_options o = {0};
+    struct s3d_client_config got = {.struct_size = sizeof(got)};
+    struct s3d_client *cl = NULL;
+    struct s3d_config c;
+    size_t i;
+
+    for (i = 0; i < S3D_ARRAY_LEN(sizes); i++) {
+        uint64_t v = 0;
+        int rc = s3d_config_parse_size(sizes[i].text, &v);
+        if (sizes[i].want == 0 && strcmp(sizes[i].text, "0") != 0) {
+            if (rc != -1)
+                t_fail(__FILE__, __LINE__, "size \"%s\" accepted as %llu", sizes[i].text,
+                       (unsigned long long)v);
+        } else {
+            CHECK(rc == 0);
+            CHECK_EQ_U64(v, sizes[i].want);
+        }
+    }
+
+    reset();
+    c = resolve_ok(NULL);
+    CHECK(c.max_concurrency == 0 && c.part_size == 0 && c.multipart_threshold == 0);
+    s3d_config_free(&c);
+    write_file("config", "[default]\ns3 =\n  max_concurrent_requests = 20\n"
+                         "  multipart_chunksize = 16MB\n  multipart_threshold = 64MiB\n"
+                         "region = r1\n[profile other]\ns3 =\n  max_concurrent_requests = 3\n");
+    c = resolve_ok(NULL);
+    CHECK(c.max_concurrency == 20);
+    CHECK_EQ_U64(c.part_size, 16ull << 20);
+    CHECK_EQ_U64(c.multipart_threshold, 64ull << 20);
+    s3d_config_free(&c);
+
+    /* The client: the profile's values, then the options over them, then the defaults. */
+    o.endpoint_url = "http://127.0.0.1:9";
+    o.device = -1;
+    CHECK_OK(s3d_client_new(&o, &cl));
+    CHECK_OK(s3d_client_get_config(cl, &got));
+    CHECK(got.max_concurrency == 20);
+    CHECK_EQ_U64(got.part_size, 16ull << 20);
+    CHECK_EQ_U64(got.multipart_threshold, 64ull << 20);
+    s3d_client_free(cl);
+    o.max_concurrency = 5;
+    o.part_size = 6ull << 20;
+    o.multipart_threshold = 7ull << 20;
+    CHECK_OK(s3d_client_new(&o, &cl));
+    CHECK_OK(s3d_client_get_config(cl, &got));
+    CHECK(got.max_concurrency == 5);
+    CHECK_EQ_U64(got.part_size, 6ull << 20);
+    CHECK_EQ_U64(got.multipart_threshold, 7ull << 20);
+    s3d_client_free(cl);
+    o.max_concurrency = 0;
+    o.part_size = 0;
+    o.multipart_threshold = 0;
+    o.profile = "other"; /* only max_concurrent_requests: the threshold follows the part size */
+    CHECK_OK(s3d_client_new(&o, &cl));
+    CHECK_OK(s3d_client_get_config(cl, &got));
+    CHECK(got.max_concurrency == 3);
+    CHECK_EQ_U64(got.part_size, 8ull << 20);
+    CHECK_EQ_U64(got.multipart_threshold, 8ull << 20);
+    s3d_client_free(cl);
+
+    /* Malformed or out of range: a configuration error naming the setting and the value. */
+    write_file("config", "[default]\ns3 =\n  max_concurrent_requests = 10MB\n");
+    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
+    CHECK_MSG_HAS("max_concurrent_requests \"10MB\"");
+    write_file("config", "[default]\ns3 =\n  max_concurrent_requests = 0\n");
+    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
+    write_file("config", "[default]\ns3 =\n  max_concurrent_requests = 1025\n");
+    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
+    CHECK_MSG_HAS("1 to 1024");
+    write_file("config", "[default]\ns3 =\n  multipart_chunksize = 8M\n");
+    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
+    CHECK_MSG_HAS("multipart_chunksize \"8M\"");
+    write_file("config", "[default]\ns3 =\n  multipart_chunksize = 6GB\n");
+    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
+    CHECK_MSG_HAS("5 GiB");
+    write_file("config", "[default]\ns3 =\n  multipart_threshold = 0\n");
+    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
+    CHECK_MSG_HAS("multipart_threshold");
+    o.profile = NULL;
+    CHECK_ERR(s3d_client_new(&o, &cl), S3D_ECONFIG);
+    CHECK(cl == NULL);
+    /* Outside the s3 sub-section these keys are not the AWS CLI's: ignored, as it does. */
+    write_file("config", "[default]\nmax_concurrent_requests = 0\n");
+    c = resolve_ok(NULL);
+    CHECK(c.max_concurrency == 0);
+    s3d_config_free(&c);
+    reset();
+}
+
 static void test_file_syntax(void)
 {
     struct s3d_config c;
@@ -654,6 +773,7 @@ int main(void)
     test_ca_fallbacks();
     test_endpoint_precedence();
     test_nested_and_signing();
+    test_transfer_settings();
     test_file_syntax();
     test_malformed_files();
     test_endpoint_parse();
