@@ -444,6 +444,27 @@ static int resolve_payload_signing(struct resolve *r)
     return 0;
 }
 
+/* One size setting of the profile's s3 section: *out = the value (unchanged when v is NULL),
+ * or S3D_ECONFIG naming the setting when it is not a size from 1 byte to max. */
+static int profile_size(struct resolve *r, const char *name, const char *v, uint64_t max,
+                        uint64_t *out)
+{
+    uint64_t x;
+    if (v == NULL)
+        return 0;
+    if (s3d_config_parse_size(v, &x) < 0 || x == 0 || x > max) {
+        char bound[32] = "";
+        if (max != UINT64_MAX)
+            snprintf(bound, sizeof(bound), " to %llu GiB", (unsigned long long)(max >> 30));
+        return s3d_fail(S3D_ECONFIG,
+                        "%s: profile \"%s\": s3 %s \"%.40s\" is not a size from 1 byte%s "
+                        "(bytes, or a number with KB, MB, GB, TB, KiB, MiB, GiB or TiB)",
+                        r->conf_path, r->profile, name, v, bound);
+    }
+    *out = x;
+    return 0;
+}
+
 /* The AWS CLI's transfer settings in the profile's "s3 =" sub-section (0 = not set; the
  * options and the library's defaults are applied by the client). */
 static int resolve_transfer(struct resolve *r)
@@ -459,26 +480,11 @@ static int resolve_transfer(struct resolve *r)
                             r->conf_path, r->profile, v, S3D_CONFIG_MAX_CONCURRENCY);
         r->out->max_concurrency = (uint32_t)x;
     }
-    v = r->conf.chunksize;
-    if (v != NULL) {
-        if (s3d_config_parse_size(v, &x) < 0 || x == 0 || x > S3D_CONFIG_MAX_PART_SIZE)
-            return s3d_fail(S3D_ECONFIG,
-                            "%s: profile \"%s\": s3 multipart_chunksize \"%.40s\" is not a "
-                            "size from 1 byte to 5 GiB (bytes, or a number with KB, MB, GB, "
-                            "TB, KiB, MiB, GiB or TiB)",
-                            r->conf_path, r->profile, v);
-        r->out->part_size = x;
-    }
-    v = r->conf.threshold;
-    if (v != NULL) {
-        if (s3d_config_parse_size(v, &x) < 0 || x == 0)
-            return s3d_fail(S3D_ECONFIG,
-                            "%s: profile \"%s\": s3 multipart_threshold \"%.40s\" is not a "
-                            "size of at least 1 byte (bytes, or a number with KB, MB, GB, TB, "
-                            "KiB, MiB, GiB or TiB)",
-                            r->conf_path, r->profile, v);
-        r->out->multipart_threshold = x;
-    }
+    if (profile_size(r, "multipart_chunksize", r->conf.chunksize, S3D_CONFIG_MAX_PART_SIZE,
+                     &r->out->part_size) < 0 ||
+        profile_size(r, "multipart_threshold", r->conf.threshold, UINT64_MAX,
+                     &r->out->multipart_threshold) < 0)
+        return S3D_ECONFIG;
     return 0;
 }
 

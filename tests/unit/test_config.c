@@ -354,6 +354,20 @@ static void test_nested_and_signing(void)
     s3d_config_free(&c);
 }
 
+/* A client made with o reports these transfer settings. */
+static void expect_client(const struct s3d_client_options *o, uint32_t conc, uint64_t part,
+                          uint64_t threshold)
+{
+    struct s3d_client_config got = {.struct_size = sizeof(got)};
+    struct s3d_client *cl = NULL;
+    CHECK_OK(s3d_client_new(o, &cl));
+    CHECK_OK(s3d_client_get_config(cl, &got));
+    CHECK(got.max_concurrency == conc);
+    CHECK_EQ_U64(got.part_size, part);
+    CHECK_EQ_U64(got.multipart_threshold, threshold);
+    s3d_client_free(cl);
+}
+
 /* The AWS CLI's s3 transfer settings (max_concurrent_requests, multipart_chunksize,
  * multipart_threshold) in the profile: parsed as awscli parses sizes, bounded, and applied by
  * the client below its options. */
@@ -383,8 +397,17 @@ static void test_transfer_settings(void)
         {"99999999999999999999", 0},
         {"17179869184TB", 0},
     };
+    static const struct {
+        const char *line, *says;
+    } bad[] = {
+        {"max_concurrent_requests = 10MB", "max_concurrent_requests \"10MB\""},
+        {"max_concurrent_requests = 0", "from 1 to 1024"},
+        {"max_concurrent_requests = 1025", "from 1 to 1024"},
+        {"multipart_chunksize = 8M", "multipart_chunksize \"8M\""},
+        {"multipart_chunksize = 6GB", "from 1 byte to 5 GiB"},
+        {"multipart_threshold = 0", "multipart_threshold \"0\" is not a size from 1 byte ("},
+    };
     struct s3d_client_options o = {0};
-    struct s3d_client_config got = {.struct_size = sizeof(got)};
     struct s3d_client *cl = NULL;
     struct s3d_config c;
     size_t i;
@@ -418,50 +441,25 @@ static void test_transfer_settings(void)
     /* The client: the profile's values, then the options over them, then the defaults. */
     o.endpoint_url = "http://127.0.0.1:9";
     o.device = -1;
-    CHECK_OK(s3d_client_new(&o, &cl));
-    CHECK_OK(s3d_client_get_config(cl, &got));
-    CHECK(got.max_concurrency == 20);
-    CHECK_EQ_U64(got.part_size, 16ull << 20);
-    CHECK_EQ_U64(got.multipart_threshold, 64ull << 20);
-    s3d_client_free(cl);
+    expect_client(&o, 20, 16ull << 20, 64ull << 20);
     o.max_concurrency = 5;
     o.part_size = 6ull << 20;
     o.multipart_threshold = 7ull << 20;
-    CHECK_OK(s3d_client_new(&o, &cl));
-    CHECK_OK(s3d_client_get_config(cl, &got));
-    CHECK(got.max_concurrency == 5);
-    CHECK_EQ_U64(got.part_size, 6ull << 20);
-    CHECK_EQ_U64(got.multipart_threshold, 7ull << 20);
-    s3d_client_free(cl);
+    expect_client(&o, 5, 6ull << 20, 7ull << 20);
     o.max_concurrency = 0;
     o.part_size = 0;
     o.multipart_threshold = 0;
     o.profile = "other"; /* only max_concurrent_requests: the threshold follows the part size */
-    CHECK_OK(s3d_client_new(&o, &cl));
-    CHECK_OK(s3d_client_get_config(cl, &got));
-    CHECK(got.max_concurrency == 3);
-    CHECK_EQ_U64(got.part_size, 8ull << 20);
-    CHECK_EQ_U64(got.multipart_threshold, 8ull << 20);
-    s3d_client_free(cl);
+    expect_client(&o, 3, 8ull << 20, 8ull << 20);
 
     /* Malformed or out of range: a configuration error naming the setting and the value. */
-    write_file("config", "[default]\ns3 =\n  max_concurrent_requests = 10MB\n");
-    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
-    CHECK_MSG_HAS("max_concurrent_requests \"10MB\"");
-    write_file("config", "[default]\ns3 =\n  max_concurrent_requests = 0\n");
-    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
-    write_file("config", "[default]\ns3 =\n  max_concurrent_requests = 1025\n");
-    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
-    CHECK_MSG_HAS("1 to 1024");
-    write_file("config", "[default]\ns3 =\n  multipart_chunksize = 8M\n");
-    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
-    CHECK_MSG_HAS("multipart_chunksize \"8M\"");
-    write_file("config", "[default]\ns3 =\n  multipart_chunksize = 6GB\n");
-    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
-    CHECK_MSG_HAS("5 GiB");
-    write_file("config", "[default]\ns3 =\n  multipart_threshold = 0\n");
-    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
-    CHECK_MSG_HAS("multipart_threshold");
+    for (i = 0; i < S3D_ARRAY_LEN(bad); i++) {
+        char text[256];
+        snprintf(text, sizeof(text), "[default]\ns3 =\n  %s\n", bad[i].line);
+        write_file("config", text);
+        CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
+        CHECK_MSG_HAS(bad[i].says);
+    }
     o.profile = NULL;
     CHECK_ERR(s3d_client_new(&o, &cl), S3D_ECONFIG);
     CHECK(cl == NULL);
