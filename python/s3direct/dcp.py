@@ -131,7 +131,30 @@ def _validate(checkpoint_id: Any) -> bool:
     return isinstance(p, str) and (p.startswith("s3://") or "://" not in p)
 
 
-class S3DirectStorageWriter(StorageWriter):
+class _AtLocation:
+    """What the writer and the reader share: the checkpoint's path and which ids they serve."""
+
+    loc: _Location
+
+    @property
+    def checkpoint_id(self) -> str:
+        """The checkpoint's path."""
+        return self.loc.path
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
+        """Whether checkpoint_id is a path this storage serves.
+
+        Args:
+            checkpoint_id: what DCP was given.
+
+        Returns:
+            True for an s3:// URI or a local path (not another URL scheme).
+        """
+        return _validate(checkpoint_id)
+
+
+class S3DirectStorageWriter(_AtLocation, StorageWriter):
     """A torch.distributed.checkpoint StorageWriter: ``dcp.save(state_dict,
     storage_writer=S3DirectStorageWriter(path))``.
 
@@ -289,23 +312,6 @@ class S3DirectStorageWriter(StorageWriter):
         """The checkpoint id (the path) and this save's id."""
         return StorageMeta(checkpoint_id=self.loc.path, save_id=self.save_id)
 
-    @property
-    def checkpoint_id(self) -> str:
-        """The checkpoint's path."""
-        return self.loc.path
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
-        """Whether checkpoint_id is a path this storage serves.
-
-        Args:
-            checkpoint_id: what DCP was given.
-
-        Returns:
-            True for an s3:// URI or a local path (not another URL scheme).
-        """
-        return _validate(checkpoint_id)
-
 
 def _contiguous_range(shape: tuple[int, ...], offsets: list[int], lengths: list[int],
                       elem: int) -> Optional[tuple[int, int]]:
@@ -330,7 +336,7 @@ def _contiguous_range(shape: tuple[int, ...], offsets: list[int], lengths: list[
     return start * elem, count * elem
 
 
-class S3DirectStorageReader(StorageReader):
+class S3DirectStorageReader(_AtLocation, StorageReader):
     """A torch.distributed.checkpoint StorageReader: ``dcp.load(state_dict,
     storage_reader=S3DirectStorageReader(path))``.
 
@@ -500,23 +506,6 @@ class S3DirectStorageReader(StorageReader):
                     t = t.narrow(d, o, n)
                 target.copy_(t)
             planner.commit_tensor(req, target)
-
-    @property
-    def checkpoint_id(self) -> str:
-        """The checkpoint's path."""
-        return self.loc.path
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
-        """Whether checkpoint_id is a path this storage serves.
-
-        Args:
-            checkpoint_id: what DCP was given.
-
-        Returns:
-            True for an s3:// URI or a local path (not another URL scheme).
-        """
-        return _validate(checkpoint_id)
 
 
 def _dtypes_elem_size(dt: torch.dtype) -> int:
