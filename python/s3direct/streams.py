@@ -198,7 +198,25 @@ def _warn_unclosed(uri: str, nbytes: int, source: object) -> None:
     logging.getLogger("s3direct").warning("%s", msg)
 
 
-class S3Writer(io.RawIOBase):
+class _AbortOnError:
+    """The writers' ``with`` rule: an exception in the block aborts (nothing is published),
+    a normal exit closes (the object or file appears)."""
+
+    if TYPE_CHECKING:  # provided by each writer; no stub at run time, where it would come
+        # before io's close() in the method order
+        def abort(self) -> None: ...
+
+        def close(self) -> None: ...
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
+
+
+class S3Writer(_AbortOnError, io.RawIOBase):
     """What writer() returns for an s3:// URI: a write-only binary file whose bytes are
     uploaded in the background (s3d_upload_stream_*); the object appears on close().
 
@@ -289,13 +307,6 @@ class S3Writer(io.RawIOBase):
             self._lib.s3d_upload_stream_free(h)
             super().close()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if exc_type is not None:
-            self.abort()
-        else:
-            self.close()
-
     def __del__(self) -> None:
         # Never complete an upload from the garbage collector: abort it, and say so, as an
         # unclosed builtin file does (torch.save(obj, writer(uri)) never closes its file).
@@ -335,7 +346,7 @@ def _sweep_stale(final: str) -> None:
             pass
 
 
-class _LocalWriter(io.FileIO):
+class _LocalWriter(_AbortOnError, io.FileIO):
     """Writes .NAME.s3d-tmp-PID-RAND beside path, renames it to path on a clean close; deletes
     it otherwise. A new file gets 0666 less the umask; an existing one keeps its mode."""
 
@@ -371,13 +382,6 @@ class _LocalWriter(io.FileIO):
         os.fsync(self.fileno())
         super().close()
         os.replace(self._tmp, self._final)
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if exc_type is not None:
-            self.abort()
-        else:
-            self.close()
 
     def __del__(self) -> None:
         # A writer dropped without close() leaves no file behind, and says so.
