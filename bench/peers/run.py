@@ -29,6 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ckpt  # noqa: E402
+from measure import log, proc_kib, pyplot  # noqa: E402
 
 TOOLS = ["s3direct", "s3direct-cp", "curl8", "boto3", "boto3-tuned", "s3torch", "s3torch-st",
          "runai", "runai-tuned", "tensorizer", "s3fs"]
@@ -57,10 +58,6 @@ ABOUT = {
 
 
 COMMAND = "BENCH_ONLY=peers make bench"
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
 
 
 def tensorizer_blob(state):
@@ -240,15 +237,13 @@ class ByteCounter:
 
 
 def rss_mib():
-    with open("/proc/self/status") as f:
-        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")) / 1024
+    return proc_kib("VmRSS:") / 1024
 
 
 def mem_available_mib():
     """MemAvailable after a measurement (kept in each row: the server's RAM-backed store and the
     client share this machine's memory)."""
-    with open("/proc/meminfo") as f:
-        return next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable:")) / 1024
+    return proc_kib("MemAvailable:", "/proc/meminfo") / 1024
 
 
 def gc_server():
@@ -382,13 +377,8 @@ def summarize(rows, tools, workloads, label, sizes):
 
 
 def charts(summary, tools, workloads, out_dir, label, title, footer=""):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        log(f"peers: no charts ({e})")
+    plt = pyplot("peers")
+    if plt is None:
         return []
     files = []
     for field, ylabel, fname in (("gbps", "GB/s (higher is better)", "throughput"),

@@ -18,7 +18,6 @@ import hashlib
 import io
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ckpt  # noqa: E402
 from ckpt import digest_tensors  # noqa: E402
+from measure import proc_kib, usage  # noqa: E402
 
 SPEC = json.load(open(sys.argv[1]))
 TOOL, WORKLOAD, OUT = sys.argv[2], sys.argv[3], sys.argv[4]
@@ -38,20 +38,6 @@ MiB = 1 << 20
 
 class CannotRun(Exception):
     """The tool cannot do this workload (said in one line in the results)."""
-
-
-def _rss_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1])
-    return 0
-
-
-def _cpu():
-    s = resource.getrusage(resource.RUSAGE_SELF)
-    c = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
 def make_state():
@@ -462,13 +448,13 @@ def main():
                 f.write("5")  # resets VmHWM to the current RSS
         except OSError:
             pass
-        rss0 = _rss_kib("VmRSS:")
-        cpu0 = _cpu()
+        rss0 = proc_kib("VmRSS:")
+        cpu0 = usage()[0]
         t0 = time.perf_counter()
         result = run()
         wall = time.perf_counter() - t0
-        cpu = _cpu() - cpu0
-        hwm = _rss_kib("VmHWM:")
+        cpu = usage()[0] - cpu0
+        hwm = proc_kib("VmHWM:")
         row.update(wall_s=wall, cpu_s=cpu, bytes=nbytes, rss_growth_mib=(hwm - rss0) / 1024,
                    gbps=nbytes / wall / 1e9, cpu_s_per_gb=cpu / (nbytes / 1e9))
         if WORKLOAD == "save_async":

@@ -29,15 +29,14 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+from measure import log, pyplot  # noqa: E402
+
 MiB, GiB = 1 << 20, 1 << 30
 DEFAULTS = {"concurrency": 8, "part_size": 8 * MiB}  # src/engine/client_impl.h, pool.h
 DIMS = ["size", "tensors", "concurrency", "part_size"]
 LABEL = {"size": "checkpoint size", "tensors": "tensors (same total size)",
          "concurrency": "max_concurrency", "part_size": "part size"}
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
 
 
 def parse_bytes(s):
@@ -181,13 +180,8 @@ def table(med, dims, head):
 
 
 def charts(med, dims, out_dir, title):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        log(f"sweep: no charts ({e})")
+    plt = pyplot("sweep")
+    if plt is None:
         return []
     files = []
     for dim in dims:

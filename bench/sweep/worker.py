@@ -12,13 +12,13 @@ checked by the library itself (the CRC32C of every tensor, on by default)."""
 
 import json
 import os
-import resource
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
 import ckpt  # noqa: E402
+from measure import proc_kib, usage  # noqa: E402
 
 MiB = 1 << 20
 
@@ -55,20 +55,6 @@ def source(spec):
     return out
 
 
-def rss_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1])
-    return 0
-
-
-def usage():
-    s = resource.getrusage(resource.RUSAGE_SELF)
-    c = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime, s.ru_minflt
-
-
 def main():
     p = json.loads(sys.argv[1])
     out = sys.argv[2]
@@ -99,13 +85,13 @@ def main():
                 f.write("5")
         except OSError:
             pass
-        rss0 = rss_kib("VmRSS:")
+        rss0 = proc_kib("VmRSS:")
         cpu0, flt0 = usage()
         t0 = time.perf_counter()
         result = run()
         wall = time.perf_counter() - t0
         cpu1, flt1 = usage()
-        hwm = rss_kib("VmHWM:")
+        hwm = proc_kib("VmHWM:")
         if p["op"] == "load" and len(result) != len(spec):
             raise RuntimeError(f"loaded {len(result)} tensors, expected {len(spec)}")
         row.update(bytes=nbytes, n_tensors=len(spec), wall_s=wall, cpu_s=cpu1 - cpu0,
