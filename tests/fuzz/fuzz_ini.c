@@ -4,12 +4,15 @@
  * Whatever the bytes, s3d_ini_parse must return 0 or S3D_ECONFIG, and every pair it reports
  * must be trimmed, with a lower-case key, and lie within the caps. The input, as a string,
  * also goes through s3d_config_parse_endpoint: an accepted URL must have a host and a port,
- * and its normalized form must parse again to the same fields.
+ * and its normalized form must parse again to the same fields. And through
+ * s3d_config_parse_size (the s3 section's sizes): an accepted size is digits, optional blanks
+ * and a known suffix, and equals the digits times the suffix's power of 1024.
  * Built by tests/fuzz/fuzz.cmake as a plain test (with fuzz_main.c) and, with -DS3D_FUZZ=ON
  * under clang, as a libFuzzer binary. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "fuzz.h"
 
@@ -17,8 +20,9 @@
 #include "s3/ini.h"
 #include "s3direct/errors.h"
 
-const char *const s3d_fuzz_tokens[] = {"[", "]",  "=",         "\n",  "  ", "s3 =",  "#",
-                                       ";", "\"", "[profile ", "://", ":",  "[::1]", "\xff"};
+const char *const s3d_fuzz_tokens[] = {
+    "[",         "]",   "=", "\n",    "  ",   "s3 =", "#",   ";", "\"",
+    "[profile ", "://", ":", "[::1]", "\xff", "MB",   "kib", "16"};
 const size_t s3d_fuzz_n_tokens = sizeof(s3d_fuzz_tokens) / sizeof(s3d_fuzz_tokens[0]);
 
 void s3d_fuzz_fixup(uint8_t *buf, size_t len, uint64_t r)
@@ -49,6 +53,28 @@ static int check_pair(void *user, const char *section, const char *sub, const ch
     return 0;
 }
 
+/* The size parser against a second reading: strtoull for the digits, a table for the suffix. */
+static void check_size(const char *str)
+{
+    static const char *const sfx[] = {"", "kb", "mb", "gb", "tb", "", "kib", "mib", "gib", "tib"};
+    uint64_t got = 0;
+    unsigned long long digits;
+    char *end;
+    size_t i;
+    if (s3d_config_parse_size(str, &got) != 0)
+        return;
+    REQUIRE(str[0] >= '0' && str[0] <= '9');
+    digits = strtoull(str, &end, 10);
+    while (*end == ' ' || *end == '\t')
+        end++;
+    for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+        if (strcasecmp(end, sfx[i]) == 0 && (end[0] != '\0' || i == 0))
+            break;
+    }
+    REQUIRE(i < sizeof(sfx) / sizeof(sfx[0]));
+    REQUIRE(got == (uint64_t)digits << (10 * (i % 5)));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct s3d_config a, b;
@@ -76,6 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     s3d_config_free(&a);
     s3d_config_free(&b);
+    check_size(str);
     free(str);
     return 0;
 }
