@@ -50,9 +50,6 @@ int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **ou
     struct s3d_client *c;
     int rc;
 
-    _Static_assert(S3D_CONFIG_MAX_CONCURRENCY == S3D_MAX_CONCURRENCY &&
-                       S3D_CONFIG_MAX_PART_SIZE == S3D_MAX_PART_SIZE,
-                   "the profile's bounds are the client's");
     if (out == NULL)
         return s3d_fail(S3D_EINVAL, "s3d_client_new: out is NULL");
     *out = NULL;

@@ -23,12 +23,9 @@
 /* One staging chunk holds one part: the pool's defaults (pool.h) are the client's. */
 #define S3D_DEFAULT_PART_SIZE     ((uint64_t)S3D_POOL_DEFAULT_CHUNK)
 #define S3D_DEFAULT_STAGING_BYTES ((uint64_t)S3D_POOL_DEFAULT_TOTAL)
-/* The most parallel requests a client or one transfer may ask for (more is S3D_EINVAL);
- * s3d_fd_clamp may lower what is asked further. */
-#define S3D_MAX_CONCURRENCY 1024u
-/* S3's limits on uploads. */
+/* S3D_MAX_CONCURRENCY and S3D_MAX_PART_SIZE: s3/config.h, which checks the profile's values
+ * against them too. S3's other limits on uploads: */
 #define S3D_MIN_PART_SIZE  (5ull << 20) /* every part but the last */
-#define S3D_MAX_PART_SIZE  (5ull << 30)
 #define S3D_MAX_PARTS      10000u
 #define S3D_MAX_SINGLE_PUT (5ull << 30) /* one PutObject */
 

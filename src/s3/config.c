@@ -473,14 +473,14 @@ static int resolve_transfer(struct resolve *r)
     uint64_t x;
     if (v != NULL) {
         if (v[strspn(v, "0123456789")] != '\0' || s3d_config_parse_size(v, &x) < 0 || x == 0 ||
-            x > S3D_CONFIG_MAX_CONCURRENCY)
+            x > S3D_MAX_CONCURRENCY)
             return s3d_fail(S3D_ECONFIG,
                             "%s: profile \"%s\": s3 max_concurrent_requests \"%.40s\" is not "
                             "a whole number from 1 to %u",
-                            r->conf_path, r->profile, v, S3D_CONFIG_MAX_CONCURRENCY);
+                            r->conf_path, r->profile, v, S3D_MAX_CONCURRENCY);
         r->out->max_concurrency = (uint32_t)x;
     }
-    if (profile_size(r, "multipart_chunksize", r->conf.chunksize, S3D_CONFIG_MAX_PART_SIZE,
+    if (profile_size(r, "multipart_chunksize", r->conf.chunksize, S3D_MAX_PART_SIZE,
                      &r->out->part_size) < 0 ||
         profile_size(r, "multipart_threshold", r->conf.threshold, UINT64_MAX,
                      &r->out->multipart_threshold) < 0)

@@ -74,9 +74,11 @@ struct s3d_config {
     const char *ca_bundle_source;
 };
 
-/* Bounds of the profile's s3 transfer settings (the client's own limits). */
-#define S3D_CONFIG_MAX_CONCURRENCY 1024u
-#define S3D_CONFIG_MAX_PART_SIZE   (5ull << 30)
+/* The most parallel requests a client or one transfer may ask for (more is S3D_EINVAL, or
+ * S3D_ECONFIG from the profile); s3d_fd_clamp may lower what is asked further. */
+#define S3D_MAX_CONCURRENCY 1024u
+/* S3's largest part, and so the largest part size the options or the profile may ask for. */
+#define S3D_MAX_PART_SIZE (5ull << 30)
 
 /* A size as the AWS CLI's s3 section writes it: decimal bytes, optionally followed by KB, MB,
  * GB, TB, KiB, MiB, GiB or TiB in any case (all powers of 1024). Returns 0 or -1. */
@@ -87,9 +89,8 @@ S3D_NODISCARD int s3d_config_parse_size(const char *v, uint64_t *out);
  * shared files. Returns 0, S3D_ECONFIG (malformed file, malformed endpoint URL, unknown
  * addressing_style, a malformed s3 transfer setting, an explicitly chosen profile found in
  * neither file, an access key id given in options without its secret or the reverse), or
- * S3D_ENOMEM. Missing credentials are not an
- * error: access_key_id is NULL and credential_source "none". Not thread-safe against
- * concurrent setenv(). */
+ * S3D_ENOMEM. Missing credentials are not an error: access_key_id is NULL and
+ * credential_source "none". Not thread-safe against concurrent setenv(). */
 S3D_NODISCARD int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config *out);
 
 /* Frees the strings and zeroes *cfg. NULL ok. */
