@@ -7,10 +7,17 @@
 
 #include "cli.h"
 
+static const char *u64_str(uint64_t v, char buf[24])
+{
+    snprintf(buf, 24, "%llu", (unsigned long long)v);
+    return buf;
+}
+
 int cli_client(const struct cli_opts *o, struct s3d_client **out)
 {
     struct s3d_client_options co;
     struct s3d_client_config cfg = {.struct_size = sizeof(struct s3d_client_config)};
+    char tbuf[24];
     int rc;
 
     /* --debug also turns on the library's debug log (retries, unverified downloads), unless
@@ -29,7 +36,11 @@ int cli_client(const struct cli_opts *o, struct s3d_client **out)
     co.default_ca_bundle = getenv("S3D_DEFAULT_CA_BUNDLE");
     co.anonymous = o->no_sign_request;
     co.no_verify_ssl = o->no_verify_ssl;
-    co.max_concurrency = o->concurrency;
+    /* --concurrency N is exactly N (as the AWS CLI's max_concurrent_requests threads);
+     * without it the level adapts, up to --max-concurrency. */
+    co.max_concurrency = o->concurrency ? o->concurrency : o->max_concurrency;
+    co.min_concurrency = o->concurrency;
+    co.target_throughput = o->target_throughput;
     co.part_size = o->part_size;
     /* The CLI moves bytes between S3 and files or memory only: no GPU context is needed, and
      * skipping the driver probe keeps start-up quick on GPU machines. */
@@ -48,12 +59,14 @@ int cli_client(const struct cli_opts *o, struct s3d_client **out)
     if (o->debug && s3d_client_get_config(*out, &cfg) == 0) {
         fprintf(stderr,
                 "s3direct: endpoint %s, region %s, credentials from %s%s%s, %s-style, "
-                "concurrency %u, part size %llu, multipart threshold %llu\n",
+                "concurrency %s%u%s%s, part size %llu, multipart threshold %llu\n",
                 cfg.endpoint_url, cfg.region, cfg.credential_source,
                 cfg.access_key_id[0] ? " key " : "", cfg.access_key_id,
                 cfg.addressing == S3D_ADDRESSING_VIRTUAL ? "virtual-host" : "path",
-                cfg.max_concurrency, (unsigned long long)cfg.part_size,
-                (unsigned long long)cfg.multipart_threshold);
+                cfg.min_concurrency == cfg.max_concurrency ? "fixed at " : "adaptive up to ",
+                cfg.max_concurrency, cfg.target_throughput ? ", target bytes/s " : "",
+                cfg.target_throughput ? u64_str(cfg.target_throughput, tbuf) : "",
+                (unsigned long long)cfg.part_size, (unsigned long long)cfg.multipart_threshold);
     }
     return 0;
 }
@@ -243,7 +256,7 @@ void cli_transfer_opts(const struct cli_opts *o, struct cli_progress *p,
     t->struct_size = sizeof(*t);
     t->progress = cli_progress_cb;
     t->progress_user = p;
-    t->max_concurrency = o->concurrency;
+    t->max_concurrency = 0; /* the client's (fixed or adaptive, cli_client) */
     t->part_size = o->part_size;
     t->content_type = o->content_type;
 }

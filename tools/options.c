@@ -19,6 +19,8 @@ enum opt_id {
     O_CA_BUNDLE,
     O_NO_VERIFY_SSL,
     O_CONCURRENCY,
+    O_MAX_CONCURRENCY,
+    O_TARGET_THROUGHPUT,
     O_PART_SIZE,
     O_PROGRESS,
     O_NO_PROGRESS,
@@ -61,6 +63,8 @@ static const struct opt_def opt_defs[] = {
     {"--ca-bundle", 0, 1, 0, O_CA_BUNDLE},
     {"--no-verify-ssl", 0, 0, 0, O_NO_VERIFY_SSL},
     {"--concurrency", 0, 1, 0, O_CONCURRENCY},
+    {"--max-concurrency", 0, 1, 0, O_MAX_CONCURRENCY},
+    {"--target-throughput", 0, 1, 0, O_TARGET_THROUGHPUT},
     {"--part-size", 0, 1, 0, O_PART_SIZE},
     {"--progress", 0, 0, 0, O_PROGRESS},
     {"--no-progress", 0, 0, 0, O_NO_PROGRESS},
@@ -98,8 +102,13 @@ const char cli_common_help[] =
     "  --no-sign-request    send requests unsigned (public buckets); no credentials are read\n"
     "  --ca-bundle FILE     PEM file of CA certificates to trust (default: AWS_CA_BUNDLE, system)\n"
     "  --no-verify-ssl      do not verify TLS certificates (unsafe; says so on stderr)\n"
-    "  --concurrency N      parallel requests per transfer, 1..1024 (default: the\n"
-    "                       profile's s3 max_concurrent_requests, else 8)\n"
+    "  --concurrency N      exactly N parallel requests, 1..1024 (default: adaptive, the\n"
+    "                       number of requests follows the path, see --max-concurrency)\n"
+    "  --max-concurrency N  the most parallel requests the adaptive level may reach, 1..1024\n"
+    "                       (default: the profile's s3 max_concurrent_requests, else 512)\n"
+    "  --target-throughput RATE  what the network allows, as the AWS CLI's s3\n"
+    "                       target_bandwidth: 10Gb/s, 1.5GB/s, 500MB/s, or bytes per second\n"
+    "                       (the level starts at RATE / 50 MB/s and stops growing there)\n"
     "  --part-size SIZE     bytes per ranged GET / uploaded part: 8M, 64MiB, 1G, 5242880\n"
     "                       (default: the profile's s3 multipart_chunksize, else 8 MiB)\n"
     "  --progress           show the progress bar even when stderr is not a terminal\n"
@@ -269,6 +278,13 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
         if (cli_parse_u32(val, 1, 1024, &o->concurrency) != 0)
             goto bad;
         break;
+    case O_MAX_CONCURRENCY:
+        if (cli_parse_u32(val, 1, 1024, &o->max_concurrency) != 0)
+            goto bad;
+        break;
+    case O_TARGET_THROUGHPUT:
+        o->target_throughput = val; /* checked by the library, with the message it gives */
+        break;
     case O_PART_SIZE:
         if (cli_parse_size(val, &o->part_size) != 0 || o->part_size == 0)
             goto bad;
@@ -362,7 +378,8 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
     return 0;
 bad:
     snprintf(err, cap, "%s: \"%s\" is not a valid %s", d->name, val,
-             d->id == O_CONCURRENCY ? "count (1..1024)" : "size (e.g. 8M, 64MiB, 1G)");
+             d->id == O_CONCURRENCY || d->id == O_MAX_CONCURRENCY ? "count (1..1024)"
+                                                                  : "size (e.g. 8M, 64MiB, 1G)");
     return -1;
 }
 

@@ -75,7 +75,10 @@ struct s3d_client_options {
     int32_t payload_signing; /* enum s3d_payload_signing; default AUTO */
     /* The next three default to the profile's "s3 =" settings as the AWS CLI names them
      * (max_concurrent_requests, multipart_chunksize, multipart_threshold), else: */
-    uint32_t max_concurrency;     /* parallel requests per transfer; default 8 */
+    uint32_t max_concurrency;     /* the most requests in flight, over every transfer of the
+                                     client: the cap of the adaptive concurrency (the
+                                     client finds the level that fills the path itself,
+                                     README "Concurrency"); default 512 */
     uint64_t part_size;           /* bytes per ranged GET / uploaded part; default 8 MiB */
     uint64_t multipart_threshold; /* uploads of at least this size use multipart; default
                                      part_size */
@@ -96,6 +99,15 @@ struct s3d_client_options {
      * (the Debian, Red Hat, SUSE and Alpine paths), then libcurl's compiled-in path. The
      * Python layer passes certifi's, as botocore uses certifi. Default: none. */
     const char *default_ca_bundle;
+    /* The fewest requests the adaptive concurrency keeps in flight; equal to max_concurrency
+     * it fixes the level (no adaptation). Default 1. */
+    uint32_t min_concurrency;
+    /* The throughput the network allows, as the AWS CLI's s3 target_bandwidth writes it:
+     * "10Gb/s", "1.5GB/s", or bytes per second ("1250000000"); prefixes are powers of 1024,
+     * b is bits, B bytes. The level starts at target / 50 MB/s (aws-c-s3's 0.4 Gbit/s per
+     * connection) and stops growing once the target is reached. Default: the profile's s3
+     * target_bandwidth, else none (the level starts at 8 and follows the path). */
+    const char *target_throughput;
 };
 
 /* Creates a client. opts may be NULL (all defaults). On success stores it in *out and returns
@@ -126,6 +138,9 @@ struct s3d_client_config {
     uint64_t multipart_threshold;
     uint64_t staging_bytes;
     int32_t gpu_available; /* 1 when libcuda loaded and a device was found */
+    uint32_t min_concurrency;
+    uint32_t concurrency;       /* the level the adaptive concurrency is at now */
+    uint64_t target_throughput; /* bytes per second; 0 = none */
 };
 S3D_API int s3d_client_get_config(const struct s3d_client *client, struct s3d_client_config *out);
 

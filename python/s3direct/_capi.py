@@ -90,6 +90,8 @@ class ClientOptions(Structure):
         ("low_speed_limit", c_uint32),
         ("device", c_int32),
         ("default_ca_bundle", c_char_p),
+        ("min_concurrency", c_uint32),
+        ("target_throughput", c_char_p),
     ]
 
 
@@ -106,6 +108,9 @@ class ClientConfig(_OutStruct):
         ("multipart_threshold", c_uint64),
         ("staging_bytes", c_uint64),
         ("gpu_available", c_int32),
+        ("min_concurrency", c_uint32),
+        ("concurrency", c_uint32),
+        ("target_throughput", c_uint64),
     ]
 
 

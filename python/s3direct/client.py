@@ -49,8 +49,17 @@ class Client:
 
     Args:
         endpoint_url, region, profile: strings (None = resolved).
-        max_concurrency: parallel requests per transfer (default: the profile's s3
-            max_concurrent_requests, else 8).
+        max_concurrency: the most requests in flight over every transfer of the client; the
+            number itself adapts to the path below it (default: the profile's s3
+            max_concurrent_requests, else 512).
+        min_concurrency: the fewest requests the adaptive level keeps in flight (default 1);
+            equal to max_concurrency, the level is fixed.
+        target_throughput: what the network allows, as the AWS CLI's s3 target_bandwidth:
+            "10Gb/s", "1.5GB/s" (prefixes powers of 1024, b bits, B bytes) or an int of bytes
+            per second; the level starts at target / 50 MB/s and stops growing once reached
+            (default: the profile's target_bandwidth, else none).
+        throughput_target_gbps: the same in Gbit/s (10**9 bits), as s3torchconnector's
+            S3ClientConfig names it; not together with target_throughput.
         part_size: bytes per ranged GET / uploaded part (default: the profile's s3
             multipart_chunksize, else 8 MiB).
         staging_bytes: size of the pinned staging pool that bounds host memory for GPU
@@ -79,7 +88,9 @@ class Client:
                  multipart_threshold: int | None = None, max_attempts: int | None = None,
                  deadline_ms: int | None = None, connect_timeout_ms: int | None = None,
                  low_speed_time_s: int | None = None, low_speed_limit: int | None = None,
-                 device: int | None = None) -> None:
+                 device: int | None = None, min_concurrency: int | None = None,
+                 target_throughput: str | int | None = None,
+                 throughput_target_gbps: float | None = None) -> None:
         self._lib = _capi.lib()
         self._handle: ctypes.c_void_p | None = None
         # What pickling carries to another process, where __setstate__ builds a new C client.
@@ -91,25 +102,43 @@ class Client:
             anonymous=anonymous, verify_ssl=verify_ssl, payload_signing=payload_signing,
             multipart_threshold=multipart_threshold, max_attempts=max_attempts,
             deadline_ms=deadline_ms, connect_timeout_ms=connect_timeout_ms,
-            low_speed_time_s=low_speed_time_s, low_speed_limit=low_speed_limit, device=device)
+            low_speed_time_s=low_speed_time_s, low_speed_limit=low_speed_limit, device=device,
+            min_concurrency=min_concurrency, target_throughput=target_throughput,
+            throughput_target_gbps=throughput_target_gbps)
         if addressing not in _ADDRESSING:
             raise ValueError(f"addressing must be one of auto, path, virtual: {addressing!r}")
         if payload_signing not in _SIGNING:
             raise ValueError(f"payload_signing must be auto, signed or unsigned: "
                              f"{payload_signing!r}")
+        if target_throughput is not None and throughput_target_gbps is not None:
+            raise ValueError("give target_throughput or throughput_target_gbps, not both")
+        rate: str | None = None
+        if throughput_target_gbps is not None:
+            if not throughput_target_gbps > 0:
+                raise ValueError(f"throughput_target_gbps must be > 0: "
+                                 f"{throughput_target_gbps!r}")
+            rate = str(int(throughput_target_gbps * 1e9 / 8))  # bytes per second
+        elif target_throughput is not None:
+            if isinstance(target_throughput, bool) or not isinstance(target_throughput,
+                                                                     (str, int)):
+                raise TypeError(f"target_throughput must be a str or int: "
+                                f"{target_throughput!r}")
+            rate = str(target_throughput)  # the library parses it (and says what is wrong)
         o = _capi.ClientOptions()
         o.struct_size = ctypes.sizeof(_capi.ClientOptions)
         # Keep the encoded strings alive until s3d_client_new has copied them.
         self._strings: list[bytes | None] | None = [
             enc(endpoint_url), enc(region), enc(profile), enc(access_key_id),
-            enc(secret_access_key), enc(session_token), enc(ca_bundle), enc(_certifi_bundle())]
+            enc(secret_access_key), enc(session_token), enc(ca_bundle), enc(_certifi_bundle()),
+            enc(rate)]
         (o.endpoint_url, o.region, o.profile, o.access_key_id, o.secret_access_key,
-         o.session_token, o.ca_bundle, o.default_ca_bundle) = self._strings
+         o.session_token, o.ca_bundle, o.default_ca_bundle, o.target_throughput) = self._strings
         o.addressing = _ADDRESSING[addressing]
         o.anonymous = 1 if anonymous else 0
         o.no_verify_ssl = 0 if verify_ssl else 1
         o.payload_signing = _SIGNING[payload_signing]
         o.max_concurrency = max_concurrency or 0
+        o.min_concurrency = min_concurrency or 0
         o.part_size = part_size or 0
         o.multipart_threshold = multipart_threshold or 0
         o.staging_bytes = staging_bytes or 0
@@ -146,7 +175,9 @@ class Client:
 
         Returns:
             A dict with endpoint_url, region, access_key_id, credential_source, addressing,
-            max_concurrency, part_size, multipart_threshold, staging_bytes, gpu_available.
+            max_concurrency, part_size, multipart_threshold, staging_bytes, gpu_available,
+            min_concurrency, concurrency (the adaptive level now), target_throughput (bytes
+            per second, 0 = none).
 
         Raises:
             ConfigError: the client is closed or was made in another process.

@@ -1,7 +1,8 @@
 /* api_transfer.c - the public byte transfers of transfer.h, built on the engine (xfer.h).
  *
  * Memory: buffer transfers read and write the caller's memory directly. File, stream and copy
- * transfers go through at most max_concurrency buffers of part_size bytes ("slots"): a
+ * transfers go through at most s3d_client_buffers() buffers of part_size bytes ("slots": the
+ * fixed concurrency, or what staging_bytes holds while it adapts): a
  * download job gets a slot in its prepare hook and gives it back once written; an upload part
  * is read into a slot in the next hook and the slot comes back in release. */
 #include <errno.h>
@@ -425,7 +426,7 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
     }
     /* The first range, into the first slot, tells the size and pins the version (ETag) that
      * every later range must still have (If-Match). Nothing is created before it succeeds. */
-    rc = s3d_slots_init(&f.slots, S3D_MAX(o.max_conc, 1u), o.part_size);
+    rc = s3d_slots_init(&f.slots, s3d_client_buffers(c, o.max_conc, o.part_size), o.part_size);
     if (rc < 0)
         goto out;
     first = s3d_slot_get(&f.slots);
@@ -688,7 +689,7 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
     if (size_hint != 0 && size_hint < c->multipart_threshold)
         f.part = size_hint; /* one PUT of the whole file */
     f.next_number = 1;
-    rc = s3d_slots_init(&f.slots, S3D_MAX(o->max_conc, 1u), f.part);
+    rc = s3d_slots_init(&f.slots, s3d_client_buffers(c, o->max_conc, f.part), f.part);
     if (rc < 0)
         goto out;
     rc = fdup_read_first(&f, size_hint);
@@ -830,7 +831,7 @@ static int copy_multipart(struct s3d_client *c, const char *src_bucket, const ch
                          .next_number = 1,
                          .o = o};
     const struct s3d_put_hooks h = {.next = copy_next, .release = copy_release, .ctx = &x};
-    int rc = s3d_slots_init(&x.slots, S3D_MAX(o->max_conc, 1u), x.part);
+    int rc = s3d_slots_init(&x.slots, s3d_client_buffers(c, o->max_conc, x.part), x.part);
     x.win = calloc(x.slots.n, sizeof(*x.win));
     if (rc == 0 && x.win == NULL)
         rc = s3d_fail(S3D_ENOMEM, "out of memory");

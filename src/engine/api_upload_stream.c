@@ -133,9 +133,12 @@ int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *
     s->po.progress_user = t.progress_user;
     s->po.cancel = t.cancel;
     s->next_number = 1;
-    rc = s3d_slots_init(&s->slots,
-                        S3D_MAX(t.max_concurrency ? t.max_concurrency : c->max_concurrency, 2u),
-                        s->part);
+    rc = s3d_slots_init(
+        &s->slots,
+        S3D_MAX(s3d_client_buffers(c, t.max_concurrency ? t.max_concurrency : c->max_concurrency,
+                                   s->part),
+                2u),
+        s->part);
     s->q = calloc(s->slots.n, sizeof(*s->q));
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);

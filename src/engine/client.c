@@ -62,6 +62,13 @@ int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **ou
         return s3d_fail(S3D_EINVAL, "max_concurrency %u is over %u", o.max_concurrency,
                         S3D_MAX_CONCURRENCY);
     }
+    if (o.min_concurrency > S3D_MAX_CONCURRENCY ||
+        (o.max_concurrency != 0 && o.min_concurrency > o.max_concurrency)) {
+        free(c);
+        return s3d_fail(S3D_EINVAL, "min_concurrency %u is over max_concurrency %u",
+                        o.min_concurrency,
+                        o.max_concurrency ? o.max_concurrency : S3D_MAX_CONCURRENCY);
+    }
     rc = s3d_s3ctx_init(&c->s3, &o, 0);
     if (rc < 0) {
         free(c);
@@ -83,6 +90,9 @@ int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **ou
     c->device_opt = o.device;
     c->pid = getpid();
     c->max_concurrency = s3d_fd_clamp(c->max_concurrency);
+    c->min_concurrency = o.min_concurrency ? S3D_MIN(o.min_concurrency, c->max_concurrency) : 1;
+    c->target_throughput = cfg->target_throughput;
+    s3d_conc_shared_init(&c->conc, c->min_concurrency, c->max_concurrency, c->target_throughput);
     c->s3.max_host_connections = c->max_concurrency;
     pthread_mutex_init(&c->lazy_lock, NULL);
     *out = c;
@@ -101,8 +111,22 @@ void s3d_client_free(struct s3d_client *c)
     }
     s3d_client_free_resources(c); /* staging pool, then the device layer */
     s3d_s3ctx_cleanup(&c->s3);
+    s3d_conc_shared_cleanup(&c->conc);
     pthread_mutex_destroy(&c->lazy_lock);
     free(c);
+}
+
+size_t s3d_client_buffers(const struct s3d_client *c, uint32_t max_conc, uint64_t part_size)
+{
+    uint64_t n;
+    if (max_conc == 0)
+        max_conc = 1;
+    if (c->min_concurrency >= c->max_concurrency)
+        return max_conc;
+    n = part_size ? c->staging_bytes / part_size : max_conc;
+    n = S3D_MAX(n, (uint64_t)S3D_MIN(c->min_concurrency, max_conc));
+    n = S3D_MAX(n, 2u);
+    return (size_t)S3D_MIN(n, (uint64_t)max_conc);
 }
 
 int s3d_client_check(const struct s3d_client *c)
@@ -138,6 +162,9 @@ static int config_fill(const struct s3d_client *c, struct s3d_client_config *out
     }
     out->addressing = s3d_config_addressing_resolved(cfg);
     out->max_concurrency = c->max_concurrency;
+    out->min_concurrency = c->min_concurrency;
+    out->concurrency = s3d_conc_level((struct s3d_conc *)&c->conc);
+    out->target_throughput = c->target_throughput;
     out->part_size = c->part_size;
     out->multipart_threshold = c->multipart_threshold;
     out->staging_bytes = c->staging_bytes;

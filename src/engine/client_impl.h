@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "engine/conc.h"
 #include "engine/pool.h"
 #include "s3/s3ctx.h"
 #include "s3direct/client.h"
@@ -19,7 +20,9 @@
 
 /* Defaults of the client options (client.h). part_size and concurrency: measured against the
  * local RGW, see docs/internals/engine.md. */
-#define S3D_DEFAULT_CONCURRENCY 8u
+/* The cap of the adaptive concurrency: 512 requests of 50-100 MB/s each fill a 400 Gbit/s
+ * node, and fit the usual 1024 file descriptors. */
+#define S3D_DEFAULT_CONCURRENCY 512u
 /* One staging chunk holds one part: the pool's defaults (pool.h) are the client's. */
 #define S3D_DEFAULT_PART_SIZE     ((uint64_t)S3D_POOL_DEFAULT_CHUNK)
 #define S3D_DEFAULT_STAGING_BYTES ((uint64_t)S3D_POOL_DEFAULT_TOTAL)
@@ -33,9 +36,12 @@ struct s3d_pool;
 struct s3d_device;
 
 struct s3d_client {
-    struct s3d_s3ctx s3; /* config, connections; thread-safe */
-    pid_t pid;           /* the process that created it (fork check) */
-    uint32_t max_concurrency;
+    struct s3d_s3ctx s3;      /* config, connections; thread-safe */
+    pid_t pid;                /* the process that created it (fork check) */
+    uint32_t max_concurrency; /* the cap */
+    uint32_t min_concurrency; /* the floor; == max_concurrency: fixed */
+    uint64_t target_throughput;
+    struct s3d_conc conc; /* the requests in flight over every transfer (engine/conc.h) */
     uint64_t part_size;
     uint64_t multipart_threshold;
     uint64_t staging_bytes;
@@ -62,6 +68,12 @@ S3D_NODISCARD int s3d_client_check(const struct s3d_client *c);
  * RLIMIT_NOFILE (a reserve kept for files and libcurl's own); at least 1. A concurrency the
  * limit cannot hold would fail half-way with S3D_EMFILE. */
 uint32_t s3d_fd_clamp(uint32_t want);
+
+/* How many part-size buffers a file, stream or copy transfer with the cap max_conc may hold:
+ * the cap when the concurrency is fixed, else what staging_bytes holds of part-size buffers
+ * (at least 2, at most the cap); the adaptive level then grows no further for that transfer
+ * (its buffers are the limit). */
+size_t s3d_client_buffers(const struct s3d_client *c, uint32_t max_conc, uint64_t part_size);
 
 /* 1 when cancel (may be NULL) has been requested. Lock-free, any thread. */
 static inline int s3d_cancel_is_set(const struct s3d_cancel *cancel)

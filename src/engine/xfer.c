@@ -9,8 +9,14 @@
  * A ranged GET that broke mid-body restarts at the first byte not yet received.
  *
  * Loop turn: cancel check -> restart due retries -> feed new work (prepare / next hooks) ->
- * curl_multi_perform -> judge finished requests -> poll hook -> progress -> curl_multi_poll
- * (short when a hook is waiting for its own work, else until the next retry or 100 ms).
+ * curl_multi_perform -> judge finished requests -> poll hook -> progress -> the client's
+ * concurrency budget -> curl_multi_poll (short when a hook is waiting for its own work, else
+ * until the next retry or 100 ms).
+ *
+ * How many requests run: at most the transfer's cap (max_concurrency), and a new one starts
+ * only while the client's requests in flight, over every transfer on every thread, are below
+ * the level its controller chose (engine/conc.h); a transfer with nothing in flight may
+ * always start one, so that no transfer waits on another's buffers.
  *
  * The same loop runs downloads (GET jobs), multipart parts, and single PUTs: the kinds differ
  * only in how they feed, build an attempt, and finish. */
@@ -25,6 +31,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/client_impl.h"
+#include "engine/conc.h"
 #include "s3/ops.h"
 
 enum item_state { ITEM_FREE = 0, ITEM_RUNNING, ITEM_WAITING };
@@ -53,8 +60,14 @@ struct engine {
     CURLM *m;
     struct item *items;
     size_t n_items;
+    size_t hw_items; /* items[hw_items..] have never been used */
     size_t in_flight, waiting;
-    uint32_t max_conc;
+    uint32_t max_conc; /* this transfer's cap */
+    struct s3d_conc *budget;
+    int budget_blocked;  /* work was ready but the client's budget was full this turn */
+    uint64_t bytes_told; /* bytes moved, as told to the budget */
+    int draining_told;   /* requests told to the budget as draining */
+    uint64_t last_tick_ms;
     s3d_progress_fn progress;
     void *progress_user;
     struct s3d_cancel *cancel;
@@ -142,16 +155,31 @@ static int start_attempt(struct engine *g, struct item *it)
     S3D_ASSERT(it->state != ITEM_RUNNING && g->in_flight < g->n_items);
     it->state = ITEM_RUNNING;
     g->in_flight++;
+    s3d_conc_started(g->budget);
     return 0;
 }
 
 static struct item *free_item(struct engine *g)
 {
     size_t i;
-    for (i = 0; i < g->n_items; i++)
+    for (i = 0; i < g->hw_items; i++)
         if (g->items[i].state == ITEM_FREE)
             return &g->items[i];
+    if (g->hw_items < g->n_items)
+        return &g->items[g->hw_items++];
     return NULL;
+}
+
+/* One more request may start: under the transfer's cap, and under the client's level unless
+ * this transfer has nothing in flight (it may always run one). */
+static int may_start(struct engine *g)
+{
+    if (g->in_flight >= g->max_conc)
+        return 0;
+    if (g->in_flight == 0 || s3d_conc_may_start(g->budget))
+        return 1;
+    g->budget_blocked = 1;
+    return 0;
 }
 
 /* ---- feeding ------------------------------------------------------------------------------ */
@@ -368,6 +396,8 @@ static int finish_err(struct engine *g, struct item *it, int err)
         }
         j->received += r->received;
     }
+    if (r->status == 429 || (r->status == 503 && strcmp(it->op.s3_code, "SlowDown") == 0))
+        s3d_conc_note_throttle(g->budget);
     if (s3d_s3_op_expired_retry(&g->c->s3, &it->op, err)) {
         it->state = ITEM_WAITING;
         it->retry_at = s3d_now_ms();
@@ -386,6 +416,16 @@ static int finish_err(struct engine *g, struct item *it, int err)
     it->retry_at = s3d_now_ms() + delay;
     g->waiting++;
     return 0;
+}
+
+/* A GET's time from request sent to first byte, for the controller's window lengths. */
+static void tell_ttfb(struct engine *g, struct item *it)
+{
+    curl_off_t pre = 0, start = 0;
+    if (curl_easy_getinfo(it->e, CURLINFO_PRETRANSFER_TIME_T, &pre) != CURLE_OK ||
+        curl_easy_getinfo(it->e, CURLINFO_STARTTRANSFER_TIME_T, &start) != CURLE_OK || start <= pre)
+        return;
+    s3d_conc_ttfb(g->budget, (uint32_t)S3D_MIN((start - pre) / 1000, (curl_off_t)60000));
 }
 
 static int check_range_status(struct engine *g, struct item *it)
@@ -421,8 +461,11 @@ static int drain(struct engine *g)
         curl_multi_remove_handle(g->m, it->e);
         S3D_ASSERT(it->state == ITEM_RUNNING && g->in_flight > 0);
         g->in_flight--;
+        s3d_conc_finished(g->budget);
         it->state = ITEM_FREE;
         rc = s3d_s3_op_result(&g->c->s3, &it->op, it->e, cc);
+        if (rc == 0 && g->kind == KIND_GET)
+            tell_ttfb(g, it);
         if (rc == 0)
             rc = check_range_status(g, it);
         if (rc == 0) {
@@ -438,11 +481,12 @@ static int drain(struct engine *g)
     return 0;
 }
 
-static uint64_t bytes_so_far(const struct engine *g)
+/* Bytes moved so far: finished items, and what running ones sent or received. */
+static uint64_t bytes_moved(const struct engine *g)
 {
     uint64_t b = g->done_bytes;
     size_t i;
-    for (i = 0; i < g->n_items; i++) {
+    for (i = 0; i < g->hw_items; i++) {
         const struct item *it = &g->items[i];
         if (it->state == ITEM_FREE)
             continue;
@@ -454,7 +498,42 @@ static uint64_t bytes_so_far(const struct engine *g)
             b += it->op.req.sent;
         }
     }
+    return b;
+}
+
+static uint64_t bytes_so_far(const struct engine *g)
+{
+    uint64_t b = bytes_moved(g);
     return g->total && b > g->total ? g->total : b;
+}
+
+/* The budget feed: at most every CONC_TICK_MS, the bytes moved since the last report, then
+ * the controller's turn (engine/conc.h). */
+#define CONC_TICK_MS 5u
+
+/* Nothing left to hand out: every request still to come is a retry. */
+static int nothing_to_start(const struct engine *g)
+{
+    return g->feed_done || (g->kind == KIND_GET && g->next_job >= g->n_jobs);
+}
+
+static void tell_budget(struct engine *g)
+{
+    uint64_t now = s3d_now_ms(), b;
+    int draining;
+    if (now < g->last_tick_ms + CONC_TICK_MS)
+        return;
+    g->last_tick_ms = now;
+    draining = nothing_to_start(g) ? (int)g->in_flight : 0;
+    s3d_conc_draining(g->budget, draining - g->draining_told);
+    g->draining_told = draining;
+    b = bytes_moved(g);
+    if (b > g->bytes_told) {
+        /* A retried part sends its bytes again: only what goes past the mark counts. */
+        s3d_conc_add_bytes(g->budget, b - g->bytes_told);
+        g->bytes_told = b;
+    }
+    s3d_conc_tick(g->budget);
 }
 
 /* Progress is reported at most this often (ms), and once at the end. */
@@ -501,16 +580,22 @@ static int loop_open(struct engine *g)
 static void loop_close(struct engine *g)
 {
     size_t i;
-    for (i = 0; g->items != NULL && i < g->n_items; i++) {
+    if (g->items != NULL && bytes_moved(g) > g->bytes_told)
+        s3d_conc_add_bytes(g->budget, bytes_moved(g) - g->bytes_told);
+    for (i = 0; g->items != NULL && i < g->hw_items; i++) {
         struct item *it = &g->items[i];
-        if (it->state == ITEM_RUNNING)
+        if (it->state == ITEM_RUNNING) {
             curl_multi_remove_handle(g->m, it->e);
+            s3d_conc_finished(g->budget);
+        }
         s3d_s3_op_cleanup(&it->op);
         if (it->e != NULL)
             curl_easy_cleanup(it->e);
     }
     free(g->items);
     g->items = NULL;
+    s3d_conc_draining(g->budget, -g->draining_told);
+    g->draining_told = 0;
     s3d_s3ctx_multi_release(&g->c->s3, g->m);
     g->m = NULL;
 }
@@ -521,9 +606,11 @@ static int restart_due(struct engine *g)
 {
     uint64_t now = s3d_now_ms();
     size_t i;
-    for (i = 0; i < g->n_items && g->in_flight < g->max_conc; i++) {
+    for (i = 0; i < g->hw_items && g->waiting > 0; i++) {
         struct item *it = &g->items[i];
         if (it->state == ITEM_WAITING && it->retry_at <= now) {
+            if (!may_start(g))
+                break;
             int rc = start_attempt(g, it);
             if (rc < 0)
                 return rc;
@@ -537,7 +624,7 @@ static int restart_due(struct engine *g)
 static int feed_free(struct engine *g)
 {
     g->feed_blocked = 0;
-    while (!g->feed_done && g->in_flight < g->max_conc) {
+    while (!g->feed_done && may_start(g)) {
         struct item *it = free_item(g);
         int r;
         if (it == NULL)
@@ -575,11 +662,11 @@ static long wait_ms(const struct engine *g)
 {
     long timeout = WAIT_IDLE_MS;
     size_t i;
-    if (g->feed_blocked)
+    if (g->feed_blocked || g->budget_blocked)
         timeout = WAIT_BLOCKED_MS;
     else if (g->poll != NULL)
         timeout = WAIT_POLL_MS;
-    for (i = 0; i < g->n_items; i++) {
+    for (i = 0; i < g->hw_items && g->waiting > 0; i++) {
         const struct item *it = &g->items[i];
         if (it->state == ITEM_WAITING) {
             uint64_t t = s3d_now_ms();
@@ -599,11 +686,15 @@ static int turn(struct engine *g, int *finished)
     *finished = 0;
     if (s3d_cancel_is_set(g->cancel))
         return s3d_fail(S3D_ECANCELED, "transfer canceled");
+    g->budget_blocked = 0;
     rc = restart_due(g);
     if (rc == 0)
         rc = feed_free(g);
     if (rc < 0)
         return rc;
+    /* After feeding: the budget sees the requests this turn runs, not the gap between one
+     * finishing and the next starting. */
+    tell_budget(g);
     if (g->feed_done && g->in_flight == 0 && g->waiting == 0) {
         *finished = 1;
         return 0;
@@ -619,7 +710,7 @@ static int turn(struct engine *g, int *finished)
         return rc;
     /* Wait only for something that can happen: a socket, a hook's own work, a retry.
      * With nothing in flight and nothing pending, go straight to the next turn. */
-    if (g->in_flight > 0 || g->waiting > 0 || g->feed_blocked)
+    if (g->in_flight > 0 || g->waiting > 0 || g->feed_blocked || g->budget_blocked)
         curl_multi_poll(g->m, NULL, 0, (int)wait_ms(g), NULL);
     return 0;
 }
@@ -667,6 +758,7 @@ static void engine_init(struct engine *g, struct s3d_client *c, enum eng_kind ki
     g->c = c;
     g->kind = kind;
     g->max_conc = max_conc ? max_conc : c->max_concurrency;
+    g->budget = &c->conc;
     g->progress = progress;
     g->progress_user = progress_user;
     g->cancel = cancel;

@@ -21,6 +21,7 @@ struct prof {
     char *key_id, *secret, *token, *region, *endpoint, *s3_endpoint, *addressing, *ca_bundle;
     char *payload_signing, *services;
     char *max_requests, *chunksize, *threshold; /* the AWS CLI's s3 transfer settings */
+    char *target_bandwidth;
 };
 
 static void prof_free(struct prof *p)
@@ -38,6 +39,7 @@ static void prof_free(struct prof *p)
     free(p->max_requests);
     free(p->chunksize);
     free(p->threshold);
+    free(p->target_bandwidth);
     memset(p, 0, sizeof(*p));
 }
 
@@ -126,6 +128,8 @@ static int prof_cb(void *user, const char *section, const char *sub, const char 
             dst = &p->chunksize;
         else if (strcmp(key, "multipart_threshold") == 0)
             dst = &p->threshold;
+        else if (strcmp(key, "target_bandwidth") == 0)
+            dst = &p->target_bandwidth;
     }
     return dst != NULL ? set_str(dst, value) : 0;
 }
@@ -191,6 +195,69 @@ int s3d_config_parse_size(const char *v, uint64_t *out)
     if (shift != 0 && x > (UINT64_MAX >> shift))
         return -1;
     *out = x << shift;
+    return 0;
+}
+
+/* A rate as the AWS CLI writes the s3 section's target_bandwidth: a whole number of bytes per
+ * second, or a number (a decimal fraction allowed) followed by B/s, KB/s, MB/s, GB/s, TB/s
+ * (bytes) or b/s, Kb/s, Mb/s, Gb/s, Tb/s (bits; the case of the B tells), the prefixes
+ * powers of 1024 as in the AWS CLI ("KiB/s" spelled out is taken too). Returns 0, or -1 for
+ * anything else, 0 B/s, or a value over 2^63. */
+int s3d_config_parse_rate(const char *v, uint64_t *out)
+{
+    static const char prefixes[] = "kmgt";
+    size_t n = strlen(v), digits;
+    double x = 0, scale = 1, frac = 0.1;
+    int seen_digit = 0, seen_dot = 0;
+    size_t i;
+
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    digits = n;
+    if (n >= 3 && v[n - 2] == '/' && (v[n - 1] | 0x20) == 's') {
+        char unit = v[n - 3];
+        size_t k = n - 3;
+        if (unit != 'B' && unit != 'b')
+            return -1;
+        if (unit == 'b')
+            scale = 1.0 / 8;
+        if (k > 0 && (v[k - 1] | 0x20) == 'i')
+            k--;
+        if (k > 0) {
+            const char *pfx = strchr(prefixes, v[k - 1] | 0x20);
+            if (pfx != NULL) {
+                for (i = 0; i <= (size_t)(pfx - prefixes); i++)
+                    scale *= 1024;
+                k--;
+            } else if (k != n - 3) {
+                return -1; /* an "i" with no prefix */
+            }
+        }
+        digits = k;
+        while (digits > 0 && (v[digits - 1] == ' ' || v[digits - 1] == '\t'))
+            digits--;
+    }
+    for (i = 0; i < digits; i++) {
+        if (v[i] == '.' && !seen_dot && digits != n) {
+            seen_dot = 1;
+        } else if (v[i] >= '0' && v[i] <= '9') {
+            seen_digit = 1;
+            if (seen_dot) {
+                x += (v[i] - '0') * frac;
+                frac /= 10;
+            } else {
+                x = x * 10 + (v[i] - '0');
+            }
+        } else {
+            return -1;
+        }
+        if (x > 9.2e18)
+            return -1;
+    }
+    x *= scale;
+    if (!seen_digit || x < 1 || x > 9.2e18)
+        return -1;
+    *out = (uint64_t)x;
     return 0;
 }
 
@@ -479,6 +546,22 @@ static int resolve_transfer(struct resolve *r)
                             "a whole number from 1 to %u",
                             r->conf_path, r->profile, v, S3D_MAX_CONCURRENCY);
         r->out->max_concurrency = (uint32_t)x;
+    }
+    v = r->opts->target_throughput != NULL && r->opts->target_throughput[0] != '\0'
+            ? r->opts->target_throughput
+            : r->conf.target_bandwidth;
+    if (v != NULL && s3d_config_parse_rate(v, &r->out->target_throughput) < 0) {
+        if (v == r->opts->target_throughput)
+            return s3d_fail(S3D_ECONFIG,
+                            "options: target_throughput \"%.40s\" is not a rate (bytes per "
+                            "second, or a number with B/s, KB/s, MB/s, GB/s or b/s, Kb/s, Mb/s, "
+                            "Gb/s)",
+                            v);
+        return s3d_fail(S3D_ECONFIG,
+                        "%s: profile \"%s\": s3 target_bandwidth \"%.40s\" is not a rate (bytes "
+                        "per second, or a number with B/s, KB/s, MB/s, GB/s or b/s, Kb/s, Mb/s, "
+                        "Gb/s)",
+                        r->conf_path, r->profile, v);
     }
     if (profile_size(r, "multipart_chunksize", r->conf.chunksize, S3D_MAX_PART_SIZE,
                      &r->out->part_size) < 0 ||

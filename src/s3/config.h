@@ -69,6 +69,9 @@ struct s3d_config {
     uint32_t max_concurrency;
     uint64_t part_size;
     uint64_t multipart_threshold;
+    /* target_throughput of the options, else the profile's s3 target_bandwidth, in bytes
+     * per second (0 = none). */
+    uint64_t target_throughput;
     /* Where ca_bundle came from (s3/cabundle.h): "configured", "SSL_CERT_FILE",
      * "default_ca_bundle", "system" or "curl-default" (ca_bundle NULL). */
     const char *ca_bundle_source;
@@ -83,6 +86,9 @@ struct s3d_config {
 /* A size as the AWS CLI's s3 section writes it: decimal bytes, optionally followed by KB, MB,
  * GB, TB, KiB, MiB, GiB or TiB in any case (all powers of 1024). Returns 0 or -1. */
 S3D_NODISCARD int s3d_config_parse_size(const char *v, uint64_t *out);
+/* A rate as the AWS CLI's s3 target_bandwidth writes it (bytes per second, or a number with
+ * B/s, KB/s, MB/s, GB/s, TB/s or b/s, Kb/s, Mb/s, Gb/s, Tb/s; powers of 1024). 0 or -1. */
+S3D_NODISCARD int s3d_config_parse_rate(const char *v, uint64_t *out);
 
 /* Resolves the configuration for opts (NULL = all defaults) into *out (which it overwrites;
  * on failure *out is left zeroed, so s3d_config_free on it is safe). Reads getenv() and the

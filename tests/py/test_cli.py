@@ -210,7 +210,8 @@ def test_profile_s3_transfer_settings(cli, s3_env, bucket, boto3_client, tmp):
                     "  multipart_chunksize = 5MB\n  multipart_threshold = 5MiB\n")
     env = {"AWS_CONFIG_FILE": str(conf), "AWS_PROFILE": ""}
     r = run(cli, "--debug", "cp", str(src), f"s3://{bucket}/p.bin", env=env, check=0)
-    assert "concurrency 3, part size 5242880, multipart threshold 5242880" in r.stderr.decode()
+    assert "concurrency adaptive up to 3, part size 5242880, multipart threshold 5242880" in \
+        r.stderr.decode()
     assert boto3_client.head_object(Bucket=bucket, Key="p.bin")["ETag"].endswith('-3"')
     r = run(cli, "cp", str(src), f"s3://{bucket}/p.bin", "--part-size", "6M", env=env,
             check=0)

@@ -8,5 +8,8 @@ s3d_test(test_ckpt_rss integ/test_ckpt_rss.c integ/ckpt_util.c)
 s3d_test(test_ckpt_many integ/test_ckpt_many.c integ/ckpt_util.c)
 s3d_test(test_tmpfile unit/test_tmpfile.c)
 s3d_test(test_part_size unit/test_part_size.c)
+# The adaptive concurrency controller against simulated paths.
+s3d_test(test_conc unit/test_conc.c)
+target_link_libraries(test_conc PRIVATE m)
 s3d_test(test_slots unit/test_slots.c)
 s3d_test(test_out_structs unit/test_out_structs.c)

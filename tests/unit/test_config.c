@@ -471,6 +471,67 @@ static void test_transfer_settings(void)
     reset();
 }
 
+/* The AWS CLI's s3 target_bandwidth (and the target_throughput option): bytes per second, or
+ * a number with a bytes (B) or bits (b) rate suffix, prefixes powers of 1024. */
+static void test_target_bandwidth(void)
+{
+    static const struct {
+        const char *text;
+        uint64_t want; /* 0 = refused */
+    } rates[] = {
+        {"1073741824", 1073741824ull},
+        {"200MB/s", 200ull << 20},
+        {"10GB/s", 10ull << 30},
+        {"10Gb/s", (10ull << 30) / 8},
+        {"200Mb/s", (200ull << 20) / 8},
+        {"1KB/s", 1024},
+        {"8b/s", 1},
+        {"1B/s", 1},
+        {"1.5GB/s", 3ull << 29},
+        {"2 MiB/s", 2ull << 20},
+        {"5TB/s", 5ull << 40},
+        {"", 0},
+        {"0", 0},
+        {"fast", 0},
+        {"10Gb", 0},
+        {"10GB/m", 0},
+        {"10XB/s", 0},
+        {"1.5", 0},
+        {"-1MB/s", 0},
+        {"1b/s", 0}, /* under a byte */
+        {"1iB/s", 0},
+        {"99999999999999999999", 0},
+    };
+    struct s3d_config c;
+    for (size_t i = 0; i < S3D_ARRAY_LEN(rates); i++) {
+        uint64_t v = 0;
+        int rc = s3d_config_parse_rate(rates[i].text, &v);
+        if (rates[i].want == 0) {
+            if (rc != -1)
+                t_fail(__FILE__, __LINE__, "rate \"%s\" accepted as %llu", rates[i].text,
+                       (unsigned long long)v);
+        } else if (rc != 0 || v != rates[i].want) {
+            t_fail(__FILE__, __LINE__, "rate \"%s\": rc %d, %llu, want %llu", rates[i].text, rc,
+                   (unsigned long long)v, (unsigned long long)rates[i].want);
+        }
+    }
+    reset();
+    write_file("config", "[default]\ns3 =\n  target_bandwidth = 10Gb/s\n");
+    c = resolve_ok(NULL);
+    CHECK_EQ_U64(c.target_throughput, (10ull << 30) / 8);
+    s3d_config_free(&c);
+    {
+        struct s3d_client_options o = {.target_throughput = "100MB/s"};
+        c = resolve_ok(&o); /* the option wins */
+        CHECK_EQ_U64(c.target_throughput, 100ull << 20);
+        s3d_config_free(&c);
+    }
+    write_file("config", "[default]\ns3 =\n  target_bandwidth = quick\n");
+    CHECK_ERR(s3d_config_resolve(NULL, &c), S3D_ECONFIG);
+    CHECK_MSG_HAS("target_bandwidth \"quick\"");
+    reset();
+}
+
 static void test_file_syntax(void)
 {
     struct s3d_config c;
@@ -772,6 +833,7 @@ int main(void)
     test_endpoint_precedence();
     test_nested_and_signing();
     test_transfer_settings();
+    test_target_bandwidth();
     test_file_syntax();
     test_malformed_files();
     test_endpoint_parse();

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "common/opts.h"
 #include "testutil.h"
 
 #define CANARY 0xA5
@@ -14,23 +15,30 @@
 /* Fills the struct at out (its struct_size already set) from ctx. */
 typedef void (*fill_fn)(void *out, void *ctx);
 
-static void check_prefixes(const char *what, size_t full, fill_fn fill, void *ctx)
+static void check_prefixes(const char *what, size_t full, size_t v1, fill_fn fill, void *ctx)
 {
     unsigned char ref[1024], buf[1024 + SLACK];
     uint32_t ss;
     size_t n, k, nonzero = 0;
 
     CHECK(full + SLACK <= sizeof(ref));
-    /* struct_size 0: the whole first-version struct (today's sizeof) is written. */
+    /* struct_size 0: the whole first-version struct is written, nothing past it (v1 is
+     * today's sizeof for a struct that has not grown). */
     memset(ref, 0, sizeof(ref));
     fill(ref, ctx);
     memcpy(&ss, ref, sizeof(ss));
     CHECK(ss == 0);
-    for (k = sizeof(ss); k < full; k++)
+    for (k = sizeof(ss); k < v1; k++)
         nonzero += ref[k] != 0;
     CHECK(nonzero > 0);
-    for (k = full; k < sizeof(ref); k++)
+    for (k = v1; k < sizeof(ref); k++)
         CHECK(ref[k] == 0);
+    /* The reference for the prefixes: the whole of today's struct. */
+    memset(ref, 0, sizeof(ref));
+    ss = (uint32_t)full;
+    memcpy(ref, &ss, sizeof(ss));
+    fill(ref, ctx);
+    memset(ref, 0, sizeof(ss));
 
     /* Every struct_size from 1 to past sizeof: exactly the first min(size, sizeof) bytes
      * change, with the same content as the full fill; struct_size stays as set. */
@@ -123,7 +131,8 @@ static void check_s3(void)
     t_s3_bucket(h.c, "outstructs", bucket, sizeof(bucket));
     h.bucket = bucket;
     CHECK_OK(s3d_upload_from_buffer(h.c, bucket, "obj", "hello", 5, NULL));
-    check_prefixes("s3d_object_info", sizeof(struct s3d_object_info), fill_head, &h);
+    check_prefixes("s3d_object_info", sizeof(struct s3d_object_info),
+                   sizeof(struct s3d_object_info), fill_head, &h);
 
     n_entries = 0;
     CHECK_OK(s3d_list_objects(h.c, bucket, NULL, NULL, on_entry, NULL));
@@ -163,19 +172,22 @@ int main(void)
     /* The first-version layouts are today's sizes (struct_size 0 means them). */
     char b[8], k[8];
     CHECK_ERR(s3d_uri_parse("http://not-s3", b, sizeof(b), k, sizeof(k)), S3D_EURI);
-    check_prefixes("s3d_error_info", sizeof(struct s3d_error_info), fill_error, NULL);
+    check_prefixes("s3d_error_info", sizeof(struct s3d_error_info), sizeof(struct s3d_error_info),
+                   fill_error, NULL);
 
     memset(&o, 0, sizeof(o));
     o.endpoint_url = "http://127.0.0.1:9";
     o.region = "eu-west-3";
     CHECK_OK(s3d_client_new(&o, &c));
-    check_prefixes("s3d_client_config", sizeof(struct s3d_client_config), fill_config, c);
+    check_prefixes("s3d_client_config", sizeof(struct s3d_client_config),
+                   S3D_SIZE_THROUGH(struct s3d_client_config, gpu_available), fill_config, c);
 
     snprintf(path, sizeof(path), "%s/one.safetensors", t_tmpdir());
     CHECK_OK(s3d_checkpoint_write(c, path, &src, 1, NULL, 0, NULL));
     CHECK_OK(s3d_reader_open(c, path, &t.r));
     t.i = 0;
-    check_prefixes("s3d_tensor_info", sizeof(struct s3d_tensor_info), fill_tensor, &t);
+    check_prefixes("s3d_tensor_info", sizeof(struct s3d_tensor_info),
+                   sizeof(struct s3d_tensor_info), fill_tensor, &t);
     s3d_reader_close(t.r);
     unlink(path);
     s3d_client_free(c);

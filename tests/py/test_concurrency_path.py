@@ -1,0 +1,144 @@
+"""The adaptive concurrency through a simulated path (issue 19).
+
+s3d-pathsim (bench/pathsim.c) sits in front of the test server and caps each connection at
+2 MB/s in each direction, with 5 ms added to each request: a path where a fixed 8 requests
+move 16 MB/s and more requests move more. At its defaults the CLI must find that out itself:
+the proxy counts the connections open at once, and the test asserts the level went past 8
+(a fixed concurrency of 8 fails these asserts), that --concurrency 8 still means exactly 8,
+and that every byte arrives intact both ways.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO
+
+PER_CONN = 2_000_000  # bytes/s per connection, each direction
+MiB = 1 << 20
+
+
+def _pathsim_bin() -> str | None:
+    cands = []
+    if os.environ.get("S3D_BUILD_DIR"):
+        cands.append(os.path.join(os.environ["S3D_BUILD_DIR"], "bench", "s3d-pathsim"))
+    cands.append(os.path.join(REPO, "build", "bench", "s3d-pathsim"))
+    return next((c for c in cands if os.access(c, os.X_OK)), None)
+
+
+def _cli_bin() -> str | None:
+    cands = []
+    if os.environ.get("S3D_BUILD_DIR"):
+        cands.append(os.path.join(os.environ["S3D_BUILD_DIR"], "tools", "s3direct"))
+    cands.append(os.path.join(REPO, "build", "tools", "s3direct"))
+    return next((c for c in cands if os.access(c, os.X_OK)), None)
+
+
+@pytest.fixture
+def path(s3_env, tmp_path):
+    """A pathsim in front of the server: (endpoint URL, function returning its counters)."""
+    exe = _pathsim_bin()
+    if exe is None or os.environ.get("S3D_TEST_INSTALLED") == "1":
+        pytest.skip("s3d-pathsim is not built (build/bench/s3d-pathsim)")
+    up = s3_env["AWS_ENDPOINT_URL"].split("//", 1)[1].rstrip("/")
+    stats = tmp_path / "stats.json"
+    p = subprocess.Popen([exe, "--listen", "127.0.0.1:0", "--upstream", up, "--rate",
+                          str(PER_CONN), "--delay-ms", "5", "--stats", str(stats),
+                          "--max-seconds", "300"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline() if p.stdout else ""
+        assert line.startswith("pathsim: listening on "), line
+        addr = line.split()[-1]
+
+        def counters(reset: bool = False) -> dict:
+            if reset:
+                before = json.loads(stats.read_text())["resets"] if stats.exists() else 0
+                p.send_signal(signal.SIGUSR1)
+                for _ in range(200):
+                    if stats.exists() and json.loads(stats.read_text())["resets"] > before:
+                        break
+                    time.sleep(0.01)
+            time.sleep(0.25)  # the file is rewritten at most every 100 ms
+            return json.loads(stats.read_text())
+
+        yield f"http://{addr}", counters
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def _run(cli, env, *args):
+    r = subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_adaptive_concurrency_follows_a_capped_path(path, s3_env, bucket, boto3_client,
+                                                    tmp_path):
+    cli = _cli_bin()
+    if cli is None:
+        pytest.skip("the CLI is not built")
+    url, counters = path
+    data = os.urandom(48 * MiB)  # 48 ranges of 1 MiB: 3 s at 8 x 2 MB/s
+    boto3_client.put_object(Bucket=bucket, Key="big", Body=data)
+    env = dict(os.environ, AWS_ENDPOINT_URL=url)
+    out = tmp_path / "big.out"
+
+    # Defaults: the level grows past 8 because the rate keeps rising with the requests.
+    counters(reset=True)
+    r = _run(cli, env, "--debug", "--part-size", "1MiB", "cp", f"s3://{bucket}/big", str(out))
+    got = counters()
+    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(data).digest()
+    assert got["peak_open"] >= 16, (got, r.stderr[-2000:])
+    assert "concurrency 8 -> 16" in r.stderr, r.stderr[-2000:]
+
+    # --concurrency 8 is exactly 8, as before.
+    counters(reset=True)
+    out.unlink()
+    _run(cli, env, "--concurrency", "8", "--part-size", "1MiB", "cp", f"s3://{bucket}/big",
+         str(out))
+    fixed = counters()
+    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(data).digest()
+    assert fixed["peak_open"] <= 9, fixed  # 8 + the first GET's connection at most
+
+    # Uploads: the parts in flight follow too (10 parts of the 5 MiB minimum).
+    src = tmp_path / "up.bin"
+    src.write_bytes(data)
+    counters(reset=True)
+    _run(cli, env, "--part-size", "5MiB", "cp", str(src), f"s3://{bucket}/up")
+    up = counters()
+    body = boto3_client.get_object(Bucket=bucket, Key="up")["Body"].read()
+    assert hashlib.sha256(body).digest() == hashlib.sha256(data).digest()
+    assert up["peak_open"] >= 10, up
+
+
+def test_python_client_options(s3_env):
+    import s3direct
+
+    with s3direct.Client(max_concurrency=64, min_concurrency=64) as c:
+        cfg = c.config()
+        assert (cfg["min_concurrency"], cfg["max_concurrency"], cfg["concurrency"]) == (64, 64,
+                                                                                         64)
+    with s3direct.Client(target_throughput="10Gb/s") as c:
+        cfg = c.config()
+        assert cfg["target_throughput"] == 10 * (1 << 30) // 8
+        assert cfg["concurrency"] == (cfg["target_throughput"] + 49_999_999) // 50_000_000
+        assert cfg["min_concurrency"] == 1 and cfg["max_concurrency"] == 512
+    with s3direct.Client(throughput_target_gbps=10) as c:
+        assert c.config()["target_throughput"] == 1_250_000_000
+    with s3direct.Client() as c:
+        cfg = c.config()
+        assert cfg["concurrency"] == 8 and cfg["target_throughput"] == 0
+    with pytest.raises(s3direct.ConfigError, match="target_throughput"):
+        s3direct.Client(target_throughput="fast")
+    with pytest.raises(ValueError):
+        s3direct.Client(target_throughput="1Gb/s", throughput_target_gbps=1)
+    with pytest.raises(s3direct.S3DirectError, match="min_concurrency"):
+        s3direct.Client(max_concurrency=4, min_concurrency=8)

@@ -1,0 +1,284 @@
+/* test_conc.c - the adaptive concurrency controller (engine/conc.h) as a pure function:
+ * simulated paths (a rate for each number of requests in flight, over time) in, levels out.
+ *
+ * The simulation steps 5 ms at a time. Requests in flight follow the level at once, but a new
+ * request moves bytes only one first-byte time after it started, as on a real path; the
+ * bytes of a step are the path's rate for the requests moving bytes. */
+#include <math.h>
+
+#include "engine/conc.h"
+#include "testutil.h"
+
+#define MB 1e6
+
+struct path {
+    /* Bytes/s for n requests moving bytes at time t (ms). */
+    double (*rate)(const struct path *p, uint32_t n, uint64_t t);
+    double per_conn, ceiling;   /* for the capped paths */
+    double per_conn2, t_change; /* from t_change on: per_conn2 (0 = no change) */
+    double noise;               /* relative, deterministic */
+    uint32_t demand;            /* requests the transfer can run at most (0 = any) */
+    double cpu_cores;           /* CPU the process uses while moving bytes */
+    uint32_t ttfb_ms;
+};
+
+static double capped(const struct path *p, uint32_t n, uint64_t t)
+{
+    double pc = p->per_conn2 > 0 && (double)t >= p->t_change ? p->per_conn2 : p->per_conn;
+    return fmin((double)n * pc, p->ceiling);
+}
+
+/* Loopback RGW: 8 requests already reach the server's CPU; more only add overhead. */
+static double flat(const struct path *p, uint32_t n, uint64_t t)
+{
+    (void)p;
+    (void)t;
+    if (n >= 8)
+        return fmax(800 * MB - (double)(n - 8) * 3 * MB, 100 * MB);
+    return (double)n * 100 * MB;
+}
+
+struct run {
+    uint32_t level;     /* at the end */
+    uint32_t max_level; /* the highest reached */
+    double bytes_late;  /* bytes moved in the last quarter of the run */
+    double ideal_late;  /* what the ceiling would have moved then */
+    uint32_t changes;
+};
+
+static uint32_t rnd_state = 12345;
+static double noise01(void)
+{
+    rnd_state = rnd_state * 1103515245u + 12345u;
+    return (double)((rnd_state >> 8) & 0xffff) / 65535.0;
+}
+
+/* Runs the controller over the path for ms milliseconds. */
+static struct run simulate(const struct path *p, struct s3d_conc_params prm, uint64_t ms)
+{
+    struct s3d_conc_ctl c;
+    struct s3d_conc_sample s;
+    struct run r;
+    double bytes = 0, cpu_us = 0;
+    uint64_t started[1024]; /* start times of the requests in flight */
+    uint32_t inf = 0, i;
+    memset(&r, 0, sizeof(r));
+    memset(&s, 0, sizeof(s));
+    s3d_conc_init(&c, &prm, 0);
+    for (uint64_t t = 0; t <= ms; t += 5) {
+        uint32_t want = c.cur, moving = 0;
+        double rate, step;
+        if (p->demand != 0 && want > p->demand)
+            want = p->demand;
+        while (inf < want && inf < 1024)
+            started[inf++] = t;
+        if (inf > want)
+            inf = want; /* the newest go first: they moved the least */
+        for (i = 0; i < inf; i++)
+            moving += t >= started[i] + p->ttfb_ms;
+        rate = moving ? p->rate(p, moving, t) : 0;
+        if (p->noise > 0)
+            rate *= 1.0 + p->noise * (2 * noise01() - 1);
+        step = rate * 0.005;
+        bytes += step;
+        cpu_us += moving ? p->cpu_cores * 5000 : 0;
+        if (t >= ms * 3 / 4) {
+            r.bytes_late += step;
+            r.ideal_late += p->ceiling * 0.005;
+        }
+        s.now_ms = t;
+        s.bytes = (uint64_t)bytes;
+        s.cpu_us = (uint64_t)cpu_us;
+        s.in_flight = inf;
+        s.ttfb_ms = p->ttfb_ms;
+        if (s3d_conc_update(&c, &s))
+            r.changes++;
+        if (c.cur > r.max_level)
+            r.max_level = c.cur;
+    }
+    r.level = c.cur;
+    return r;
+}
+
+static struct s3d_conc_params params(uint32_t min, uint32_t max, uint64_t target)
+{
+    struct s3d_conc_params p = {.min = min, .max = max, .target_bps = target, .ncpu = 2};
+    return p;
+}
+
+/* A path that caps each connection (S3: 12 MB/s per request, 15 ms to first byte): the
+ * level grows to the path's ceiling and the late rate is within 10 % of it. */
+static void test_capped_path(double noise)
+{
+    struct path p = {.rate = capped,
+                     .per_conn = 12 * MB,
+                     .ceiling = 350 * MB,
+                     .noise = noise,
+                     .cpu_cores = 0.3,
+                     .ttfb_ms = 15};
+    struct run r = simulate(&p, params(1, 512, 0), 8000);
+    printf("capped 12 MB/s (noise %.0f%%): level %u (max %u), late rate %.2f of the ceiling, "
+           "%u changes\n",
+           noise * 100, r.level, r.max_level, r.bytes_late / r.ideal_late, r.changes);
+    CHECK(r.level >= 30); /* 350 / 12 = 29.2 requests fill it */
+    CHECK(r.level <= 96); /* not far past the plateau */
+    CHECK(r.bytes_late >= 0.9 * r.ideal_late);
+}
+
+/* 40 MB/s per connection, 5 ms. */
+static void test_faster_path(void)
+{
+    struct path p = {.rate = capped,
+                     .per_conn = 40 * MB,
+                     .ceiling = 590 * MB,
+                     .noise = 0.05,
+                     .cpu_cores = 0.5,
+                     .ttfb_ms = 5};
+    struct run r = simulate(&p, params(1, 512, 0), 6000);
+    printf("capped 40 MB/s: level %u (max %u), late rate %.2f of the ceiling\n", r.level,
+           r.max_level, r.bytes_late / r.ideal_late);
+    CHECK(r.level >= 15 && r.level <= 64);
+    CHECK(r.bytes_late >= 0.9 * r.ideal_late);
+}
+
+/* Loopback: the rate is flat from 8 requests on (a little lower with more): the level stays
+ * near 8, and the rate near the best. */
+static void test_flat_path(double noise)
+{
+    struct path p = {
+        .rate = flat, .ceiling = 800 * MB, .noise = noise, .cpu_cores = 0.8, .ttfb_ms = 20};
+    struct run r = simulate(&p, params(1, 512, 0), 20000);
+    printf("flat (noise %.0f%%): level %u (max %u), late rate %.2f of the best\n", noise * 100,
+           r.level, r.max_level, r.bytes_late / r.ideal_late);
+    CHECK(r.level >= 8 && r.level <= 24);
+    CHECK(r.max_level <= 40);
+    CHECK(r.bytes_late >= 0.95 * r.ideal_late);
+}
+
+/* The process uses both cores: no growth past the first window's level. */
+static void test_cpu_bound(void)
+{
+    struct path p = {
+        .rate = capped, .per_conn = 12 * MB, .ceiling = 350 * MB, .cpu_cores = 1.95, .ttfb_ms = 15};
+    struct run r = simulate(&p, params(1, 512, 0), 5000);
+    printf("cpu-bound: level %u (max %u)\n", r.level, r.max_level);
+    CHECK(r.max_level == S3D_CONC_INITIAL);
+}
+
+/* A transfer that never runs as many requests as the level (its buffers are the limit): the
+ * windows decide nothing, the level stays. */
+static void test_demand_limited(void)
+{
+    struct path p = {.rate = capped,
+                     .per_conn = 12 * MB,
+                     .ceiling = 350 * MB,
+                     .demand = 5,
+                     .cpu_cores = 0.2,
+                     .ttfb_ms = 15};
+    struct run r = simulate(&p, params(1, 512, 0), 5000);
+    printf("demand-limited: level %u, %u changes\n", r.level, r.changes);
+    CHECK(r.changes == 0 && r.level == S3D_CONC_INITIAL);
+}
+
+/* A target: the level starts at target / 50 MB/s and stops growing once it is reached. */
+static void test_target(void)
+{
+    struct path p = {
+        .rate = capped, .per_conn = 12 * MB, .ceiling = 350 * MB, .cpu_cores = 0.2, .ttfb_ms = 15};
+    struct s3d_conc_ctl c;
+    struct s3d_conc_params prm = params(1, 512, 100000000);
+    struct run r;
+    s3d_conc_init(&c, &prm, 0);
+    CHECK(c.cur == 2); /* 100 MB/s / 50 MB/s */
+    r = simulate(&p, prm, 6000);
+    printf("target 100 MB/s: level %u (max %u)\n", r.level, r.max_level);
+    /* 8 requests move 96 MB/s, 0.96 of the target: enough (TARGET_SHARE); no more. */
+    CHECK(r.level >= 8 && r.level <= 20);
+    CHECK(r.bytes_late >= 0.95 * 100 * MB * (r.ideal_late / (350 * MB)));
+    prm = params(1, 512, 10000000000ull);
+    s3d_conc_init(&c, &prm, 0);
+    CHECK(c.cur == 200); /* 10 GB/s at 50 MB/s per connection */
+}
+
+/* The path gets slower per connection half-way (another tenant, a farther region): probes
+ * find the larger level it now needs. */
+static void test_path_change(void)
+{
+    struct path p = {.rate = capped,
+                     .per_conn = 12 * MB,
+                     .ceiling = 350 * MB,
+                     .per_conn2 = 4 * MB,
+                     .t_change = 6000,
+                     .noise = 0.05,
+                     .cpu_cores = 0.3,
+                     .ttfb_ms = 15};
+    struct run r = simulate(&p, params(1, 512, 0), 40000);
+    printf("path change 12 -> 4 MB/s per connection: level %u, late rate %.2f of the "
+           "ceiling\n",
+           r.level, r.bytes_late / r.ideal_late);
+    CHECK(r.level >= 88); /* 350 / 4 */
+    CHECK(r.bytes_late >= 0.85 * r.ideal_late);
+}
+
+/* Bounds: min == max is fixed; the cap holds; the floor holds under throttling. */
+static void test_bounds_and_throttle(void)
+{
+    struct path p = {
+        .rate = capped, .per_conn = 1 * MB, .ceiling = 900 * MB, .cpu_cores = 0.1, .ttfb_ms = 15};
+    struct s3d_conc_ctl c;
+    struct s3d_conc_params prm = params(16, 16, 0);
+    struct run r = simulate(&p, prm, 3000);
+    CHECK(r.changes == 0 && r.level == 16);
+    r = simulate(&p, params(1, 48, 0), 8000);
+    CHECK(r.level == 48 && r.max_level == 48);
+    prm = params(4, 512, 0);
+    s3d_conc_init(&c, &prm, 0);
+    CHECK(c.cur == 8);
+    CHECK(s3d_conc_throttled(&c, 1000) == 1 && c.cur == 6);
+    CHECK(strstr(c.why, "SlowDown") != NULL);
+    CHECK(s3d_conc_throttled(&c, 1500) == 0 && c.cur == 6); /* once a second at most */
+    CHECK(s3d_conc_throttled(&c, 2100) == 1 && c.cur == 5);
+    CHECK(s3d_conc_throttled(&c, 3200) == 1 && c.cur == 4);
+    CHECK(s3d_conc_throttled(&c, 4300) == 0 && c.cur == 4); /* the floor */
+    CHECK(c.phase == S3D_CONC_HOLD);
+}
+
+/* Nobody sampled for ten seconds (no transfer): the gap is not read as a slow rate. */
+static void test_idle_gap(void)
+{
+    struct s3d_conc_ctl c;
+    struct s3d_conc_params prm = params(1, 512, 0);
+    struct s3d_conc_sample s = {.ttfb_ms = 15, .in_flight = 8};
+    uint64_t t;
+    s3d_conc_init(&c, &prm, 0);
+    for (t = 0; t <= 2000; t += 5) {
+        s.now_ms = t;
+        s.bytes = t * 100000; /* 100 MB/s */
+        s.in_flight = c.cur;
+        s3d_conc_update(&c, &s);
+    }
+    uint32_t before = c.cur, decisions = c.decisions;
+    s.now_ms = 12000;
+    s.in_flight = c.cur;
+    CHECK(s3d_conc_update(&c, &s) == 0);
+    s.now_ms = 12005;
+    CHECK(s3d_conc_update(&c, &s) == 0);
+    CHECK(c.cur == before && c.decisions == decisions);
+}
+
+int main(void)
+{
+    test_capped_path(0);
+    test_capped_path(0.1);
+    test_faster_path();
+    test_flat_path(0);
+    test_flat_path(0.1);
+    test_cpu_bound();
+    test_demand_limited();
+    test_target();
+    test_path_change();
+    test_bounds_and_throttle();
+    test_idle_gap();
+    printf("test_conc: ok\n");
+    return 0;
+}
