@@ -74,8 +74,9 @@ static int check_args(struct s3d_client *c, const char *bucket, const char *key)
 
 /* ---- downloads ---------------------------------------------------------------------------- */
 
-static int make_jobs(const char *bucket, const char *key, const char *if_match, uint64_t offset,
-                     uint64_t len, uint64_t part, struct s3d_get_job **out, size_t *n_out)
+static int make_jobs(const char *bucket, const char *key, const char *if_match,
+                     uint64_t object_size, uint64_t offset, uint64_t len, uint64_t part,
+                     struct s3d_get_job **out, size_t *n_out)
 {
     uint64_t n = len == 0 ? 0 : (len + part - 1) / part, i;
     struct s3d_get_job *jobs;
@@ -92,6 +93,7 @@ static int make_jobs(const char *bucket, const char *key, const char *if_match, 
         jobs[i].bucket = bucket;
         jobs[i].key = key;
         jobs[i].if_match = if_match;
+        jobs[i].object_size = object_size;
         jobs[i].offset = offset + i * part;
         jobs[i].length = S3D_MIN(part, len - i * part);
     }
@@ -178,11 +180,12 @@ static int get_rest(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
 }
 
 int s3d_xfer_get_buffer(struct s3d_client *c, const char *bucket, const char *key,
-                        const char *if_match, uint64_t offset, uint64_t len, void *dst)
+                        const char *if_match, uint64_t object_size, uint64_t offset, uint64_t len,
+                        void *dst)
 {
     struct s3d_get_job *jobs = NULL;
     size_t n;
-    int rc = make_jobs(bucket, key, if_match, offset, len, c->part_size, &jobs, &n);
+    int rc = make_jobs(bucket, key, if_match, object_size, offset, len, c->part_size, &jobs, &n);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < n; i++)
@@ -242,7 +245,8 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
                         bucket, key, len, dst_cap);
     if (got > len)
         got = len;
-    rc = make_jobs(bucket, key, info.etag, offset + got, len - got, o.part_size, &jobs, &n);
+    rc = make_jobs(bucket, key, info.etag, info.size, offset + got, len - got, o.part_size, &jobs,
+                   &n);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < n; i++)
@@ -359,8 +363,8 @@ static int dl_rest(struct s3d_client *c, const char *bucket, const char *key, st
                    uint32_t crc, const char *want)
 {
     const struct s3d_get_hooks hooks = {.prepare = dl_prepare, .done = dl_done, .ctx = f};
-    int rc = make_jobs(bucket, key, info->etag, got, info->size - got, o->part_size, &f->jobs,
-                       &f->n_jobs);
+    int rc = make_jobs(bucket, key, info->etag, info->size, got, info->size - got, o->part_size,
+                       &f->jobs, &f->n_jobs);
     if (rc == 0 && want[0] != '\0' && f->n_jobs > 0) {
         f->crcs = calloc(f->n_jobs, sizeof(*f->crcs));
         if (f->crcs == NULL)
@@ -772,6 +776,7 @@ static int copy_next(void *ctx, struct s3d_put_part *p)
             j->bucket = x->bucket;
             j->key = x->key;
             j->if_match = x->etag;
+            j->object_size = x->size;
             j->offset = x->next_off;
             j->length = S3D_MIN(x->part, x->size - x->next_off);
             j->dst = s3d_slot_get(&x->slots);
@@ -807,7 +812,8 @@ static int copy_single(struct s3d_client *c, const char *src_bucket, const char 
     if (buf == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory");
     if (info->size > 0)
-        rc = s3d_op_get_range(&c->s3, src_bucket, src_key, 0, info->size, buf, info->etag);
+        rc = s3d_op_get_range(&c->s3, src_bucket, src_key, 0, info->size, buf, info->etag,
+                              info->size);
     if (rc == 0) {
         struct iovec v = {.iov_base = buf, .iov_len = (size_t)info->size};
         rc = s3d_xfer_put_single(c, dst_bucket, dst_key, &v, 1, po);

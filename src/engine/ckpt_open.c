@@ -96,8 +96,8 @@ static int read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t ca
     buf = bigger;
     if (size > got) {
         if (loc->is_s3)
-            rc = s3d_xfer_get_buffer(c, loc->bucket, loc->key, info.etag, got, size - got,
-                                     buf + got);
+            rc = s3d_xfer_get_buffer(c, loc->bucket, loc->key, info.etag, info.size, got,
+                                     size - got, buf + got);
         else
             rc = file_pread_all(fd, loc->path, buf, size, 0);
         if (rc < 0)
@@ -186,8 +186,8 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
         }
         buf = bigger;
         if (sh->loc.is_s3)
-            rc = s3d_xfer_get_buffer(c, sh->loc.bucket, sh->loc.key, sh->etag, probe,
-                                     sh->header_bytes - probe, buf + probe);
+            rc = s3d_xfer_get_buffer(c, sh->loc.bucket, sh->loc.key, sh->etag, sh->object_size,
+                                     probe, sh->header_bytes - probe, buf + probe);
         else
             rc = file_pread_all(fd, sh->loc.path, buf + probe, sh->header_bytes - probe, probe);
         if (rc < 0)

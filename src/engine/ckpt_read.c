@@ -287,6 +287,7 @@ static int read_s3(struct s3d_reader *r, struct dest *dests, const struct s3d_te
         s.jobs[j].bucket = sh->loc.bucket;
         s.jobs[j].key = sh->loc.key;
         s.jobs[j].if_match = sh->etag;
+        s.jobs[j].object_size = sh->object_size;
         s.jobs[j].offset = s.plan.jobs[j].obj_off;
         s.jobs[j].length = s.plan.jobs[j].len;
         s.jobs[j].user = (void *)(uintptr_t)j;

@@ -330,6 +330,7 @@ static int finish_ok(struct engine *g, struct item *it)
                 return rc;
             j->length = j->received + it->op.req.resp.received;
             j->if_match = j->first->etag;
+            j->object_size = j->first->size;
             j->pinned = 1;
         }
         it->job->received = it->job->length;
@@ -376,6 +377,15 @@ static int finish_ok(struct engine *g, struct item *it)
     return rc;
 }
 
+/* A GET's response (2xx) is of the version the job is pinned to: its ETag and object size
+ * (s3d_op_check_version). If-Match is not enough: a relay or server that ignores it answers a
+ * replaced object with the new bytes. */
+static int check_version(const struct item *it)
+{
+    const struct s3d_get_job *j = it->job;
+    return s3d_op_check_version(&it->op, j->offset + j->received, j->if_match, j->object_size);
+}
+
 /* A failed attempt: keep what arrived of a GET, then retry or give up. */
 static int finish_err(struct engine *g, struct item *it, int err)
 {
@@ -383,15 +393,20 @@ static int finish_err(struct engine *g, struct item *it, int err)
     uint64_t delay;
     if (g->kind == KIND_GET && r->status == 206 && !r->overflow) {
         struct s3d_get_job *j = it->job;
+        /* The bytes that came before the break are kept only if they are of the version. */
+        int rc = check_version(it);
+        if (rc < 0)
+            return rc;
         if (j->first != NULL && !j->pinned) {
             /* The headers came before the connection broke: they tell the size and the
              * version, which the resumed attempt asks for exactly. */
-            int rc = s3d_op_first_info(&it->op, j->offset + j->received, 0, j->first);
+            rc = s3d_op_first_info(&it->op, j->offset + j->received, 0, j->first);
             if (rc < 0)
                 return rc;
             if (j->first->size - j->offset < j->length)
                 j->length = j->first->size - j->offset;
             j->if_match = j->first->etag;
+            j->object_size = j->first->size;
             j->pinned = 1;
         }
         j->received += r->received;
@@ -468,6 +483,11 @@ static int drain(struct engine *g)
             tell_ttfb(g, it);
         if (rc == 0)
             rc = check_range_status(g, it);
+        if (rc == 0 && g->kind == KIND_GET) {
+            rc = check_version(it);
+            if (rc < 0)
+                return rc; /* another version: retrying cannot help */
+        }
         if (rc == 0) {
             rc = finish_ok(g, it);
             if (rc < 0)

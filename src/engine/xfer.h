@@ -43,10 +43,15 @@ struct s3d_get_job {
      * If-Match with every attempt, so that ranges of a replaced object fail with
      * S3D_ECHANGED instead of mixing two versions. */
     const char *if_match;
+    /* The size of that version (0 = not known). Every response must show the ETag if_match
+     * and this size (its Content-Range), else the job fails with S3D_ECHANGED: a relay or
+     * server that ignores If-Match would otherwise hand back another version's bytes. */
+    uint64_t object_size;
     /* Non-NULL for the first range of a download, of an object whose size is not known yet:
      * the response may end early (at the object's end), and *first receives what it tells of
      * the object (s3d_op_first_info); if_match is then pinned to its ETag, so that an attempt
-     * resumed after a broken connection gets the same version. length is cut to the object. */
+     * resumed after a broken connection gets the same version (and object_size to its size).
+     * length is cut to the object. */
     struct s3d_object_info *first;
     /* Set by the prepare hook: the host memory that receives [offset, offset + length). */
     void *dst;
@@ -95,10 +100,11 @@ S3D_NODISCARD int s3d_xfer_get_first(struct s3d_client *c, const char *bucket, c
 
 /* Downloads [offset, offset + len) of the object into dst with the client's part size and
  * concurrency, every range pinned to if_match (the ETag a first response gave; NULL or "" =
- * none). For readers that already know the object (checkpoint headers, index files). */
+ * none) and object_size (the size it gave; 0 = not known), as a job's. For readers that
+ * already know the object (checkpoint headers, index files). */
 S3D_NODISCARD int s3d_xfer_get_buffer(struct s3d_client *c, const char *bucket, const char *key,
-                                      const char *if_match, uint64_t offset, uint64_t len,
-                                      void *dst);
+                                      const char *if_match, uint64_t object_size, uint64_t offset,
+                                      uint64_t len, void *dst);
 
 /* ---- uploads --------------------------------------------------------------------------- */
 

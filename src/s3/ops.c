@@ -197,6 +197,48 @@ int s3d_op_first_info(const struct s3d_s3_op *op, uint64_t offset, int complete,
     return 0;
 }
 
+int s3d_op_check_version(const struct s3d_s3_op *op, uint64_t first, const char *etag,
+                         uint64_t size)
+{
+    const struct s3d_http_resp *r = &op->req.resp;
+    uint64_t a = 0, b = 0, t = 0;
+    int have_total = 0;
+
+    if (r->status == 206 && parse_content_range(r->content_range, &a, &b, &t) == 0) {
+        have_total = 1;
+    } else if (r->status == 200 && first == 0 && r->has_content_length) {
+        t = r->content_length;
+        have_total = 1;
+    }
+    if (etag != NULL && etag[0] != '\0' && strcmp(r->etag, etag) != 0) {
+        struct s3d_err_s3 d = detail(op);
+        return s3d_fail_s3(S3D_ECHANGED, &d,
+                           "GetObject s3://%s/%s: the object changed during the download (it "
+                           "started on ETag %s; the range from byte %" PRIu64
+                           " came with %s%s, so the server ignored If-Match): download it again",
+                           op->bucket, op->key, etag, first, r->etag[0] ? "ETag " : "no ETag",
+                           r->etag);
+    }
+    if (size == 0)
+        return 0;
+    if (!have_total || (r->status == 206 && a != first)) {
+        struct s3d_err_s3 d = detail(op);
+        return s3d_fail_s3(S3D_EPROTO, &d,
+                           "GetObject s3://%s/%s: HTTP %ld with Content-Range \"%s\" for the "
+                           "range from byte %" PRIu64,
+                           op->bucket, op->key, r->status, r->content_range, first);
+    }
+    if (t != size) {
+        struct s3d_err_s3 d = detail(op);
+        return s3d_fail_s3(S3D_ECHANGED, &d,
+                           "GetObject s3://%s/%s: the object changed during the download (it "
+                           "started at %" PRIu64 " bytes; the range from byte %" PRIu64
+                           " says %" PRIu64 "): download it again",
+                           op->bucket, op->key, size, first, t);
+    }
+    return 0;
+}
+
 int s3d_op_if_match(struct s3d_s3_op *op, const char *etag)
 {
     if (etag == NULL || etag[0] == '\0')
@@ -215,7 +257,7 @@ void s3d_op_get_init(struct s3d_s3_op *op, const char *bucket, const char *key, 
 }
 
 int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key, uint64_t offset,
-                     uint64_t length, void *dst, const char *if_match)
+                     uint64_t length, void *dst, const char *if_match, uint64_t object_size)
 {
     struct s3d_s3_op op;
     int rc;
@@ -225,6 +267,8 @@ int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
     rc = s3d_op_if_match(&op, if_match);
     if (rc == 0)
         rc = s3d_s3_op_run(ctx, &op);
+    if (rc == 0)
+        rc = s3d_op_check_version(&op, offset, if_match, object_size);
     s3d_s3_op_cleanup(&op);
     return rc;
 }

@@ -24,10 +24,12 @@ S3D_NODISCARD int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const c
 
 /* GetObject of [offset, offset + length) into dst (length bytes, exactly; length > 0).
  * S3D_ERANGE when offset is past the end, S3D_EPROTO when the server sends another size.
- * if_match (NULL or "" = none): the ETag the object must still have, else S3D_ECHANGED. */
+ * if_match (NULL or "" = none): the ETag the object must still have, and object_size (0 = not
+ * known) its size: else S3D_ECHANGED, whether the server refused (412) or answered with
+ * another version (s3d_op_check_version). */
 S3D_NODISCARD int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
                                    uint64_t offset, uint64_t length, void *dst,
-                                   const char *if_match);
+                                   const char *if_match, uint64_t object_size);
 
 /* What the response to a ranged GET from offset tells of the object (the first request of a
  * download, xfer.h): its size (from Content-Range, or the body of a 200 from byte 0), ETag,
@@ -35,6 +37,16 @@ S3D_NODISCARD int s3d_op_get_range(struct s3d_s3ctx *ctx, const char *bucket, co
  * all there, so its length must match the range. S3D_EPROTO when the response does not fit. */
 S3D_NODISCARD int s3d_op_first_info(const struct s3d_s3_op *op, uint64_t offset, int complete,
                                     struct s3d_object_info *info);
+
+/* Checks that a 2xx response to a ranged GET from offset first comes from the version a
+ * download started on: the same ETag (etag; NULL or "" = not known, not checked) and the same
+ * object size (size, 0 = not known), read from the Content-Range of a 206 (whose range must
+ * start at first) or the Content-Length of a 200 from byte 0. If-Match alone does not ensure
+ * it: a relay or server that ignores If-Match answers with the bytes of whatever object the
+ * key has now. S3D_ECHANGED ("object changed during download") when either differs,
+ * S3D_EPROTO when a 206 has no usable Content-Range while the size is known. */
+S3D_NODISCARD int s3d_op_check_version(const struct s3d_s3_op *op, uint64_t first, const char *etag,
+                                       uint64_t size);
 
 /* Adds If-Match: etag to a GET, so that a replaced object fails with S3D_ECHANGED (HTTP 412)
  * instead of handing back bytes of another version. NULL or "" adds nothing. */

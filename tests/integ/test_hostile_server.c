@@ -2,8 +2,10 @@
  * body longer than the range asked (S3D_EPROTO, nothing written past the destination), a
  * shorter one, a 200 to a range from byte > 0 (Range ignored), response headers over the cap,
  * a 500 with a 1 MiB error body (capped, retried, S3D_ESERVER), 503 SlowDown (retried,
- * S3D_ESLOWDOWN), and a 400 RequestTimeout that succeeds on the second try. No S3 server
- * needed: signatures are not checked here. */
+ * S3D_ESLOWDOWN), a 400 RequestTimeout that succeeds on the second try, and an object
+ * replaced mid-download by a server that ignores If-Match (S3D_ECHANGED on every download
+ * path, from the ETag or the Content-Range size). No S3 server needed: signatures are not
+ * checked here. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_util.h"
 #include "common/crc32c.h"
 #include "engine/client_impl.h"
 #include "engine/xfer.h"
@@ -31,8 +34,20 @@ enum mode {
     M_TIMEOUT_ONCE,
     M_COMPLETE_LOST,
     M_CHECKSUM,
-    M_RANGES
+    M_RANGES,
+    M_VERSIONS
 };
+
+/* M_VERSIONS: an object served by range (and HEAD) that ignores If-Match, as some relays and
+ * caches do: requests numbered from switch_at on get vers[1], the object that replaced
+ * vers[0]. */
+struct version {
+    const char *data;
+    size_t size;
+    const char *etag;
+};
+static struct version vers[2];
+static atomic_int switch_at;
 
 /* M_RANGES: a 10,000-byte object of 'B's served by range, with byte 5000 flipped on the
  * wire when flip is set; HEAD announces the true CRC32C. The request head being answered: */
@@ -189,6 +204,32 @@ static void respond(int fd)
                  body_len, a, z);
         break;
     }
+    case M_VERSIONS: {
+        const struct version *v = &vers[n >= atomic_load(&switch_at)];
+        const char *r = strstr(cur_req, "Range: bytes=");
+        unsigned long long a = 0, z = v->size - 1;
+        if (strncmp(cur_req, "HEAD ", 5) == 0) {
+            snprintf(head, sizeof(head),
+                     "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nETag: %s\r\n"
+                     "Connection: close\r\n\r\n",
+                     v->size, v->etag);
+            break;
+        }
+        if (r != NULL)
+            sscanf(r, "Range: bytes=%llu-%llu", &a, &z);
+        if (z >= v->size)
+            z = v->size - 1;
+        body_len = (size_t)(z - a + 1);
+        body = malloc(body_len);
+        CHECK(body != NULL);
+        memcpy(body, v->data + a, body_len);
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 206 Partial Content\r\nContent-Length: %zu\r\n"
+                 "Content-Range: bytes %llu-%llu/%zu\r\nETag: %s\r\n"
+                 "Connection: close\r\n\r\n",
+                 body_len, a, z, v->size, v->etag);
+        break;
+    }
     }
     send_all(fd, head, strlen(head));
     if (body_len > 0) {
@@ -235,6 +276,151 @@ static void *server(void *arg)
         close(fd);
     }
     return NULL;
+}
+
+/* Serves v0 until request switch_from, then v1 (M_VERSIONS), counting from 0 again. */
+static void serve_versions(const struct version *v0, const struct version *v1, int switch_from)
+{
+    vers[0] = *v0;
+    vers[1] = *v1;
+    atomic_store(&switch_at, switch_from);
+    atomic_store(&requests, 0);
+    atomic_store(&mode, M_VERSIONS);
+}
+
+static void *read_file_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    char *p;
+    long len;
+    CHECK(f != NULL);
+    CHECK(fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0);
+    p = malloc((size_t)len);
+    CHECK(p != NULL && fread(p, 1, (size_t)len, f) == (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return p;
+}
+
+/* A checkpoint replaced between open and read by a server that ignores If-Match: the data
+ * GETs answer with the new version's ETag, so the read fails instead of returning the new
+ * bytes under the old header. Both versions have the same layout and no stored CRCs, so only
+ * the version check can tell them apart. */
+static void checkpoint_replaced(struct s3d_client *c)
+{
+    struct t_tensors a, b;
+    struct s3d_write_options wo;
+    struct s3d_reader *r = NULL;
+    struct s3d_tensor_dest *d;
+    struct version v0, v1;
+    char path[512];
+    size_t i, n;
+
+    t_make_tensors(&a, 6, 3000, 1);
+    t_make_tensors(&b, 6, 3000, 1);
+    for (i = 0; i < b.n; i++)
+        t_fill_random(b.data[i], (size_t)b.src[i].nbytes, 100 + i);
+    memset(&wo, 0, sizeof(wo));
+    wo.no_checksum = 1;
+    snprintf(path, sizeof(path), "%s/ck.safetensors", t_tmpdir());
+    CHECK_OK(s3d_checkpoint_write(c, path, a.src, a.n, NULL, 0, &wo));
+    v0.data = read_file_all(path, &v0.size);
+    v0.etag = "\"ck1\"";
+    CHECK_OK(s3d_checkpoint_write(c, path, b.src, b.n, NULL, 0, &wo));
+    v1.data = read_file_all(path, &v1.size);
+    v1.etag = "\"ck2\"";
+    CHECK(v0.size == v1.size && memcmp(v0.data, v1.data, 8) == 0);
+    CHECK(memcmp(v0.data, v1.data, 8 + (size_t)(*(const uint64_t *)(const void *)v0.data)) == 0);
+    serve_versions(&v0, &v1, 1); /* the open's one GET sees v0, the read's see v1 */
+    CHECK_OK(s3d_reader_open(c, "s3://bucket/ck.safetensors", &r));
+    n = s3d_reader_num_tensors(r);
+    d = calloc(n, sizeof(*d));
+    CHECK(d != NULL);
+    for (i = 0; i < n; i++) {
+        struct s3d_tensor_info ti = {.struct_size = sizeof(struct s3d_tensor_info)};
+        CHECK_OK(s3d_reader_tensor(r, i, &ti));
+        d[i].index = i;
+        d[i].device = -1;
+        d[i].capacity = ti.nbytes;
+        d[i].ptr = malloc(ti.nbytes ? ti.nbytes : 1);
+        CHECK(d[i].ptr != NULL);
+    }
+    CHECK_ERR(s3d_reader_read(r, d, n, NULL), S3D_ECHANGED);
+    CHECK_MSG_HAS("changed during the download");
+    for (i = 0; i < n; i++)
+        free(d[i].ptr);
+    free(d);
+    s3d_reader_close(r);
+    free((void *)v0.data);
+    free((void *)v1.data);
+    t_free_tensors(&a);
+    t_free_tensors(&b);
+}
+
+/* Every download path against an object replaced mid-download by a server that ignores
+ * If-Match: each ranged response's ETag and Content-Range size must be the first one's. */
+static void replaced_ignoring_if_match(struct s3d_client *c)
+{
+    enum { SZ = 10000 };
+    struct s3d_transfer_options to;
+    struct version v0, v1, grown;
+    char *d0 = malloc(SZ), *d1 = malloc(SZ + 2000), *dst = malloc(SZ + 2000), path[512];
+    uint64_t got = 0;
+    struct stat st;
+
+    CHECK(d0 != NULL && d1 != NULL && dst != NULL);
+    t_fill_random(d0, SZ, 1);
+    t_fill_random(d1, SZ + 2000, 2);
+    v0 = (struct version){d0, SZ, "\"v1\""};
+    v1 = (struct version){d1, SZ, "\"v2\""};
+    /* The same ETag (a relay that rewrites it, or a server with weak ETags) over an object of
+     * another size: only Content-Range tells. */
+    grown = (struct version){d1, SZ + 2000, "\"v1\""};
+    memset(&to, 0, sizeof(to));
+    to.part_size = 1000;
+    to.max_concurrency = 1;
+
+    /* Sanity: with no replacement, the ranges assemble v0. */
+    serve_versions(&v0, &v1, 1000);
+    CHECK_OK(s3d_download_to_buffer(c, "bucket", "key", 0, 5000, dst, SZ, &got, &to));
+    CHECK_EQ_U64(got, 5000);
+    CHECK(memcmp(dst, d0, 5000) == 0);
+
+    /* Into memory, a part of the object (no whole-object HEAD at the end to notice): the
+     * fifth range onwards comes from v1. */
+    serve_versions(&v0, &v1, 4);
+    CHECK_ERR(s3d_download_to_buffer(c, "bucket", "key", 0, 8000, dst, SZ, &got, &to),
+              S3D_ECHANGED);
+    CHECK_MSG_HAS("changed during the download");
+    CHECK_MSG_HAS("\"v2\"");
+    serve_versions(&v0, &grown, 4);
+    CHECK_ERR(s3d_download_to_buffer(c, "bucket", "key", 0, 8000, dst, SZ, &got, &to),
+              S3D_ECHANGED);
+    CHECK_MSG_HAS("12000");
+
+    /* Into a file (s3direct cp): the HEAD for the checksum comes right after the first range,
+     * before the replacement; the file must not appear. */
+    snprintf(path, sizeof(path), "%s/replaced.bin", t_tmpdir());
+    serve_versions(&v0, &v1, 5);
+    CHECK_ERR(s3d_download_to_file(c, "bucket", "key", path, &to), S3D_ECHANGED);
+    CHECK(stat(path, &st) != 0);
+    serve_versions(&v0, &grown, 5);
+    CHECK_ERR(s3d_download_to_file(c, "bucket", "key", path, &to), S3D_ECHANGED);
+    CHECK(stat(path, &st) != 0);
+
+    /* One GET pinned to a version (a small copy's source read). */
+    serve_versions(&v0, &v1, 0);
+    CHECK_ERR(s3d_op_get_range(&c->s3, "bucket", "key", 0, SZ, dst, "\"v1\"", SZ), S3D_ECHANGED);
+    serve_versions(&v0, &grown, 0);
+    CHECK_ERR(s3d_op_get_range(&c->s3, "bucket", "key", 0, SZ, dst, "\"v1\"", SZ), S3D_ECHANGED);
+    serve_versions(&v0, &v1, 1000);
+    CHECK_OK(s3d_op_get_range(&c->s3, "bucket", "key", 0, SZ, dst, "\"v1\"", SZ));
+    CHECK(memcmp(dst, d0, SZ) == 0);
+
+    checkpoint_replaced(c);
+    free(d0);
+    free(d1);
+    free(dst);
 }
 
 static int get(struct s3d_client *c, uint64_t offset, char *dst)
@@ -416,6 +602,8 @@ int main(void)
                   S3D_ENOUPLOAD);
         CHECK_MSG_HAS("NoSuchUpload");
     }
+
+    replaced_ignoring_if_match(c);
 
     s3d_client_free(c);
     free(buf);
