@@ -83,7 +83,10 @@ struct s3d_tensor_info {
 /* Opens a checkpoint and reads its header(s) only: one ranged GET (or read) for a single
  * object, the index plus each shard's header for a sharded checkpoint. Everything read is
  * validated; a malformed header fails with its S3D_EFMT_* code and a message naming the tensor
- * or field. uri may name a .safetensors object/file or a .safetensors.index.json. */
+ * or field. uri may name a .safetensors object/file or a .safetensors.index.json.
+ * Versions: reads of an object carry the ETag it had at the open (another version fails with
+ * S3D_ECHANGED); a local file stays open (one descriptor per shard, until s3d_reader_close),
+ * so its reads return the file that was opened even if the path is replaced or removed. */
 S3D_API int s3d_reader_open(struct s3d_client *c, const char *uri, struct s3d_reader **out);
 /* Frees the reader and everything it owns (tensor names, shapes, metadata strings). NULL ok. */
 S3D_API void s3d_reader_close(struct s3d_reader *r);

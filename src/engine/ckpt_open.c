@@ -3,7 +3,9 @@
  * Open: for each object, one ranged GET of the first S3D_HEADER_PROBE bytes (its
  * Content-Range gives the object size, which bounds every offset in the header; its ETag pins
  * the version every later read asks for), and a second GET only when the header is longer. Local
- * files: fstat + pread. A sharded checkpoint reads its index first, then each shard's header.
+ * files: open once, fstat + pread, and the descriptor kept for the data reads (ckpt_read.c):
+ * a file replaced or removed after the open is still read whole, never mixed with its
+ * replacement. A sharded checkpoint reads its index first, then each shard's header.
  * Everything is validated by src/format before any offset is used. Reading the tensors is
  * ckpt_read.c. */
 #include <errno.h>
@@ -148,6 +150,7 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
             goto fail;
         }
         sh->object_size = (uint64_t)st.st_size;
+        sh->fd = fd; /* kept: the data is read from this file, not from the path again */
     }
     if (sh->object_size < 8) {
         rc = s3d_fail(S3D_EFMT_HEADER_SIZE,
@@ -201,8 +204,10 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
     rc = 0;
 fail:
     free(buf);
-    if (fd >= 0)
+    if (rc < 0 && fd >= 0) {
         close(fd);
+        sh->fd = -1;
+    }
     return rc;
 }
 
@@ -215,6 +220,7 @@ static int add_shard(struct s3d_reader *r, const char *uri)
     r->shards = grown;
     sh = &r->shards[r->n_shards];
     memset(sh, 0, sizeof(*sh));
+    sh->fd = -1;
     sh->uri = s3d_strdup(uri);
     if (sh->uri == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory opening %s", uri);
@@ -385,6 +391,8 @@ void s3d_reader_close(struct s3d_reader *r)
     for (size_t i = 0; i < r->n_shards; i++) {
         s3d_st_header_free(&r->shards[i].hdr);
         free(r->shards[i].uri);
+        if (r->shards[i].fd >= 0)
+            close(r->shards[i].fd);
     }
     free(r->shards);
     free(r->tensors);

@@ -372,7 +372,8 @@ static int read_files(struct s3d_reader *r, struct dest *dests, const struct s3d
         fo.cuda_stream = o->cuda_stream;
         fo.cuda_streams = o->cuda_streams;
         fo.n_cuda_streams = o->n_cuda_streams;
-        rc = s3d_file_read_ranges(dev, pool, r->shards[sh].loc.path, ranges, k, &fo);
+        rc = s3d_file_read_ranges_fd(dev, pool, r->shards[sh].fd, r->shards[sh].loc.path, ranges, k,
+                                     &fo);
         acc.base += bytes;
     }
     free(ranges);

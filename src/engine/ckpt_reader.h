@@ -15,6 +15,10 @@ struct shard {
     struct s3d_loc loc; /* loc.path points at uri */
     char etag[80];      /* S3: the version opened; every later GET carries If-Match with it */
     uint64_t object_size;
+    /* Local file: the descriptor the header was parsed from, kept until s3d_reader_close so
+     * that tensor data comes from that same file even when the path is replaced (a rename) or
+     * removed after the open; -1 for S3. One descriptor per shard. */
+    int fd;
     uint64_t header_bytes; /* 8 + N */
     struct s3d_st_header hdr;
 };

@@ -70,6 +70,15 @@ S3D_NODISCARD int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *
                                        const char *path, const struct s3d_file_range *ranges,
                                        size_t n, const struct s3d_file_io_opts *opts);
 
+/* The same on fd, a descriptor the caller opened (read-only or read-write) and keeps: every
+ * byte comes from the file fd is open on, even when path has since been replaced or removed
+ * (the checkpoint reader keeps the descriptor it parsed the header from). O_DIRECT reads use
+ * a second descriptor onto the same file (fio_reopen_direct), never the path. path names the
+ * file in messages only. fd stays open. */
+S3D_NODISCARD int s3d_file_read_ranges_fd(struct s3d_device *dev, struct s3d_pool *pool, int fd,
+                                          const char *path, const struct s3d_file_range *ranges,
+                                          size_t n, const struct s3d_file_io_opts *opts);
+
 /* One piece of memory to write. */
 struct s3d_file_seg {
     const void *src; /* host pointer, or CUdeviceptr when device >= 0 */

@@ -327,6 +327,18 @@ int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const ch
                          const struct s3d_file_range *ranges, size_t n,
                          const struct s3d_file_io_opts *opts)
 {
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+    if (fd < 0)
+        return s3d_fail(s3d_err_from_errno(errno), "open %s: %s", path, strerror(errno));
+    rc = s3d_file_read_ranges_fd(dev, pool, fd, path, ranges, n, opts);
+    close(fd);
+    return rc;
+}
+
+int s3d_file_read_ranges_fd(struct s3d_device *dev, struct s3d_pool *pool, int fd, const char *path,
+                            const struct s3d_file_range *ranges, size_t n,
+                            const struct s3d_file_io_opts *opts)
+{
     static const struct s3d_file_io_opts defaults;
     struct reader rd;
     struct stat st;
@@ -347,9 +359,7 @@ int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const ch
     if (mode < S3D_FILE_IO_AUTO || mode > S3D_FILE_IO_BUFFERED)
         return s3d_fail(S3D_EINVAL, "read %s: unknown file I/O mode %d", path, mode);
 
-    rd.fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (rd.fd < 0)
-        return s3d_fail(s3d_err_from_errno(errno), "open %s: %s", path, strerror(errno));
+    rd.fd = fd;
     if (fstat(rd.fd, &st) != 0) {
         rc = s3d_fail(s3d_err_from_errno(errno), "stat %s: %s", path, strerror(errno));
         goto out;
@@ -371,7 +381,7 @@ int s3d_file_read_ranges(struct s3d_device *dev, struct s3d_pool *pool, const ch
         rd.total += ranges[i].length;
     }
     if (mode != S3D_FILE_IO_BUFFERED)
-        rd.fd_direct = fio_open_direct(path, O_RDONLY);
+        rd.fd_direct = fio_reopen_direct(rd.fd, path);
 
     /* Host destinations first: they need nothing from the GPU. */
     for (size_t i = 0; i < n; i++) {
@@ -404,7 +414,6 @@ out:
     s3d_stream_set_free(&rd.gpu);
     if (rd.fd_direct >= 0)
         close(rd.fd_direct);
-    close(rd.fd);
     free(idx);
     return rc;
 }

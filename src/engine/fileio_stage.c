@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/compiler.h"
@@ -195,6 +197,31 @@ int fio_open_direct(const char *path, int flags)
     if (fd < 0 && errno == EINVAL)
         S3D_DEBUG("fileio: %s refuses O_DIRECT, using buffered I/O", path);
     return fd;
+}
+
+int fio_reopen_direct(int fd, const char *path)
+{
+    char self[64];
+    struct stat a, b;
+    int dfd;
+    if (s3d_fileio_refuse_direct == 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    dfd = open(self, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (dfd < 0) {
+        S3D_DEBUG("fileio: %s: no O_DIRECT descriptor (%s), using buffered I/O", path,
+                  strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &a) != 0 || fstat(dfd, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        S3D_DEBUG("fileio: %s: /proc/self/fd/%d is another file, using buffered I/O", path, fd);
+        close(dfd);
+        errno = ESTALE;
+        return -1;
+    }
+    return dfd;
 }
 
 /* Copied back through one chunk at a time: this pass only runs on cuFile paths, where the

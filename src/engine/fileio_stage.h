@@ -30,6 +30,12 @@ int fio_pread_full(int fd, void *buf, uint64_t len, uint64_t off, uint64_t *got)
 int fio_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
 /* open(path, flags | O_DIRECT); -1 with errno (EINVAL: the file system refuses). */
 int fio_open_direct(const char *path, int flags);
+/* A second descriptor, read-only with O_DIRECT, onto the very file fd is open on (through
+ * /proc/self/fd, checked by device and inode), never onto whatever path names now: the file
+ * may have been replaced by a rename since fd was opened. -1 with errno when not possible
+ * (EINVAL: the file system refuses O_DIRECT; ESTALE: another file came back). path is for
+ * messages. */
+int fio_reopen_direct(int fd, const char *path);
 
 struct fio_slot {
     void *chunk;
