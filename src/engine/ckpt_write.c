@@ -383,6 +383,7 @@ static void finish_crcs(struct shard_writer *w, char *header, const size_t *crc_
     free(seen);
     for (size_t t = 0; t < w->ntensors; t++)
         s3d_st_patch_crc(header, crc_pos[t], w->crcs[t]);
+    s3d_st_seal(header); /* the header's own CRC, over the final bytes */
 }
 
 /* ---- multipart hooks --------------------------------------------------------------------- */
@@ -557,9 +558,11 @@ static int write_shard_file(struct shard_writer *w, const struct s3d_loc *loc, c
     rc = s3d_file_writer_write(fw, header_len, segs, w->ntensors, w->with_crc ? w->crcs : NULL);
     if (rc < 0)
         goto out;
-    if (w->with_crc)
+    if (w->with_crc) {
         for (size_t t = 0; t < w->ntensors; t++)
             s3d_st_patch_crc(header, crc_pos[t], w->crcs[t]);
+        s3d_st_seal(header); /* the header's own CRC, over the final bytes */
+    }
     rc = s3d_file_writer_pwrite(fw, 0, header, (size_t)header_len);
     if (rc < 0)
         goto out;

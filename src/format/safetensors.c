@@ -23,6 +23,7 @@
 
 #include "common/alloc.h"
 #include "common/compiler.h"
+#include "common/crc32c.h"
 #include "common/error.h"
 
 /* Longest piece of a name put in an error message. */
@@ -835,6 +836,57 @@ static int read_crcs(struct s3d_st_header *h)
     return crc_text != NULL ? read_crc_map(h, crc_text) : 0;
 }
 
+/* Bits in which the first n bytes of a and b differ. */
+static unsigned bit_distance(const char *a, const char *b, size_t n)
+{
+    unsigned d = 0;
+    for (size_t i = 0; i < n; i++)
+        d += (unsigned)__builtin_popcount((unsigned char)(a[i] ^ b[i]));
+    return d;
+}
+
+/* The header's own CRC (safetensors.h): checked when the JSON starts with the prefix s3direct
+ * writes; a start a few bits from it is that prefix damaged, not another writer's header. */
+#define HEADER_CRC_NEAR_BITS 3
+static int check_header_crc(const char *json, size_t json_len)
+{
+    static const char prefix[] = S3D_ST_HEADER_CRC_PREFIX;
+    const size_t plen = sizeof(prefix) - 1;
+    uint32_t stored = 0, crc;
+    unsigned d;
+
+    if (json_len < plen)
+        return 0;
+    d = bit_distance(json, prefix, plen);
+    if (d > HEADER_CRC_NEAR_BITS)
+        return 0; /* not written by s3direct with CRCs: nothing to check */
+    if (d > 0)
+        return s3d_fail(S3D_ECHECKSUM,
+                        "safetensors header damaged: its first %zu bytes are %u bit(s) away from "
+                        "the " S3D_ST_META_HEADER_CRC32C " entry s3direct writes there",
+                        plen, d);
+    if (json_len < plen + 9 || json[plen + 8] != '"')
+        return s3d_fail(S3D_ECHECKSUM, "safetensors header damaged: " S3D_ST_META_HEADER_CRC32C
+                                       " is not 8 hex digits");
+    for (size_t i = 0; i < 8; i++) {
+        char ch = json[plen + i];
+        int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (v < 0)
+            return s3d_fail(S3D_ECHECKSUM, "safetensors header damaged: " S3D_ST_META_HEADER_CRC32C
+                                           " is not 8 lowercase hex digits");
+        stored = stored << 4 | (uint32_t)v;
+    }
+    crc = s3d_crc32c(0, json, plen);
+    crc = s3d_crc32c(crc, "00000000", 8);
+    crc = s3d_crc32c(crc, json + plen + 8, json_len - plen - 8);
+    if (crc != stored)
+        return s3d_fail(S3D_ECHECKSUM,
+                        "safetensors header CRC32C mismatch (stored %08x, computed %08x over "
+                        "its %zu bytes): the header is damaged",
+                        stored, crc, json_len);
+    return 0;
+}
+
 int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size, struct s3d_st_header *out)
 {
     struct s3d_st_tensor *tmp = NULL;
@@ -842,6 +894,10 @@ int s3d_st_parse(const char *json, size_t json_len, uint64_t object_size, struct
     int rc;
 
     memset(out, 0, sizeof(*out));
+    /* First: a damaged header says so, rather than whatever its damage broke. */
+    rc = check_header_crc(json, json_len);
+    if (rc < 0)
+        return rc;
     rc = check_length_and_utf8(json, json_len, object_size);
     if (rc < 0)
         return rc;

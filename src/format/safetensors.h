@@ -26,7 +26,15 @@
  *   "s3direct.crc32c": "{\"NAME\":\"1b2c3d4e\",...}"   (a JSON object, as a string value,
  *                                                     8 lowercase hex digits per tensor)
  *   "s3direct.generation": "<32 hex digits>"           (in each shard of a sharded
- *                                                     checkpoint: the save it belongs to) */
+ *                                                     checkpoint: the save it belongs to)
+ *   "s3direct.header_crc32c": "<8 lowercase hex digits>"
+ * The last one protects the header itself (a flipped bit in a metadata value or a tensor's
+ * CRC would otherwise pass): it is the CRC-32C of the N bytes of JSON (padding included)
+ * with its own 8 digits read as "00000000", and it is always the first entry of the first
+ * key, so that the JSON starts with S3D_ST_HEADER_CRC_PREFIX. s3d_st_parse checks it when
+ * the JSON starts so; a start 1 to 3 bits away from that prefix is a damaged header too.
+ * Headers of other writers (any other start) are not checked. docs/internals/checkpoint.md
+ * has the definition for other implementations. */
 #ifndef S3D_FORMAT_SAFETENSORS_H
 #define S3D_FORMAT_SAFETENSORS_H
 
@@ -42,7 +50,11 @@
 #define S3D_ST_META_FORMAT         "s3direct.format"
 #define S3D_ST_META_CRC32C         "s3direct.crc32c"
 #define S3D_ST_META_GENERATION     "s3direct.generation"
-#define S3D_ST_RESERVED_PREFIX     "s3direct."
+#define S3D_ST_META_HEADER_CRC32C  "s3direct.header_crc32c"
+/* The first bytes of the JSON of every header s3direct writes with CRCs: the header's own
+ * CRC-32C is the first __metadata__ entry, its 8 hex digits right after this prefix. */
+#define S3D_ST_HEADER_CRC_PREFIX "{\"__metadata__\":{\"" S3D_ST_META_HEADER_CRC32C "\":\""
+#define S3D_ST_RESERVED_PREFIX   "s3direct."
 
 /* One tensor of a parsed header. */
 struct s3d_st_tensor {
@@ -87,11 +99,14 @@ S3D_NODISCARD int s3d_st_header_len(const uint8_t first8[8], uint64_t object_siz
                                     uint64_t *json_len);
 
 /* Parses and validates the N = json_len bytes of header JSON (need not be NUL-terminated;
- * trailing space padding is fine). object_size: the whole object's size, or
+ * trailing space padding is fine), first checking the header CRC when it has one (see the
+ * top of the file). object_size: the whole object's size, or
  * S3D_ST_OBJECT_SIZE_UNKNOWN to skip the checks against it; when known the data region
  * must end exactly at object_size.
  * Returns 0 and fills *out, which the caller frees with s3d_st_header_free; on failure *out
  * is left empty (safe to free) and the return is one of:
+ *   S3D_ECHECKSUM         the header's own CRC-32C (s3direct.header_crc32c) does not
+ *                         match, or the key that holds it is damaged
  *   S3D_EFMT_HEADER_SIZE  json_len over the cap, or 8 + json_len past object_size
  *   S3D_EFMT_UTF8         the header is not valid UTF-8 (message: byte offset, context)
  *   S3D_EFMT_JSON         not JSON, or not a JSON object
@@ -141,7 +156,9 @@ const char *s3d_st_meta_get(const struct s3d_st_header *h, const char *key);
  * placeholder 00000000 for every tensor.
  * offsets (may be NULL): n entries, set to each tensor's begin relative to the data region.
  * crc_pos (may be NULL; needed with with_crc to patch): n entries, set to the byte position
- * in out->data of each tensor's 8 hex digits (0 when !with_crc).
+ * in out->data of each tensor's 8 hex digits (0 when !with_crc). With with_crc the header
+ * also gets its own CRC (s3direct.header_crc32c, first), computed over the result: after
+ * s3d_st_patch_crc, call s3d_st_seal.
  * Only t[i].name, dtype, ndim, shape and nbytes are read (ptr/device are not).
  * Returns 0, or S3D_EINVAL (message names the tensor or key: NULL/empty/duplicate/non-UTF-8
  * name, invalid dtype, negative ndim, shape whose size overflows or is not whole bytes,
@@ -159,6 +176,11 @@ S3D_NODISCARD int s3d_st_build_gen(const struct s3d_tensor_src *t, size_t n,
                                    const struct s3d_metadata_entry *meta, size_t n_meta,
                                    int with_crc, const char *generation, struct s3d_dynbuf *out,
                                    uint64_t *offsets, size_t *crc_pos);
+
+/* Computes the header's own CRC-32C (s3direct.header_crc32c, see the top of the file) over
+ * the JSON and writes it in place: call it last, after every s3d_st_patch_crc. header
+ * is what s3d_st_build made with with_crc (the 8-byte length first). */
+void s3d_st_seal(char *header);
 
 /* Writes crc as 8 lowercase hex digits at header[pos..pos+8), a position returned by
  * s3d_st_build in crc_pos. The header length never changes. header must not be NULL. */

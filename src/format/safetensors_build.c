@@ -2,9 +2,11 @@
  *
  * The JSON is made by jansson (compact, insertion order), so every name is escaped by the
  * same code that parses it. Layout of what we write:
- *   {"__metadata__":{"s3direct.crc32c":"{\"a\":\"00000000\",...}","s3direct.format":"1",
- *    <caller metadata>...},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},...}
- * The CRC map comes first so that its value starts at a fixed offset; the position of each
+ *   {"__metadata__":{"s3direct.header_crc32c":"00000000","s3direct.crc32c":"{\"a\":
+ *    \"00000000\",...}","s3direct.format":"1",<caller metadata>...},"a":{"dtype":"F32",
+ *    "shape":[2],"data_offsets":[0,8]},...}
+ * The header's own CRC comes first (readers find it at a fixed place: safetensors.h), then the
+ * CRC map, so that its value starts at a fixed offset too; the position of each
  * placeholder inside it is then the sum of the escaped lengths of the text before it, each
  * length measured by jansson's own dumper, and checked against the bytes it produced.
  * Without metadata and CRCs the output is byte for byte what the reference writes for the
@@ -15,13 +17,14 @@
 
 #include "common/alloc.h"
 #include "common/compiler.h"
+#include "common/crc32c.h"
 #include "common/error.h"
 #include "format/jsonbuf.h"
 #include "format/safetensors.h"
 
 #define DUMP_FLAGS      JSON_COMPACT
 #define CRC_PLACEHOLDER "00000000"
-#define CRC_PREFIX      "{\"__metadata__\":{\"" S3D_ST_META_CRC32C "\":\""
+#define CRC_PREFIX      S3D_ST_HEADER_CRC_PREFIX CRC_PLACEHOLDER "\",\"" S3D_ST_META_CRC32C "\":\""
 
 /* Bytes that s[0..len) takes inside a JSON string as jansson writes it; SIZE_MAX on ENOMEM. */
 static size_t escaped_len(const char *s, size_t len)
@@ -160,8 +163,10 @@ int s3d_st_build_gen(const struct s3d_tensor_src *t, size_t n,
     }
     if (with_crc) {
         crcmap = json_object();
-        /* Placeholder value, replaced in place below: the key keeps its first position. */
-        if (crcmap == NULL || json_object_set_new(md, S3D_ST_META_CRC32C, json_null()) < 0 ||
+        /* Placeholder values, replaced in place below: the keys keep their positions. */
+        if (crcmap == NULL ||
+            json_object_set_new(md, S3D_ST_META_HEADER_CRC32C, json_string(CRC_PLACEHOLDER)) < 0 ||
+            json_object_set_new(md, S3D_ST_META_CRC32C, json_null()) < 0 ||
             json_object_set_new(md, S3D_ST_META_FORMAT, json_string("1")) < 0)
             goto nomem;
     }
@@ -231,6 +236,7 @@ int s3d_st_build_gen(const struct s3d_tensor_src *t, size_t n,
         rc = crc_positions(t, n, inner, out, crc_pos);
         if (rc < 0)
             goto fail;
+        s3d_st_seal(out->data); /* valid as built; patching CRCs means sealing again */
     }
     rc = 0;
 fail:
@@ -244,6 +250,19 @@ fail:
 nomem:
     rc = s3d_fail(S3D_ENOMEM, "out of memory building a safetensors header");
     goto fail;
+}
+
+void s3d_st_seal(char *header)
+{
+    const size_t pos = 8 + strlen(S3D_ST_HEADER_CRC_PREFIX);
+    uint64_t n = 0;
+    uint32_t crc;
+    for (int i = 0; i < 8; i++)
+        n |= (uint64_t)(unsigned char)header[i] << (8 * i);
+    S3D_ASSERT(n > pos && memcmp(header + 8, S3D_ST_HEADER_CRC_PREFIX, pos - 8) == 0);
+    memcpy(header + pos, CRC_PLACEHOLDER, 8);
+    crc = s3d_crc32c(0, header + 8, (size_t)n);
+    s3d_st_patch_crc(header, pos, crc);
 }
 
 void s3d_st_patch_crc(char *header, size_t pos, uint32_t crc)

@@ -77,7 +77,7 @@ static void check_rebuild(const struct s3d_st_header *h)
         REQUIRE(h2.tensors[i].ndim == h->tensors[i].ndim);
         REQUIRE(h2.tensors[i].has_crc32c && h2.tensors[i].crc32c == 0);
     }
-    REQUIRE(h2.n_metadata == nm + 2);
+    REQUIRE(h2.n_metadata == nm + 3);
     s3d_st_header_free(&h2);
     s3d_dynbuf_free(&b);
 out:

@@ -480,6 +480,28 @@ def test_verify_ok_and_mismatch(cli, ckpt, bucket, boto3_client):
     run(cli, "verify", "--no-verify", f"s3://{bucket}/m.safetensors", check=0)
 
 
+def test_verify_header_bit_flip(cli, ckpt, bucket, boto3_client, tmp):
+    # One bit flipped in a metadata value of the header ("epoch": "10" -> "11") is caught by
+    # the header's own CRC-32C: verify fails naming the object, as does info (the open).
+    body = bytearray(boto3_client.get_object(Bucket=bucket, Key="m.safetensors")["Body"].read())
+    hdr = 8 + int.from_bytes(body[:8], "little")
+    at = body.index(b'"epoch":"10"', 0, hdr) + len(b'"epoch":"1')
+    body[at] ^= 0x01
+    assert body[at:at + 1] == b"1"
+    boto3_client.put_object(Bucket=bucket, Key="m.safetensors", Body=bytes(body))
+    for cmd in ("verify", "info"):
+        r = run(cli, cmd, f"s3://{bucket}/m.safetensors")
+        assert r.returncode == 1, r.stdout.decode()
+        line = one_error_line(r)
+        assert f"s3://{bucket}/m.safetensors" in line and "header CRC32C mismatch" in line
+    # A file written by the safetensors library itself has no header CRC and verifies as before.
+    st = pytest.importorskip("safetensors.torch")
+    p = tmp / "plain.safetensors"
+    st.save_file({"x": ckpt["w"][:2]}, str(p), metadata={"epoch": "10"})
+    r = run(cli, "verify", str(p), check=0)
+    assert "0 ok, 1 not stored, 0 mismatches" in r.stdout.decode()
+
+
 def test_ctrl_c_aborts_the_upload(cli, s3_env, bucket, boto3_client):
     import signal
 

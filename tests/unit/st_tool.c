@@ -188,6 +188,7 @@ static int cmd_write(const char *out_path, const char *spec_path)
         for (size_t i = 0; i < n; i++)
             s3d_st_patch_crc(b.data, crc_pos[i],
                              s3d_crc32c(0, data + offsets[i], (size_t)t[i].nbytes));
+        s3d_st_seal(b.data);
     }
     f = fopen(out_path, "wb");
     if (f == NULL || fwrite(b.data, 1, b.len, f) != b.len || fwrite(data, 1, dlen, f) != dlen ||

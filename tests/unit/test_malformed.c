@@ -255,8 +255,10 @@ static void valid_seed(int which, struct s3d_dynbuf *b, size_t *size)
     s3d_dynbuf_init(b, 0);
     CHECK_OK(
         s3d_st_build(t, which == 2 ? 0 : 4, m, which == 1 ? 1 : 0, which == 0, b, NULL, crc_pos));
-    if (which == 0)
+    if (which == 0) {
         s3d_st_patch_crc(b->data, crc_pos[1], 0x12ab34cdu);
+        s3d_st_seal(b->data);
+    }
     *size = b->len + (which == 2 ? 0 : 18);
     CHECK(s3d_dynbuf_append(b, "0123456789abcdefgh", *size - b->len) == 0);
 }

@@ -86,14 +86,17 @@ static void test_every_dtype(void)
         CHECK_EQ_U64(idx, i);
     }
     /* Metadata: the library's keys first, then the caller's, in order, values verbatim. */
-    CHECK_EQ_U64(h.n_metadata, 5);
-    CHECK_STREQ(h.metadata[0].key, "s3direct.crc32c");
-    CHECK(h.metadata[0].value[0] == '{');
-    CHECK_STREQ(h.metadata[1].key, "s3direct.format");
-    CHECK_STREQ(h.metadata[1].value, "1");
+    CHECK_EQ_U64(h.n_metadata, 6);
+    CHECK_STREQ(h.metadata[0].key, "s3direct.header_crc32c");
+    CHECK(strlen(h.metadata[0].value) == 8);
+    CHECK(memcmp(b.data + 8, S3D_ST_HEADER_CRC_PREFIX, strlen(S3D_ST_HEADER_CRC_PREFIX)) == 0);
+    CHECK_STREQ(h.metadata[1].key, "s3direct.crc32c");
+    CHECK(h.metadata[1].value[0] == '{');
+    CHECK_STREQ(h.metadata[2].key, "s3direct.format");
+    CHECK_STREQ(h.metadata[2].value, "1");
     for (int i = 0; i < 3; i++) {
-        CHECK_STREQ(h.metadata[2 + i].key, meta[i].key);
-        CHECK_STREQ(h.metadata[2 + i].value, meta[i].value);
+        CHECK_STREQ(h.metadata[3 + i].key, meta[i].key);
+        CHECK_STREQ(h.metadata[3 + i].value, meta[i].value);
     }
     CHECK_STREQ(s3d_st_meta_get(&h, "note"), meta[2].value);
     CHECK(s3d_st_meta_get(&h, "absent") == NULL);
@@ -105,6 +108,10 @@ static void test_every_dtype(void)
     len_before = b.len;
     for (size_t i = 0; i < n; i++)
         s3d_st_patch_crc(b.data, crc_pos[i], 0xdeadbeefu ^ (uint32_t)(i * 0x01010101u));
+    /* Until sealed again, the header's own CRC no longer matches. */
+    CHECK_ERR(parse_built(&b, expect_off, &h), S3D_ECHECKSUM);
+    CHECK_MSG_HAS("header CRC32C mismatch");
+    s3d_st_seal(b.data);
     CHECK_EQ_U64(b.len, len_before);
     CHECK_OK(parse_built(&b, expect_off, &h));
     for (size_t i = 0; i < n; i++) {
@@ -143,6 +150,7 @@ static void test_escaped_names(void)
     CHECK_OK(s3d_st_build(t, 9, NULL, 0, 1, &b, NULL, crc_pos));
     for (int i = 0; i < 9; i++)
         s3d_st_patch_crc(b.data, crc_pos[i], 0x01234567u * (uint32_t)(i + 1));
+    s3d_st_seal(b.data);
     CHECK_OK(parse_built(&b, 9, &h));
     CHECK_EQ_U64(h.n_tensors, 9);
     for (int i = 0; i < 9; i++) {
@@ -366,6 +374,7 @@ static void test_many(void)
     CHECK_OK(s3d_st_build(t, N, NULL, 0, 1, &b, NULL, crc_pos));
     for (int i = 0; i < N; i++)
         s3d_st_patch_crc(b.data, crc_pos[i], (uint32_t)i * 2654435761u);
+    s3d_st_seal(b.data);
     t1 = now_s();
     CHECK_OK(parse_built(&b, (uint64_t)N * 256, &h));
     t2 = now_s();
