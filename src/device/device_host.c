@@ -226,10 +226,18 @@ static int emu_register_stream(struct s3d_emu *emu, struct s3d_stream *s)
  * NULL. Called with mu held. */
 static unsigned char *emu_view(struct s3d_emu *emu, uintptr_t addr, size_t n)
 {
+    /* An allocation that holds addr itself first: the end of one allocation may be the start
+     * of the next (adjacent mappings), and the end pointer (valid only for n == 0) must not
+     * shadow the allocation that starts there. */
     for (size_t i = 0; i < emu->n_allocs; i++) {
         const struct emu_alloc *a = &emu->allocs[i];
-        if (addr >= a->dev && addr - a->dev <= a->size && n <= a->size - (addr - a->dev))
+        if (addr >= a->dev && addr - a->dev < a->size && n <= a->size - (addr - a->dev))
             return a->view + (addr - a->dev);
+    }
+    for (size_t i = 0; n == 0 && i < emu->n_allocs; i++) {
+        const struct emu_alloc *a = &emu->allocs[i];
+        if (addr >= a->dev && addr - a->dev == a->size)
+            return a->view + a->size;
     }
     return NULL;
 }
