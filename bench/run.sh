@@ -14,9 +14,10 @@
 #   BENCH_TIMEOUT=300   seconds before one client invocation is killed (counted as failed)
 #   BENCH_CKPT_MIB=2048 size of the checkpoint for the tensor-pipeline section (BENCH_SKIP=ckpt
 #                       leaves it out)
-#   BENCH_ONLY="sweep peers"  only the sweep (bench/sweep/) and/or the peers side by side
-#                       (bench/peers/), in the order given; both also run at the end of the
-#                       full run (BENCH_SKIP="sweep peers" leaves them out)
+#   BENCH_ONLY="sweep peers path"  only the sweep (bench/sweep/), the peers side by side
+#                       (bench/peers/) and/or the simulated paths (bench/path/), in the order
+#                       given; all three also run at the end of the full run
+#                       (BENCH_SKIP="sweep peers path" leaves them out)
 #
 # How each client is measured:
 #   s3direct-mem / -put-mem  bench/s3d_bench.c (s3direct-bench): the public API to and from a
@@ -199,14 +200,34 @@ run_sweep() {
   gc
   return $rc
 }
-# BENCH_ONLY="sweep", "peers" or "sweep peers": only those parts, in that order.
+# The path part (issue 19): s3direct at its defaults and at fixed concurrencies next to the
+# peers at their defaults, through bench/pathsim.c on simulated paths (PATH_PATHS, default
+# 12M:15,40M:5,loopback: rate per connection : delay in ms) and on loopback; rows, table and
+# chart into $path_out. PATH_GIB (0.5), PATH_ROUNDS (3), PATH_TOOLS, PATH_WORKLOADS.
+path_out=${BENCH_KEEP:-$work}/path
+run_path() {
+  local py
+  fresh_server || return 1
+  py=$("$here/peers/setup.sh") || return 1
+  say "Path benchmark (simulated paths through $build/bench/s3d-pathsim), results in $path_out"
+  PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} S3D_BUILD_DIR=$build \
+    "$py" "$here/path/run.py" --cli "$build/tools/s3direct" --pathsim "$build/bench/s3d-pathsim" \
+    --out "$path_out" --gib "${PATH_GIB:-0.5}" --rounds "${PATH_ROUNDS:-3}" \
+    --paths "${PATH_PATHS:-12M:15,40M:5,loopback}" \
+    ${PATH_TOOLS:+--tools "$PATH_TOOLS"} ${PATH_WORKLOADS:+--workloads "$PATH_WORKLOADS"}
+  local rc=$?
+  gc
+  return $rc
+}
+# BENCH_ONLY="sweep", "peers", "path" or several: only those parts, in that order.
 if [ -n "${BENCH_ONLY:-}" ]; then
   rc=0
   for part in $BENCH_ONLY; do
     case $part in
       sweep) run_sweep || rc=1 ;;
       peers) run_peers || rc=1 ;;
-      *) say "bench: BENCH_ONLY=$part: not a part (sweep, peers)"; exit 2 ;;
+      path) run_path || rc=1 ;;
+      *) say "bench: BENCH_ONLY=$part: not a part (sweep, peers, path)"; exit 2 ;;
     esac
   done
   exit $rc
@@ -316,4 +337,8 @@ fi
 if ! skipped peers; then
   echo
   run_peers
+fi
+if ! skipped path; then
+  echo
+  run_path
 fi
