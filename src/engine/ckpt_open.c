@@ -5,11 +5,16 @@
  * the version every later read asks for), and a second GET only when the header is longer. Local
  * files: open once, fstat + pread, and the descriptor kept for the data reads (ckpt_read.c):
  * a file replaced or removed after the open is still read whole, never mixed with its
- * replacement. A sharded checkpoint reads its index first, then each shard's header.
+ * replacement. A sharded checkpoint reads its index first, then each shard's header; the
+ * headers of shards in S3 are fetched by up to S3D_OPEN_THREADS threads at once (each a
+ * request that waits a round trip: 32 shards one after the other cost 32 round trips before
+ * the first tensor byte moves), and the error of the first failing shard in index order is
+ * the one reported.
  * Everything is validated by src/format before any offset is used. Reading the tensors is
  * ckpt_read.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -211,6 +216,67 @@ fail:
     return rc;
 }
 
+/* Shard headers fetched at once when a sharded checkpoint in S3 is opened. */
+#define S3D_OPEN_THREADS 16
+
+struct open_all {
+    struct s3d_client *c;
+    struct shard *shards;
+    size_t n, next;
+    size_t failed;             /* lowest failing index, n if none */
+    struct s3d_err_record err; /* its error */
+    pthread_mutex_t mu;
+};
+
+static void *open_worker(void *arg)
+{
+    struct open_all *a = arg;
+    for (;;) {
+        size_t i;
+        int rc;
+        pthread_mutex_lock(&a->mu);
+        i = a->next < a->failed ? a->next++ : a->n; /* nothing after a failure starts */
+        pthread_mutex_unlock(&a->mu);
+        if (i >= a->n)
+            return NULL;
+        rc = open_shard(a->c, &a->shards[i]);
+        if (rc < 0) {
+            pthread_mutex_lock(&a->mu);
+            if (i < a->failed) {
+                a->failed = i;
+                s3d_err_save(&a->err, rc);
+            }
+            pthread_mutex_unlock(&a->mu);
+        }
+    }
+}
+
+/* Opens shards[0..n): in S3 on up to S3D_OPEN_THREADS threads, local files here. On failure
+ * the calling thread's error is that of the first failing shard in index order. */
+static int open_shards(struct s3d_client *c, struct shard *shards, size_t n)
+{
+    pthread_t th[S3D_OPEN_THREADS];
+    struct open_all a = {.c = c, .shards = shards, .n = n, .failed = n};
+    size_t nt = 0;
+    int rc = 0;
+
+    if (n < 2 || !shards[0].loc.is_s3) {
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            rc = open_shard(c, &shards[i]);
+        return rc;
+    }
+    pthread_mutex_init(&a.mu, NULL);
+    for (; nt < S3D_MIN(n, (size_t)S3D_OPEN_THREADS); nt++)
+        if (pthread_create(&th[nt], NULL, open_worker, &a) != 0)
+            break;
+    if (nt == 0)
+        open_worker(&a); /* no thread could start: this one does it all */
+    for (size_t i = 0; i < nt; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&a.mu);
+    return a.failed < n ? s3d_err_restore(&a.err) : 0;
+}
+
 static int add_shard(struct s3d_reader *r, const char *uri)
 {
     struct shard *sh;
@@ -315,10 +381,10 @@ static int open_index(struct s3d_reader *r, const struct s3d_loc *loc)
         rc = add_shard(r, path.data);
         if (rc < 0)
             goto fail;
-        rc = open_shard(r->client, &r->shards[i]);
-        if (rc < 0)
-            goto fail;
     }
+    rc = open_shards(r->client, r->shards, r->n_shards);
+    if (rc < 0)
+        goto fail;
     rc = check_generation(r, &ix, loc->path);
     if (rc < 0)
         goto fail;

@@ -165,6 +165,37 @@ int main(void)
         r = NULL;
     }
 
+    /* Many shards: their headers are fetched on several threads at once (ckpt_open.c); the
+     * error of a missing shard is that of the first in index order, whichever thread met it. */
+    {
+        struct s3d_write_options wo;
+        const char *suri = NULL;
+        char first[96], last[96];
+        size_t ns;
+        memset(&wo, 0, sizeof(wo));
+        wo.max_shard_size = 1 << 20;
+        snprintf(uri, sizeof(uri), "s3://%s/many/model.safetensors.index.json", bucket);
+        CHECK_OK(s3d_checkpoint_write(c, uri, big.src, big.n, NULL, 0, &wo));
+        t_verify_checkpoint(c, uri, &big, -1);
+        CHECK_OK(s3d_reader_open(c, uri, &r));
+        ns = s3d_reader_num_shards(r);
+        CHECK(ns >= 20);
+        for (size_t i = 0; i < ns; i++) {
+            CHECK_OK(s3d_reader_shard(r, i, &suri, NULL, NULL));
+            CHECK(strstr(suri, "many/model-") != NULL);
+        }
+        s3d_reader_close(r);
+        r = NULL;
+        snprintf(first, sizeof(first), "many/model-00004-of-%05zu.safetensors", ns);
+        snprintf(last, sizeof(last), "many/model-%05zu-of-%05zu.safetensors", ns, ns);
+        CHECK_OK(s3d_delete_object(c, bucket, last));
+        CHECK_OK(s3d_delete_object(c, bucket, first));
+        for (int k = 0; k < 5; k++) {
+            CHECK_ERR(s3d_reader_open(c, uri, &r), S3D_ENOSUCHKEY);
+            CHECK_MSG_HAS(first + 5);
+        }
+    }
+
     /* Missing objects. */
     snprintf(uri, sizeof(uri), "s3://%s/none.safetensors", bucket);
     CHECK_ERR(s3d_reader_open(c, uri, &r), S3D_ENOSUCHKEY);
