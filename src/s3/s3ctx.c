@@ -105,6 +105,8 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
     ctx->http.verbose = getenv("S3D_CURL_VERBOSE") != NULL;
     /* Only to name it in errors: a proxy that cannot be reached is not the endpoint. */
     (void)s3d_http_proxy_for(ctx->cfg.endpoint_url, env_get, ctx->proxy, sizeof(ctx->proxy));
+    /* Through a proxy the proxy resolves the name; an IP literal has one address. */
+    s3d_resolver_init(&ctx->resolver, !ctx->cfg.host_is_ip && ctx->proxy[0] == '\0', ctx->cfg.port);
     if (!ctx->cfg.anonymous &&
         (rc = s3d_credcache_new(&ctx->cfg, &ctx->http, opts ? opts->profile : NULL, &ctx->creds)) <
             0)
@@ -112,6 +114,8 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
     return 0;
 
 fail:
+    if (ctx->resolver.port != 0)
+        s3d_resolver_cleanup(&ctx->resolver);
     if (ctx->share != NULL)
         curl_share_cleanup(ctx->share);
     for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
@@ -135,6 +139,7 @@ void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx)
     for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_destroy(&ctx->share_locks[i]);
     pthread_mutex_destroy(&ctx->pool_lock);
+    s3d_resolver_cleanup(&ctx->resolver);
     s3d_credcache_free(ctx->creds);
     s3d_config_free(&ctx->cfg);
     memset(ctx, 0, sizeof(*ctx));
@@ -276,6 +281,63 @@ static int slist_addf(struct curl_slist **l, const char *name, const char *value
     return slist_add(l, line);
 }
 
+static void op_release_addr(struct s3d_s3_op *op, int conn_failed, int responded)
+{
+    if (op->lease_from != NULL)
+        s3d_resolver_done(op->lease_from, &op->lease, conn_failed, responded);
+    op->lease_from = NULL;
+}
+
+/* Gives the request one of the endpoint's addresses, when its name has several: the URL, the
+ * Host header and the signature keep the name; only the TCP connection goes to the address. */
+static int op_connect_to(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
+{
+    const char *host = op->host.data;
+    size_t name_len = strcspn(host, ":"); /* the Host header carries a non-default port */
+    int n;
+
+    if (!s3d_resolver_pick(&ctx->resolver, host, name_len, &op->lease))
+        return 0;
+    op->lease_from = &ctx->resolver;
+    n = snprintf(op->connect_to_line, sizeof(op->connect_to_line), "%.*s:%u:%s:%u", (int)name_len,
+                 host, (unsigned)ctx->cfg.port, op->lease.text, (unsigned)ctx->cfg.port);
+    if (n < 0 || (size_t)n >= sizeof(op->connect_to_line)) {
+        op_release_addr(op, 0, 0);
+        return 0; /* a name this long is left to libcurl */
+    }
+    op->connect_to.data = op->connect_to_line;
+    op->connect_to.next = NULL;
+    if (curl_easy_setopt(e, CURLOPT_CONNECT_TO, &op->connect_to) != CURLE_OK) {
+        op_release_addr(op, 0, 0);
+        return s3d_fail(S3D_ENOMEM, "%s: setting the address to connect to failed", op->operation);
+    }
+    return 0;
+}
+
+/* After a transfer: tells the resolver whether its address could be connected to, and logs
+ * the address of each new connection. */
+static void op_judge_addr(struct s3d_s3_op *op, CURL *e, CURLcode cc)
+{
+    curl_off_t connect_us = 0;
+    long new_conns = 0;
+    int connected, conn_failed, responded = op->req.resp.status != 0;
+
+    if (op->lease_from == NULL)
+        return;
+    if (curl_easy_getinfo(e, CURLINFO_CONNECT_TIME_T, &connect_us) != CURLE_OK)
+        connect_us = 0;
+    connected = connect_us > 0 || responded;
+    if (connected && curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &new_conns) == CURLE_OK &&
+        new_conns > 0)
+        S3D_DEBUG("%s: new connection to %s at %s", op->operation, op->host.data, op->lease.text);
+    /* Not for a socket the process could not make (no descriptor): not the address's fault. */
+    conn_failed =
+        !connected && op->req.sock_errno == 0 &&
+        (cc == CURLE_COULDNT_CONNECT || (cc == CURLE_OPERATION_TIMEDOUT &&
+                                         strstr(op->req.errbuf, "Connection timed out") != NULL));
+    op_release_addr(op, conn_failed, responded);
+}
+
 int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
 {
     const struct s3d_config *cfg = &ctx->cfg;
@@ -287,6 +349,7 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
 
     if (op->build_rc < 0) /* a header or parameter could not be added: recorded then */
         return op->build_rc;
+    op_release_addr(op, 0, 0); /* an attempt that was never judged */
     op_bufs_init(op);
     s3d_dynbuf_reset(&op->url);
     s3d_dynbuf_reset(&op->host);
@@ -375,7 +438,10 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
     op->req.dst_cap = op->dst_cap;
     if (op->req.body_max == 0)
         op->req.body_max = S3D_XML_MAX_BODY;
-    return s3d_http_setup(e, &op->req, &ctx->http);
+    rc = s3d_http_setup(e, &op->req, &ctx->http);
+    if (rc < 0)
+        return rc;
+    return op_connect_to(ctx, op, e);
 }
 
 static const char *header_value(const struct s3d_s3_op *op, const char *name)
@@ -420,6 +486,7 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     const char *b = or_empty(op->bucket), *k = or_empty(op->key);
     char where[1400];
 
+    op_judge_addr(op, e, cc);
     memset(&d, 0, sizeof(d));
     d.operation = op->operation;
     d.bucket = op->bucket;
@@ -600,6 +667,7 @@ void s3d_s3_op_cleanup(struct s3d_s3_op *op)
 {
     if (op == NULL)
         return;
+    op_release_addr(op, 0, 0);
     curl_slist_free_all(op->slist);
     op->slist = NULL;
     s3d_creds_release(op->signed_with);

@@ -9,7 +9,9 @@
  * threads (libcurl documents sharing CURL_LOCK_DATA_CONNECT between concurrent threads as
  * unsafe in the 7.8x series we build against). DNS results and TLS sessions are shared by
  * every handle through one CURLSH with a mutex per data kind, so a new connection skips the
- * resolve and resumes its TLS session.
+ * resolve and resumes its TLS session. When the endpoint's name has several addresses, each
+ * request is given one of them (s3/addrs.h) and connects there with CURLOPT_CONNECT_TO; a
+ * connection is then reused only by requests given the same address.
  *
  * Threads: s3d_s3ctx_* functions are thread-safe; an op belongs to one thread. */
 #ifndef S3D_S3_S3CTX_H
@@ -23,6 +25,7 @@
 #include <curl/curl.h>
 
 #include "common/dynbuf.h"
+#include "s3/addrs.h"
 #include "s3/config.h"
 #include "s3/creds.h"
 #include "s3/http.h"
@@ -50,6 +53,8 @@ struct s3d_s3ctx {
     char proxy[512];           /* the proxy libcurl uses for the endpoint (environment), or "" */
     CURLSH *share;
     pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+    /* The endpoint's addresses: which one each request connects to (s3/addrs.h). */
+    struct s3d_resolver resolver;
     /* Idle multi handles (with their connections), guarded by pool_lock. */
     pthread_mutex_t pool_lock;
     CURLM **idle;
@@ -108,14 +113,21 @@ struct s3d_s3_op {
     char range_buf[64];
     struct s3d_creds *signed_with; /* the snapshot of the last signature (a reference) */
     int build_rc; /* the first failure of s3d_s3_op_add_header / _add_query / _set_range */
+    /* The address this attempt connects to (s3/addrs.h), until judged or cleaned up. */
+    struct s3d_resolver *lease_from;
+    struct s3d_addr_lease lease;
+    struct curl_slist connect_to; /* CURLOPT_CONNECT_TO: one node over connect_to_line */
+    char connect_to_line[320];
 };
 
-/* Builds the URL, signs the request (now), and sets up the easy handle e (fresh or reset).
- * May be called again on the same op for a retry (it re-signs). Returns 0 or an S3D_E* code
+/* Builds the URL, signs the request (now), gives it an address of the endpoint (when it has
+ * several), and sets up the easy handle e (fresh or reset). May be called again on the same
+ * op for a retry (it re-signs, and may pick another address). Returns 0 or an S3D_E* code
  * (recorded). */
 S3D_NODISCARD int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e);
 
-/* Judges a finished transfer: returns 0 for a 2xx response that fits what was asked, or the
+/* Judges a finished transfer (and gives its address back, noting whether it could be
+ * connected to): returns 0 for a 2xx response that fits what was asked, or the
  * S3D_E* code of the failure after recording it once with s3d_fail_s3 (operation, bucket,
  * key, HTTP status, S3 code and message, request id). cc is curl's result for e. */
 S3D_NODISCARD int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e,

@@ -3,6 +3,8 @@ s3d_test(test_sigv4 unit/test_sigv4.c)
 # http/retry (owner: http): pure tables, no network.
 s3d_test(test_retry unit/test_retry.c)
 s3d_test(test_http_map unit/test_http_map.c)
+# addrs (owner: http): the endpoint's address list, pure; the lookup of numeric names only.
+s3d_test(test_addrs unit/test_addrs.c)
 s3d_test(test_uri unit/test_uri.c)
 s3d_test(test_xml unit/test_xml.c)
 s3d_test(test_config unit/test_config.c)
