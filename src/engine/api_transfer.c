@@ -102,22 +102,98 @@ static int make_jobs(const char *bucket, const char *key, const char *if_match,
     return 0;
 }
 
-/* The full-object CRC32C a whole-object download is checked against, base64 in want (""
- * when there is none to check). S3 returns x-amz-checksum-crc32c only for a GET of the whole
- * object, so when the object took more than the first range a HEAD asks for it; that HEAD
- * must see the same version (ETag). A composite checksum of a multipart upload ("...-N")
- * covers the parts, not the object's bytes: not checkable here. Servers that store none (Ceph
- * RGW 16) leave the download unverified, which S3D_LOG=debug (the CLI's --debug) says. */
+/* Where the CRC32C a download is checked against came from, for the debug log. */
+struct want_crc {
+    char b64[S3D_CRC32C_B64_LEN]; /* "" when there is none to check */
+    const char *source;
+};
+
+/* Copies a base64 CRC32C that parses into w (0), else leaves w empty (-1). */
+static int want_set(struct want_crc *w, const char *b64, const char *source)
+{
+    uint32_t v;
+    if (s3d_crc32c_from_base64(b64, strlen(b64), &v) < 0)
+        return -1;
+    s3d_crc32c_base64(v, w->b64);
+    w->source = source;
+    return 0;
+}
+
+/* 1 when the ETag is a multipart upload's ("...-N" in quotes). */
+static int etag_is_multipart(const char *etag)
+{
+    const char *dash = strrchr(etag, '-');
+    return dash != NULL && dash[1] >= '0' && dash[1] <= '9';
+}
+
+/* The CRC32C s3direct stored as the S3D_OP_CRC_TAG tag of a multipart object it wrote, if
+ * that tag is of this version (its ETag): into w. A server that does not let us read tags
+ * (no permission, no tagging) leaves the download unverified; any other failure fails it. */
+static int tag_checksum(struct s3d_client *c, const char *bucket, const char *key,
+                        const struct s3d_object_info *first, struct want_crc *w)
+{
+    char value[128], hex[9];
+    size_t el = strlen(first->etag);
+    unsigned long v;
+    char *end;
+    int rc = s3d_op_get_crc_tag(&c->s3, bucket, key, value, sizeof(value));
+    if (rc == S3D_EACCESS || rc == S3D_ENOTSUP || rc == S3D_EHTTP || rc == S3D_ENOSUCHKEY) {
+        S3D_DEBUG("GetObject s3://%s/%s: download unverified: its tags cannot be read (%s)", bucket,
+                  key, s3d_last_error_message());
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    if (value[0] == '\0')
+        return 0;
+    /* "<8 hex digits> <ETag without quotes>" */
+    if (strlen(value) < 10 || value[8] != ' ' || el < 2 || strlen(value + 9) != el - 2 ||
+        strncmp(value + 9, first->etag + 1, el - 2) != 0) {
+        S3D_DEBUG("GetObject s3://%s/%s: download unverified: its %s tag \"%s\" is not of "
+                  "this version (ETag %s)",
+                  bucket, key, S3D_OP_CRC_TAG, value, first->etag);
+        return 0;
+    }
+    memcpy(hex, value, 8);
+    hex[8] = '\0';
+    v = strtoul(hex, &end, 16);
+    if (*end != '\0' || strspn(hex, "0123456789abcdef") != 8) {
+        S3D_DEBUG("GetObject s3://%s/%s: download unverified: its %s tag \"%s\" is malformed",
+                  bucket, key, S3D_OP_CRC_TAG, value);
+        return 0;
+    }
+    s3d_crc32c_base64((uint32_t)v, w->b64);
+    w->source = "s3direct's tag";
+    return 0;
+}
+
+/* The full-object CRC32C a whole-object download is checked against, into w ("" when there
+ * is none to check), the first of:
+ * 1. the server's x-amz-checksum-crc32c (AWS S3, moto). S3 returns it only for a GET of the
+ *    whole object, so when the object took more than the first range a HEAD asks for it
+ *    (after 2, which needs no request); that HEAD must see the same version (ETag). A
+ *    composite checksum of a multipart upload ("...-N") covers the parts, not the object's
+ *    bytes: not checkable here.
+ * 2. the CRC32C s3direct sent as user metadata with a single PUT (S3D_OP_CRC_META), in every
+ *    GET response;
+ * 3. for a multipart object with tags, the S3D_OP_CRC_TAG tag s3direct set after completing
+ *    it, bound to its ETag (one GetObjectTagging).
+ * Objects other tools wrote to servers that store no checksums (Ceph RGW 16) stay unverified,
+ * which S3D_LOG=debug (the CLI's --debug) says. */
 static int object_checksum(struct s3d_client *c, const char *bucket, const char *key,
-                           const struct s3d_object_info *first, int first_was_whole,
-                           char want[S3D_CRC32C_B64_LEN])
+                           const struct s3d_object_info *first, const struct s3d_op_sums *sums,
+                           int first_was_whole, struct want_crc *w)
 {
     struct s3d_object_info h;
     const char *sum = first->checksum_crc32c;
-    uint32_t v;
     int rc;
 
-    want[0] = '\0';
+    w->b64[0] = '\0';
+    w->source = "";
+    if (sum[0] != '\0' && want_set(w, sum, "the server's") == 0)
+        return 0;
+    if (sums->meta_crc32c[0] != '\0' && want_set(w, sums->meta_crc32c, "s3direct's metadata") == 0)
+        return 0;
     if (sum[0] == '\0' && !first_was_whole) {
         rc = s3d_op_head(&c->s3, bucket, key, &h);
         if (rc < 0)
@@ -128,39 +204,38 @@ static int object_checksum(struct s3d_client *c, const char *bucket, const char 
                             "(ETag %s, now %s): download it again",
                             bucket, key, first->etag, h.etag);
         sum = h.checksum_crc32c;
+        if (sum[0] != '\0' && want_set(w, sum, "the server's") == 0)
+            return 0;
     }
-    if (sum[0] == '\0') {
+    if (etag_is_multipart(first->etag) && sums->tag_count > 0) {
+        rc = tag_checksum(c, bucket, key, first, w);
+        if (rc < 0 || w->b64[0] != '\0')
+            return rc;
+    }
+    if (sum[0] == '\0')
         S3D_DEBUG("GetObject s3://%s/%s: download unverified: the server returned no "
-                  "full-object checksum",
+                  "full-object checksum, and s3direct stored none",
                   bucket, key);
-        return 0;
-    }
-    if (s3d_crc32c_from_base64(sum, strlen(sum), &v) < 0) {
+    else
         S3D_DEBUG("GetObject s3://%s/%s: download unverified: checksum %s is composite (a "
-                  "multipart upload's) or not a CRC32C",
+                  "multipart upload's) or not a CRC32C, and s3direct stored none",
                   bucket, key, sum);
-        return 0;
-    }
-    /* A CRC32C that parsed is 8 base64 characters; the check keeps the copy exact (and a
-     * Debug build's -Wformat-truncation quiet). */
-    if (strlen(sum) >= S3D_CRC32C_B64_LEN)
-        return 0;
-    memcpy(want, sum, strlen(sum) + 1);
     return 0;
 }
 
-static int verify_crc(const char *bucket, const char *key, const char *want, uint32_t got)
+static int verify_crc(const char *bucket, const char *key, const struct want_crc *w, uint32_t got)
 {
     uint32_t v;
-    if (want[0] == '\0' || s3d_crc32c_from_base64(want, strlen(want), &v) < 0 || v == got) {
-        if (want[0] != '\0')
-            S3D_DEBUG("GetObject s3://%s/%s: CRC32C %s verified", bucket, key, want);
+    if (w->b64[0] == '\0' || s3d_crc32c_from_base64(w->b64, strlen(w->b64), &v) < 0 || v == got) {
+        if (w->b64[0] != '\0')
+            S3D_DEBUG("GetObject s3://%s/%s: CRC32C %s (%s) verified", bucket, key, w->b64,
+                      w->source);
         return 0;
     }
     return s3d_fail(S3D_ECHECKSUM,
-                    "GetObject s3://%s/%s: CRC32C mismatch (object's checksum %s, received "
+                    "GetObject s3://%s/%s: CRC32C mismatch (object's checksum %s, %s; received "
                     "%08x)",
-                    bucket, key, want, got);
+                    bucket, key, w->b64, w->source, got);
 }
 
 /* Runs the ranges after the first GET (first of total bytes done), progress counted over the
@@ -203,7 +278,8 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
     struct s3d_object_info info;
     struct s3d_get_job *jobs = NULL;
     struct topts o;
-    char want[S3D_CRC32C_B64_LEN];
+    struct s3d_op_sums sums;
+    struct want_crc want;
     uint64_t len, got = 0;
     size_t n;
     int rc;
@@ -235,7 +311,7 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
     }
     /* The first range tells the size and pins the version (ETag) for the others. */
     rc = s3d_xfer_get_first(c, bucket, key, offset, S3D_MIN(S3D_MIN(o.part_size, length), dst_cap),
-                            dst, &got, &info, o.if_match, o.cancel);
+                            dst, &got, &info, &sums, o.if_match, o.cancel);
     if (rc < 0)
         return rc;
     len = S3D_MIN(length, info.size - offset);
@@ -254,9 +330,9 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
     rc = get_rest(c, jobs, n, NULL, &o, got, len);
     free(jobs);
     if (rc == 0 && offset == 0 && len == info.size) {
-        rc = object_checksum(c, bucket, key, &info, got == len, want);
-        if (rc == 0 && want[0] != '\0')
-            rc = verify_crc(bucket, key, want, s3d_crc32c(0, dst, (size_t)len));
+        rc = object_checksum(c, bucket, key, &info, &sums, got == len, &want);
+        if (rc == 0 && want.b64[0] != '\0')
+            rc = verify_crc(bucket, key, &want, s3d_crc32c(0, dst, (size_t)len));
     }
     if (rc == 0 && out_len != NULL)
         *out_len = len;
@@ -357,22 +433,22 @@ static int dl_open_output(struct file_dl *f, const char *path, int to_stdout, in
 }
 
 /* The ranges after the first one (got bytes, crc their CRC32C), each written out as it
- * arrives; then the object's CRC32C checked against want ("" = none to check). */
+ * arrives; then the object's CRC32C checked against want (empty = none to check). */
 static int dl_rest(struct s3d_client *c, const char *bucket, const char *key, struct file_dl *f,
                    const struct s3d_object_info *info, const struct topts *o, uint64_t got,
-                   uint32_t crc, const char *want)
+                   uint32_t crc, const struct want_crc *want)
 {
     const struct s3d_get_hooks hooks = {.prepare = dl_prepare, .done = dl_done, .ctx = f};
     int rc = make_jobs(bucket, key, info->etag, info->size, got, info->size - got, o->part_size,
                        &f->jobs, &f->n_jobs);
-    if (rc == 0 && want[0] != '\0' && f->n_jobs > 0) {
+    if (rc == 0 && want->b64[0] != '\0' && f->n_jobs > 0) {
         f->crcs = calloc(f->n_jobs, sizeof(*f->crcs));
         if (f->crcs == NULL)
             rc = s3d_fail(S3D_ENOMEM, "out of memory");
     }
     if (rc == 0)
         rc = get_rest(c, f->jobs, f->n_jobs, &hooks, o, got, info->size);
-    if (rc == 0 && want[0] != '\0') {
+    if (rc == 0 && want->b64[0] != '\0') {
         for (size_t i = 0; i < f->n_jobs; i++)
             crc = s3d_crc32c_combine(crc, f->crcs[i], f->jobs[i].length);
         rc = verify_crc(bucket, key, want, crc);
@@ -405,7 +481,9 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
     struct file_dl f;
     struct topts o;
     struct s3d_tmpfile tmp = {NULL, -1};
-    char *first = NULL, want[S3D_CRC32C_B64_LEN];
+    char *first = NULL;
+    struct s3d_op_sums sums;
+    struct want_crc want;
     uint64_t got = 0;
     uint32_t crc = 0;
     struct stat st;
@@ -438,21 +516,21 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
         rc = s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer", o.part_size);
         goto out;
     }
-    rc = s3d_xfer_get_first(c, bucket, key, 0, o.part_size, first, &got, &info, o.if_match,
+    rc = s3d_xfer_get_first(c, bucket, key, 0, o.part_size, first, &got, &info, &sums, o.if_match,
                             o.cancel);
     if (rc == 0)
-        rc = object_checksum(c, bucket, key, &info, got == info.size, want);
+        rc = object_checksum(c, bucket, key, &info, &sums, got == info.size, &want);
     if (rc < 0)
         goto out;
     rc = dl_open_output(&f, path, to_stdout, special, &tmp);
     if (rc < 0)
         goto out;
-    if (want[0] != '\0')
+    if (want.b64[0] != '\0')
         crc = s3d_crc32c(0, first, (size_t)got);
     rc = write_all(f.fd, first, (size_t)got, f.seekable, 0, f.what);
     s3d_slot_put(&f.slots, first);
     if (rc == 0)
-        rc = dl_rest(c, bucket, key, &f, &info, &o, got, crc, want);
+        rc = dl_rest(c, bucket, key, &f, &info, &o, got, crc, &want);
     rc = dl_close_output(&f, path, to_stdout, special, &tmp, rc);
 out:
     s3d_slots_free(&f.slots);

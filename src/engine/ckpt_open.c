@@ -77,7 +77,7 @@ static int read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t ca
         if (buf == NULL)
             return s3d_fail(S3D_ENOMEM, "out of memory reading %s", loc->path);
         rc = s3d_xfer_get_first(c, loc->bucket, loc->key, 0, S3D_HEADER_PROBE, buf, &got, &info,
-                                NULL, NULL);
+                                NULL, NULL, NULL);
         if (rc < 0)
             goto fail;
         size = info.size;
@@ -138,7 +138,7 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
         if (buf == NULL)
             return s3d_fail(S3D_ENOMEM, "out of memory reading the header of %s", sh->uri);
         rc = s3d_xfer_get_first(c, sh->loc.bucket, sh->loc.key, 0, S3D_HEADER_PROBE, buf, &got,
-                                &info, NULL, NULL);
+                                &info, NULL, NULL, NULL);
         if (rc < 0)
             goto fail;
         sh->object_size = info.size;

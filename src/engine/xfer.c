@@ -52,6 +52,7 @@ struct item {
     int synthetic; /* the empty part 1 of an upload that got no parts */
     char number[12];
     char crc[S3D_CRC32C_B64_LEN];
+    uint32_t crc_v; /* the CRC32C crc holds */
 };
 
 struct engine {
@@ -269,6 +270,7 @@ static int feed_part(struct engine *g, struct item *it)
     it->part = p;
     for (i = 0; i < p.iovcnt; i++)
         crc = s3d_crc32c(crc, p.iov[i].iov_base, p.iov[i].iov_len);
+    it->crc_v = crc;
     s3d_crc32c_base64(crc, it->crc);
     s3d_op_upload_part_init(&it->op, g->bucket, g->key, g->upload_id, p.part_number, it->number,
                             p.iov, p.iovcnt, p.length, it->crc);
@@ -278,13 +280,20 @@ static int feed_part(struct engine *g, struct item *it)
 static int feed_single(struct engine *g, struct item *it)
 {
     uint64_t len = 0;
+    uint32_t crc = 0;
     int i;
     if (g->handed_out > 0)
         return S3D_FEED_DONE;
-    for (i = 0; i < g->single_iovcnt; i++)
+    for (i = 0; i < g->single_iovcnt; i++) {
         len += g->single_iov[i].iov_len;
+        crc = s3d_crc32c(crc, g->single_iov[i].iov_base, g->single_iov[i].iov_len);
+    }
     g->handed_out = 1;
     item_reset(it);
+    /* The CRC32C twice: for a server that checks and stores checksums, and as user metadata
+     * for one that does neither (Ceph RGW 16), which a download checks against. */
+    it->crc_v = crc;
+    s3d_crc32c_base64(crc, it->crc);
     it->op.operation = "PutObject";
     it->op.method = "PUT";
     it->op.bucket = g->bucket;
@@ -294,6 +303,8 @@ static int feed_single(struct engine *g, struct item *it)
     it->op.body_len = len;
     s3d_s3_op_add_header(&it->op, "Content-Type",
                          g->content_type ? g->content_type : "application/octet-stream");
+    s3d_s3_op_add_header(&it->op, "x-amz-checksum-crc32c", it->crc);
+    s3d_s3_op_add_header(&it->op, S3D_OP_CRC_META, it->crc);
     return start_attempt(g, it);
 }
 
@@ -328,6 +339,8 @@ static int finish_ok(struct engine *g, struct item *it)
             rc = s3d_op_first_info(&it->op, j->offset + j->received, 1, j->first);
             if (rc < 0)
                 return rc;
+            if (j->first_sums != NULL)
+                s3d_op_sums_get(&it->op, j->first_sums);
             j->length = j->received + it->op.req.resp.received;
             j->if_match = j->first->etag;
             j->object_size = j->first->size;
@@ -364,6 +377,8 @@ static int finish_ok(struct engine *g, struct item *it)
         p->part_number = it->part.part_number;
         snprintf(p->etag, sizeof(p->etag), "%s", it->op.req.resp.etag);
         snprintf(p->crc32c, sizeof(p->crc32c), "%s", it->crc);
+        p->crc = it->crc_v;
+        p->length = it->part.length;
         g->done_bytes += it->part.length;
         if (!it->synthetic && g->ph->release != NULL)
             rc = g->ph->release(g->ph->ctx, &it->part);
@@ -403,6 +418,8 @@ static int finish_err(struct engine *g, struct item *it, int err)
             rc = s3d_op_first_info(&it->op, j->offset + j->received, 0, j->first);
             if (rc < 0)
                 return rc;
+            if (j->first_sums != NULL)
+                s3d_op_sums_get(&it->op, j->first_sums);
             if (j->first->size - j->offset < j->length)
                 j->length = j->first->size - j->offset;
             j->if_match = j->first->etag;
@@ -880,6 +897,41 @@ static void abort_upload(struct s3d_client *c, const char *bucket, const char *k
     }
 }
 
+/* After a multipart upload completed: stores the object's CRC-32C (its parts' combined, in
+ * number order) as its S3D_OP_CRC_TAG tag, bound to its ETag (Complete's, or the one computed
+ * from the parts' when the server sent none, as Ceph RGW). The object is already in place, so
+ * a failure here (no permission, no tagging on the server) only leaves it without the tag,
+ * which makes its downloads unverified where the server stores no checksum. */
+static void tag_crc(struct s3d_client *c, const char *bucket, const char *key,
+                    const struct engine *g)
+{
+    char value[128];
+    const char *etag = g->etag;
+    size_t i, len;
+    uint32_t crc = 0;
+    char computed[80];
+
+    if (etag[0] == '\0') {
+        if (s3d_op_multipart_etag(g->parts, g->n_parts, computed) < 0) {
+            S3D_DEBUG("s3://%s/%s: no CRC32C tag: the multipart ETag is not known", bucket, key);
+            return;
+        }
+        etag = computed;
+    }
+    len = strlen(etag);
+    if (len < 3 || etag[0] != '"' || etag[len - 1] != '"' || len - 2 > 100) {
+        S3D_DEBUG("s3://%s/%s: no CRC32C tag: ETag %s is not quoted", bucket, key, etag);
+        return;
+    }
+    for (i = 0; i < g->n_parts; i++)
+        crc = s3d_crc32c_combine(crc, g->parts[i].crc, g->parts[i].length);
+    snprintf(value, sizeof(value), "%08x %.*s", crc, (int)(len - 2), etag + 1);
+    if (s3d_op_put_crc_tag(&c->s3, bucket, key, value) < 0)
+        S3D_DEBUG("s3://%s/%s: its CRC32C could not be stored as a tag, so downloads from a "
+                  "server without checksums cannot verify it: %s",
+                  bucket, key, s3d_last_error_message());
+}
+
 int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char *key,
                            const struct s3d_put_hooks *hooks, const struct s3d_put_options *o)
 {
@@ -914,10 +966,12 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
         rc = s3d_fail(S3D_ECANCELED, "upload of s3://%s/%s canceled", bucket, key);
     if (rc == 0) {
         qsort(g.parts, g.n_parts, sizeof(*g.parts), part_cmp);
-        rc = s3d_op_complete_multipart(&c->s3, bucket, key, upload_id, g.parts, g.n_parts);
+        rc = s3d_op_complete_multipart(&c->s3, bucket, key, upload_id, g.parts, g.n_parts, g.etag);
     }
     if (rc < 0)
         abort_upload(c, bucket, key, upload_id, rc);
+    else
+        tag_crc(c, bucket, key, &g);
 out:
     free(upload_id);
     free(g.parts);
@@ -953,13 +1007,15 @@ int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *ke
 
 int s3d_xfer_get_first(struct s3d_client *c, const char *bucket, const char *key, uint64_t offset,
                        uint64_t want, void *dst, uint64_t *got, struct s3d_object_info *info,
-                       const char *if_match, struct s3d_cancel *cancel)
+                       struct s3d_op_sums *sums, const char *if_match, struct s3d_cancel *cancel)
 {
     struct s3d_get_job job;
     int rc;
 
     *got = 0;
     memset(info, 0, sizeof(*info));
+    if (sums != NULL)
+        memset(sums, 0, sizeof(*sums));
     memset(&job, 0, sizeof(job));
     job.bucket = bucket;
     job.key = key;
@@ -967,6 +1023,7 @@ int s3d_xfer_get_first(struct s3d_client *c, const char *bucket, const char *key
     job.length = want;
     job.dst = dst;
     job.first = info;
+    job.first_sums = sums;
     job.if_match = if_match;
     rc = s3d_xfer_get(c, &job, 1, NULL, 1, NULL, NULL, cancel);
     if (rc == S3D_ERANGE) {

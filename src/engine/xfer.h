@@ -17,6 +17,8 @@
 #include "s3direct/object.h"
 #include "common/compiler.h"
 
+struct s3d_op_sums;
+
 /* What a feed hook (prepare, next) returns when it does not fail. */
 enum s3d_feed_result {
     S3D_FEED_OK = 0,      /* the job's dst / the part is set */
@@ -53,6 +55,9 @@ struct s3d_get_job {
      * resumed after a broken connection gets the same version (and object_size to its size).
      * length is cut to the object. */
     struct s3d_object_info *first;
+    /* With first (may be NULL): receives what that response tells of the checksum s3direct
+     * stored with the object (s3/ops.h, s3d_op_sums). */
+    struct s3d_op_sums *first_sums;
     /* Set by the prepare hook: the host memory that receives [offset, offset + length). */
     void *dst;
     /* Engine state; the caller zero-initializes. */
@@ -92,11 +97,13 @@ S3D_NODISCARD int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, s
  * the S3 <Code> (a HEAD's error has no body). *got = bytes received: want, or fewer at the end
  * of the object. An offset at the end (or an empty object, which answers every range with
  * 416) gets *got = 0 and the fields from a HEAD; past the end is S3D_ERANGE. if_match (NULL
- * = none): a version the caller already knows, asked for from the first request on. */
+ * = none): a version the caller already knows, asked for from the first request on. sums
+ * (NULL = not wanted): the object's own checksum fields of that response (s3d_op_sums; zeroed
+ * when a HEAD answered instead). */
 S3D_NODISCARD int s3d_xfer_get_first(struct s3d_client *c, const char *bucket, const char *key,
                                      uint64_t offset, uint64_t want, void *dst, uint64_t *got,
-                                     struct s3d_object_info *info, const char *if_match,
-                                     struct s3d_cancel *cancel);
+                                     struct s3d_object_info *info, struct s3d_op_sums *sums,
+                                     const char *if_match, struct s3d_cancel *cancel);
 
 /* Downloads [offset, offset + len) of the object into dst with the client's part size and
  * concurrency, every range pinned to if_match (the ETag a first response gave; NULL or "" =
@@ -142,12 +149,15 @@ struct s3d_put_options {
 /* Uploads one object as a multipart upload fed by hooks: CreateMultipartUpload, UploadPart for
  * each part (retried alone on transient failure, a CRC32C of each part sent as
  * x-amz-checksum-crc32c), CompleteMultipartUpload with the parts in number order. On any
- * failure or cancellation the upload is aborted, so the key keeps its previous object. */
+ * failure or cancellation the upload is aborted, so the key keeps its previous object. Once
+ * complete, the object's CRC-32C (the parts' combined) is stored as its S3D_OP_CRC_TAG tag;
+ * a server that refuses the tag leaves the object without it (logged at debug level). */
 S3D_NODISCARD int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char *key,
                                          const struct s3d_put_hooks *hooks,
                                          const struct s3d_put_options *o);
 
-/* Uploads one object with a single PutObject from an iovec (any size up to 5 GiB). */
+/* Uploads one object with a single PutObject from an iovec (any size up to 5 GiB), its
+ * CRC-32C sent as x-amz-checksum-crc32c and stored as user metadata (S3D_OP_CRC_META). */
 S3D_NODISCARD int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *key,
                                       const struct iovec *iov, int iovcnt,
                                       const struct s3d_put_options *o);

@@ -127,7 +127,8 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
         h->status = st;
         h->has_content_length = 0;
         h->etag[0] = h->request_id[0] = h->content_type[0] = h->last_modified[0] = '\0';
-        h->content_range[0] = h->checksum_crc32c[0] = '\0';
+        h->content_range[0] = h->checksum_crc32c[0] = h->meta_crc32c[0] = '\0';
+        h->tagging_count = 0;
         return len;
     }
     colon = memchr(line, ':', len);
@@ -152,7 +153,14 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
         copy_value(h->content_range, sizeof(h->content_range), v, (size_t)(end - v));
     else if (name_is(line, name_len, "x-amz-checksum-crc32c"))
         copy_value(h->checksum_crc32c, sizeof(h->checksum_crc32c), v, (size_t)(end - v));
-    else if (name_is(line, name_len, "content-length")) {
+    else if (name_is(line, name_len, "x-amz-meta-s3d-crc32c"))
+        copy_value(h->meta_crc32c, sizeof(h->meta_crc32c), v, (size_t)(end - v));
+    else if (name_is(line, name_len, "x-amz-tagging-count")) {
+        uint32_t n = 0;
+        for (const char *p = v; p < end && isdigit((unsigned char)*p) && n < 1000000; p++)
+            n = n * 10 + (uint32_t)(*p - '0');
+        h->tagging_count = n;
+    } else if (name_is(line, name_len, "content-length")) {
         uint64_t cl = 0;
         const char *p = v;
         int ok = p < end;

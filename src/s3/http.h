@@ -34,7 +34,9 @@ struct s3d_http_resp {
     char last_modified[64];
     char content_range[96];
     char checksum_crc32c[16];
-    uint64_t received; /* body bytes of a 2xx response written to dst */
+    char meta_crc32c[16];   /* x-amz-meta-s3d-crc32c: the CRC-32C s3direct stored (ops.h) */
+    uint32_t tagging_count; /* x-amz-tagging-count */
+    uint64_t received;      /* body bytes of a 2xx response written to dst */
     size_t header_bytes;
     int overflow;           /* a 2xx body longer than dst_cap (protocol error) */
     int header_toobig;      /* headers over S3D_HTTP_MAX_HEADER_BYTES */

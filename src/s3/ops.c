@@ -382,7 +382,8 @@ static int completed_already(struct s3d_s3ctx *ctx, const char *bucket, const ch
 }
 
 int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                              const char *upload_id, const struct s3d_op_part *parts, size_t n)
+                              const char *upload_id, const struct s3d_op_part *parts, size_t n,
+                              char *etag_out)
 {
     struct s3d_s3_op op;
     struct s3d_xml_part *xp = NULL;
@@ -460,6 +461,8 @@ int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const c
         break;
     }
 out:
+    if (etag_out != NULL)
+        snprintf(etag_out, 80, "%s", rc == 0 && res.etag != NULL ? res.etag : "");
     s3d_xml_complete_free(&res);
     s3d_dynbuf_free(&body);
     free(xp);
@@ -920,4 +923,107 @@ int s3d_op_presign(struct s3d_s3ctx *ctx, const char *method, const char *bucket
     }
     s3d_dynbuf_free(&url);
     return rc;
+}
+
+/* ---- the CRC-32C tag of a multipart upload (ops.h) --------------------------------------- */
+
+void s3d_op_sums_get(const struct s3d_s3_op *op, struct s3d_op_sums *out)
+{
+    snprintf(out->meta_crc32c, sizeof(out->meta_crc32c), "%s", op->req.resp.meta_crc32c);
+    out->tag_count = op->req.resp.tagging_count;
+}
+
+int s3d_op_put_crc_tag(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                       const char *value)
+{
+    struct s3d_dynbuf body;
+    struct s3d_s3_op op;
+    struct iovec iov;
+    char md5[32];
+    int rc;
+
+    s3d_dynbuf_init(&body, XML_BODY_SLACK);
+    op_init(&op, "PutObjectTagging", "PUT", bucket, key);
+    rc = s3d_xml_build_tagging(S3D_OP_CRC_TAG, value, &body);
+    if (rc == 0)
+        rc = content_md5(body.data, body.len, md5);
+    if (rc == 0) {
+        s3d_s3_op_add_query(&op, "tagging", "");
+        s3d_s3_op_add_header(&op, "Content-MD5", md5);
+        s3d_s3_op_add_header(&op, "Content-Type", "application/xml");
+        set_body(&op, &iov, body.data, body.len);
+        rc = s3d_s3_op_run(ctx, &op);
+    }
+    s3d_s3_op_cleanup(&op);
+    s3d_dynbuf_free(&body);
+    return rc;
+}
+
+int s3d_op_get_crc_tag(struct s3d_s3ctx *ctx, const char *bucket, const char *key, char *value,
+                       size_t cap)
+{
+    struct s3d_s3_op op;
+    char *v = NULL;
+    int rc;
+
+    value[0] = '\0';
+    op_init(&op, "GetObjectTagging", "GET", bucket, key);
+    s3d_s3_op_add_query(&op, "tagging", "");
+    rc = s3d_s3_op_run(ctx, &op);
+    if (rc == 0) {
+        rc = s3d_xml_parse_tag(op.req.resp.body.data ? op.req.resp.body.data : "",
+                               op.req.resp.body.len, S3D_OP_CRC_TAG, &v);
+        if (rc < 0)
+            s3d_fail_prefix(rc, "GetObjectTagging s3://%s/%s", bucket, key);
+    }
+    if (rc == 0 && v != NULL && strlen(v) < cap)
+        memcpy(value, v, strlen(v) + 1);
+    free(v);
+    s3d_s3_op_cleanup(&op);
+    return rc;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int s3d_op_multipart_etag(const struct s3d_op_part *parts, size_t n, char out[80])
+{
+    unsigned char md[EVP_MAX_MD_SIZE], bin[16];
+    unsigned int mdlen = 0, k;
+    EVP_MD_CTX *m;
+    size_t i;
+    int ok;
+
+    out[0] = '\0';
+    m = EVP_MD_CTX_new();
+    if (m == NULL)
+        return -1;
+    ok = n > 0 && EVP_DigestInit_ex(m, EVP_md5(), NULL) == 1;
+    for (i = 0; ok && i < n; i++) {
+        const char *e = parts[i].etag;
+        ok = strlen(e) == 34 && e[0] == '"' && e[33] == '"';
+        for (k = 0; ok && k < 16; k++) {
+            int hi = hexval(e[1 + 2 * k]), lo = hexval(e[2 + 2 * k]);
+            ok = hi >= 0 && lo >= 0;
+            bin[k] = (unsigned char)(hi * 16 + lo);
+        }
+        ok = ok && EVP_DigestUpdate(m, bin, sizeof(bin)) == 1;
+    }
+    ok = ok && EVP_DigestFinal_ex(m, md, &mdlen) == 1 && mdlen == 16;
+    EVP_MD_CTX_free(m);
+    if (!ok)
+        return -1;
+    out[0] = '"';
+    for (k = 0; k < 16; k++)
+        snprintf(out + 1 + 2 * k, 3, "%02x", md[k]);
+    snprintf(out + 33, 80 - 33, "-%zu\"", n);
+    return 0;
 }

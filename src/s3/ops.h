@@ -79,14 +79,54 @@ struct s3d_op_part {
     uint32_t part_number;
     char etag[80];
     char crc32c[16]; /* base64, "" for none */
+    /* The uploader's own record (not sent): the part's CRC-32C and length, combined into the
+     * object's CRC-32C at the end (s3d_op_put_crc_tag). */
+    uint32_t crc;
+    uint64_t length;
 };
 
 /* CompleteMultipartUpload with parts in the order given (sort them by number first). A 200
  * response carrying an <Error> body fails with that error. The ETag of the result is not
- * required (Ceph RGW sends none). */
+ * required (Ceph RGW sends none): etag_out (80 bytes, may be NULL) receives it, or "". */
 S3D_NODISCARD int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket,
                                             const char *key, const char *upload_id,
-                                            const struct s3d_op_part *parts, size_t n);
+                                            const struct s3d_op_part *parts, size_t n,
+                                            char *etag_out);
+
+/* ---- the CRC-32C of an object s3direct wrote, stored with the object itself ---------------
+ * For servers that store no checksums of their own (Ceph RGW 16) and for multipart objects,
+ * whose server checksum is composite (engine.md, "Checksums of objects s3direct wrote"):
+ * a single PUT carries its full-object CRC-32C as user metadata (S3D_OP_CRC_META, base64 like
+ * x-amz-checksum-crc32c); a multipart upload, once complete, gets the tag S3D_OP_CRC_TAG with
+ * the value "<8 lowercase hex digits> <ETag without quotes>": the tag counts only for the
+ * version with that ETag. */
+#define S3D_OP_CRC_META "x-amz-meta-s3d-crc32c"
+#define S3D_OP_CRC_TAG  "s3direct-crc32c"
+
+/* What a GET or HEAD response tells of those. */
+struct s3d_op_sums {
+    char meta_crc32c[16]; /* the S3D_OP_CRC_META value, "" if none */
+    uint32_t tag_count;   /* x-amz-tagging-count: 0 = no tags (no GetObjectTagging needed) */
+};
+
+/* The sums of op's response. */
+void s3d_op_sums_get(const struct s3d_s3_op *op, struct s3d_op_sums *out);
+
+/* The ETag S3 and Ceph RGW give the object a multipart upload of parts[0..n) (sorted)
+ * completes to, for a server whose Complete answer has none: the hex MD5 of the parts' MD5s
+ * (their ETags decoded), "-n", in quotes, into out (80 bytes). -1 (nothing recorded) when a
+ * part's ETag is not 32 hex digits in quotes (an encrypted object's, say). */
+int s3d_op_multipart_etag(const struct s3d_op_part *parts, size_t n, char out[80]);
+
+/* PutObjectTagging with the one tag S3D_OP_CRC_TAG = value (replacing the object's tags: an
+ * object just completed by s3direct has none). */
+S3D_NODISCARD int s3d_op_put_crc_tag(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                                     const char *value);
+
+/* GetObjectTagging: the S3D_OP_CRC_TAG value into value (cap bytes; "" when the object has no
+ * such tag, or a longer value than fits). */
+S3D_NODISCARD int s3d_op_get_crc_tag(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                                     char *value, size_t cap);
 
 /* AbortMultipartUpload. NoSuchUpload is S3D_ENOUPLOAD. */
 S3D_NODISCARD int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,

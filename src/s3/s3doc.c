@@ -709,3 +709,76 @@ int s3d_xml_build_delete(const char *const *keys, size_t n, int quiet, struct s3
     }
     return append(out, "</Delete>");
 }
+
+/* ---- object tagging (the CRC-32C tag of a multipart upload, ops.h) ----------------------- */
+
+#define DOC_TAGGING "GetObjectTagging"
+
+struct tagging_ctx {
+    const char *want;  /* the tag key looked for */
+    char *key, *value; /* of the <Tag> being read */
+    char *found;       /* the value of the tag named want */
+};
+
+static int tagging_start(void *ctx, const struct s3d_xml_name *stack, int depth)
+{
+    (void)ctx;
+    return want_root(DOC_TAGGING, stack, depth, "Tagging");
+}
+
+static int tagging_end(void *ctx, const struct s3d_xml_name *stack, int depth, const char *t,
+                       size_t len)
+{
+    struct tagging_ctx *c = ctx;
+    if (depth != 3 && depth != 2)
+        return 0;
+    if (!s3d_xml_name_is(&stack[1], "TagSet") || !s3d_xml_name_is(&stack[2], "Tag"))
+        return 0;
+    if (depth == 3 && s3d_xml_name_is(&stack[3], "Key"))
+        return dup_text(&c->key, t, len);
+    if (depth == 3 && s3d_xml_name_is(&stack[3], "Value"))
+        return dup_text(&c->value, t, len);
+    if (depth == 2) {
+        /* </Tag>: keep the value when the key is the one looked for. */
+        if (c->key != NULL && strcmp(c->key, c->want) == 0 && c->found == NULL) {
+            c->found = c->value != NULL ? c->value : s3d_strndup("", 0);
+            c->value = NULL;
+            if (c->found == NULL)
+                return s3d_fail(S3D_ENOMEM, "out of memory parsing an S3 response");
+        }
+        free(c->key);
+        free(c->value);
+        c->key = c->value = NULL;
+    }
+    return 0;
+}
+
+int s3d_xml_parse_tag(const char *body, size_t len, const char *key, char **value)
+{
+    struct tagging_ctx c = {.want = key};
+    struct s3d_xml_handler h = {tagging_start, tagging_end, &c};
+    int rc;
+    if ((rc = check_args(DOC_TAGGING, body, value)) < 0)
+        return rc;
+    *value = NULL;
+    rc = s3d_xml_walk(DOC_TAGGING, body, len, &h);
+    free(c.key);
+    free(c.value);
+    if (rc < 0) {
+        free(c.found);
+        return rc;
+    }
+    *value = c.found;
+    return 0;
+}
+
+int s3d_xml_build_tagging(const char *key, const char *value, struct s3d_dynbuf *out)
+{
+    int rc;
+    if ((rc = append(out, XML_DECL "<Tagging xmlns=\"" S3_XMLNS "\"><TagSet><Tag><Key>")) < 0 ||
+        (rc = s3d_xml_escape(out, key, strlen(key))) < 0 ||
+        (rc = append(out, "</Key><Value>")) < 0 ||
+        (rc = s3d_xml_escape(out, value, strlen(value))) < 0)
+        return rc;
+    return append(out, "</Value></Tag></TagSet></Tagging>");
+}

@@ -165,6 +165,13 @@ S3D_NODISCARD int s3d_xml_build_complete(const struct s3d_xml_part *parts, size_
 S3D_NODISCARD int s3d_xml_build_delete(const char *const *keys, size_t n, int quiet,
                                        struct s3d_dynbuf *out);
 
+/* GetObjectTagging: the value of the tag named key, malloc'ed into *value (NULL when the
+ * object has no such tag). S3D_EPROTO when the body is not a <Tagging> document. */
+S3D_NODISCARD int s3d_xml_parse_tag(const char *body, size_t len, const char *key, char **value);
+
+/* Appends a PutObjectTagging body with the one tag key = value (XML-escaped) to out. */
+S3D_NODISCARD int s3d_xml_build_tagging(const char *key, const char *value, struct s3d_dynbuf *out);
+
 /* Appends s[0..len) to out escaped for element text: & < > become entities, and CR becomes
  * &#13; (a parser would otherwise turn it into LF). Quotes need no escaping in text and are
  * kept. Other bytes pass through unchanged. Returns 0 or a dynbuf error (recorded). */

@@ -593,12 +593,12 @@ int main(void)
         }
         atomic_store(&mode, M_COMPLETE_LOST);
         atomic_store(&requests, 0);
-        CHECK_OK(s3d_op_complete_multipart(&c->s3, "bucket", "key", "upid", parts, 3));
+        CHECK_OK(s3d_op_complete_multipart(&c->s3, "bucket", "key", "upid", parts, 3, NULL));
         CHECK(atomic_load(&requests) == 3);
         /* Another object (2 parts) at the key: the NoSuchUpload stands. */
         complete_etag = "\"abc-2\"";
         atomic_store(&requests, 0);
-        CHECK_ERR(s3d_op_complete_multipart(&c->s3, "bucket", "key", "upid", parts, 3),
+        CHECK_ERR(s3d_op_complete_multipart(&c->s3, "bucket", "key", "upid", parts, 3, NULL),
                   S3D_ENOUPLOAD);
         CHECK_MSG_HAS("NoSuchUpload");
     }
