@@ -183,27 +183,37 @@ void s3d_http_req_cleanup(struct s3d_http_req *req)
         s3d_dynbuf_free(&req->resp.body);
 }
 
+/* Header names (with the colon) whose whole value is a secret: the session token, the SSO
+ * portal's bearer token, the IMDSv2 session token (not its -ttl-seconds request header). */
+static const char *const secret_headers[] = {
+    "x-amz-security-token:", "x-amz-sso_bearer_token:", "x-aws-ec2-metadata-token:"};
+
 size_t s3d_http_redact(const char *in, size_t n, char *out, size_t cap)
 {
-    static const char auth[] = "authorization:", token[] = "x-amz-security-token:",
-                      red[] = "[redacted]";
-    size_t keep = n, o;
+    static const char auth[] = "authorization:", red[] = "[redacted]";
+    size_t keep = n, name = 0, o, i;
     const char *sig;
 
     if (cap == 0)
         return 0;
-    if (n >= sizeof(token) - 1 && strncasecmp(in, token, sizeof(token) - 1) == 0) {
-        keep = sizeof(token) - 1;
-    } else if (n >= sizeof(auth) - 1 && strncasecmp(in, auth, sizeof(auth) - 1) == 0) {
-        /* Keep the algorithm, credential scope and signed headers; drop the signature. */
+    for (i = 0; i < sizeof(secret_headers) / sizeof(secret_headers[0]); i++) {
+        size_t l = strlen(secret_headers[i]);
+        if (n >= l && strncasecmp(in, secret_headers[i], l) == 0)
+            keep = name = l;
+    }
+    if (name == 0 && n >= sizeof(auth) - 1 && strncasecmp(in, auth, sizeof(auth) - 1) == 0) {
+        /* Keep the algorithm, credential scope and signed headers; drop the signature. Any
+         * other scheme (a container credentials token) is dropped whole. */
         sig = memmem(in, n, "Signature=", 10);
         keep = sig != NULL ? (size_t)(sig - in) + 10 : sizeof(auth) - 1;
+        if (sig == NULL)
+            name = keep;
     }
     o = keep < cap - 1 ? keep : cap - 1;
     memcpy(out, in, o);
     if (keep < n) {
         size_t r = sizeof(red) - 1;
-        if (keep == sizeof(token) - 1 || keep == sizeof(auth) - 1)
+        if (keep == name)
             out[o < cap - 1 ? o++ : o] = ' ';
         r = r < cap - 1 - o ? r : cap - 1 - o;
         memcpy(out + o, red, r);
@@ -215,8 +225,10 @@ size_t s3d_http_redact(const char *in, size_t n, char *out, size_t cap)
 
 #define DEBUG_LINE_MAX 4096 /* one verbose line as printed; longer ones are cut */
 
-/* CURLOPT_VERBOSE output (S3D_CURL_VERBOSE) through s3d_http_redact: the request signature
- * and session token never reach the terminal or a log. Bodies are not printed. */
+/* CURLOPT_VERBOSE output (S3D_CURL_VERBOSE) through s3d_http_redact: the request signature,
+ * the session token and the credential providers' tokens (SSO bearer, IMDSv2, container
+ * Authorization) never reach the terminal or a log. Bodies (which carry the credentials the
+ * providers answer with, and the IMDSv2 token itself) are not printed. */
 static int debug_cb(CURL *e, curl_infotype type, char *data, size_t size, void *ud)
 {
     static const char *const prefix[] = {"* ", "< ", "> "};

@@ -103,7 +103,8 @@ int s3d_http_err_from_curl(CURLcode cc);
 int s3d_http_err_from_status(long status, const char *s3_code, int is_object);
 
 /* One request or response header line (n bytes, no line end) as it may be shown: the value
- * of Authorization after "Signature=" and the whole value of X-Amz-Security-Token become
+ * of Authorization after "Signature=" (the whole value when it has none), and the whole value
+ * of X-Amz-Security-Token, x-amz-sso_bearer_token and X-aws-ec2-metadata-token become
  * "[redacted]"; other lines are copied. Writes at most cap bytes with the NUL (cut if
  * longer); returns the length written. Pure. */
 size_t s3d_http_redact(const char *in, size_t n, char *out, size_t cap);

@@ -72,6 +72,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+    def do_PUT(self):
+        srv = self.server
+        srv.requests.append((self.path, dict(self.headers)))
+        status, data = srv.respond_put(self.path, self.headers)
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_POST(self):
         srv = self.server
         n = int(self.headers.get("Content-Length", "0"))
@@ -92,6 +102,7 @@ def json_server():
     srv.requests = []
     srv.respond = lambda path, headers: (404, {})
     srv.respond_post = lambda path, headers, body: (404, b"")
+    srv.respond_put = lambda path, headers: (404, b"")
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}"
@@ -407,6 +418,29 @@ def test_imds(env, moto_url, monkeypatch):
     monkeypatch.delenv("AWS_EC2_METADATA_DISABLED")
     monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", moto_url + "/")
     assert agree() == ("iam-role", "test-key")
+
+
+def test_curl_verbose_redacts_provider_tokens(env, json_server, monkeypatch, capfd):
+    # S3D_CURL_VERBOSE prints every header line; the IMDSv2 session token (issue 23 item 5)
+    # is a credential and must not be among them.
+    tok = b"imds-SECRET-" + os.urandom(8).hex().encode()
+    json_server.respond_put = lambda path, h: ((200, tok) if path == "/latest/api/token"
+                                               else (404, b""))
+
+    def respond(path, h):
+        if h.get("x-aws-ec2-metadata-token") != tok.decode():
+            return 401, {}
+        if path == "/latest/meta-data/iam/security-credentials/":
+            return 200, b"role-x"
+        return 200, dict(_creds_json("AKIDIMDS"), Code="Success")
+    json_server.respond = respond
+    monkeypatch.delenv("AWS_EC2_METADATA_DISABLED")
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", json_server.url + "/")
+    monkeypatch.setenv("S3D_CURL_VERBOSE", "1")
+    assert s3direct_resolve() == ("iam-role", "AKIDIMDS")
+    err = capfd.readouterr().err
+    assert "x-aws-ec2-metadata-token: [redacted]" in err.lower(), err[-3000:]
+    assert tok.decode() not in err
 
 
 def test_nothing_found_is_quick(env, monkeypatch):

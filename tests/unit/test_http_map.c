@@ -63,6 +63,11 @@ static const struct redact_case redact_cases[] = {
     {"authorization: Basic c2VjcmV0", "authorization: [redacted]"},
     {"X-Amz-Security-Token: FQoGZXIvYXdzEXAMPLETOKEN", "X-Amz-Security-Token: [redacted]"},
     {"x-amz-security-token:abc", "x-amz-security-token: [redacted]"},
+    /* The credential providers' tokens (issue 23): SSO portal, IMDSv2, container. */
+    {"x-amz-sso_bearer_token: sso-access-SECRET", "x-amz-sso_bearer_token: [redacted]"},
+    {"X-aws-ec2-metadata-token: AQAEAimds-SECRET==", "X-aws-ec2-metadata-token: [redacted]"},
+    {"x-aws-ec2-metadata-token-ttl-seconds: 21600", "x-aws-ec2-metadata-token-ttl-seconds: 21600"},
+    {"Authorization: container-SECRET", "Authorization: [redacted]"},
     {"Host: 127.0.0.1:8000", "Host: 127.0.0.1:8000"},
     {"x-amz-date: 20260101T000000Z", "x-amz-date: 20260101T000000Z"},
     {"", ""},
