@@ -2,6 +2,7 @@
  * and hostile documents, and the two request-body builders. */
 #include "common/compiler.h"
 #include "common/dynbuf.h"
+#include "s3/ops.h"
 #include "s3/timefmt.h"
 #include "s3/s3doc.h"
 #include "s3/xml.h"
@@ -473,6 +474,52 @@ static void test_builders(void)
     s3d_dynbuf_free(&b);
 }
 
+/* The CRC-32C tag of a multipart upload (ops.h): GetObjectTagging as AWS and RGW answer it, the
+ * PutObjectTagging body, and the multipart ETag computed from the parts' (RGW sends none). */
+static void test_tagging(void)
+{
+    struct s3d_op_part parts[2];
+    struct s3d_dynbuf b;
+    char *v = NULL, etag[80];
+    CHECK_OK(s3d_xml_parse_tag(T(DECL "<Tagging" NS "><TagSet><Tag><Key>other</Key><Value>x"
+                                      "</Value></Tag><Tag><Key>s3direct-crc32c</Key><Value>"
+                                      "0a1b2c3d 16cafe8d6b8c1c55c3d339c8d69326c6-2</Value></Tag>"
+                                      "</TagSet></Tagging>"),
+                               "s3direct-crc32c", &v));
+    CHECK_STREQ(v, "0a1b2c3d 16cafe8d6b8c1c55c3d339c8d69326c6-2");
+    free(v);
+    CHECK_OK(
+        s3d_xml_parse_tag(T(DECL "<Tagging" NS "><TagSet/></Tagging>"), "s3direct-crc32c", &v));
+    CHECK(v == NULL);
+    /* A tag of that name with no value is an empty value, not "none". */
+    CHECK_OK(s3d_xml_parse_tag(T("<Tagging><TagSet><Tag><Key>k</Key></Tag></TagSet></Tagging>"),
+                               "k", &v));
+    CHECK_STREQ(v, "");
+    free(v);
+    CHECK_ERR(s3d_xml_parse_tag(T("<ListBucketResult/>"), "k", &v), S3D_EPROTO);
+    CHECK(v == NULL);
+    CHECK_ERR(s3d_xml_parse_tag(T("<Tagging><TagSet><Tag>"), "k", &v), S3D_EPROTO);
+    CHECK(v == NULL);
+
+    s3d_dynbuf_init(&b, 1 << 16);
+    CHECK_OK(s3d_xml_build_tagging("s3direct-crc32c", "0a1b2c3d a<b", &b));
+    CHECK_STREQ(b.data, DECL "<Tagging" NS "><TagSet><Tag><Key>s3direct-crc32c</Key><Value>"
+                             "0a1b2c3d a&lt;b</Value></Tag></TagSet></Tagging>");
+    s3d_dynbuf_free(&b);
+
+    /* RGW's ETag of parts 'a' x 5 MiB and 'b' x 100 (seen on the server). */
+    memset(parts, 0, sizeof(parts));
+    snprintf(parts[0].etag, sizeof(parts[0].etag), "\"79b281060d337b9b2b84ccf390adcf74\"");
+    snprintf(parts[1].etag, sizeof(parts[1].etag), "\"D84A935724EAC27D7C9676679B6CDBAF\"");
+    CHECK(s3d_op_multipart_etag(parts, 2, etag) == 0);
+    CHECK_STREQ(etag, "\"16cafe8d6b8c1c55c3d339c8d69326c6-2\"");
+    snprintf(parts[1].etag, sizeof(parts[1].etag), "d84a935724eac27d7c9676679b6cdbaf");
+    CHECK(s3d_op_multipart_etag(parts, 2, etag) == -1 && etag[0] == '\0');
+    snprintf(parts[1].etag, sizeof(parts[1].etag), "\"d84a935724eac27d7c9676679b6cdbag\"");
+    CHECK(s3d_op_multipart_etag(parts, 2, etag) == -1);
+    CHECK(s3d_op_multipart_etag(parts, 0, etag) == -1);
+}
+
 static void test_time(void)
 {
     static const struct {
@@ -535,6 +582,7 @@ int main(void)
     test_malformed();
     test_limits();
     test_builders();
+    test_tagging();
     test_time();
     printf("ok\n");
     return 0;
