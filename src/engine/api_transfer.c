@@ -883,7 +883,8 @@ static int copy_release(void *ctx, const struct s3d_put_part *p)
  * If-Match), then one PUT. */
 static int copy_single(struct s3d_client *c, const char *src_bucket, const char *src_key,
                        const char *dst_bucket, const char *dst_key,
-                       const struct s3d_object_info *info, const struct s3d_put_options *po)
+                       const struct s3d_object_info *info, const struct want_crc *want,
+                       const struct s3d_put_options *po)
 {
     char *buf = malloc(info->size ? info->size : 1);
     int rc = 0;
@@ -892,6 +893,8 @@ static int copy_single(struct s3d_client *c, const char *src_bucket, const char 
     if (info->size > 0)
         rc = s3d_op_get_range(&c->s3, src_bucket, src_key, 0, info->size, buf, info->etag,
                               info->size);
+    if (rc == 0 && want->b64[0] != '\0')
+        rc = verify_crc(src_bucket, src_key, want, s3d_crc32c(0, buf, (size_t)info->size));
     if (rc == 0) {
         struct iovec v = {.iov_base = buf, .iov_len = (size_t)info->size};
         rc = s3d_xfer_put_single(c, dst_bucket, dst_key, &v, 1, po);
@@ -932,6 +935,8 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
 {
     struct s3d_object_info info;
     struct s3d_put_options po;
+    struct s3d_op_sums sums;
+    struct want_crc want;
     struct topts o;
     int rc = check_args(c, src_bucket, src_key);
     if (rc == 0)
@@ -940,13 +945,18 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
         rc = resolve_opts(c, opts, &o);
     if (rc < 0)
         return rc;
-    rc = s3d_op_head(&c->s3, src_bucket, src_key, &info);
+    rc = s3d_op_head_sums(&c->s3, src_bucket, src_key, &info, &sums);
+    if (rc == 0) /* the HEAD carries the server's checksum: no second one */
+        rc = object_checksum(c, src_bucket, src_key, &info, &sums, 1, &want);
     if (rc < 0)
         return rc;
     put_opts(&o, info.size,
              o.content_type ? o.content_type : (info.content_type[0] ? info.content_type : NULL),
              &po);
+    /* The bytes read from the source are checked against its checksum before the copy is
+     * stored (and given a CRC of its own). */
+    po.expect_crc32c = want.b64;
     if (info.size < c->multipart_threshold)
-        return copy_single(c, src_bucket, src_key, dst_bucket, dst_key, &info, &po);
+        return copy_single(c, src_bucket, src_key, dst_bucket, dst_key, &info, &want, &po);
     return copy_multipart(c, src_bucket, src_key, dst_bucket, dst_key, &info, &o, &po);
 }

@@ -144,6 +144,10 @@ struct s3d_put_options {
     s3d_progress_fn progress;
     void *progress_user;
     struct s3d_cancel *cancel;
+    /* Multipart: the base64 CRC32C the parts must combine to (NULL or "" = none), a copy's
+     * source checksum: checked before CompleteMultipartUpload, S3D_ECHECKSUM (and the upload
+     * aborted) when it differs. */
+    const char *expect_crc32c;
 };
 
 /* Uploads one object as a multipart upload fed by hooks: CreateMultipartUpload, UploadPart for

@@ -118,6 +118,12 @@ static int head_403(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
 int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
                 struct s3d_object_info *out)
 {
+    return s3d_op_head_sums(ctx, bucket, key, out, NULL);
+}
+
+int s3d_op_head_sums(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                     struct s3d_object_info *out, struct s3d_op_sums *sums)
+{
     struct s3d_s3_op op;
     const struct s3d_http_resp *r;
     int rc;
@@ -126,6 +132,8 @@ int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
     /* Servers that store additional checksums return them only when asked. */
     s3d_s3_op_add_header(&op, "x-amz-checksum-mode", "ENABLED");
     memset(out, 0, sizeof(*out));
+    if (sums != NULL)
+        memset(sums, 0, sizeof(*sums));
     rc = s3d_s3_op_run(ctx, &op);
     if (rc == S3D_ENOSUCHKEY)
         rc = head_404(ctx, &op);
@@ -141,6 +149,8 @@ int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
     }
     out->size = r->content_length;
     fill_info(r, out);
+    if (sums != NULL)
+        s3d_op_sums_get(&op, sums);
 out:
     s3d_s3_op_cleanup(&op);
     return rc;

@@ -118,6 +118,10 @@ void s3d_op_sums_get(const struct s3d_s3_op *op, struct s3d_op_sums *out);
  * part's ETag is not 32 hex digits in quotes (an encrypted object's, say). */
 int s3d_op_multipart_etag(const struct s3d_op_part *parts, size_t n, char out[80]);
 
+/* s3d_op_head that also returns the response's sums (NULL = not wanted). */
+S3D_NODISCARD int s3d_op_head_sums(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                                   struct s3d_object_info *out, struct s3d_op_sums *sums);
+
 /* PutObjectTagging with the one tag S3D_OP_CRC_TAG = value (replacing the object's tags: an
  * object just completed by s3direct has none). */
 S3D_NODISCARD int s3d_op_put_crc_tag(struct s3d_s3ctx *ctx, const char *bucket, const char *key,

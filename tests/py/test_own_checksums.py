@@ -148,3 +148,19 @@ def test_tag_of_another_version_is_ignored(cli, s3_env, bucket, boto3_client, tm
     if "(the server's) verified" in e:
         pytest.skip("this server stores full-object checksums of its own")
     assert "is not of this version" in e, e
+
+
+def test_flipped_byte_into_copy_fails(written, cli, s3_env, bucket, boto3_client):
+    # An S3-to-S3 copy reads the source through the client: the bytes read are checked against
+    # the source's CRC-32C before the copy is stored with a CRC of its own.
+    key, body, marker, _ = written
+    with _proxy(s3_env, marker) as p:
+        r = run(cli, "cp", f"s3://{bucket}/{key}", f"s3://{bucket}/copy.bin",
+                env={"AWS_ENDPOINT_URL": p.url})
+        assert p.flips >= 1
+    line = one_error_line(r)
+    assert "CRC32C mismatch" in line, line
+    assert "Contents" not in boto3_client.list_objects_v2(Bucket=bucket, Prefix="copy")
+    assert boto3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    run(cli, "cp", f"s3://{bucket}/{key}", f"s3://{bucket}/copy.bin", check=0)
+    assert boto3_client.get_object(Bucket=bucket, Key="copy.bin")["Body"].read() == body
