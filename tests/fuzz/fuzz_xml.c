@@ -148,6 +148,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             REQUIRE(d.errors[i].key != NULL && d.errors[i].code != NULL);
         s3d_xml_delete_free(&d);
     }
+    {
+        char *tag = NULL;
+        rc = s3d_xml_parse_tag(s, size, "s3direct-crc32c", &tag);
+        REQUIRE(rc <= 0 && (rc == 0 || tag == NULL));
+        free(tag);
+    }
     roundtrip(s, size < 4096 ? size : 4096);
 
     rc = s3d_time_parse_iso8601(s, size, &t);
