@@ -116,7 +116,13 @@ struct s3d_client_options {
  * (anonymous use stays possible) and fail the first signed request with S3D_ENOCREDS.
  * A client must not be used in a child process after fork(): create a new one there. */
 S3D_API int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **out);
-/* Frees the client and its pool; waits for nothing (no transfer may be running). NULL ok. */
+/* Releases the client. Readers (s3d_reader_open) and upload streams (s3d_upload_stream_new)
+ * made from it hold a reference and stay usable: the connections, the pool and the GPU
+ * context are freed when the last of them is closed, else here. It waits for nothing:
+ * it must not be called while another thread is inside a call that takes this client (the
+ * caller waits for those calls first, as the Python layer's Client.close() does), and the
+ * client must not be used after it. NULL ok; in a forked child it frees nothing (the
+ * parent's connections). */
 S3D_API void s3d_client_free(struct s3d_client *client);
 
 /* What the client resolved, for display ("s3direct --debug", tests). NUL-terminated strings

@@ -21,7 +21,7 @@ from . import _capi, _dtypes, _interrupt, _tree, _uri, errors
 from ._capi import enc
 from ._progress import Progress, ProgressArg
 from ._uri import PathLike
-from .client import Client, resolve
+from .client import Client, Handle, resolve
 
 DeviceArg = Union[str, int, torch.device, None]
 # A destination for CheckpointReader.read: (entry, tensor, src_offset, length); length 0: all.
@@ -195,11 +195,15 @@ def _write(client: Client, uri: str, srcs: Sequence[_Src], metadata: Optional[Di
         o.max_shard_size = int(shard_size or 0)
         o.no_checksum = 0 if checksum else 1
         _set_streams(o, cuda_stream, keep)
+        def write() -> None:
+            # Counted as a call on the client in the thread that makes it: close() waits.
+            with client.call() as h:
+                lib.check(lib.s3d_checkpoint_write(h, enc(uri), arr.arr, arr.n, marr, nmeta,
+                                                   ctypes.byref(o)))
+
         with _interrupt.Cancel() as cancel:
             o.cancel = cancel.handle
-            _interrupt.call(lambda: lib.check(lib.s3d_checkpoint_write(
-                client.handle, enc(uri), arr.arr, arr.n, marr, nmeta, ctypes.byref(o))),
-                cancel=cancel)
+            _interrupt.call(write, cancel=cancel)
     del keep
 
 
@@ -317,7 +321,8 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
     """Snapshots the tensors, then saves in a background thread. Snapshot: CPU tensors are
     copied into host memory (pinned when CUDA is available); CUDA tensors into new device
     memory on the current stream. The caller may modify its tensors as soon as this returns.
-    Saves run one at a time, in submission order.
+    Saves run one at a time, in submission order. The client is held until the save is done:
+    its close() waits for it.
 
     Args:
         obj, uri, shard_size, metadata, checksum, progress, client, allow_pickle: as for save().
@@ -338,9 +343,16 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
     tree_json = flat.to_json()
     meta = dict(metadata or {})
     _metadata_entries(meta, None)  # validate now, not in the background
-    return _get_executor().submit(_write, c, uri, srcs, meta, tree_json,
-                                  shard_size=shard_size, checksum=checksum, progress=progress,
-                                  cuda_stream=stream)
+    release = c.hold()  # Client.close() waits for this save, pending or running
+    try:
+        fut = _get_executor().submit(_write, c, uri, srcs, meta, tree_json,
+                                     shard_size=shard_size, checksum=checksum,
+                                     progress=progress, cuda_stream=stream)
+    except BaseException:
+        release()
+        raise
+    fut.add_done_callback(lambda _: release())
+    return fut
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -427,11 +439,12 @@ class CheckpointReader:
         self._lib = _capi.lib()
         self._client = resolve(client)
         self.uri = _uri.for_load(uri, self._client)
-        lib, handle, uri_b = self._lib, self._client.handle, enc(self.uri)
+        lib, client, uri_b = self._lib, self._client, enc(self.uri)
 
         def open_() -> ctypes.c_void_p:
             h = ctypes.c_void_p()
-            lib.check(lib.s3d_reader_open(handle, uri_b, ctypes.byref(h)))
+            with client.call() as ch:
+                lib.check(lib.s3d_reader_open(ch, uri_b, ctypes.byref(h)))
             return h
 
         # Opening has no cancel token: Ctrl-C leaves the helper thread to finish the
@@ -442,7 +455,9 @@ class CheckpointReader:
         except errors.FormatError as err:
             _explain_not_safetensors(self.uri, self._client, err)
             raise
-        self._h: Optional[ctypes.c_void_p] = h
+        # The reader keeps the C client alive (s3d_reader_open); its own calls are counted so
+        # that close() in another thread waits for a read running here.
+        self._h: Optional[Handle] = Handle(h, self._closed)
         self.tensors: list[TensorEntry] = []
         self.by_name: dict[str, TensorEntry] = {}
         info = _capi.TensorInfo()
@@ -454,29 +469,41 @@ class CheckpointReader:
             self.tensors.append(e)
             self.by_name[name] = e
 
+    def _closed(self) -> Exception:
+        return ValueError(f"s3direct reader for {self.uri} is closed")
+
+    def _use(self) -> contextlib.AbstractContextManager[ctypes.c_void_p]:
+        h = self._h
+        if h is None:
+            raise self._closed()
+        return h.use()
+
     def metadata(self) -> dict[str, str]:
         out: dict[str, str] = {}
         k, v = ctypes.c_char_p(), ctypes.c_char_p()
-        for i in range(self._lib.s3d_reader_num_metadata(self._h)):
-            self._lib.check(self._lib.s3d_reader_metadata(self._h, i, ctypes.byref(k),
-                                                          ctypes.byref(v)))
-            # The C API never gives a NULL key.
-            out[cast(bytes, k.value).decode("utf-8")] = (v.value or b"").decode("utf-8")
+        with self._use() as h:
+            for i in range(self._lib.s3d_reader_num_metadata(h)):
+                self._lib.check(self._lib.s3d_reader_metadata(h, i, ctypes.byref(k),
+                                                              ctypes.byref(v)))
+                # The C API never gives a NULL key.
+                out[cast(bytes, k.value).decode("utf-8")] = (v.value or b"").decode("utf-8")
         return out
 
     def shards(self) -> list[tuple[str, int, int]]:
         """[(uri, header_bytes, object_bytes)] of each shard (one entry for a single file)."""
         out: list[tuple[str, int, int]] = []
         u, hb, ob = ctypes.c_char_p(), ctypes.c_uint64(), ctypes.c_uint64()
-        for i in range(self._lib.s3d_reader_num_shards(self._h)):
-            self._lib.check(self._lib.s3d_reader_shard(self._h, i, ctypes.byref(u),
-                                                       ctypes.byref(hb), ctypes.byref(ob)))
-            # The C API never gives a NULL shard URI.
-            out.append((cast(bytes, u.value).decode("utf-8"), hb.value, ob.value))
+        with self._use() as h:
+            for i in range(self._lib.s3d_reader_num_shards(h)):
+                self._lib.check(self._lib.s3d_reader_shard(h, i, ctypes.byref(u),
+                                                           ctypes.byref(hb), ctypes.byref(ob)))
+                # The C API never gives a NULL shard URI.
+                out.append((cast(bytes, u.value).decode("utf-8"), hb.value, ob.value))
         return out
 
     def metadata_get(self, key: str) -> Optional[str]:
-        v: Optional[bytes] = self._lib.s3d_reader_metadata_get(self._h, enc(key))
+        with self._use() as h:
+            v: Optional[bytes] = self._lib.s3d_reader_metadata_get(h, enc(key))
         return None if v is None else v.decode("utf-8")
 
     def read(self, dests: Sequence[Dest], *, progress: ProgressArg = False,
@@ -505,17 +532,26 @@ class CheckpointReader:
             o.no_verify = 0 if verify else 1
             keep: list[object] = []
             _set_streams(o, _cuda_streams(devices), keep)
-            lib, h = self._lib, self._h
+            lib, use = self._lib, self._use
+
+            def read() -> None:
+                # Counted in the thread that makes the call: close() waits for it.
+                with use() as h:
+                    lib.check(lib.s3d_reader_read(h, arr, n, ctypes.byref(o)))
+
             with _interrupt.Cancel() as cancel:
                 o.cancel = cancel.handle
-                _interrupt.call(
-                    lambda: lib.check(lib.s3d_reader_read(h, arr, n, ctypes.byref(o))),
-                    cancel=cancel)
+                _interrupt.call(read, cancel=cancel)
 
     def close(self) -> None:
-        h, self._h = getattr(self, "_h", None), None
-        if h:
-            self._lib.s3d_reader_close(h)
+        """Closes the reader; a read running on another thread is waited for, reads that
+        start later raise ValueError. Idempotent."""
+        self._close(wait=True)
+
+    def _close(self, *, wait: bool) -> None:
+        h = getattr(self, "_h", None)
+        if h is not None:
+            h.close(self._lib.s3d_reader_close, wait=wait)
 
     def __enter__(self) -> CheckpointReader:
         return self
@@ -525,7 +561,7 @@ class CheckpointReader:
 
     def __del__(self) -> None:
         try:
-            self.close()
+            self._close(wait=False)
         except Exception:
             pass
 

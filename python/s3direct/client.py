@@ -4,14 +4,22 @@ A client must not cross fork(): libcurl connections and CUDA contexts do not sur
 default client (used when no ``client=`` is passed) is created lazily and created again in a
 child process (the pid is checked on every use); a Client made explicitly raises ConfigError
 when used in another process than the one that made it.
+
+Threads: every C call that uses a handle (the client's, a reader's, an upload stream's) runs
+inside Handle.use(), which counts it; close() marks the handle closed (calls that start later
+raise) and waits, with the GIL released, for the calls running on other threads before it
+frees the C object. A pending save_async holds its client the same way (Handle.hold), so
+close() waits for it. Readers and upload streams keep the C client alive themselves (see
+s3d_client_free), so a client may be closed while they are still open.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from . import _capi, errors
 from ._capi import enc
@@ -41,11 +49,113 @@ def _certifi_bundle() -> str | None:
         return None
 
 
+class Handle:
+    """A C handle shared by threads: the calls running on it are counted, and close() waits
+    for them instead of freeing the object under another thread.
+
+    Args:
+        h: the C pointer.
+        closed: makes the exception a call raises once close() has begun (say "closed").
+    """
+
+    __slots__ = ("_h", "_closed", "_cond", "_calls", "_holds")
+
+    def __init__(self, h: ctypes.c_void_p, closed: Callable[[], Exception]) -> None:
+        self._h: ctypes.c_void_p | None = h
+        self._closed = closed
+        self._cond = threading.Condition(threading.Lock())
+        self._calls: dict[int, int] = {}  # thread ident -> calls running on that thread
+        self._holds = 0  # users not tied to a thread (a pending save_async)
+
+    @property
+    def is_open(self) -> bool:
+        """False once close() has begun."""
+        return self._h is not None
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[ctypes.c_void_p]:
+        """The handle, counted as in use until the block ends.
+
+        Raises:
+            What closed() makes, when close() has begun.
+        """
+        me = threading.get_ident()
+        with self._cond:
+            h = self._h
+            if h is None:
+                raise self._closed()
+            self._calls[me] = self._calls.get(me, 0) + 1
+        try:
+            yield h
+        finally:
+            with self._cond:
+                left = self._calls[me] - 1
+                if left:
+                    self._calls[me] = left
+                else:
+                    del self._calls[me]
+                    if not self._calls and not self._holds:
+                        self._cond.notify_all()
+
+    def hold(self) -> None:
+        """Counts one user that is not a running call (release() ends it).
+
+        Raises:
+            What closed() makes, when close() has begun.
+        """
+        with self._cond:
+            if self._h is None:
+                raise self._closed()
+            self._holds += 1
+
+    def release(self) -> None:
+        """Ends a hold()."""
+        with self._cond:
+            self._holds -= 1
+            if not self._calls and not self._holds:
+                self._cond.notify_all()
+
+    def close(self, free: Callable[[ctypes.c_void_p], object], *, wait: bool = True) -> None:
+        """Refuses new calls, waits for the running ones and the holds, then free(handle).
+        Idempotent; a second close() running beside the first waits as well.
+
+        Args:
+            free: frees the C object (called once, outside the lock).
+            wait: False (a finalizer): when anything still uses the handle, leak it rather
+                than wait or free it under the user.
+
+        Raises:
+            RuntimeError: called from inside a call on the same handle (a progress callback),
+                which would wait for itself.
+        """
+        me = threading.get_ident()
+        with self._cond:
+            if self._calls.get(me):
+                raise RuntimeError("close() called from inside a call on the same object "
+                                   "(a progress callback?); close it after the call returns")
+            h, self._h = self._h, None
+            if not wait and (self._calls or self._holds):
+                return  # leaked: never freed under a user
+            while self._calls or self._holds:
+                self._cond.wait()
+        if h is not None:
+            free(h)
+
+
+def _client_closed() -> Exception:
+    return errors.ConfigError(errors._CODES["ECONFIG"], "s3direct.Client is closed")
+
+
 class Client:
     """One s3d_client: connections, credentials and the staging pool, shared by the calls
     given ``client=``. Configuration not given here is resolved as the AWS CLI does
     (environment, then the profile in ~/.aws/credentials and ~/.aws/config, then defaults);
     see client.h. Use as a context manager or call close().
+
+    A client is shared by threads. close() waits for the calls running on it in other
+    threads, and for the save_async saves submitted with it, then frees it; calls that start
+    after close() began raise ConfigError ("s3direct.Client is closed"). Readers and writers
+    opened with it stay usable until they are closed.
 
     Args:
         endpoint_url, region, profile: strings (None = resolved).
@@ -92,7 +202,8 @@ class Client:
                  target_throughput: str | int | None = None,
                  throughput_target_gbps: float | None = None) -> None:
         self._lib = _capi.lib()
-        self._handle: ctypes.c_void_p | None = None
+        self._h: Handle | None = None
+        self._pid = os.getpid()
         # What pickling carries to another process, where __setstate__ builds a new C client.
         self._kwargs = dict(
             endpoint_url=endpoint_url, region=region, profile=profile,
@@ -151,24 +262,61 @@ class Client:
         h = ctypes.c_void_p()
         self._lib.check(self._lib.s3d_client_new(ctypes.byref(o), ctypes.byref(h)))
         self._strings = None
-        self._handle = h
-        self._pid = os.getpid()
+        self._h = Handle(h, _client_closed)
 
-    @property
-    def handle(self) -> ctypes.c_void_p:
-        """The s3d_client pointer for C calls.
-
-        Raises:
-            ConfigError: after close() or in a forked child.
-        """
-        if self._handle is None:
-            raise errors.ConfigError(errors._CODES["ECONFIG"], "s3direct.Client is closed")
+    def _check_pid(self) -> Handle:
+        h = self._h
+        if h is None:
+            raise _client_closed()
         if self._pid != os.getpid():
             raise errors.ConfigError(
                 errors._CODES["ECONFIG"],
                 "s3direct.Client was created in another process (before fork); create a new "
                 "Client in this process")
-        return self._handle
+        return h
+
+    @property
+    def is_open(self) -> bool:
+        """False once close() has begun (or in a forked child)."""
+        h = self._h
+        return h is not None and h.is_open and self._pid == os.getpid()
+
+    @property
+    def handle(self) -> ctypes.c_void_p:
+        """The s3d_client pointer, not counted as in use: a C call made with it may have the
+        client freed under it by a close() in another thread. The package uses call().
+
+        Raises:
+            ConfigError: after close() or in a forked child.
+        """
+        with self.call() as h:
+            return h
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[ctypes.c_void_p]:
+        """The s3d_client pointer for C calls made inside the block, which close() waits for.
+
+        Raises:
+            ConfigError: close() has begun, or in a forked child.
+        """
+        with self._check_pid().use() as h:
+            yield h
+
+    def hold(self) -> Callable[[], None]:
+        """Keeps the client open (close() waits) until the returned function is called once.
+
+        Raises:
+            ConfigError: close() has begun, or in a forked child.
+        """
+        h = self._check_pid()
+        h.hold()
+        done = [False]
+
+        def release() -> None:
+            if not done[0]:
+                done[0] = True
+                h.release()
+        return release
 
     def config(self) -> dict[str, Any]:
         """What the client resolved.
@@ -183,7 +331,8 @@ class Client:
             ConfigError: the client is closed or was made in another process.
         """
         cfg = _capi.ClientConfig()
-        self._lib.check(self._lib.s3d_client_get_config(self.handle, ctypes.byref(cfg)))
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_client_get_config(h, ctypes.byref(cfg)))
         out: dict[str, Any] = {}
         for name, *_ in _capi.ClientConfig._fields_:
             if name == "struct_size":
@@ -195,10 +344,26 @@ class Client:
         return out
 
     def close(self) -> None:
-        """Frees the client (no transfer may be running on it). Idempotent."""
-        h, self._handle = self._handle, None
-        if h is not None and self._pid == os.getpid():
-            self._lib.s3d_client_free(h)
+        """Frees the client. Calls running on it in other threads are waited for (and
+        save_async saves submitted with it, pending or running); calls that start after
+        close() began raise ConfigError. Readers and writers opened with it stay usable
+        until they are closed (they keep the C client alive). Idempotent.
+
+        Raises:
+            RuntimeError: called from inside a call on this client (a progress callback).
+        """
+        self._close(wait=True)
+
+    def _close(self, *, wait: bool) -> None:
+        h = getattr(self, "_h", None)
+        if h is None:
+            return
+        if self._pid != os.getpid():
+            # A forked child: the C client is the parent's (and the lock may have been held
+            # at fork); drop it without freeing.
+            self._h = None
+            return
+        h.close(self._lib.s3d_client_free, wait=wait)
 
     def __enter__(self) -> Client:
         return self
@@ -207,8 +372,10 @@ class Client:
         self.close()
 
     def __del__(self) -> None:
+        # Nothing can be using the client here: a running call and a pending save_async hold
+        # a reference to it. Never wait in a finalizer all the same.
         try:
-            self.close()
+            self._close(wait=False)
         except Exception:
             pass
 
@@ -261,8 +428,9 @@ class Client:
                 return 1
 
         fn = _capi.LIST_FN(cb)
-        self._lib.check(self._lib.s3d_list_objects(self.handle, enc(bucket), enc(key),
-                                                   enc(delimiter), fn, None))
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_list_objects(h, enc(bucket), enc(key),
+                                                       enc(delimiter), fn, None))
         return out
 
     def delete(self, uris: PathLike | Iterable[PathLike]) -> None:
@@ -290,7 +458,8 @@ class Client:
             by_bucket.setdefault(b, []).append(k)
         for b, keys in by_bucket.items():
             arr = (ctypes.c_char_p * len(keys))(*[enc(k) for k in keys])
-            self._lib.check(self._lib.s3d_delete_objects(self.handle, enc(b), arr, len(keys)))
+            with self.call() as h:
+                self._lib.check(self._lib.s3d_delete_objects(h, enc(b), arr, len(keys)))
 
     # ---- small S3 operations, used by the file-like objects, DCP and tests -------------------
     def head(self, bucket: str, key: str) -> _capi.ObjectInfo:
@@ -306,8 +475,9 @@ class Client:
             NoSuchKey, NoSuchBucket, AccessDenied, TransferError.
         """
         info = _capi.ObjectInfo()
-        self._lib.check(self._lib.s3d_head_object(self.handle, enc(bucket), enc(key),
-                                                  ctypes.byref(info)))
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_head_object(h, enc(bucket), enc(key),
+                                                      ctypes.byref(info)))
         return info
 
     def create_bucket(self, bucket: str) -> None:
@@ -319,7 +489,8 @@ class Client:
         Raises:
             BucketAlreadyExists, AccessDenied, TransferError.
         """
-        self._lib.check(self._lib.s3d_create_bucket(self.handle, enc(bucket)))
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_create_bucket(h, enc(bucket)))
 
     def delete_object(self, bucket: str, key: str) -> None:
         """Deletes one object; a missing key is not an error, as on S3.
@@ -330,7 +501,8 @@ class Client:
         Raises:
             NoSuchBucket, AccessDenied, TransferError.
         """
-        self._lib.check(self._lib.s3d_delete_object(self.handle, enc(bucket), enc(key)))
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_delete_object(h, enc(bucket), enc(key)))
 
     def upload_bytes(self, bucket: str, key: str, data: Buffer) -> None:
         """Uploads a bytes-like object as one object (multipart when large).
@@ -344,8 +516,9 @@ class Client:
             NoSuchBucket, AccessDenied, TransferError.
         """
         ptr, n, keep = buffer_pointer(data)
-        self._lib.check(self._lib.s3d_upload_from_buffer(self.handle, enc(bucket), enc(key),
-                                                         ptr, n, None))
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_upload_from_buffer(h, enc(bucket), enc(key), ptr, n,
+                                                             None))
         del keep
 
     def download_into(self, bucket: str, key: str, offset: int, dst: Buffer,
@@ -375,8 +548,9 @@ class Client:
             o.struct_size = ctypes.sizeof(o)
             o.if_match = enc(if_match)
             o = ctypes.byref(o)
-        self._lib.check(self._lib.s3d_download_to_buffer(
-            self.handle, enc(bucket), enc(key), offset, want, ptr, cap, ctypes.byref(n), o))
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_download_to_buffer(
+                h, enc(bucket), enc(key), offset, want, ptr, cap, ctypes.byref(n), o))
         del keep
         got: int = n.value
         return got
@@ -466,11 +640,11 @@ def default_client() -> Client:
     """
     global _default
     c = _default
-    if c is not None and c._pid == os.getpid() and c._handle is not None:
+    if c is not None and c.is_open:
         return c
     with _default_lock:
         c = _default
-        if c is None or c._pid != os.getpid() or c._handle is None:
+        if c is None or not c.is_open:
             _default = c = Client()
         return c
 

@@ -9,7 +9,9 @@ as f: torch.save(obj, f)``): torch.save does not close the file it is given. Byt
 which uploads parts in the background with memory bounded by concurrency x part_size. The
 object appears only when close() succeeds; leaving a ``with`` block by an exception, or
 abort(), discards the upload. A writer garbage-collected unclosed discards its upload too and
-emits a ResourceWarning naming the URI.
+emits a ResourceWarning naming the URI. A writer may be shared by threads: close() or abort()
+waits for a write() running on another thread, and writes after it raise ValueError. It keeps
+its client's C object alive, so it stays usable after the Client is closed.
 
 Local paths work too: reader gives the builtin binary file; writer writes a temporary file in
 the same folder and renames it on close (the file appears only when complete).
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, BinaryIO, Optional, cast
 from . import _capi, _uri, errors
 from ._capi import enc
 from ._uri import PathLike
-from .client import Client, buffer_pointer, resolve
+from .client import Client, Handle, buffer_pointer, resolve
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -246,12 +248,18 @@ class S3Writer(_AbortOnError, io.RawIOBase):
         ct = enc(content_type)
         o.content_type = ct
         h = ctypes.c_void_p()
-        self._lib.check(self._lib.s3d_upload_stream_new(self._client.handle, enc(bucket),
-                                                        enc(key), ctypes.byref(o),
-                                                        ctypes.byref(h)))
-        self._h: ctypes.c_void_p | None = h
+        with self._client.call() as ch:
+            self._lib.check(self._lib.s3d_upload_stream_new(ch, enc(bucket), enc(key),
+                                                            ctypes.byref(o), ctypes.byref(h)))
+        # The stream keeps the C client alive; its own calls are counted so that close() or
+        # abort() in another thread waits for a write() running here.
+        self._h: Handle | None = Handle(h, self._closed)
         self._written = 0
         self._done = False
+
+    @staticmethod
+    def _closed() -> Exception:
+        return ValueError("write to a closed s3direct writer")
 
     def writable(self) -> bool:
         """True."""
@@ -274,38 +282,57 @@ class S3Writer(_AbortOnError, io.RawIOBase):
             ValueError: the writer is closed.
             TransferError, AccessDenied, NoSuchBucket: an upload of an earlier part failed.
         """
-        if self._h is None:
-            raise ValueError("write to a closed s3direct writer")
+        hd = self._h
+        if hd is None:
+            raise self._closed()
         ptr, n, keep = buffer_pointer(b)
-        if n:
-            self._lib.check(self._lib.s3d_upload_stream_write(self._h, ptr, n))
+        with hd.use() as h:
+            if n:
+                self._lib.check(self._lib.s3d_upload_stream_write(h, ptr, n))
+            self._written += n
         del keep
-        self._written += n
         return n
 
     def abort(self) -> None:
-        """Discards the upload: nothing appears at the key."""
+        """Discards the upload: nothing appears at the key. A write() running on another
+        thread is waited for first."""
+        self._abort(wait=True)
+
+    def _abort(self, *, wait: bool) -> None:
         h, self._h = self._h, None
         if h is not None:
-            self._lib.s3d_upload_stream_free(h)
+            h.close(self._lib.s3d_upload_stream_free, wait=wait)
         super().close()
 
     def close(self) -> None:
-        """Completes the upload; the object is visible when this returns. Idempotent.
+        """Completes the upload; the object is visible when this returns. A write() running
+        on another thread is waited for first; the object holds every byte a write() that
+        returned took. Idempotent.
 
         Raises:
             TransferError, AccessDenied, NoSuchBucket: the upload failed (nothing appears).
         """
-        h = self._h
+        h, self._h = self._h, None
         if h is None:
             super().close()
             return
+        box: list[BaseException] = []
+
+        def finish(sh: ctypes.c_void_p) -> None:
+            # Runs once the writes in flight have returned, before the stream is freed.
+            try:
+                self._lib.check(self._lib.s3d_upload_stream_finish(sh))
+            except BaseException as e:
+                box.append(e)
+            finally:
+                self._lib.s3d_upload_stream_free(sh)
+
         try:
-            self._lib.check(self._lib.s3d_upload_stream_finish(h))
+            h.close(finish)
         finally:
-            self._h = None
-            self._lib.s3d_upload_stream_free(h)
             super().close()
+        if box:
+            raise box[0]
 
     def __del__(self) -> None:
         # Never complete an upload from the garbage collector: abort it, and say so, as an
@@ -313,7 +340,7 @@ class S3Writer(_AbortOnError, io.RawIOBase):
         try:
             if getattr(self, "_h", None) is not None:
                 _warn_unclosed(self.uri, self._written, self)
-                self.abort()
+                self._abort(wait=False)
         except Exception:
             pass
 

@@ -123,6 +123,7 @@ int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *
     if (s == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory");
     s->c = c;
+    s3d_client_ref(c); /* dropped by s3d_upload_stream_free: it outlives s3d_client_free */
     s->bucket = s3d_strdup(bucket);
     s->key = s3d_strdup(key);
     s->content_type = s3d_strdup(t.content_type);
@@ -274,5 +275,6 @@ void s3d_upload_stream_free(struct s3d_upload_stream *s)
     free(s->bucket);
     free(s->key);
     free(s->content_type);
+    s3d_client_unref(s->c);
     free(s);
 }

@@ -433,6 +433,7 @@ int s3d_reader_open(struct s3d_client *c, const char *uri, struct s3d_reader **o
     if (r == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory opening %s", uri);
     r->client = c;
+    s3d_client_ref(c); /* dropped by s3d_reader_close: the reader outlives s3d_client_free */
     if (s3d_str_ends_with(uri, ".index.json")) {
         rc = open_index(r, &loc);
     } else {
@@ -463,6 +464,7 @@ void s3d_reader_close(struct s3d_reader *r)
     free(r->shards);
     free(r->tensors);
     free(r->by_name);
+    s3d_client_unref(r->client);
     free(r);
 }
 

@@ -95,13 +95,25 @@ int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **ou
     s3d_conc_shared_init(&c->conc, c->min_concurrency, c->max_concurrency, c->target_throughput);
     c->s3.max_host_connections = c->max_concurrency;
     pthread_mutex_init(&c->lazy_lock, NULL);
+    atomic_init(&c->refs, 1);
     *out = c;
     return 0;
 }
 
-void s3d_client_free(struct s3d_client *c)
+void s3d_client_ref(struct s3d_client *c)
 {
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+}
+
+void s3d_client_unref(struct s3d_client *c)
+{
+    unsigned was;
     if (c == NULL)
+        return;
+    /* acq_rel: the thread that frees sees every other user's writes to the client. */
+    was = atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel);
+    S3D_ASSERT(was > 0);
+    if (was != 1)
         return;
     if (getpid() != c->pid) {
         /* Freed in a forked child: the connections (and a GPU context) are the parent's.
@@ -114,6 +126,13 @@ void s3d_client_free(struct s3d_client *c)
     s3d_conc_shared_cleanup(&c->conc);
     pthread_mutex_destroy(&c->lazy_lock);
     free(c);
+}
+
+void s3d_client_free(struct s3d_client *c)
+{
+    if (c == NULL || getpid() != c->pid)
+        return; /* a forked child leaks the parent's client (see s3d_client_unref) */
+    s3d_client_unref(c);
 }
 
 size_t s3d_client_buffers(const struct s3d_client *c, uint32_t max_conc, uint64_t part_size)

@@ -36,6 +36,9 @@ struct s3d_pool;
 struct s3d_device;
 
 struct s3d_client {
+    /* 1 for the owner (until s3d_client_free) + 1 per open reader and upload stream, which
+     * keep using the client: the last s3d_client_unref frees it. */
+    atomic_uint refs;
     struct s3d_s3ctx s3;      /* config, connections; thread-safe */
     pid_t pid;                /* the process that created it (fork check) */
     uint32_t max_concurrency; /* the cap */
@@ -63,6 +66,12 @@ struct s3d_cancel {
  * created in another process (fork: create a new client in the child). Every public entry
  * point that takes a client calls this first. */
 S3D_NODISCARD int s3d_client_check(const struct s3d_client *c);
+
+/* One more user of c (a reader or upload stream made from it): c stays allocated until the
+ * matching s3d_client_unref, even when s3d_client_free comes first. Any thread. */
+void s3d_client_ref(struct s3d_client *c);
+/* Drops a reference; the last one frees the client (in the thread that drops it). */
+void s3d_client_unref(struct s3d_client *c);
 
 /* want, lowered so that want connections fit in the file descriptors left under
  * RLIMIT_NOFILE (a reserve kept for files and libcurl's own); at least 1. A concurrency the
