@@ -254,10 +254,9 @@ static int retain(struct s3d_cuda *c, int ordinal, CUcontext *out)
     CUdevice d;
     int rc = 0;
 
-    if (ctx != NULL) {
-        *out = ctx;
+    *out = ctx; /* NULL (and rc < 0) on failure */
+    if (ctx != NULL)
         return 0;
-    }
     pthread_mutex_lock(&c->mu);
     ctx = c->ctx[ordinal];
     if (ctx == NULL) {

@@ -527,12 +527,14 @@ static int emu_event_sync(struct s3d_device *dev, struct s3d_event *e)
     return 0;
 }
 
-/* The stream a caller's handle names on device ordinal. Called with mu held. */
+/* The stream a caller's handle names on device ordinal (*out NULL on failure). Called with
+ * mu held. */
 static int emu_handle_stream(struct s3d_emu *emu, int ordinal, uint64_t handle,
                              struct s3d_stream **out)
 {
     struct s3d_stream *s;
     int rc;
+    *out = NULL;                      /* stays NULL on failure */
     if (handle == 0 || handle == 2) { /* legacy / per-thread default stream */
         if (emu->legacy[ordinal] == NULL) {
             s = calloc(1, sizeof(*s));

@@ -129,16 +129,11 @@ static void test_every_dtype(void)
 static void test_escaped_names(void)
 {
     static const int64_t s1[] = {1};
-    const char *names[] = {"q\"uote",
-                           "back\\slash",
-                           "new\nline\ttab\x01",
-                           "\xc3\xbcnic\xc3\xb6"
-                           "de \xe2\x82\xac \xf0\x9f\x98\x80",
-                           "slash/and.dots",
-                           "\x7f",
-                           "00000000",
-                           "\":\"00000000\"",
-                           "a"};
+    const char *names[] = {"q\"uote", "back\\slash", "new\nline\ttab\x01",
+                           /* one name, split so that "de" does not extend \xb6 */
+                           ("\xc3\xbcnic\xc3\xb6"
+                            "de \xe2\x82\xac \xf0\x9f\x98\x80"),
+                           "slash/and.dots", "\x7f", "00000000", "\":\"00000000\"", "a"};
     struct s3d_tensor_src t[9];
     size_t crc_pos[9];
     struct s3d_dynbuf b;
