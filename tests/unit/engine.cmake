@@ -8,6 +8,8 @@ s3d_test(test_ckpt_s3 integ/test_ckpt_s3.c integ/ckpt_util.c)
 s3d_test(test_ckpt_overwrite integ/test_ckpt_overwrite.c)
 s3d_test(test_ckpt_rss integ/test_ckpt_rss.c integ/ckpt_util.c)
 s3d_test(test_ckpt_many integ/test_ckpt_many.c integ/ckpt_util.c)
+# Readers and upload streams keep their client alive past s3d_client_free.
+s3d_test(test_client_refs integ/test_client_refs.c integ/ckpt_util.c)
 s3d_test(test_tmpfile unit/test_tmpfile.c)
 s3d_test(test_part_size unit/test_part_size.c)
 # The adaptive concurrency controller against simulated paths.
