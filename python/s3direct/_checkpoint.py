@@ -179,7 +179,8 @@ def _metadata_entries(
 
 def _write(client: Client, uri: str, srcs: Sequence[_Src], metadata: Optional[Dict[str, str]],
            tree_json: Optional[str], *, shard_size: Optional[int], checksum: bool,
-           progress: ProgressArg, cuda_stream: Optional[Iterable[int]]) -> None:
+           progress: ProgressArg, cuda_stream: Optional[Iterable[int]],
+           held: bool = False) -> None:
     lib = _capi.lib()
     if shard_size and not uri.endswith(INDEX_SUFFIX):
         raise errors.InvalidArgument(
@@ -197,7 +198,8 @@ def _write(client: Client, uri: str, srcs: Sequence[_Src], metadata: Optional[Di
         _set_streams(o, cuda_stream, keep)
         def write() -> None:
             # Counted as a call on the client in the thread that makes it: close() waits.
-            with client.call() as h:
+            # held: save_async's hold, which close() waits for, lets it run once close began.
+            with client.call(held) as h:
                 lib.check(lib.s3d_checkpoint_write(h, enc(uri), arr.arr, arr.n, marr, nmeta,
                                                    ctypes.byref(o)))
 
@@ -347,7 +349,7 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
     try:
         fut = _get_executor().submit(_write, c, uri, srcs, meta, tree_json,
                                      shard_size=shard_size, checksum=checksum,
-                                     progress=progress, cuda_stream=stream)
+                                     progress=progress, cuda_stream=stream, held=True)
     except BaseException:
         release()
         raise

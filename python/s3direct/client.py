@@ -58,10 +58,11 @@ class Handle:
         closed: makes the exception a call raises once close() has begun (say "closed").
     """
 
-    __slots__ = ("_h", "_closed", "_cond", "_calls", "_holds")
+    __slots__ = ("_h", "_closing", "_closed", "_cond", "_calls", "_holds")
 
     def __init__(self, h: ctypes.c_void_p, closed: Callable[[], Exception]) -> None:
-        self._h: ctypes.c_void_p | None = h
+        self._h: ctypes.c_void_p | None = h  # until freed
+        self._closing = False
         self._closed = closed
         self._cond = threading.Condition(threading.Lock())
         self._calls: dict[int, int] = {}  # thread ident -> calls running on that thread
@@ -70,19 +71,23 @@ class Handle:
     @property
     def is_open(self) -> bool:
         """False once close() has begun."""
-        return self._h is not None
+        return not self._closing
 
     @contextlib.contextmanager
-    def use(self) -> Iterator[ctypes.c_void_p]:
+    def use(self, held: bool = False) -> Iterator[ctypes.c_void_p]:
         """The handle, counted as in use until the block ends.
 
+        Args:
+            held: the caller has a hold() (a pending save_async): its calls still run after
+                close() has begun, which waits for them.
+
         Raises:
-            What closed() makes, when close() has begun.
+            What closed() makes, when close() has begun (and held is False).
         """
         me = threading.get_ident()
         with self._cond:
             h = self._h
-            if h is None:
+            if h is None or (self._closing and not held):
                 raise self._closed()
             self._calls[me] = self._calls.get(me, 0) + 1
         try:
@@ -104,7 +109,7 @@ class Handle:
             What closed() makes, when close() has begun.
         """
         with self._cond:
-            if self._h is None:
+            if self._closing:
                 raise self._closed()
             self._holds += 1
 
@@ -133,11 +138,12 @@ class Handle:
             if self._calls.get(me):
                 raise RuntimeError("close() called from inside a call on the same object "
                                    "(a progress callback?); close it after the call returns")
-            h, self._h = self._h, None
+            self._closing = True
             if not wait and (self._calls or self._holds):
                 return  # leaked: never freed under a user
             while self._calls or self._holds:
                 self._cond.wait()
+            h, self._h = self._h, None
         if h is not None:
             free(h)
 
@@ -293,17 +299,21 @@ class Client:
             return h
 
     @contextlib.contextmanager
-    def call(self) -> Iterator[ctypes.c_void_p]:
+    def call(self, held: bool = False) -> Iterator[ctypes.c_void_p]:
         """The s3d_client pointer for C calls made inside the block, which close() waits for.
 
+        Args:
+            held: the caller has a hold(), so the call runs even once close() has begun.
+
         Raises:
-            ConfigError: close() has begun, or in a forked child.
+            ConfigError: close() has begun (and held is False), or in a forked child.
         """
-        with self._check_pid().use() as h:
+        with self._check_pid().use(held) as h:
             yield h
 
     def hold(self) -> Callable[[], None]:
-        """Keeps the client open (close() waits) until the returned function is called once.
+        """Keeps the client open (close() waits) until the returned function is called once;
+        the holder's calls pass held=True to call().
 
         Raises:
             ConfigError: close() has begun, or in a forked child.
