@@ -120,7 +120,8 @@ S3D_API int s3d_client_new(const struct s3d_client_options *opts, struct s3d_cli
  * made from it hold a reference and stay usable: the connections, the pool and the GPU
  * context are freed when the last of them is closed, else here. It waits for nothing:
  * it must not be called while another thread is inside a call that takes this client (the
- * caller waits for those calls first, as the Python layer's Client.close() does), and the
+ * caller waits for those calls first, as the Python layer's Client.close() does; debug
+ * builds abort when a request is still in flight), and the
  * client must not be used after it. NULL ok; in a forked child it frees nothing (the
  * parent's connections). */
 S3D_API void s3d_client_free(struct s3d_client *client);

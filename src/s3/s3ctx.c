@@ -132,6 +132,9 @@ void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx)
     int i;
     if (ctx == NULL || ctx->share == NULL)
         return;
+    /* Read unlocked: if another thread could still change it, the client is being freed
+     * under that thread's call, which is what this catches. */
+    S3D_ASSERT(ctx->n_out == 0);
     for (j = 0; j < ctx->n_idle; j++)
         curl_multi_cleanup(ctx->idle[j]);
     free(ctx->idle);
@@ -152,13 +155,18 @@ CURLM *s3d_s3ctx_multi_acquire(struct s3d_s3ctx *ctx)
     pthread_mutex_lock(&ctx->pool_lock);
     if (ctx->n_idle > 0)
         m = ctx->idle[--ctx->n_idle];
+    ctx->n_out++; /* until s3d_s3ctx_multi_release, or the failure below */
     pthread_mutex_unlock(&ctx->pool_lock);
     if (m != NULL)
         return m;
     errno = 0;
     m = curl_multi_init();
     if (m == NULL) {
-        if (errno == EMFILE || errno == ENFILE)
+        int emfile = errno == EMFILE || errno == ENFILE;
+        pthread_mutex_lock(&ctx->pool_lock);
+        ctx->n_out--; /* nothing handed out */
+        pthread_mutex_unlock(&ctx->pool_lock);
+        if (emfile)
             s3d_fail(S3D_EMFILE, "creating a connection pool: %s", S3D_EMFILE_HINT);
         else
             s3d_fail(S3D_ENOMEM, "curl_multi_init failed");
@@ -177,6 +185,8 @@ void s3d_s3ctx_multi_release(struct s3d_s3ctx *ctx, CURLM *m)
     if (m == NULL)
         return;
     pthread_mutex_lock(&ctx->pool_lock);
+    S3D_ASSERT(ctx->n_out > 0);
+    ctx->n_out--;
     if (ctx->n_idle == ctx->cap_idle) {
         size_t cap = ctx->cap_idle ? ctx->cap_idle * 2 : 8;
         grown = s3d_reallocarray(ctx->idle, cap, sizeof(*grown));

@@ -59,6 +59,7 @@ struct s3d_s3ctx {
     pthread_mutex_t pool_lock;
     CURLM **idle;
     size_t n_idle, cap_idle;
+    size_t n_out; /* multis acquired and not yet released: requests in flight (pool_lock) */
 };
 
 /* Resolves the configuration (s3d_config_resolve) and creates the share. max_conns is the
@@ -67,7 +68,9 @@ struct s3d_s3ctx {
  * on failure *ctx needs no cleanup. */
 S3D_NODISCARD int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
                                  uint32_t max_conns);
-/* Closes every idle connection and frees the context. No multi may be out. NULL ok. */
+/* Closes every idle connection and frees the context. No multi may be out: a request still
+ * running on another thread (s3d_client_free under a call) fails S3D_ASSERT in debug and
+ * sanitizer builds. NULL ok. */
 void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx);
 
 /* An idle multi handle (with its connections) or a new one; NULL only on out of memory

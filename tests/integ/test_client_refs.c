@@ -2,11 +2,17 @@
  * s3d_client_free): a reader opened from a client that is then freed still reads every byte,
  * and an upload stream still uploads its object. Both are closed last, which frees the
  * client. Run under ASan (make sanitize), a use after free fails here. The reader part uses
- * local files; the upload stream part needs the S3 server and is skipped without one. */
+ * local files; the upload stream part needs the S3 server and is skipped without one. In
+ * builds with S3D_ASSERTS, freeing a client while a request holds one of its connection
+ * pools (a call running on another thread) aborts. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ckpt_util.h"
+#include "engine/client_impl.h"
 
 #define MiB (1024ull * 1024ull)
 
@@ -111,8 +117,37 @@ static void test_upload_stream_outlives_client(void)
     free(dst);
 }
 
+/* s3d_client_free while a request is in flight (it holds a multi handle): S3D_ASSERT in
+ * s3d_s3ctx_cleanup aborts in debug and sanitizer builds. */
+static void test_free_under_a_request_asserts(void)
+{
+#ifdef S3D_ASSERTS
+    struct s3d_client *c = new_client();
+    CURLM *m = s3d_s3ctx_multi_acquire(&c->s3); /* what a running request holds */
+    pid_t pid;
+    int status = 0;
+    CHECK(m != NULL);
+    fflush(stdout);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        c->pid = getpid(); /* as if created here: the child frees for real */
+        s3d_client_free(c);
+        _exit(0); /* not reached */
+    }
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    s3d_s3ctx_multi_release(&c->s3, m);
+    s3d_client_free(c); /* nothing in flight: no assert */
+    printf("free under a request: asserted\n");
+#else
+    printf("free under a request: asserts compiled out\n");
+#endif
+}
+
 int main(void)
 {
+    test_free_under_a_request_asserts();
     test_reader_outlives_client();
     test_upload_stream_outlives_client();
     printf("ok\n");
