@@ -121,9 +121,8 @@ S3D_API int s3d_client_new(const struct s3d_client_options *opts, struct s3d_cli
  * context are freed when the last of them is closed, else here. It waits for nothing:
  * it must not be called while another thread is inside a call that takes this client (the
  * caller waits for those calls first, as the Python layer's Client.close() does; debug
- * builds abort when a request is still in flight), and the
- * client must not be used after it. NULL ok; in a forked child it frees nothing (the
- * parent's connections). */
+ * builds abort when a request is still in flight), and the client must not be used after
+ * it. NULL ok; in a forked child it frees nothing (the parent's connections). */
 S3D_API void s3d_client_free(struct s3d_client *client);
 
 /* What the client resolved, for display ("s3direct --debug", tests). NUL-terminated strings
