@@ -81,6 +81,9 @@ class Handle:
             held: the caller has a hold() (a pending save_async): its calls still run after
                 close() has begun, which waits for them.
 
+        Returns:
+            A context manager giving the pointer.
+
         Raises:
             What closed() makes, when close() has begun (and held is False).
         """
@@ -304,6 +307,9 @@ class Client:
 
         Args:
             held: the caller has a hold(), so the call runs even once close() has begun.
+
+        Returns:
+            A context manager giving the pointer.
 
         Raises:
             ConfigError: close() has begun (and held is False), or in a forked child.
