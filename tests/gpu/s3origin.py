@@ -4,7 +4,8 @@ real disk), signatures not checked. It speaks what s3direct, boto3 and the AWS C
 objects: bucket create/head/delete, ListObjectsV2, HEAD and GET (Range, If-Match,
 If-None-Match; sendfile), PUT (single), multipart upload (create, upload part, complete,
 abort, list parts not needed), DELETE object. Not a general S3 server: no versions, no ACLs,
-no checksums. ETags are random per write (not an MD5 of the content: hashing every byte in
+no checksums, no tags (?tagging answers 501 NotImplemented: a PUT of it must not replace the
+object). ETags are random per write (not an MD5 of the content: hashing every byte in
 Python would make the origin, not the client, the bottleneck of the GPU rates), with the
 "-N" part count suffix for multipart objects, and completion checks each part's ETag.
 
@@ -147,6 +148,8 @@ class Handler(BaseHTTPRequestHandler):
             path = self.store.path(bucket, key)
             if not os.path.isfile(path):
                 return self._error(404, "NoSuchKey", key)
+            if "tagging" in q:
+                return self._error(501, "NotImplemented", "tagging")
             self._get(bucket, key, path)
         except (ValueError, OSError) as e:
             self._error(400, "InvalidRequest", str(e))
@@ -256,6 +259,9 @@ class Handler(BaseHTTPRequestHandler):
             if not os.path.isdir(self.store.path(bucket)):
                 self._read_body_to(open(os.devnull, "wb"))
                 return self._error(404, "NoSuchBucket", bucket)
+            if "tagging" in q:  # no tags here: refused, as a server without them does
+                self._read_small_body()
+                return self._error(501, "NotImplemented", "tagging")
             if "uploadId" in q:
                 return self._upload_part(bucket, key, q)
             tmp = os.path.join(self.store.root, ".uploads", uuid.uuid4().hex)
