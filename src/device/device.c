@@ -156,6 +156,12 @@ void s3d_device_mem_free(struct s3d_device *dev, int ordinal, uint64_t dptr)
         dev->ops->mem_free(dev, ordinal, dptr);
 }
 
+void s3d_device_host_released(struct s3d_device *dev, const void *p, size_t n)
+{
+    if (dev != NULL && p != NULL && n > 0 && dev->ops->host_released != NULL)
+        dev->ops->host_released(dev, p, n);
+}
+
 /* A zeroed stream or event (size bytes; what names it in the error) for a valid ordinal, or
  * NULL with the error in *rc. */
 static void *alloc_for(const struct s3d_device *dev, int ordinal, size_t size, const char *what,

@@ -93,6 +93,14 @@ S3D_NODISCARD int s3d_device_host_register(struct s3d_device *dev, int ordinal, 
                                            size_t size);
 void s3d_device_host_unregister(struct s3d_device *dev, int ordinal, void *p);
 
+/* Says that the host memory [p, p + n) has gone back to its owner (a staging chunk put back
+ * in its pool): whoever queued copies into or out of it has waited for them, so none is still
+ * queued on any stream. No-op on the cuda and host backends (NULL dev ok). The emulated
+ * backend checks it: a copy still queued there is marked, and when it runs (late, as on a GPU,
+ * into memory that may have been handed out again) it is counted in
+ * s3d_device_emu_stale_copies. */
+void s3d_device_host_released(struct s3d_device *dev, const void *p, size_t n);
+
 /* ---- device memory (tests and benchmarks: the library itself never allocates any) ---- */
 
 /* size bytes of device memory on ordinal (cuMemAlloc; emulated: host memory). */
@@ -244,5 +252,9 @@ void s3d_device_emu_reset_ctx(void);
 size_t s3d_device_emu_pinned_bytes(void);
 /* Host ranges registered (pinned) through the emulated backend and not unregistered. */
 long s3d_device_emu_registered(void);
+/* Copies performed after their host memory was released (s3d_device_host_released) while
+ * they were still queued, since the process started: each one a write into (or a read from)
+ * memory its owner had given back. Never reset; tests compare before and after. */
+long s3d_device_emu_stale_copies(void);
 
 #endif

@@ -173,6 +173,7 @@ struct s3d_emu {
     int ctx_used[S3D_MAX_DEVICES];              /* a "context" was needed on this device */
     size_t pinned_bytes;                        /* host_alloc'ed and not freed */
     long registered;                            /* host_register'ed ranges not unregistered */
+    long stale_copies; /* copies run after their host memory was released */
 };
 
 static struct s3d_emu g_emu = {.mu = PTHREAD_MUTEX_INITIALIZER, .next_id = 16};
@@ -250,6 +251,8 @@ static void emu_flush_depth(struct s3d_emu *emu, struct s3d_stream *s, uint64_t 
         const struct s3d_emu_op op = s->ops[s->done++];
         if (op.kind == S3D_EMU_COPY) {
             memcpy(op.dst, op.src, op.n);
+            if (op.stale)
+                emu->stale_copies++;
         } else if (op.kind == S3D_EMU_FILL) {
             memset(op.dst, op.byte, op.n);
         } else if (depth < 64) {
@@ -527,6 +530,28 @@ static int emu_event_sync(struct s3d_device *dev, struct s3d_event *e)
     return 0;
 }
 
+/* Marks the copies still queued whose host side overlaps [p, p + n): whoever gave the memory
+ * back did not wait for them. They still run when their stream's work runs (the damage is
+ * real) and are counted then. */
+static void emu_host_released(struct s3d_device *dev, const void *p, size_t n)
+{
+    struct s3d_emu *emu = dev->emu;
+    const unsigned char *lo = p, *hi = lo + n;
+    pthread_mutex_lock(&emu->mu);
+    for (size_t i = 0; i < emu->n_streams; i++) {
+        struct s3d_stream *s = emu->streams[i];
+        for (size_t k = s->done; k < s->n_ops; k++) {
+            struct s3d_emu_op *op = &s->ops[k];
+            const unsigned char *d = op->dst, *sr = op->src;
+            if (op->kind != S3D_EMU_COPY)
+                continue;
+            if ((d < hi && d + op->n > lo) || (sr < hi && sr + op->n > lo))
+                op->stale = 1;
+        }
+    }
+    pthread_mutex_unlock(&emu->mu);
+}
+
 /* The stream a caller's handle names on device ordinal (*out NULL on failure). Called with
  * mu held. */
 static int emu_handle_stream(struct s3d_emu *emu, int ordinal, uint64_t handle,
@@ -659,6 +684,13 @@ long s3d_device_emu_registered(void)
     return n;
 }
 
+long s3d_device_emu_stale_copies(void)
+{
+    long n;
+    emu_read(&n, &g_emu.stale_copies, sizeof(n));
+    return n;
+}
+
 void s3d_device_emu_reset_ctx(void)
 {
     pthread_mutex_lock(&g_emu.mu);
@@ -686,4 +718,5 @@ const struct s3d_device_ops s3d_emu_ops = {
     .event_query = emu_event_query,
     .event_sync = emu_event_sync,
     .wait_external = emu_wait_external,
+    .host_released = emu_host_released,
 };

@@ -34,6 +34,7 @@ struct s3d_device_ops {
     int (*event_query)(struct s3d_device *dev, struct s3d_event *e);
     int (*event_sync)(struct s3d_device *dev, struct s3d_event *e);
     int (*wait_external)(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_stream);
+    void (*host_released)(struct s3d_device *dev, const void *p, size_t n); /* NULL: no-op */
 };
 
 /* A deferred operation of the emulated backend: a copy, a "kernel" that fills device memory,
@@ -47,6 +48,7 @@ struct s3d_emu_op {
     size_t n;
     int byte;                   /* S3D_EMU_FILL */
     uint64_t wait_id, wait_seq; /* S3D_EMU_WAIT */
+    int stale;                  /* S3D_EMU_COPY: its host memory was released while it was queued */
 };
 
 struct s3d_stream {

@@ -50,7 +50,8 @@ struct pool_block {
 struct s3d_pool {
     struct s3d_device *dev; /* allocated the blocks; NULL: plain mmap (host-only use) */
     /* Pinned later by s3d_pool_pin (cuMemHostRegister in ordinal's primary context): set
-     * once under the caller's lock (resources.c lazy_lock), read at free. */
+     * once under the caller's lock (resources.c lazy_lock) and mu, read under mu by
+     * s3d_pool_put (which tells the device layer the chunk is released) and at free. */
     struct s3d_device *pin_dev;
     int pin_ordinal;
     size_t chunk_size;
@@ -236,12 +237,18 @@ out:
 
 void s3d_pool_put(struct s3d_pool *p, void *chunk)
 {
+    struct s3d_device *dev;
     size_t idx;
     if (p == NULL || chunk == NULL)
         return;
     idx = chunk_index(p, chunk);
     if (idx == (size_t)-1)
         abort(); /* not ours: memory corruption would follow, stop here */
+    pthread_mutex_lock(&p->mu);
+    dev = p->dev != NULL ? p->dev : p->pin_dev;
+    pthread_mutex_unlock(&p->mu);
+    /* The caller has waited for every copy into the chunk (the emulated device checks). */
+    s3d_device_host_released(dev, chunk_addr(p, idx), p->chunk_size);
     pthread_mutex_lock(&p->mu);
     if (!p->out[idx])
         abort(); /* put twice */
@@ -312,8 +319,10 @@ int s3d_pool_pin(struct s3d_pool *p, struct s3d_device *dev, int ordinal)
         return s3d_fail_prefix(rc, "pinning the staging pool (%zu x %zu bytes)", p->n_chunks,
                                p->chunk_size);
     }
+    pthread_mutex_lock(&p->mu); /* s3d_pool_put reads pin_dev from other threads */
     p->pin_dev = dev;
     p->pin_ordinal = ordinal;
+    pthread_mutex_unlock(&p->mu);
     return 0;
 }
 

@@ -48,7 +48,8 @@ void *s3d_pool_try_get(struct s3d_pool *pool);
 /* A free chunk, waiting for one to be put back if none is free. Returns NULL only when
  * cancel (may be NULL) is requested while waiting; the caller then reports S3D_ECANCELED. */
 void *s3d_pool_get(struct s3d_pool *pool, struct s3d_cancel *cancel);
-/* Gives a chunk back (any pointer inside it is accepted). NULL ok. */
+/* Gives a chunk back (any pointer inside it is accepted). NULL ok. Every device copy into or
+ * out of it must be complete (s3d_device_host_released: the emulated device checks). */
 void s3d_pool_put(struct s3d_pool *pool, void *chunk);
 
 size_t s3d_pool_chunk_size(const struct s3d_pool *pool);
