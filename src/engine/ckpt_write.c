@@ -504,6 +504,11 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
             if (rc == 0 && w->o->progress)
                 w->o->progress(w->o->progress_user, w->total, w->total);
         }
+        /* A part that failed midway still has copies queued into its chunks: wait for them
+         * before the chunks go back to the pool, where another transfer may take them. The
+         * first error stands. */
+        if (rc < 0)
+            s3d_ignore_rc(s3d_stream_set_sync(&w->streams));
         part_release(w, &p);
         return rc;
     }

@@ -3,7 +3,10 @@
  *   - loads and saves are ordered after the caller's stream on every device (a kernel still
  *     queued there is waited for), each device with its own stream;
  *   - host-only work never loads libcuda, so a process that only saved and loaded host
- *     tensors can fork() and use CUDA in the child. */
+ *     tensors can fork() and use CUDA in the child;
+ *   - a staging chunk goes back to the pool only once the device-to-host copies into it are
+ *     done, also when a save fails midway (else a late copy lands in a chunk that the next
+ *     transfer has taken). */
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -129,8 +132,56 @@ static void right_device_only(void)
     unsetenv("S3D_DEVICE_EMULATE_COUNT");
 }
 
+/* A single-PUT save to S3 that fails while building its one part: tensor 0 is copied into a
+ * staging chunk (queued, deferred), then tensor 1, named as device memory but a host pointer,
+ * is refused by the device. The queued copy must be waited for before the chunk goes back to
+ * the pool. No request is sent (the endpoint has no server). */
+static void failed_single_put_waits_for_copies(void)
+{
+    static unsigned char host_bytes[64 << 10];
+    struct s3d_client_options o;
+    struct s3d_client *c = NULL;
+    struct t_tensors ts;
+    long stale;
+    setenv("S3D_DEVICE_EMULATE", "1", 1);
+    memset(&o, 0, sizeof(o));
+    o.endpoint_url = "http://127.0.0.1:9";
+    o.staging_bytes = 16 << 20; /* 16 x 1 MiB: room for two 5 MiB parts */
+    o.part_size = 1 << 20;
+    CHECK_OK(s3d_client_new(&o, &c));
+    t_make_tensors(&ts, 2, 16 << 10, 21);
+    CHECK(ts.src[0].nbytes > 0 && ts.src[1].nbytes > 0 && ts.src[1].nbytes <= sizeof(host_bytes));
+    t_tensor_to_emu(&ts, 0);
+    ts.src[1].ptr = host_bytes; /* not device memory: the copy is refused */
+    ts.src[1].device = 0;
+    stale = s3d_device_emu_stale_copies();
+    CHECK_ERR(
+        s3d_checkpoint_write(c, "s3://bucket/failed.safetensors", ts.src, ts.n, NULL, 0, NULL),
+        S3D_ECUDA);
+    CHECK_MSG_HAS("not device memory");
+    CHECK(s3d_device_emu_stale_copies() == stale); /* no copy ran after its chunk was put back */
+    /* The pool is whole again: a save of the device tensor alone goes through the same chunks
+     * (to a file: no server needed) and reads back right. */
+    {
+        char path[512];
+        struct t_tensors one = ts;
+        one.n = 1;
+        snprintf(path, sizeof(path), "%s/after-failed.safetensors", t_tmpdir());
+        CHECK_OK(s3d_checkpoint_write(c, path, one.src, one.n, NULL, 0, NULL));
+        t_verify_checkpoint(c, path, &one, -1);
+        unlink(path);
+    }
+    CHECK(s3d_device_emu_stale_copies() == stale);
+    ts.src[1].ptr = ts.data[1];
+    ts.src[1].device = -1;
+    t_free_tensors(&ts);
+    s3d_client_free(c);
+    unsetenv("S3D_DEVICE_EMULATE");
+}
+
 int main(void)
 {
+    failed_single_put_waits_for_copies();
     host_only_never_touches_cuda();
     right_device_only();
     stream_order();
