@@ -310,8 +310,9 @@ def _snapshot(s: _Src) -> _Src:
         c = torch.empty_like(t, memory_format=torch.contiguous_format)
         c.copy_(t)
     else:
-        pin = torch.cuda.is_available()
-        c = torch.empty(t.shape, dtype=t.dtype, pin_memory=pin)
+        # Plain host memory: the C writer sends host tensors from their own memory (no GPU
+        # copy ever reads them), and pinning would initialise CUDA in a host-only process.
+        c = torch.empty(t.shape, dtype=t.dtype)
         c.copy_(t)
     return _Src(s.name, c, s.dtype, s.device)
 
@@ -321,8 +322,8 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
                progress: ProgressArg = False, client: Optional[Client] = None,
                allow_pickle: bool = False) -> "concurrent.futures.Future[None]":
     """Snapshots the tensors, then saves in a background thread. Snapshot: CPU tensors are
-    copied into host memory (pinned when CUDA is available); CUDA tensors into new device
-    memory on the current stream. The caller may modify its tensors as soon as this returns.
+    copied into new (pageable) host memory, so a host-only save never initialises CUDA; CUDA
+    tensors into new device memory on the current stream. The caller may modify its tensors as soon as this returns.
     Saves run one at a time, in submission order. The client is held until the save is done:
     its close() waits for it.
 

@@ -38,6 +38,39 @@ def test_save_async_snapshots(uri_base):
     assert back["step"] == 9
 
 
+def test_save_async_host_only_never_touches_cuda(tmp_path, lib_path, monkeypatch):
+    """On a machine with CUDA (is_available faked: this torch has none), a save_async of CPU
+    tensors must not initialise CUDA: pinning the snapshot would make a context on the
+    current device (a forked DataLoader worker could no longer use CUDA, and every rank
+    would hold one on GPU 0). The C writer sends host tensors from their own memory, so
+    pinning gains nothing."""
+    pinned = []
+    real_empty = torch.empty
+
+    def empty(*args, **kwargs):
+        if kwargs.get("pin_memory"):
+            pinned.append(args)
+        return real_empty(*args, **{k: v for k, v in kwargs.items() if k != "pin_memory"})
+
+    def no_cuda(*args, **kwargs):
+        raise AssertionError("CUDA initialised by a host-only save_async")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "init", no_cuda)
+    monkeypatch.setattr(torch.cuda, "_lazy_init", no_cuda)
+    monkeypatch.setattr(torch, "empty", empty)
+    extra = torch.arange(1000, dtype=torch.float32)
+    uri = os.path.join(tmp_path, "host-only.safetensors")
+    fut = s3direct.save_async({"extra": extra, "step": 3}, uri)
+    extra.zero_()
+    assert fut.result(timeout=120) is None
+    assert pinned == []
+    monkeypatch.undo()
+    back = s3direct.load(uri)
+    assert torch.equal(back["extra"], torch.arange(1000, dtype=torch.float32))
+    assert back["step"] == 3
+
+
 def test_save_async_error_from_result(tmp_path, lib_path):
     fut = s3direct.save_async({"a": torch.ones(2)},
                               os.path.join(tmp_path, "no", "such", "dir", "x.safetensors"))
