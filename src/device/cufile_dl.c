@@ -67,7 +67,7 @@ struct s3d_cufile {
     int fd;
 };
 
-static const char *op_name(int e)
+const char *s3d_cufile_err_name(int e)
 {
     static const char *const names[] = {
         "CU_FILE_SUCCESS",
@@ -132,9 +132,9 @@ static const char *op_name(int e)
 static void describe(CUfileError_t st, char *buf, size_t cap)
 {
     if (st.err == CUFILEOP_BASE_ERR + 11) /* CU_FILE_CUDA_DRIVER_ERROR */
-        snprintf(buf, cap, "%s (%d, CUresult %d)", op_name(st.err), st.err, st.cu_err);
+        snprintf(buf, cap, "%s (%d, CUresult %d)", s3d_cufile_err_name(st.err), st.err, st.cu_err);
     else
-        snprintf(buf, cap, "%s (%d)", op_name(st.err), st.err);
+        snprintf(buf, cap, "%s (%d)", s3d_cufile_err_name(st.err), st.err);
 }
 
 static void try_open(void)
@@ -332,7 +332,7 @@ static int io_fail(const char *fn, ssize_t r, uint64_t off)
                         "%s at offset %llu: %s", fn, (unsigned long long)off, strerror(e));
     }
     return s3d_fail(S3D_ECUFILE, "%s at offset %llu: %s (%d)", fn, (unsigned long long)off,
-                    op_name((int)-r), (int)-r);
+                    s3d_cufile_err_name((int)-r), (int)-r);
 }
 
 /* One cuFile call moves at most this much (cuFile splits internally as well; a bound keeps

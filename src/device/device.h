@@ -207,6 +207,9 @@ int s3d_cufile_available(struct s3d_device *dev, const char **why);
 /* 1 when real GPUDirect Storage is there (the nvidia-fs kernel module), 0 when cuFile would
  * run in compatibility mode. S3D_FILE_IO_AUTO uses cuFile only with GDS. */
 int s3d_cufile_gds(void);
+/* The name of CUfileOpError code err as cufile.h spells it ("CU_FILE_IO_ERROR" for 5044),
+ * "CU_FILE_?" for a code the header does not define. Static string. */
+const char *s3d_cufile_err_name(int err);
 /* Registers an open file with cuFile (cuFileHandleRegister). The fd should be opened with
  * O_DIRECT (GDS mode needs it; compatibility mode works without); it stays owned by the
  * caller and must outlive the handle. S3D_ECUFILE on refusal, S3D_ENOTSUP when cuFile is not

@@ -1,6 +1,8 @@
 /* test_device_host.c - the device layer without a GPU: the host backend refuses ordinals with
  * a clear error, allocates page-aligned memory; the emulated backend defers copies until an
- * event is seen complete, which is what lets the staged file paths be tested here. */
+ * event is seen complete, which is what lets the staged file paths be tested here. Also the
+ * cuFile error names against cufile.h's list (the only place a wrong name would show is an
+ * error message on a GPU machine). */
 #include <unistd.h>
 
 #include "device/device.h"
@@ -138,8 +140,85 @@ static void emulated_backend(void)
     s3d_device_free(dev);
 }
 
+/* Every CUfileOpError of cufile.h (cuFile 1.15, CUFILEOP_STATUS_ENTRIES: CUFILEOP_BASE_ERR 5000
+ * + n; 5021 and 5032 are unused), and codes around them that it does not define. */
+static void cufile_error_names(void)
+{
+    static const struct {
+        int code;
+        const char *name;
+    } table[] = {
+        {0, "CU_FILE_SUCCESS"},
+        {5001, "CU_FILE_DRIVER_NOT_INITIALIZED"},
+        {5002, "CU_FILE_DRIVER_INVALID_PROPS"},
+        {5003, "CU_FILE_DRIVER_UNSUPPORTED_LIMIT"},
+        {5004, "CU_FILE_DRIVER_VERSION_MISMATCH"},
+        {5005, "CU_FILE_DRIVER_VERSION_READ_ERROR"},
+        {5006, "CU_FILE_DRIVER_CLOSING"},
+        {5007, "CU_FILE_PLATFORM_NOT_SUPPORTED"},
+        {5008, "CU_FILE_IO_NOT_SUPPORTED"},
+        {5009, "CU_FILE_DEVICE_NOT_SUPPORTED"},
+        {5010, "CU_FILE_NVFS_DRIVER_ERROR"},
+        {5011, "CU_FILE_CUDA_DRIVER_ERROR"},
+        {5012, "CU_FILE_CUDA_POINTER_INVALID"},
+        {5013, "CU_FILE_CUDA_MEMORY_TYPE_INVALID"},
+        {5014, "CU_FILE_CUDA_POINTER_RANGE_ERROR"},
+        {5015, "CU_FILE_CUDA_CONTEXT_MISMATCH"},
+        {5016, "CU_FILE_INVALID_MAPPING_SIZE"},
+        {5017, "CU_FILE_INVALID_MAPPING_RANGE"},
+        {5018, "CU_FILE_INVALID_FILE_TYPE"},
+        {5019, "CU_FILE_INVALID_FILE_OPEN_FLAG"},
+        {5020, "CU_FILE_DIO_NOT_SET"},
+        {5022, "CU_FILE_INVALID_VALUE"},
+        {5023, "CU_FILE_MEMORY_ALREADY_REGISTERED"},
+        {5024, "CU_FILE_MEMORY_NOT_REGISTERED"},
+        {5025, "CU_FILE_PERMISSION_DENIED"},
+        {5026, "CU_FILE_DRIVER_ALREADY_OPEN"},
+        {5027, "CU_FILE_HANDLE_NOT_REGISTERED"},
+        {5028, "CU_FILE_HANDLE_ALREADY_REGISTERED"},
+        {5029, "CU_FILE_DEVICE_NOT_FOUND"},
+        {5030, "CU_FILE_INTERNAL_ERROR"},
+        {5031, "CU_FILE_GETNEWFD_FAILED"},
+        {5033, "CU_FILE_NVFS_SETUP_ERROR"},
+        {5034, "CU_FILE_IO_DISABLED"},
+        {5035, "CU_FILE_BATCH_SUBMIT_FAILED"},
+        {5036, "CU_FILE_GPU_MEMORY_PINNING_FAILED"},
+        {5037, "CU_FILE_BATCH_FULL"},
+        {5038, "CU_FILE_ASYNC_NOT_SUPPORTED"},
+        {5039, "CU_FILE_INTERNAL_BATCH_SETUP_ERROR"},
+        {5040, "CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR"},
+        {5041, "CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR"},
+        {5042, "CU_FILE_INTERNAL_BATCH_CANCEL_ERROR"},
+        {5043, "CU_FILE_NOMEM_ERROR"},
+        {5044, "CU_FILE_IO_ERROR"},
+        {5045, "CU_FILE_INTERNAL_BUF_REGISTER_ERROR"},
+        {5046, "CU_FILE_HASH_OPR_ERROR"},
+        {5047, "CU_FILE_INVALID_CONTEXT_ERROR"},
+        {5048, "CU_FILE_NVFS_INTERNAL_DRIVER_ERROR"},
+        {5049, "CU_FILE_BATCH_NOCOMPAT_ERROR"},
+        {5050, "CU_FILE_IO_MAX_ERROR"},
+        /* not in the header */
+        {5021, "CU_FILE_?"},
+        {5032, "CU_FILE_?"},
+        {5000, "CU_FILE_?"},
+        {5051, "CU_FILE_?"},
+        {-5044, "CU_FILE_?"},
+        {1, "CU_FILE_?"},
+        {44, "CU_FILE_?"},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        const char *got = s3d_cufile_err_name(table[i].code);
+        if (strcmp(got, table[i].name) != 0) {
+            fprintf(stderr, "cuFile code %d: named %s, cufile.h says %s\n", table[i].code, got,
+                    table[i].name);
+            CHECK(0);
+        }
+    }
+}
+
 int main(void)
 {
+    cufile_error_names();
     host_backend();
     auto_backend();
     emulated_backend();
