@@ -4,6 +4,7 @@
  *     queued there is waited for), each device with its own stream;
  *   - host-only work never loads libcuda, so a process that only saved and loaded host
  *     tensors can fork() and use CUDA in the child;
+ *   - every ordinal up to S3D_MAX_DEVICES - 1 (63) works, with its own caller stream;
  *   - a staging chunk goes back to the pool only once the device-to-host copies into it are
  *     done, also when a save fails midway (else a late copy lands in a chunk that the next
  *     transfer has taken). */
@@ -179,9 +180,88 @@ static void failed_single_put_waits_for_copies(void)
     unsetenv("S3D_DEVICE_EMULATE");
 }
 
+/* A save from and a read into emulated device 63 (of 64), every file I/O mode, ordered after
+ * the caller's stream of device 63 (a kernel still queued there), with no context on any
+ * other device. Device 64 does not exist. */
+static void highest_ordinal(void)
+{
+    enum { NB = 300000, LAST = S3D_MAX_DEVICES - 1 };
+    static const int modes[] = {S3D_FILE_IO_AUTO, S3D_FILE_IO_DIRECT, S3D_FILE_IO_BUFFERED};
+    static uint64_t handles[S3D_MAX_DEVICES]; /* 0: the legacy stream, but for device 63 */
+    static unsigned char want[NB];
+    int64_t shape[1] = {NB};
+    struct s3d_device *dev;
+    struct s3d_stream *cs;
+    uint64_t src, dst;
+    char path[512];
+
+    CHECK(S3D_MAX_DEVICES == 64);
+    setenv("S3D_DEVICE_EMULATE", "1", 1);
+    setenv("S3D_DEVICE_EMULATE_COUNT", "64", 1);
+    CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &dev));
+    CHECK(s3d_device_count(dev) == 64);
+    CHECK_OK(s3d_device_stream_new(dev, LAST, &cs));
+    handles[LAST] = s3d_device_emu_stream_handle(cs);
+    CHECK_OK(s3d_device_mem_alloc(dev, LAST, NB, &src));
+    CHECK_OK(s3d_device_mem_alloc(dev, LAST, NB, &dst));
+    t_fill_random(want, NB, 63);
+    memset(want, 0x63, 4096); /* what the caller's queued kernel writes */
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        struct s3d_client *c = new_client(0);
+        struct s3d_reader *r = NULL;
+        struct s3d_tensor_src ts = {.name = "w",
+                                    .dtype = S3D_DTYPE_U8,
+                                    .ndim = 1,
+                                    .shape = shape,
+                                    .ptr = (const void *)(uintptr_t)src,
+                                    .device = LAST,
+                                    .nbytes = NB};
+        struct s3d_write_options wo = {
+            .file_io = modes[m], .cuda_streams = handles, .n_cuda_streams = S3D_MAX_DEVICES};
+        struct s3d_read_options ro = {
+            .file_io = modes[m], .cuda_streams = handles, .n_cuda_streams = S3D_MAX_DEVICES};
+        struct s3d_tensor_dest td = {.ptr = (void *)(uintptr_t)dst, .device = LAST, .capacity = NB};
+        size_t idx;
+        snprintf(path, sizeof(path), "%s/dev63-%d.safetensors", t_tmpdir(), modes[m]);
+        memcpy(s3d_device_emu_view(src), want, NB);
+        memset(s3d_device_emu_view(src), 0, 4096);
+        memset(s3d_device_emu_view(dst), 0, NB);
+        /* The caller's kernel that produces the first 4 KiB is still queued on device 63's
+         * stream. */
+        CHECK_OK(s3d_device_emu_kernel(dev, LAST, handles[LAST], src, 0x63, 4096));
+        s3d_device_emu_reset_ctx();
+        CHECK_OK(s3d_checkpoint_write(c, path, &ts, 1, NULL, 0, &wo));
+        CHECK_OK(s3d_reader_open(c, path, &r));
+        CHECK_OK(s3d_reader_find(r, "w", &idx));
+        td.index = idx;
+        /* A kernel still writes the destination: the loaded bytes must land after it. */
+        CHECK_OK(s3d_device_emu_kernel(dev, LAST, handles[LAST], dst, 0xEE, NB));
+        CHECK_OK(s3d_reader_read(r, &td, 1, &ro));
+        s3d_reader_close(r);
+        CHECK_OK(s3d_device_stream_sync(dev, cs));
+        CHECK(memcmp(s3d_device_emu_view(dst), want, NB) == 0);
+        CHECK(s3d_device_emu_ctx_used(LAST));
+        for (int k = 0; k < LAST; k++)
+            CHECK(!s3d_device_emu_ctx_used(k));
+        /* One past the last: refused, nothing written. */
+        ts.device = S3D_MAX_DEVICES;
+        CHECK_ERR(s3d_checkpoint_write(c, path, &ts, 1, NULL, 0, &wo), S3D_ENODEVICE);
+        CHECK_MSG_HAS("cuda:64");
+        unlink(path);
+        s3d_client_free(c);
+    }
+    s3d_device_mem_free(dev, LAST, src);
+    s3d_device_mem_free(dev, LAST, dst);
+    s3d_device_stream_free(dev, cs);
+    s3d_device_free(dev);
+    unsetenv("S3D_DEVICE_EMULATE");
+    unsetenv("S3D_DEVICE_EMULATE_COUNT");
+}
+
 int main(void)
 {
     failed_single_put_waits_for_copies();
+    highest_ordinal();
     host_only_never_touches_cuda();
     right_device_only();
     stream_order();
