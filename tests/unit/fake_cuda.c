@@ -14,7 +14,8 @@
  *     driver fails with CUDA_ERROR_NOT_INITIALIZED (3), as the real driver refuses (set
  *     FAKE_CUDA_FORK_OK=1 in a child that only tests something else).
  * FAKE_CUDA_FAIL_INIT=1 makes cuInit fail; FAKE_CUDA_FAIL_COPY=1 makes copies fail with
- * CUDA_ERROR_ILLEGAL_ADDRESS. fake_cuda_stats() reports counters to the test. */
+ * CUDA_ERROR_ILLEGAL_ADDRESS. fake_cuda_stats() reports counters to the test,
+ * fake_cuda_ctx_refs(d) the references on device d's primary context. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -79,6 +80,13 @@ static struct fake_cuda_stats g_stats;
 EXPORT void fake_cuda_stats(struct fake_cuda_stats *out)
 {
     *out = g_stats;
+}
+
+/* References held on device d's primary context (retains minus releases): 0 means nobody
+ * made a context on that GPU. */
+EXPORT int fake_cuda_ctx_refs(int d)
+{
+    return d >= 0 && d < NDEV ? g_ctx[d].refs : -1;
 }
 
 static int need_ctx(void)

@@ -68,6 +68,31 @@ int main(void)
     CHECK_STREQ(s3d_device_backend(dev), "cuda");
     CHECK(s3d_device_count(dev) == 2 && s3d_device_has_gpu(dev));
 
+    /* The caller's context is on device 1 and nothing has made one on device 0: the calls
+     * that need only some context (pinned memory, pointer queries, pinning for no particular
+     * device) use the caller's, so GPU 0 gets no context, and the caller's stays current. */
+    {
+        int (*ctx_refs)(int);
+        void *theirs1, *hp;
+        static unsigned char reg[3 * 4096];
+        int isd1, ord1;
+        *(void **)&ctx_refs = dlsym(lib, "fake_cuda_ctx_refs");
+        CHECK(ctx_refs != NULL && ctx_refs(0) == 0);
+        CHECK(retain(&theirs1, 1) == 0);
+        set_cur(theirs1);
+        CHECK_OK(s3d_device_host_alloc(dev, 1u << 20, &hp));
+        CHECK(current() == theirs1);
+        CHECK_OK(s3d_device_pointer_info(dev, hp, &isd1, &ord1));
+        CHECK(isd1 == 0 && ord1 == -1);
+        CHECK_OK(s3d_device_host_register(dev, -1, reg, sizeof(reg)));
+        s3d_device_host_unregister(dev, -1, reg);
+        s3d_device_host_free(dev, hp, 1u << 20);
+        CHECK(current() == theirs1);
+        CHECK(ctx_refs(0) == 0); /* no context on GPU 0 */
+        set_cur(NULL);
+        CHECK(release(1) == 0);
+    }
+
     /* No context current: pinned memory still works (device 0's primary is retained). */
     CHECK(current() == NULL);
     void *h;
