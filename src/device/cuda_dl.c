@@ -276,14 +276,15 @@ out:
     return rc;
 }
 
-int s3d_cuda_ctx_enter(struct s3d_device *dev, int ordinal, void **prev)
+int s3d_cuda_ctx_enter(struct s3d_device *dev, int ordinal, struct s3d_cuda_prev *prev)
 {
     struct s3d_cuda *c = dev->cuda;
     CUcontext ctx, cur = NULL;
     CUresult r;
     int rc;
 
-    *prev = NULL;
+    prev->ctx = NULL;
+    prev->restore = 0;
     if ((r = c->f.cuCtxGetCurrent(&cur)) != CUDA_SUCCESS)
         return cu_fail(c, "cuCtxGetCurrent", r);
     /* Any context will do (pinned PORTABLE memory, pointer queries): use the caller's rather
@@ -297,26 +298,29 @@ int s3d_cuda_ctx_enter(struct s3d_device *dev, int ordinal, void **prev)
         return 0;
     if ((r = c->f.cuCtxSetCurrent(ctx)) != CUDA_SUCCESS)
         return cu_fail(c, "cuCtxSetCurrent", r);
-    *prev = cur; /* NULL when none was current: nothing to put back */
+    /* Also when none was current: a thread that had no context must not be left with ours
+     * (its runtime-API current device would change under it). */
+    prev->ctx = cur;
+    prev->restore = 1;
     return 0;
 }
 
-void s3d_cuda_ctx_leave(struct s3d_device *dev, int ordinal, void *prev)
+void s3d_cuda_ctx_leave(struct s3d_device *dev, int ordinal, const struct s3d_cuda_prev *prev)
 {
-    if (prev != NULL)
-        dev->cuda->f.cuCtxSetCurrent((CUcontext)prev);
+    if (prev->restore)
+        dev->cuda->f.cuCtxSetCurrent((CUcontext)prev->ctx);
 }
 
 /* ENTER/LEAVE bracket one driver call sequence; every function below uses them so that no
  * path forgets to put the caller's context back. */
 #define ENTER(dev, ordinal)                                                                        \
-    void *prev_ctx_;                                                                               \
+    struct s3d_cuda_prev prev_ctx_;                                                                \
     do {                                                                                           \
         int e_rc_ = s3d_cuda_ctx_enter(dev, ordinal, &prev_ctx_);                                  \
         if (e_rc_ < 0)                                                                             \
             return e_rc_;                                                                          \
     } while (0)
-#define LEAVE(dev, ordinal) s3d_cuda_ctx_leave(dev, ordinal, prev_ctx_)
+#define LEAVE(dev, ordinal) s3d_cuda_ctx_leave(dev, ordinal, &prev_ctx_)
 
 static int cuda_make_current(struct s3d_device *dev, int ordinal)
 {
@@ -391,13 +395,13 @@ static int cuda_host_alloc(struct s3d_device *dev, size_t size, void **out)
 static void cuda_host_free_impl(struct s3d_device *dev, void *p)
 {
     struct s3d_cuda *c = dev->cuda;
-    void *prev = NULL;
+    struct s3d_cuda_prev prev;
     if (s3d_cuda_ctx_enter(dev, S3D_ANY_CTX, &prev) < 0)
         return;
     CUresult r = c->f.cuMemFreeHost(p);
     if (r != CUDA_SUCCESS)
         S3D_WARN("cuMemFreeHost failed: %d", r);
-    s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, prev);
+    s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, &prev);
 }
 
 static void cuda_host_free(struct s3d_device *dev, void *p, size_t size)
@@ -419,11 +423,11 @@ static int cuda_host_register(struct s3d_device *dev, int ordinal, void *p, size
 static void cuda_host_unregister(struct s3d_device *dev, int ordinal, void *p)
 {
     struct s3d_cuda *c = dev->cuda;
-    void *prev = NULL;
+    struct s3d_cuda_prev prev;
     if (s3d_cuda_ctx_enter(dev, ordinal, &prev) < 0)
         return;
     c->f.cuMemHostUnregister(p);
-    s3d_cuda_ctx_leave(dev, ordinal, prev);
+    s3d_cuda_ctx_leave(dev, ordinal, &prev);
 }
 
 static int cuda_mem_alloc(struct s3d_device *dev, int ordinal, size_t size, uint64_t *out)
@@ -441,11 +445,11 @@ static int cuda_mem_alloc(struct s3d_device *dev, int ordinal, size_t size, uint
 static void cuda_mem_free(struct s3d_device *dev, int ordinal, uint64_t dptr)
 {
     struct s3d_cuda *c = dev->cuda;
-    void *prev = NULL;
+    struct s3d_cuda_prev prev;
     if (s3d_cuda_ctx_enter(dev, ordinal, &prev) < 0)
         return;
     c->f.cuMemFree((CUdeviceptr)dptr);
-    s3d_cuda_ctx_leave(dev, ordinal, prev);
+    s3d_cuda_ctx_leave(dev, ordinal, &prev);
 }
 
 /* ---- streams and events ---------------------------------------------------------------- */
@@ -465,13 +469,13 @@ static int cuda_stream_new(struct s3d_device *dev, struct s3d_stream *s)
 static void cuda_stream_free(struct s3d_device *dev, struct s3d_stream *s)
 {
     struct s3d_cuda *c = dev->cuda;
-    void *prev = NULL;
+    struct s3d_cuda_prev prev;
     if (s->cu == NULL || s3d_cuda_ctx_enter(dev, s->ordinal, &prev) < 0)
         return;
     /* Copies may still read a staging chunk: finish them before the chunk is reused. */
     c->f.cuStreamSynchronize((CUstream)s->cu);
     c->f.cuStreamDestroy((CUstream)s->cu);
-    s3d_cuda_ctx_leave(dev, s->ordinal, prev);
+    s3d_cuda_ctx_leave(dev, s->ordinal, &prev);
 }
 
 static int cuda_copy_htod(struct s3d_device *dev, struct s3d_stream *s, uint64_t dst,
@@ -523,11 +527,11 @@ static int cuda_event_new(struct s3d_device *dev, struct s3d_event *e)
 static void cuda_event_free(struct s3d_device *dev, struct s3d_event *e)
 {
     struct s3d_cuda *c = dev->cuda;
-    void *prev = NULL;
+    struct s3d_cuda_prev prev;
     if (e->cu == NULL || s3d_cuda_ctx_enter(dev, e->ordinal, &prev) < 0)
         return;
     c->f.cuEventDestroy((CUevent)e->cu);
-    s3d_cuda_ctx_leave(dev, e->ordinal, prev);
+    s3d_cuda_ctx_leave(dev, e->ordinal, &prev);
 }
 
 static int cuda_event_record(struct s3d_device *dev, struct s3d_event *e, struct s3d_stream *s)

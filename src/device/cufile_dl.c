@@ -195,7 +195,7 @@ int s3d_cufile_available(struct s3d_device *dev, const char **why)
         reason = "cuFile disabled";
     } else {
         /* cuFileDriverOpen needs a CUDA context on the thread. */
-        void *prev = NULL;
+        struct s3d_cuda_prev prev;
         if (s3d_cuda_ctx_enter(dev, S3D_ANY_CTX, &prev) < 0) {
             reason = "no CUDA context";
         } else {
@@ -216,7 +216,7 @@ int s3d_cufile_available(struct s3d_device *dev, const char **why)
                     S3D_INFO("cufile: not used: %s", g_why);
             }
             pthread_mutex_unlock(&g_mu);
-            s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, prev);
+            s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, &prev);
             ok = g_state > 0;
             reason = ok ? "" : g_why;
         }
@@ -249,7 +249,7 @@ int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out)
     struct s3d_cufile *f;
     CUfileDescr_t d;
     CUfileError_t st;
-    void *prev = NULL;
+    struct s3d_cuda_prev prev;
     int rc;
 
     *out = NULL;
@@ -265,7 +265,7 @@ int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out)
     if ((rc = s3d_cuda_ctx_enter(dev, S3D_ANY_CTX, &prev)) < 0)
         goto fail;
     st = g_f.cuFileHandleRegister(&f->fh, &d);
-    s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, prev);
+    s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, &prev);
     if (st.err != CU_FILE_SUCCESS) {
         char what[160];
         describe(st, what, sizeof(what));
@@ -295,14 +295,14 @@ static int buf_reg(struct s3d_device *dev, int ordinal, int reg, uint64_t dptr, 
 {
     const void *p = (const void *)(uintptr_t)dptr;
     CUfileError_t st;
-    void *prev = NULL;
+    struct s3d_cuda_prev prev;
     int rc;
     if ((rc = not_available(dev)) < 0)
         return rc;
     if ((rc = s3d_cuda_ctx_enter(dev, ordinal, &prev)) < 0)
         return rc;
     st = reg ? g_f.cuFileBufRegister(p, len, 0) : g_f.cuFileBufDeregister(p);
-    s3d_cuda_ctx_leave(dev, ordinal, prev);
+    s3d_cuda_ctx_leave(dev, ordinal, &prev);
     if (st.err != CU_FILE_SUCCESS) {
         char what[160];
         describe(st, what, sizeof(what));
@@ -347,7 +347,7 @@ static int cufile_io(struct s3d_cufile *f, int ordinal, int is_write, uint64_t d
 {
     const char *fn = is_write ? "cuFileWrite" : "cuFileRead";
     uint64_t done = 0;
-    void *prev = NULL;
+    struct s3d_cuda_prev prev;
     int rc;
 
     *out_n = 0;
@@ -369,7 +369,7 @@ static int cufile_io(struct s3d_cufile *f, int ordinal, int is_write, uint64_t d
         }
         done += (uint64_t)r;
     }
-    s3d_cuda_ctx_leave(f->dev, ordinal, prev);
+    s3d_cuda_ctx_leave(f->dev, ordinal, &prev);
     *out_n = done;
     return rc;
 }

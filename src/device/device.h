@@ -18,7 +18,9 @@
  * Device memory is named by a uint64_t (a CUdeviceptr). Streams and events belong to one
  * device ordinal; every call that uses one first makes that device's primary context (the
  * one PyTorch uses, retained once per device and cached) current on the calling thread, so
- * any thread may call anything.
+ * any thread may call anything, and puts back what was current before (no context, when
+ * there was none): the caller's current device is unchanged after every call but
+ * s3d_device_make_current.
  *
  * Errors: every CUDA failure is S3D_ECUDA with the CUDA function's name and cuGetErrorString
  * text in the message; dlopen/dlsym failures carry dlerror().

@@ -96,11 +96,18 @@ void s3d_cuda_close(struct s3d_device *dev);
 S3D_NODISCARD int s3d_emu_open(struct s3d_device *dev);
 void s3d_emu_close(struct s3d_device *dev);
 
-/* Makes ordinal's primary context current for the duration of one operation and gives back
- * what was current before (*prev), for s3d_cuda_ctx_leave. ordinal S3D_ANY_CTX: whatever
- * context is current already, else device 0's primary. cuda backend only. */
+/* Makes ordinal's primary context current for the duration of one operation and records in
+ * *prev what was current before (a context, or none), for s3d_cuda_ctx_leave to put back: the
+ * calling thread's current context (the caller's current device) is the same after every call.
+ * ordinal S3D_ANY_CTX: whatever context is current already, else device 0's primary. cuda
+ * backend only. */
 #define S3D_ANY_CTX (-1)
-S3D_NODISCARD int s3d_cuda_ctx_enter(struct s3d_device *dev, int ordinal, void **prev);
-void s3d_cuda_ctx_leave(struct s3d_device *dev, int ordinal, void *prev);
+struct s3d_cuda_prev {
+    void *ctx;   /* the context current before, NULL for none */
+    int restore; /* 1: another context was made current, ctx goes back at leave */
+};
+S3D_NODISCARD int s3d_cuda_ctx_enter(struct s3d_device *dev, int ordinal,
+                                     struct s3d_cuda_prev *prev);
+void s3d_cuda_ctx_leave(struct s3d_device *dev, int ordinal, const struct s3d_cuda_prev *prev);
 
 #endif

@@ -93,10 +93,33 @@ int main(void)
         CHECK(release(1) == 0);
     }
 
-    /* No context current: pinned memory still works (device 0's primary is retained). */
+    /* No context current: pinned memory still works (device 0's primary is retained), and
+     * none is current afterwards: the caller's current device is unchanged by every call. */
     CHECK(current() == NULL);
     void *h;
     CHECK_OK(s3d_device_host_alloc(dev, 1u << 20, &h));
+    CHECK(current() == NULL);
+    {
+        uint64_t dn;
+        struct s3d_stream *sn;
+        struct s3d_event *en;
+        CHECK_OK(s3d_device_mem_alloc(dev, 1, 4096, &dn));
+        CHECK(current() == NULL);
+        CHECK_OK(s3d_device_stream_new(dev, 1, &sn));
+        CHECK(current() == NULL);
+        CHECK_OK(s3d_device_event_new(dev, 1, &en));
+        CHECK_OK(s3d_device_copy_htod(dev, sn, dn, h, 4096));
+        CHECK_OK(s3d_device_event_record(dev, en, sn));
+        CHECK(s3d_device_event_query(dev, en) >= 0);
+        CHECK_OK(s3d_device_event_sync(dev, en));
+        CHECK_OK(s3d_device_wait_external(dev, sn, 0));
+        CHECK_OK(s3d_device_stream_sync(dev, sn));
+        CHECK(current() == NULL);
+        s3d_device_event_free(dev, en);
+        s3d_device_stream_free(dev, sn);
+        s3d_device_mem_free(dev, 1, dn);
+        CHECK(current() == NULL);
+    }
     int isd, ord;
     CHECK_OK(s3d_device_pointer_info(dev, h, &isd, &ord));
     CHECK(isd == 0 && ord == -1);
@@ -184,6 +207,67 @@ int main(void)
     CHECK(crc[0] == s3d_crc32c(0, data + 4097, 3u << 20));
     CHECK(crc[1] == s3d_crc32c(0, data + fsz - 100, 100));
     CHECK(current() == mine);
+
+    /* The public API on the cuda code: a save of tensors on both devices and a load back,
+     * on a thread whose current context is the caller's (device 1), then on one with none:
+     * the bytes are right and the thread's current context is what it was. */
+    {
+        void *ctxs[2] = {mine, NULL};
+        int64_t shp[2][1] = {{1u << 20}, {300001}};
+        struct s3d_client *cl = NULL;
+        struct s3d_client_options co;
+        char cpath[600];
+        memset(&co, 0, sizeof(co));
+        co.staging_bytes = 4u << 20;
+        co.part_size = 1u << 20;
+        snprintf(cpath, sizeof(cpath), "%s/fake-ckpt.safetensors", t_tmpdir());
+        for (int k = 0; k < 2; k++) {
+            static const int modes[] = {S3D_FILE_IO_DIRECT, S3D_FILE_IO_BUFFERED};
+            struct s3d_tensor_src ts[2] = {{.name = "a",
+                                            .dtype = S3D_DTYPE_U8,
+                                            .ndim = 1,
+                                            .shape = shp[0],
+                                            .ptr = (const void *)(uintptr_t)d0,
+                                            .device = 0,
+                                            .nbytes = 1u << 20},
+                                           {.name = "b",
+                                            .dtype = S3D_DTYPE_U8,
+                                            .ndim = 1,
+                                            .shape = shp[1],
+                                            .ptr = (const void *)(uintptr_t)d1,
+                                            .device = 1,
+                                            .nbytes = 300001}};
+            struct s3d_reader *rd = NULL;
+            struct s3d_write_options cwo = {.file_io = modes[k]};
+            struct s3d_read_options cro = {.file_io = modes[k]};
+            struct s3d_tensor_dest td[2] = {{.index = 0,
+                                             .ptr = (void *)(uintptr_t)(d1 + (2u << 20)),
+                                             .device = 1,
+                                             .capacity = 1u << 20},
+                                            {.index = 1,
+                                             .ptr = (void *)(uintptr_t)(d0 + (2u << 20)),
+                                             .device = 0,
+                                             .capacity = 300001}};
+            set_cur(ctxs[k]);
+            CHECK_OK(s3d_client_new(&co, &cl));
+            t_fill_random((void *)(uintptr_t)d0, 1u << 20, 40 + k);
+            t_fill_random((void *)(uintptr_t)d1, 300001, 50 + k);
+            CHECK_OK(s3d_checkpoint_write(cl, cpath, ts, 2, NULL, 0, &cwo));
+            CHECK(current() == ctxs[k]);
+            CHECK_OK(s3d_reader_open(cl, cpath, &rd));
+            CHECK(current() == ctxs[k]);
+            CHECK_OK(s3d_reader_read(rd, td, 2, &cro));
+            CHECK(current() == ctxs[k]);
+            s3d_reader_close(rd);
+            CHECK(memcmp((void *)(uintptr_t)(d1 + (2u << 20)), (void *)(uintptr_t)d0, 1u << 20) ==
+                  0);
+            CHECK(memcmp((void *)(uintptr_t)(d0 + (2u << 20)), (void *)(uintptr_t)d1, 300001) == 0);
+            s3d_client_free(cl);
+            CHECK(current() == ctxs[k]);
+            unlink(cpath);
+        }
+        set_cur(mine);
+    }
 
     /* cuFile: read (in 1 MiB pieces, the fake's limit) with the CRC pass, and write. */
     const char *why = NULL;
@@ -309,9 +393,10 @@ int main(void)
            st.retains, st.wait_events, st.bad_context);
     CHECK(st.bad_context == 0);
     CHECK(st.stream_flags_seen >= 2); /* ours were CU_STREAM_NON_BLOCKING */
-    /* 2 above, + each read waiting for the caller stream once per device (2 for the staged
-     * read, 1 for each of the 5 cuFile-mode reads), + the 2 writers waiting on it. */
-    CHECK(st.wait_events == 4 + 7 * fake_cufile);
+    /* 1 + 2 above, + each read waiting for the caller stream once per device (2 for the
+     * staged read, 1 for each of the 5 cuFile-mode reads), + the 2 writers waiting on it, + 4
+     * for each of the 2 checkpoint round trips (a save and a load on 2 devices). */
+    CHECK(st.wait_events == 1 + 4 + 8 + 7 * fake_cufile);
     CHECK(st.copies > 6);
 
     unlink(path);
