@@ -17,7 +17,7 @@
  * Pinning is slow and pinned memory is scarce, so the whole pool is allocated once, in a few
  * blocks (one huge pinned allocation fails more often than several moderate ones), and never
  * grows. Chunk size is a multiple of 4096 and blocks are page-aligned, so every chunk is
- * aligned for O_DIRECT.
+ * aligned for O_DIRECT. The blocks are MADV_DONTFORK: a forked child does not get them.
  *
  * Threads: the locked part (free[], n_free, out[], in_use, high_water) is under mu; cv
  * signals a put. Everything else is set at creation and read-only. mu is a leaf lock. */
@@ -32,6 +32,7 @@
 
 #include "common/compiler.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "device/device.h"
 #include "s3direct/client.h"
 
@@ -125,6 +126,13 @@ int s3d_pool_new(struct s3d_device *dev, uint64_t total_bytes, uint64_t chunk_by
             s3d_fail_prefix(rc, "staging pool of %zu x %zu bytes", p->n_chunks, p->chunk_size);
             goto fail;
         }
+        /* Not inherited by fork(): pages shared copy-on-write with a child could have a GPU
+         * copy land in the copy the parent no longer owns (the RDMA rule), and a child has no
+         * use for them (the client refuses use in a forked child). Memory the driver mapped
+         * itself may refuse the advice (EINVAL for VM_IO mappings): the driver keeps those
+         * out of children itself. */
+        if (madvise(base, k * p->chunk_size, MADV_DONTFORK) != 0)
+            S3D_INFO("staging pool: madvise(MADV_DONTFORK): %s", strerror(errno));
         p->blocks[b] = (struct pool_block){base, k * p->chunk_size, first};
         first += k;
     }
