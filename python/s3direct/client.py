@@ -188,8 +188,10 @@ class Client:
         ca_bundle, addressing ("auto", "path", "virtual"), anonymous, verify_ssl,
             payload_signing ("auto", "signed", "unsigned"), multipart_threshold, max_attempts,
             deadline_ms, connect_timeout_ms, low_speed_time_s, low_speed_limit: see client.h.
-        device: CUDA device for the staging pool's context; -1 never uses a GPU; None finds
-            one.
+        device: -1 never uses a GPU; None (or 0) finds one at run time. It does not choose a
+            device or a context: the staging pool is pinned in the primary context of the device
+            the first device tensor of a transfer is on, and each copy runs in its tensor's
+            device's context. Other values are reserved.
 
     Raises:
         ValueError: addressing or payload_signing is not one of the names above.
