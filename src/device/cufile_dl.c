@@ -2,7 +2,8 @@
  *
  * The cuFile driver is process-wide: it is opened once per process on first use (never again
  * in a forked child of a process that tried it: reported unavailable there), logs to
- * /dev/null unless S3D_LOG=debug or CUFILE_LOGFILE_PATH says otherwise, and is never closed
+ * /dev/null (cuFile 1.14+, set through cuFileSetParameterString: the environment is never
+ * written) unless S3D_LOG=debug or CUFILE_LOGFILE_PATH says otherwise, and is never closed
  * while the process runs (closing it under other users, e.g. a
  * second client or another library, is unsafe, and the process exit releases it). When the library
  * or the driver is missing the reason is kept and every caller is told "not available", so AUTO
@@ -24,6 +25,7 @@
 #define CUFILEOP_BASE_ERR             5000
 #define CU_FILE_SUCCESS               0
 #define CU_FILE_HANDLE_TYPE_OPAQUE_FD 1
+#define CUFILE_PARAM_ENV_LOGFILE_PATH 1 /* CUFileStringConfigParameter_t */
 
 typedef struct {
     int err;    /* CUfileOpError */
@@ -51,6 +53,8 @@ struct cufile_fns {
                           off_t buf_offset);
     ssize_t (*cuFileWrite)(CUfileHandle_t fh, const void *base, size_t size, off_t file_offset,
                            off_t buf_offset);
+    /* cuFile 1.14+ (NULL before): param is a CUFileStringConfigParameter_t */
+    CUfileError_t (*cuFileSetParameterString)(int param, const char *value);
 };
 
 /* Process-wide state. Locked part: everything, under mu, until state != 0; afterwards
@@ -169,10 +173,20 @@ static void try_open(void)
         memcpy((char *)&g_f + syms[i].off, &p, sizeof(p));
     }
     /* cuFile logs to ./cufile.log by default: keep it out of the user's working directory
-     * unless asked (S3D_LOG=debug, or the user's own CUFILE_LOGFILE_PATH). */
+     * unless asked (S3D_LOG=debug, or the user's own CUFILE_LOGFILE_PATH). Through its
+     * parameter API, before the driver opens: a setenv() here would race with every other
+     * thread's getenv() (curl's, Python's). cuFile before 1.14 has no such call and logs
+     * where its cufile.json says. */
+    dlerror();
+    *(void **)&g_f.cuFileSetParameterString = dlsym(lib, "cuFileSetParameterString");
     const char *lvl = getenv("S3D_LOG");
-    if (getenv("CUFILE_LOGFILE_PATH") == NULL && (lvl == NULL || strcmp(lvl, "debug") != 0))
-        setenv("CUFILE_LOGFILE_PATH", "/dev/null", 0);
+    if (g_f.cuFileSetParameterString != NULL && getenv("CUFILE_LOGFILE_PATH") == NULL &&
+        (lvl == NULL || strcmp(lvl, "debug") != 0)) {
+        CUfileError_t ps = g_f.cuFileSetParameterString(CUFILE_PARAM_ENV_LOGFILE_PATH, "/dev/null");
+        if (ps.err != CU_FILE_SUCCESS)
+            S3D_INFO("cufile: log file not redirected: %s (%d)", s3d_cufile_err_name(ps.err),
+                     ps.err);
+    }
     CUfileError_t st = g_f.cuFileDriverOpen();
     if (st.err != CU_FILE_SUCCESS) {
         char what[160];

@@ -464,10 +464,31 @@ typedef struct {
     const void *fs_ops;
 } CUfileDescr_t;
 
+static int g_cufile_open;
+static char g_cufile_logfile[256]; /* CUFILE_PARAM_ENV_LOGFILE_PATH as last set */
 EXPORT CUfileError_t cuFileDriverOpen(void)
 {
     const char *f = getenv("FAKE_CUFILE_FAIL_OPEN");
-    return (CUfileError_t){f && *f == '1' ? 5007 : 0, 0}; /* PLATFORM_NOT_SUPPORTED */
+    if (f && *f == '1')
+        return (CUfileError_t){5007, 0}; /* PLATFORM_NOT_SUPPORTED */
+    g_cufile_open = 1;
+    return (CUfileError_t){0, 0};
+}
+/* cuFile 1.14+: string parameters, only before the driver is open (as the library's
+ * properties are read at open). 1 = CUFILE_PARAM_ENV_LOGFILE_PATH. */
+EXPORT CUfileError_t cuFileSetParameterString(int param, const char *value)
+{
+    if (g_cufile_open)
+        return (CUfileError_t){5026, 0}; /* DRIVER_ALREADY_OPEN */
+    if (param < 0 || param > 2 || value == NULL)
+        return (CUfileError_t){5022, 0}; /* INVALID_VALUE */
+    if (param == 1)
+        snprintf(g_cufile_logfile, sizeof(g_cufile_logfile), "%s", value);
+    return (CUfileError_t){0, 0};
+}
+EXPORT const char *fake_cufile_logfile(void)
+{
+    return g_cufile_logfile;
 }
 EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
 {

@@ -289,12 +289,20 @@ int main(void)
         int status;
         CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
+        const char *env_log = getenv("CUFILE_LOGFILE_PATH");
         CHECK(s3d_cufile_available(dev, &why) == 1);
-        /* cuFile's log goes nowhere near the working directory unless asked. */
-        CHECK(getenv("CUFILE_LOGFILE_PATH") != NULL);
-        if (getenv("S3D_LOG") == NULL)
-            CHECK_STREQ(getenv("CUFILE_LOGFILE_PATH"), "/dev/null");
         void *cf_lib = dlopen("libcufile.so.0", RTLD_NOW | RTLD_NOLOAD);
+        /* cuFile's log goes nowhere near the working directory unless asked, through its
+         * parameter API (set before the driver opens), not through the environment: a
+         * setenv() races with every other thread's getenv(). */
+        const char *(*cf_logfile)(void) =
+            cf_lib ? (const char *(*)(void))dlsym(cf_lib, "fake_cufile_logfile") : NULL;
+        CHECK(cf_logfile != NULL);
+        CHECK(getenv("CUFILE_LOGFILE_PATH") == env_log); /* the environment is untouched */
+        if (getenv("S3D_LOG") == NULL && env_log == NULL)
+            CHECK_STREQ(cf_logfile(), "/dev/null");
+        else
+            CHECK_STREQ(cf_logfile(), "");
         int (*cf_reads)(void) = cf_lib ? (int (*)(void))dlsym(cf_lib, "fake_cufile_reads") : NULL;
         CHECK(cf_reads != NULL);
         memset((void *)(uintptr_t)d1, 0, 8u << 20);
