@@ -198,7 +198,7 @@ static void try_open(void)
     g_state = 1;
 }
 
-int s3d_cufile_available(struct s3d_device *dev, const char **why)
+int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why)
 {
     const char *reason = NULL;
     int ok = 0;
@@ -207,10 +207,13 @@ int s3d_cufile_available(struct s3d_device *dev, const char **why)
         reason = dev != NULL && dev->emu != NULL ? "emulated device" : "no GPU";
     } else if (dev->flags & S3D_DEVICE_NO_CUFILE) {
         reason = "cuFile disabled";
+    } else if (ordinal < S3D_ANY_CTX || ordinal >= dev->count) {
+        reason = "no such GPU device";
     } else {
-        /* cuFileDriverOpen needs a CUDA context on the thread. */
+        /* cuFileDriverOpen needs a CUDA context on the thread: the one of the device the I/O
+         * is for (with S3D_ANY_CTX a thread with none current would make one on GPU 0). */
         struct s3d_cuda_prev prev;
-        if (s3d_cuda_ctx_enter(dev, S3D_ANY_CTX, &prev) < 0) {
+        if (s3d_cuda_ctx_enter(dev, ordinal, &prev) < 0) {
             reason = "no CUDA context";
         } else {
             pthread_mutex_lock(&g_mu);
@@ -230,7 +233,7 @@ int s3d_cufile_available(struct s3d_device *dev, const char **why)
                     S3D_INFO("cufile: not used: %s", g_why);
             }
             pthread_mutex_unlock(&g_mu);
-            s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, &prev);
+            s3d_cuda_ctx_leave(dev, ordinal, &prev);
             ok = g_state > 0;
             reason = ok ? "" : g_why;
         }
@@ -250,15 +253,15 @@ int s3d_cufile_gds(void)
     return access(p != NULL ? p : "/proc/driver/nvidia-fs/version", R_OK) == 0;
 }
 
-static int not_available(struct s3d_device *dev)
+static int not_available(struct s3d_device *dev, int ordinal)
 {
     const char *why = NULL;
-    if (s3d_cufile_available(dev, &why))
+    if (s3d_cufile_available(dev, ordinal, &why))
         return 0;
     return s3d_fail(S3D_ENOTSUP, "cuFile not available: %s", why);
 }
 
-int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out)
+int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd, struct s3d_cufile **out)
 {
     struct s3d_cufile *f;
     CUfileDescr_t d;
@@ -267,7 +270,7 @@ int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out)
     int rc;
 
     *out = NULL;
-    if ((rc = not_available(dev)) < 0)
+    if ((rc = not_available(dev, ordinal)) < 0)
         return rc;
     f = calloc(1, sizeof(*f));
     if (f == NULL)
@@ -276,10 +279,10 @@ int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out)
     d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
     d.handle.fd = fd;
     d.fs_ops = NULL;
-    if ((rc = s3d_cuda_ctx_enter(dev, S3D_ANY_CTX, &prev)) < 0)
+    if ((rc = s3d_cuda_ctx_enter(dev, ordinal, &prev)) < 0)
         goto fail;
     st = g_f.cuFileHandleRegister(&f->fh, &d);
-    s3d_cuda_ctx_leave(dev, S3D_ANY_CTX, &prev);
+    s3d_cuda_ctx_leave(dev, ordinal, &prev);
     if (st.err != CU_FILE_SUCCESS) {
         char what[160];
         describe(st, what, sizeof(what));
@@ -311,7 +314,7 @@ static int buf_reg(struct s3d_device *dev, int ordinal, int reg, uint64_t dptr, 
     CUfileError_t st;
     struct s3d_cuda_prev prev;
     int rc;
-    if ((rc = not_available(dev)) < 0)
+    if ((rc = not_available(dev, ordinal)) < 0)
         return rc;
     if ((rc = s3d_cuda_ctx_enter(dev, ordinal, &prev)) < 0)
         return rc;

@@ -202,21 +202,27 @@ void s3d_stream_set_free(struct s3d_stream_set *set);
 struct s3d_cufile;
 
 /* Whether cuFile can be used: loads libcufile.so.0 and calls cuFileDriverOpen the first time
- * (once per process; the driver is never closed while the process runs). Returns 1 when
- * usable; 0 when not (no GPU, library missing, driver or nvidia-fs refusing), with the reason
- * in *why (static or owned by the process; why may be NULL) - not an error. */
-int s3d_cufile_available(struct s3d_device *dev, const char **why);
+ * (once per process; the driver is never closed while the process runs), in the primary
+ * context of device ordinal, the device the I/O is for (-1: the caller's current context,
+ * else device 0's; the data path always names its device, so a rank on GPU 3 makes no
+ * context on GPU 0). Returns 1 when usable; 0 when not (no GPU, library missing, driver or
+ * nvidia-fs refusing, no such ordinal), with the reason in *why (static or owned by the
+ * process; why may be NULL) - not an error. Callers in mode AUTO ask s3d_cufile_gds() first,
+ * so that cuFile is not even opened where it would not be used. */
+int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why);
 /* 1 when real GPUDirect Storage is there (the nvidia-fs kernel module), 0 when cuFile would
  * run in compatibility mode. S3D_FILE_IO_AUTO uses cuFile only with GDS. */
 int s3d_cufile_gds(void);
 /* The name of CUfileOpError code err as cufile.h spells it ("CU_FILE_IO_ERROR" for 5044),
  * "CU_FILE_?" for a code the header does not define. Static string. */
 const char *s3d_cufile_err_name(int err);
-/* Registers an open file with cuFile (cuFileHandleRegister). The fd should be opened with
- * O_DIRECT (GDS mode needs it; compatibility mode works without); it stays owned by the
- * caller and must outlive the handle. S3D_ECUFILE on refusal, S3D_ENOTSUP when cuFile is not
- * available. *out is NULL on failure. */
-S3D_NODISCARD int s3d_cufile_open(struct s3d_device *dev, int fd, struct s3d_cufile **out);
+/* Registers an open file with cuFile (cuFileHandleRegister), in device ordinal's primary
+ * context (-1 as for s3d_cufile_available). The fd should be opened with O_DIRECT (GDS mode
+ * needs it; compatibility mode works without); it stays owned by the caller and must outlive
+ * the handle. S3D_ECUFILE on refusal, S3D_ENOTSUP when cuFile is not available. *out is NULL
+ * on failure. */
+S3D_NODISCARD int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd,
+                                  struct s3d_cufile **out);
 /* cuFileHandleDeregister. NULL ok. */
 void s3d_cufile_close(struct s3d_cufile *f);
 /* Registers [dptr, dptr + len) of device ordinal's memory for cuFile (optional: speeds up

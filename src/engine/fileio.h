@@ -6,8 +6,9 @@
  *   read, host destination: pread straight into the destination (no staging), in pieces
  *     whose CRC is summed while they are still in cache.
  *   read, device destination: cuFile straight into GPU memory when mode is CUFILE, or AUTO
- *     and s3d_cufile_available(); a requested CRC is then computed by a second pass that
- *     copies the bytes back device -> pool chunk (the CRC is never skipped). Otherwise the
+ *     with nvidia-fs (s3d_cufile_gds(), asked first) and s3d_cufile_available(); a
+ *     requested CRC is then computed by a second pass that copies the bytes back device ->
+ *     pool chunk (the CRC is never skipped). Otherwise the
  *     ranges are read in 4 KiB-aligned windows with O_DIRECT into staging-pool chunks
  *     (over-reading to block edges; adjacent ranges share windows), their CRC summed in the
  *     chunk, and copied host -> device asynchronously while the next window is read (up to 4

@@ -264,7 +264,10 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
     const uint64_t done_before = rd->done;
     int rc;
 
-    rc = s3d_cufile_open(rd->dev, rd->fd_direct >= 0 ? rd->fd_direct : rd->fd, &cf);
+    /* Registered in the context of the first destination's device (never GPU 0's by
+     * default: the helper threads Python calls on have no current context). */
+    rc = s3d_cufile_open(rd->dev, ranges[idx[0]].device,
+                         rd->fd_direct >= 0 ? rd->fd_direct : rd->fd, &cf);
     if (rc < 0) {
         if (rd->o->mode == S3D_FILE_IO_AUTO) {
             S3D_INFO("fileio: cuFile refused %s (%s), using O_DIRECT", rd->path,
@@ -405,8 +408,10 @@ int s3d_file_read_ranges_fd(struct s3d_device *dev, struct s3d_pool *pool, int f
     qsort_r(idx, m, sizeof(*idx), cmp_by_offset, (void *)ranges);
 
     rc = 1;
-    if (mode == S3D_FILE_IO_CUFILE ||
-        (mode == S3D_FILE_IO_AUTO && s3d_cufile_available(dev, NULL) && s3d_cufile_gds()))
+    /* AUTO: nvidia-fs first, so that cuFile is not even opened where it would not be used;
+     * its driver opens in the first destination's device's context. */
+    if (mode == S3D_FILE_IO_CUFILE || (mode == S3D_FILE_IO_AUTO && s3d_cufile_gds() &&
+                                       s3d_cufile_available(dev, ranges[idx[0]].device, NULL)))
         rc = read_cufile(&rd, ranges, idx, m);
     if (rc == 1)
         rc = read_staged(&rd, ranges, idx, m);

@@ -84,8 +84,9 @@ fail:
     return rc;
 }
 
-/* cuFile for device segments? Decided once per writer. 1 yes, 0 no, < 0 error (CUFILE). */
-static int writer_cufile(struct s3d_file_writer *w)
+/* cuFile for device segments? Decided once per writer, at its first device segment (on
+ * device ordinal, whose context cuFile is set up in). 1 yes, 0 no, < 0 error (CUFILE). */
+static int writer_cufile(struct s3d_file_writer *w, int ordinal)
 {
     int rc;
     if (w->cufile_state != 0)
@@ -93,10 +94,12 @@ static int writer_cufile(struct s3d_file_writer *w)
     w->cufile_state = -1;
     if (w->o.mode == S3D_FILE_IO_DIRECT || w->o.mode == S3D_FILE_IO_BUFFERED)
         return 0;
-    if (w->o.mode == S3D_FILE_IO_AUTO && (!s3d_cufile_available(w->dev, NULL) || !s3d_cufile_gds()))
+    /* AUTO: nvidia-fs first, so that cuFile is not even opened where it would not be used. */
+    if (w->o.mode == S3D_FILE_IO_AUTO &&
+        (!s3d_cufile_gds() || !s3d_cufile_available(w->dev, ordinal, NULL)))
         return 0;
     w->fd_direct = fio_open_direct(w->tmp_path, O_WRONLY);
-    rc = s3d_cufile_open(w->dev, w->fd_direct >= 0 ? w->fd_direct : w->fd, &w->cf);
+    rc = s3d_cufile_open(w->dev, ordinal, w->fd_direct >= 0 ? w->fd_direct : w->fd, &w->cf);
     if (rc < 0) {
         if (w->o.mode == S3D_FILE_IO_AUTO) {
             S3D_INFO("fileio: cuFile refused %s (%s), writing through the staging pool", w->path,
@@ -169,7 +172,7 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
         struct s3d_stream *st;
         if ((rc = s3d_stream_set_get(&w->gpu, sg->device, &st)) < 0)
             break;
-        if ((rc = writer_cufile(w)) < 0)
+        if ((rc = writer_cufile(w, sg->device)) < 0)
             break;
         int via_cufile = rc == 1;
         if (via_cufile) {

@@ -237,7 +237,7 @@ int main(int argc, char **argv)
     close(fd);
 
     const char *why = NULL;
-    int cuf = s3d_cufile_available(c.dev, &why);
+    int cuf = s3d_cufile_available(c.dev, 0, &why);
     printf("backend: %s, cuFile: %s, crc32c: %s, file: %s (%llu MiB), pool %zu x %zu MiB\n",
            s3d_device_backend(c.dev), cuf ? "available" : why, s3d_crc32c_impl(), path,
            (unsigned long long)mib, s3d_pool_chunk_count(c.pool),

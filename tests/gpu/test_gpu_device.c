@@ -93,7 +93,7 @@ int main(void)
     }
 
     const char *why = NULL;
-    printf("cuFile: %s\n", s3d_cufile_available(dev, &why) ? "available" : why);
+    printf("cuFile: %s\n", s3d_cufile_available(dev, 0, &why) ? "available" : why);
 
     s3d_device_event_free(dev, e);
     s3d_device_stream_free(dev, s);

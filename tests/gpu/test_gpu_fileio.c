@@ -33,7 +33,7 @@ int main(void)
     CHECK_OK(s3d_device_stream_new(dev, 0, &s));
 
     const char *why = NULL;
-    int have_cufile = s3d_cufile_available(dev, &why);
+    int have_cufile = s3d_cufile_available(dev, 0, &why);
     printf("cuFile: %s\n", have_cufile ? "available" : why);
     const int modes[] = {S3D_FILE_IO_AUTO, S3D_FILE_IO_DIRECT, S3D_FILE_IO_BUFFERED,
                          S3D_FILE_IO_CUFILE};

@@ -470,9 +470,16 @@ EXPORT CUfileError_t cuFileDriverOpen(void)
 {
     const char *f = getenv("FAKE_CUFILE_FAIL_OPEN");
     if (f && *f == '1')
-        return (CUfileError_t){5007, 0}; /* PLATFORM_NOT_SUPPORTED */
-    g_cufile_open = 1;
+        return (CUfileError_t){5007, 0};   /* PLATFORM_NOT_SUPPORTED */
+    if (cufile_ctx() == NULL)              /* the driver sets up in the current context */
+        return (CUfileError_t){5011, 201}; /* CUDA_DRIVER_ERROR, CUDA_ERROR_INVALID_CONTEXT */
+    g_cufile_open++;
     return (CUfileError_t){0, 0};
+}
+/* Successful cuFileDriverOpen calls. */
+EXPORT int fake_cufile_opens(void)
+{
+    return g_cufile_open;
 }
 /* cuFile 1.14+: string parameters, only before the driver is open (as the library's
  * properties are read at open). 1 = CUFILE_PARAM_ENV_LOGFILE_PATH. */

@@ -35,6 +35,59 @@ static void *current(void)
     return c;
 }
 
+/* A checkpoint round trip from and into device 1 (d1, 8 MiB) by a new client on a thread with
+ * no current context, loaded in mode AUTO, as Python's helper threads do: neither the cuFile
+ * check nor its use (nvidia-fs present) may make a context on GPU 0, and none is left
+ * current. nvfs_path names the stand-in for /proc/driver/nvidia-fs/version (NULL: none). */
+static void load_into_dev1(uint64_t d1, int (*ctx_refs)(int), const char *nvfs_path)
+{
+    int64_t shp[1] = {3u << 20};
+    struct s3d_tensor_src ts = {.name = "w",
+                                .dtype = S3D_DTYPE_U8,
+                                .ndim = 1,
+                                .shape = shp,
+                                .ptr = (const void *)(uintptr_t)d1,
+                                .device = 1,
+                                .nbytes = 3u << 20};
+    struct s3d_tensor_dest td = {
+        .ptr = (void *)(uintptr_t)(d1 + (4u << 20)), .device = 1, .capacity = 3u << 20};
+    struct s3d_write_options wo = {.file_io = S3D_FILE_IO_BUFFERED};
+    struct s3d_read_options ro = {.file_io = S3D_FILE_IO_AUTO};
+    struct s3d_client_options co;
+    struct s3d_client *cl = NULL;
+    struct s3d_reader *rd = NULL;
+    void *saved = current();
+    char path[600];
+    int refs0 = ctx_refs(0);
+
+    memset(&co, 0, sizeof(co));
+    co.staging_bytes = 8u << 20;
+    co.part_size = 1u << 20;
+    snprintf(path, sizeof(path), "%s/dev1-auto.safetensors", t_tmpdir());
+    if (nvfs_path != NULL)
+        setenv("S3D_NVFS_PATH", nvfs_path, 1);
+    else
+        unsetenv("S3D_NVFS_PATH");
+    set_cur(NULL);
+    CHECK_OK(s3d_client_new(&co, &cl));
+    t_fill_random((void *)(uintptr_t)d1, 3u << 20, 61);
+    memset((void *)(uintptr_t)(d1 + (4u << 20)), 0, 3u << 20);
+    CHECK_OK(s3d_checkpoint_write(cl, path, &ts, 1, NULL, 0, &wo));
+    CHECK_OK(s3d_reader_open(cl, path, &rd));
+    CHECK_OK(s3d_reader_find(rd, "w", &td.index));
+    CHECK_OK(s3d_reader_read(rd, &td, 1, &ro));
+    s3d_reader_close(rd);
+    CHECK(memcmp((void *)(uintptr_t)(d1 + (4u << 20)), (void *)(uintptr_t)d1, 3u << 20) == 0);
+    CHECK(current() == NULL);
+    if (ctx_refs(0) != refs0)
+        t_fail(__FILE__, __LINE__, "a load into cuda:1 (nvidia-fs %s) made a context on GPU 0",
+               nvfs_path ? "present" : "absent");
+    s3d_client_free(cl);
+    unlink(path);
+    unsetenv("S3D_NVFS_PATH");
+    set_cur(saved);
+}
+
 int main(void)
 {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW);
@@ -272,6 +325,13 @@ int main(void)
     /* cuFile: read (in 1 MiB pieces, the fake's limit) with the CRC pass, and write. */
     const char *why = NULL;
     if (fake_cufile) {
+        int (*cf_opens)(void) = (int (*)(void))dlsym(culib, "fake_cufile_opens");
+        int (*ctx_refs)(int) = (int (*)(int))dlsym(lib, "fake_cuda_ctx_refs");
+        CHECK(cf_opens != NULL && ctx_refs != NULL);
+        /* Without nvidia-fs, AUTO would not use cuFile: the driver is not even opened. */
+        load_into_dev1(d1, ctx_refs, NULL);
+        CHECK(cf_opens() == 0);
+
         /* A driver that refuses: "not available" with the reason (a child forked before
          * this process tried cuFile may open it itself). */
         pid_t pid = fork();
@@ -281,7 +341,7 @@ int main(void)
             setenv("FAKE_CUFILE_FAIL_OPEN", "1", 1);
             setenv("FAKE_CUDA_FORK_OK", "1", 1); /* a real driver would refuse: see below */
             set_cur(NULL);
-            if (s3d_device_open(0, &d2) != 0 || s3d_cufile_available(d2, &why) != 0 ||
+            if (s3d_device_open(0, &d2) != 0 || s3d_cufile_available(d2, -1, &why) != 0 ||
                 strstr(why, "cuFileDriverOpen: CU_FILE_PLATFORM_NOT_SUPPORTED (5007)") == NULL)
                 _exit(1);
             _exit(0);
@@ -290,7 +350,7 @@ int main(void)
         CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
         const char *env_log = getenv("CUFILE_LOGFILE_PATH");
-        CHECK(s3d_cufile_available(dev, &why) == 1);
+        CHECK(s3d_cufile_available(dev, -1, &why) == 1);
         void *cf_lib = dlopen("libcufile.so.0", RTLD_NOW | RTLD_NOLOAD);
         /* cuFile's log goes nowhere near the working directory unless asked, through its
          * parameter API (set before the driver opens), not through the environment: a
@@ -323,6 +383,12 @@ int main(void)
         CHECK(s3d_cufile_gds());
         CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
         CHECK(cf_reads() > before);
+        /* The same load by a new client on a thread with no context: through cuFile, whose
+         * driver check and file handle use device 1's context, not GPU 0's. */
+        before = cf_reads();
+        load_into_dev1(d1, ctx_refs, path);
+        CHECK(cf_reads() > before);
+        setenv("S3D_NVFS_PATH", path, 1);
         /* A cuFileRead failing at run time: AUTO falls back to the staged path (right bytes);
          * CUFILE fails with the cuFile code named. */
         setenv("FAKE_CUFILE_FAIL_IO", "1", 1);
@@ -386,7 +452,7 @@ int main(void)
             struct s3d_device *d2;
             setenv("FAKE_CUDA_FORK_OK", "1", 1);
             set_cur(NULL);
-            if (s3d_device_open(0, &d2) != 0 || s3d_cufile_available(d2, &why) != 0 ||
+            if (s3d_device_open(0, &d2) != 0 || s3d_cufile_available(d2, -1, &why) != 0 ||
                 strstr(why, "fork()") == NULL)
                 _exit(1);
             _exit(0);
@@ -403,8 +469,9 @@ int main(void)
     CHECK(st.stream_flags_seen >= 2); /* ours were CU_STREAM_NON_BLOCKING */
     /* 1 + 2 above, + each read waiting for the caller stream once per device (2 for the
      * staged read, 1 for each of the 5 cuFile-mode reads), + the 2 writers waiting on it, + 4
-     * for each of the 2 checkpoint round trips (a save and a load on 2 devices). */
-    CHECK(st.wait_events == 1 + 4 + 8 + 7 * fake_cufile);
+     * for each of the 2 checkpoint round trips (a save and a load on 2 devices), + 2 for each
+     * of the 2 round trips on device 1 of load_into_dev1. */
+    CHECK(st.wait_events == 1 + 4 + 8 + (7 + 4) * fake_cufile);
     CHECK(st.copies > 6);
 
     unlink(path);

@@ -40,10 +40,10 @@ static void host_backend(void)
     uint64_t d;
     CHECK_ERR(s3d_device_mem_alloc(dev, 0, 16, &d), S3D_ENODEVICE);
     const char *why = NULL;
-    CHECK(s3d_cufile_available(dev, &why) == 0);
+    CHECK(s3d_cufile_available(dev, -1, &why) == 0);
     CHECK_STREQ(why, "no GPU");
     struct s3d_cufile *cf;
-    CHECK_ERR(s3d_cufile_open(dev, 0, &cf), S3D_ENOTSUP);
+    CHECK_ERR(s3d_cufile_open(dev, -1, 0, &cf), S3D_ENOTSUP);
     CHECK_MSG_HAS("cuFile not available");
     s3d_device_free(dev);
     s3d_device_free(NULL);
@@ -131,7 +131,7 @@ static void emulated_backend(void)
     CHECK_OK(s3d_device_stream_new(dev, 0, &s));
     CHECK_OK(s3d_device_copy_htod(dev, s, dmem, host, 0));
     const char *why;
-    CHECK(s3d_cufile_available(dev, &why) == 0);
+    CHECK(s3d_cufile_available(dev, -1, &why) == 0);
     CHECK_STREQ(why, "emulated device");
     s3d_device_stream_free(dev, s);
     s3d_device_event_free(dev, e);
