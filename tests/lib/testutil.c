@@ -2,7 +2,10 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,4 +68,23 @@ const char *t_tmpdir(void)
         }
     }
     return dir;
+}
+
+int t_child_read_status(const volatile void *addr)
+{
+    int st = 0;
+    pid_t pid = fork();
+    if (pid < 0)
+        t_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGSEGV, &dfl, NULL);
+        unsigned char x = *(const volatile unsigned char *)addr;
+        _exit(x == 0 ? 0 : 1);
+    }
+    if (waitpid(pid, &st, 0) != pid)
+        t_fail(__FILE__, __LINE__, "waitpid: %s", strerror(errno));
+    return st;
 }

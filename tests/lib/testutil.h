@@ -82,4 +82,9 @@ void t_fill_random(void *buf, size_t len, uint64_t seed);
 /* A scratch directory created for this process under $TMPDIR; removed by nothing. */
 const char *t_tmpdir(void);
 
+/* Reads one byte at addr in a forked child with SIGSEGV at its default action (ASan's handler,
+ * in make sanitize, would report and exit 1 instead); returns the child's wait status, e.g.
+ * WIFSIGNALED && WTERMSIG == SIGSEGV when the address is not readable in the child. */
+int t_child_read_status(const volatile void *addr);
+
 #endif

@@ -2,7 +2,6 @@
  * pool, try_get never blocks, a blocked get wakes on put and on cancel, high-water mark, and
  * four threads hammering it never share a chunk, and a forked child does not inherit it. */
 #include <pthread.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,18 +58,7 @@ static void not_inherited_by_fork(struct s3d_device *dev)
         unsigned char *c = s3d_pool_try_get(p);
         CHECK(c != NULL);
         memset(c, 0x5a, 65536);
-        pid_t pid = fork();
-        CHECK(pid >= 0);
-        if (pid == 0) {
-            struct sigaction dfl;
-            memset(&dfl, 0, sizeof(dfl));
-            dfl.sa_handler = SIG_DFL;
-            sigaction(SIGSEGV, &dfl, NULL); /* die by the signal even under ASan */
-            volatile unsigned char *v = c;
-            _exit(v[100] == 0x5a ? 0 : 1); /* must fault */
-        }
-        int st = 0;
-        CHECK(waitpid(pid, &st, 0) == pid);
+        int st = t_child_read_status(c + 100); /* must fault */
         if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV))
             t_fail(__FILE__, __LINE__, "pool %d: the forked child read the pool (status 0x%x)", k,
                    st);
