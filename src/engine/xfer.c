@@ -58,7 +58,7 @@ struct item {
 struct engine {
     struct s3d_client *c;
     enum eng_kind kind;
-    CURLM *m;
+    struct s3d_multi *mm; /* the multi handle and its connections' sockets */
     struct item *items;
     size_t n_items;
     size_t hw_items; /* items[hw_items..] have never been used */
@@ -147,7 +147,7 @@ static int start_attempt(struct engine *g, struct item *it)
     if (rc < 0)
         return rc;
     curl_easy_setopt(it->e, CURLOPT_PRIVATE, it);
-    if (curl_multi_add_handle(g->m, it->e) != CURLM_OK)
+    if (s3d_multi_add(g->mm, it->e, &it->op.req) != CURLM_OK)
         return s3d_fail(S3D_ENOMEM, "curl_multi_add_handle failed");
     if (it->state == ITEM_WAITING) {
         S3D_ASSERT(g->waiting > 0);
@@ -483,14 +483,14 @@ static int drain(struct engine *g)
 {
     CURLMsg *msg;
     int left;
-    while ((msg = curl_multi_info_read(g->m, &left)) != NULL) {
+    while ((msg = curl_multi_info_read(g->mm->m, &left)) != NULL) {
         struct item *it = NULL;
         int rc;
         if (msg->msg != CURLMSG_DONE)
             continue;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&it);
         CURLcode cc = msg->data.result;
-        curl_multi_remove_handle(g->m, it->e);
+        curl_multi_remove_handle(g->mm->m, it->e);
         S3D_ASSERT(it->state == ITEM_RUNNING && g->in_flight > 0);
         g->in_flight--;
         s3d_conc_finished(g->budget);
@@ -538,6 +538,20 @@ static uint64_t bytes_moved(const struct engine *g)
     return b;
 }
 
+/* Bytes the path has carried, for the budget: for a GET what arrived; for a PUT what the peer
+ * acknowledged, i.e. what curl handed to the sockets less what still sits in their send queues.
+ * Counting what curl handed over would credit each new connection with a send buffer's worth
+ * (up to 4 MiB) at memory speed, and the controller would judge a level by how fast buffers
+ * fill (docs/internals/engine.md, "What the controller counts"). */
+static uint64_t bytes_carried(const struct engine *g)
+{
+    uint64_t b = bytes_moved(g), q;
+    if (g->kind == KIND_GET || g->in_flight == 0)
+        return b;
+    q = s3d_multi_unacked(g->mm);
+    return q < b - g->done_bytes ? b - q : g->done_bytes;
+}
+
 static uint64_t bytes_so_far(const struct engine *g)
 {
     uint64_t b = bytes_moved(g);
@@ -564,7 +578,7 @@ static void tell_budget(struct engine *g)
     draining = nothing_to_start(g) ? (int)g->in_flight : 0;
     s3d_conc_draining(g->budget, draining - g->draining_told);
     g->draining_told = draining;
-    b = bytes_moved(g);
+    b = bytes_carried(g);
     if (b > g->bytes_told) {
         /* A retried part sends its bytes again: only what goes past the mark counts. */
         s3d_conc_add_bytes(g->budget, b - g->bytes_told);
@@ -607,8 +621,8 @@ static int loop_open(struct engine *g)
     g->items = calloc(g->n_items, sizeof(*g->items));
     if (g->items == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory starting a transfer");
-    g->m = s3d_s3ctx_multi_acquire(&g->c->s3);
-    if (g->m == NULL)
+    g->mm = s3d_s3ctx_multi_acquire(&g->c->s3);
+    if (g->mm == NULL)
         return s3d_last_error_code();
     return 0;
 }
@@ -617,12 +631,12 @@ static int loop_open(struct engine *g)
 static void loop_close(struct engine *g)
 {
     size_t i;
-    if (g->items != NULL && bytes_moved(g) > g->bytes_told)
-        s3d_conc_add_bytes(g->budget, bytes_moved(g) - g->bytes_told);
+    if (g->items != NULL && bytes_carried(g) > g->bytes_told)
+        s3d_conc_add_bytes(g->budget, bytes_carried(g) - g->bytes_told);
     for (i = 0; g->items != NULL && i < g->hw_items; i++) {
         struct item *it = &g->items[i];
         if (it->state == ITEM_RUNNING) {
-            curl_multi_remove_handle(g->m, it->e);
+            curl_multi_remove_handle(g->mm->m, it->e);
             s3d_conc_finished(g->budget);
         }
         s3d_s3_op_cleanup(&it->op);
@@ -633,8 +647,8 @@ static void loop_close(struct engine *g)
     g->items = NULL;
     s3d_conc_draining(g->budget, -g->draining_told);
     g->draining_told = 0;
-    s3d_s3ctx_multi_release(&g->c->s3, g->m);
-    g->m = NULL;
+    s3d_s3ctx_multi_release(&g->c->s3, g->mm);
+    g->mm = NULL;
 }
 
 /* Restarts the items whose backoff is over (before any new work), while a connection is
@@ -736,7 +750,7 @@ static int turn(struct engine *g, int *finished)
         *finished = 1;
         return 0;
     }
-    if (curl_multi_perform(g->m, &running) != CURLM_OK)
+    if (curl_multi_perform(g->mm->m, &running) != CURLM_OK)
         return s3d_fail(S3D_ENOMEM, "curl_multi_perform failed");
     rc = drain(g);
     if (rc == 0)
@@ -748,7 +762,7 @@ static int turn(struct engine *g, int *finished)
     /* Wait only for something that can happen: a socket, a hook's own work, a retry.
      * With nothing in flight and nothing pending, go straight to the next turn. */
     if (g->in_flight > 0 || g->waiting > 0 || g->feed_blocked || g->budget_blocked)
-        curl_multi_poll(g->m, NULL, 0, (int)wait_ms(g), NULL);
+        curl_multi_poll(g->mm->m, NULL, 0, (int)wait_ms(g), NULL);
     return 0;
 }
 

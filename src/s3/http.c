@@ -13,8 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <linux/sockios.h>
+
+#include "common/alloc.h"
 #include "common/compiler.h"
 #include "common/error.h"
 #include "s3/xml.h"
@@ -323,9 +328,61 @@ static curl_socket_t opensocket_cb(void *ud, curlsocktype purpose, struct curl_s
     curl_socket_t s;
     (void)purpose;
     s = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
-    if (s == CURL_SOCKET_BAD)
+    if (s == CURL_SOCKET_BAD) {
         req->sock_errno = errno;
+        return s;
+    }
+    if (req->socks != NULL) {
+        struct s3d_sockset *set = req->socks;
+        if (set->n == set->cap) {
+            size_t cap = set->cap ? set->cap * 2 : 16;
+            int *grown = s3d_reallocarray(set->fds, cap, sizeof(*grown));
+            if (grown == NULL)
+                return s; /* untracked: its bytes count when curl hands them over */
+            set->fds = grown;
+            set->cap = cap;
+        }
+        set->fds[set->n++] = s;
+    }
     return s;
+}
+
+static int closesocket_cb(void *ud, curl_socket_t fd)
+{
+    struct s3d_sockset *set = ud;
+    size_t i;
+    for (i = 0; i < set->n; i++) {
+        if (set->fds[i] == fd) {
+            set->fds[i] = set->fds[--set->n];
+            break;
+        }
+    }
+    return close(fd);
+}
+
+void s3d_http_track_sockets(CURL *e, struct s3d_http_req *req, struct s3d_sockset *s)
+{
+    req->socks = s;
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, closesocket_cb);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, s);
+}
+
+uint64_t s3d_sockset_unacked(const struct s3d_sockset *s)
+{
+    uint64_t b = 0;
+    size_t i;
+    for (i = 0; i < s->n; i++) {
+        int q = 0;
+        if (ioctl(s->fds[i], SIOCOUTQ, &q) == 0 && q > 0)
+            b += (uint64_t)q;
+    }
+    return b;
+}
+
+void s3d_sockset_free(struct s3d_sockset *s)
+{
+    free(s->fds);
+    memset(s, 0, sizeof(*s));
 }
 
 #define SETOPT(opt, val)                                                                           \
@@ -346,6 +403,7 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
     req->iov_off = 0;
     req->sent = 0;
     req->sock_errno = 0;
+    req->socks = NULL; /* s3d_http_track_sockets, after this */
     req->errbuf[0] = '\0';
 
     SETOPT(CURLOPT_URL, req->url);

@@ -58,6 +58,14 @@ struct s3d_http_conf {
     int verbose;           /* CURLOPT_VERBOSE (S3D_LOG=debug) */
 };
 
+/* The open sockets of one connection cache (a multi handle's), kept by the callbacks that
+ * s3d_http_track_sockets sets, so the set is complete however connections are reused; read
+ * by s3d_sockset_unacked. Used by one thread at a time (the multi handle's). */
+struct s3d_sockset {
+    int *fds; /* in no order */
+    size_t n, cap;
+};
+
 struct s3d_http_req {
     /* Set by the caller. */
     const char *method;         /* "GET", "PUT", "POST", "HEAD", "DELETE" */
@@ -78,6 +86,7 @@ struct s3d_http_req {
     size_t iov_off;
     uint64_t sent;
     int sock_errno; /* errno of a socket() that failed (EMFILE: no descriptor left), else 0 */
+    struct s3d_sockset *socks; /* where sockets it opens are kept (s3d_http_track_sockets) */
     char errbuf[CURL_ERROR_SIZE];
     struct s3d_http_resp resp;
 };
@@ -88,6 +97,15 @@ struct s3d_http_req {
  * curl_easy_perform). */
 S3D_NODISCARD int s3d_http_setup(CURL *e, struct s3d_http_req *req,
                                  const struct s3d_http_conf *conf);
+
+/* After s3d_http_setup: sockets e opens for req go into s (which must outlive every connection
+ * of the multi handle e runs on: they are closed through it, at the latest by
+ * curl_multi_cleanup). */
+void s3d_http_track_sockets(CURL *e, struct s3d_http_req *req, struct s3d_sockset *s);
+/* Bytes handed to the sockets of s that their peers have not acknowledged yet (SIOCOUTQ:
+ * unsent plus unacknowledged), summed. */
+uint64_t s3d_sockset_unacked(const struct s3d_sockset *s);
+void s3d_sockset_free(struct s3d_sockset *s);
 
 /* Frees what the response holds (its body buffer). The request itself is the caller's. */
 void s3d_http_req_cleanup(struct s3d_http_req *req);

@@ -32,6 +32,8 @@ static void share_unlock(CURL *h, curl_lock_data data, void *ud)
         pthread_mutex_unlock(&ctx->share_locks[data]);
 }
 
+static void multi_free(struct s3d_multi *mm);
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
 
@@ -136,7 +138,7 @@ void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx)
      * under that thread's call, which is what this catches. */
     S3D_ASSERT(ctx->n_out == 0);
     for (j = 0; j < ctx->n_idle; j++)
-        curl_multi_cleanup(ctx->idle[j]);
+        multi_free(ctx->idle[j]);
     free(ctx->idle);
     curl_share_cleanup(ctx->share);
     for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
@@ -148,21 +150,52 @@ void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx)
     memset(ctx, 0, sizeof(*ctx));
 }
 
-CURLM *s3d_s3ctx_multi_acquire(struct s3d_s3ctx *ctx)
+/* ---- multi handles and their sockets ------------------------------------------------------ */
+
+CURLMcode s3d_multi_add(struct s3d_multi *mm, CURL *e, struct s3d_http_req *req)
 {
-    CURLM *m = NULL;
+    s3d_http_track_sockets(e, req, &mm->socks);
+    return curl_multi_add_handle(mm->m, e);
+}
+
+uint64_t s3d_multi_unacked(const struct s3d_multi *mm)
+{
+    return s3d_sockset_unacked(&mm->socks);
+}
+
+/* Closes the connections (through the socket set's callback, which needs mm), then frees mm. */
+static void multi_free(struct s3d_multi *mm)
+{
+    if (mm == NULL)
+        return;
+    curl_multi_cleanup(mm->m);
+    s3d_sockset_free(&mm->socks);
+    free(mm);
+}
+
+struct s3d_multi *s3d_s3ctx_multi_acquire(struct s3d_s3ctx *ctx)
+{
+    struct s3d_multi *mm = NULL;
     long keep;
+    int emfile;
     pthread_mutex_lock(&ctx->pool_lock);
     if (ctx->n_idle > 0)
-        m = ctx->idle[--ctx->n_idle];
+        mm = ctx->idle[--ctx->n_idle];
     ctx->n_out++; /* until s3d_s3ctx_multi_release, or the failure below */
     pthread_mutex_unlock(&ctx->pool_lock);
-    if (m != NULL)
-        return m;
+    if (mm != NULL)
+        return mm;
     errno = 0;
-    m = curl_multi_init();
-    if (m == NULL) {
-        int emfile = errno == EMFILE || errno == ENFILE;
+    mm = calloc(1, sizeof(*mm));
+    if (mm != NULL) {
+        mm->m = curl_multi_init();
+        if (mm->m == NULL) {
+            free(mm);
+            mm = NULL;
+        }
+    }
+    if (mm == NULL) {
+        emfile = errno == EMFILE || errno == ENFILE;
         pthread_mutex_lock(&ctx->pool_lock);
         ctx->n_out--; /* nothing handed out */
         pthread_mutex_unlock(&ctx->pool_lock);
@@ -175,14 +208,14 @@ CURLM *s3d_s3ctx_multi_acquire(struct s3d_s3ctx *ctx)
     /* Keep every connection a transfer opened (transfers may ask for more than the client's
      * concurrency), so the next transfer finds them warm. */
     keep = S3D_MAX(ctx->max_host_connections * 2, 64L);
-    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, keep);
-    return m;
+    curl_multi_setopt(mm->m, CURLMOPT_MAXCONNECTS, keep);
+    return mm;
 }
 
-void s3d_s3ctx_multi_release(struct s3d_s3ctx *ctx, CURLM *m)
+void s3d_s3ctx_multi_release(struct s3d_s3ctx *ctx, struct s3d_multi *mm)
 {
-    CURLM **grown;
-    if (m == NULL)
+    struct s3d_multi **grown;
+    if (mm == NULL)
         return;
     pthread_mutex_lock(&ctx->pool_lock);
     S3D_ASSERT(ctx->n_out > 0);
@@ -192,13 +225,13 @@ void s3d_s3ctx_multi_release(struct s3d_s3ctx *ctx, CURLM *m)
         grown = s3d_reallocarray(ctx->idle, cap, sizeof(*grown));
         if (grown == NULL) {
             pthread_mutex_unlock(&ctx->pool_lock);
-            curl_multi_cleanup(m);
+            multi_free(mm);
             return;
         }
         ctx->idle = grown;
         ctx->cap_idle = cap;
     }
-    ctx->idle[ctx->n_idle++] = m;
+    ctx->idle[ctx->n_idle++] = mm;
     pthread_mutex_unlock(&ctx->pool_lock);
 }
 
@@ -610,14 +643,14 @@ static void sleep_ms(uint64_t ms)
 int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
 {
     struct s3d_retry_policy pol;
-    CURLM *m = NULL;
+    struct s3d_multi *mm = NULL;
     CURL *e = NULL;
     uint32_t attempt = 0;
     int rc;
 
     s3d_s3ctx_retry_policy(ctx, &pol);
-    m = s3d_s3ctx_multi_acquire(ctx);
-    if (m == NULL)
+    mm = s3d_s3ctx_multi_acquire(ctx);
+    if (mm == NULL)
         return s3d_last_error_code();
     e = curl_easy_init();
     if (e == NULL) {
@@ -640,20 +673,20 @@ int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
         rc = s3d_s3_op_prepare(ctx, op, e);
         if (rc < 0)
             goto out;
-        if (curl_multi_add_handle(m, e) != CURLM_OK) {
+        if (s3d_multi_add(mm, e, &op->req) != CURLM_OK) {
             rc = s3d_fail(S3D_ENOMEM, "curl_multi_add_handle failed");
             goto out;
         }
         while (running) {
-            if (curl_multi_perform(m, &running) != CURLM_OK)
+            if (curl_multi_perform(mm->m, &running) != CURLM_OK)
                 break;
             if (running)
-                curl_multi_poll(m, NULL, 0, 1000, NULL);
+                curl_multi_poll(mm->m, NULL, 0, 1000, NULL);
         }
-        while ((msg = curl_multi_info_read(m, &left)) != NULL)
+        while ((msg = curl_multi_info_read(mm->m, &left)) != NULL)
             if (msg->msg == CURLMSG_DONE && msg->easy_handle == e)
                 cc = msg->data.result;
-        curl_multi_remove_handle(m, e);
+        curl_multi_remove_handle(mm->m, e);
         rc = s3d_s3_op_result(ctx, op, e, cc);
         if (rc == 0)
             break;
@@ -669,7 +702,7 @@ int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
 out:
     if (e != NULL)
         curl_easy_cleanup(e);
-    s3d_s3ctx_multi_release(ctx, m);
+    s3d_s3ctx_multi_release(ctx, mm);
     return rc;
 }
 

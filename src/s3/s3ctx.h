@@ -57,7 +57,7 @@ struct s3d_s3ctx {
     struct s3d_resolver resolver;
     /* Idle multi handles (with their connections), guarded by pool_lock. */
     pthread_mutex_t pool_lock;
-    CURLM **idle;
+    struct s3d_multi **idle;
     size_t n_idle, cap_idle;
     size_t n_out; /* multis acquired and not yet released: requests in flight (pool_lock) */
 };
@@ -73,11 +73,28 @@ S3D_NODISCARD int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_
  * sanitizer builds. NULL ok. */
 void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx);
 
+/* A multi handle and the sockets of its connections. Every socket a connection of m opens
+ * goes through callbacks that s3d_multi_add sets on each easy handle, so the set is complete
+ * however the connections are reused. It exists for s3d_multi_unacked: an upload counts only
+ * the bytes its peer has acknowledged, not those still queued in the kernel's send buffer (up
+ * to 4 MiB per connection, filled at memory speed), which would make a path look many times
+ * faster than it is while the buffers of new connections fill. */
+struct s3d_multi {
+    CURLM *m;
+    struct s3d_sockset socks; /* the open sockets of m's connections */
+};
+
 /* An idle multi handle (with its connections) or a new one; NULL only on out of memory
  * (recorded as S3D_ENOMEM). The caller owns it until s3d_s3ctx_multi_release, which it must
  * call with no easy handle left attached. */
-CURLM *s3d_s3ctx_multi_acquire(struct s3d_s3ctx *ctx);
-void s3d_s3ctx_multi_release(struct s3d_s3ctx *ctx, CURLM *m);
+struct s3d_multi *s3d_s3ctx_multi_acquire(struct s3d_s3ctx *ctx);
+void s3d_s3ctx_multi_release(struct s3d_s3ctx *ctx, struct s3d_multi *mm);
+/* curl_multi_add_handle of e (set up for req by s3d_http_setup) to mm->m, with the sockets it
+ * opens kept in mm's set (s3d_http_track_sockets). */
+CURLMcode s3d_multi_add(struct s3d_multi *mm, CURL *e, struct s3d_http_req *req);
+/* Bytes handed to the sockets of mm's connections that their peers have not acknowledged yet
+ * (SIOCOUTQ: unsent plus unacknowledged), summed over the set. */
+uint64_t s3d_multi_unacked(const struct s3d_multi *mm);
 
 /* The retry policy of one request starting now (deadline from the client's deadline_ms). */
 void s3d_s3ctx_retry_policy(const struct s3d_s3ctx *ctx, struct s3d_retry_policy *out);

@@ -123,7 +123,7 @@ static void test_free_under_a_request_asserts(void)
 {
 #ifdef S3D_ASSERTS
     struct s3d_client *c = new_client();
-    CURLM *m = s3d_s3ctx_multi_acquire(&c->s3); /* what a running request holds */
+    struct s3d_multi *m = s3d_s3ctx_multi_acquire(&c->s3); /* what a running request holds */
     pid_t pid;
     int status = 0;
     CHECK(m != NULL);

@@ -16,4 +16,6 @@ s3d_test(sigv4_tool unit/sigv4_tool.c)
 # (not a test; internal API, so it is built here).
 s3d_test(sign_bench ${PROJECT_SOURCE_DIR}/bench/sign_bench.c)
 s3d_test(test_emfile unit/test_emfile.c)
+# the socket set of a multi handle and the unacknowledged bytes of an upload (no server).
+s3d_test(test_sockset unit/test_sockset.c)
 s3d_test(test_s3_op_build unit/test_s3_op_build.c)
