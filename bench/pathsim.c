@@ -10,7 +10,10 @@
  *   --upstream HOST:PORT the server (loopback only) every accepted connection is relayed to.
  *   --rate R             bytes/s per connection per direction (token bucket, burst
  *                        max(16 KiB, 2 ms of R)); suffixes K M G (1000) or KiB MiB GiB (1024);
- *                        0 (default) = no cap.
+ *                        0 (default) = no cap. A capped direction holds about what a real
+ *                        path has in flight, R x (delay + 10 ms), at least 64 KiB (its pipe,
+ *                        and the receive buffer of the client's socket): a sender sees its
+ *                        bytes acknowledged at the path's rate, not at loopback speed.
  *   --delay-ms D         client-to-server bytes are held D ms (may be fractional) before they
  *                        are forwarded, so that every request reaches the server D ms after
  *                        it was sent. Server-to-client bytes are not delayed.
@@ -121,6 +124,7 @@ static struct {
     double rate; /* bytes/s, 0 = no cap */
     double burst;
     int64_t delay; /* ns */
+    size_t hold;   /* bytes a capped path holds per connection and direction (path_hold) */
     const char *stats_path;
     int ep;
     struct listener listeners[MAX_LISTENERS];
@@ -289,6 +293,20 @@ static void set_wake(struct conn *c, int64_t t)
         c->wake = t;
 }
 
+/* What a capped path holds per connection and direction: its bytes in flight, rate x (delay +
+ * 10 ms), at least 64 KiB; 0 (no limit) when the rate is not capped. A real path at rate R
+ * with round trip T acknowledges a sender's bytes about R x T ahead of the receiver's reading
+ * them; without this bound the pipe (1 MiB) and the kernel's autotuned receive buffer (up to
+ * 6 MiB) would take most of an 8 MiB part at loopback speed, and an uploader that counts the
+ * bytes its peer acknowledged would see a rate the path does not have. */
+static size_t path_hold(void)
+{
+    if (g.rate <= 0)
+        return 0;
+    double b = g.rate * ((double)g.delay / (double)NS + 0.010);
+    return b < 65536 ? 65536 : (size_t)b;
+}
+
 static int dir_init(struct dir *d, bool delayed, uint64_t *counter)
 {
     d->pipe[0] = d->pipe[1] = -1;
@@ -301,6 +319,8 @@ static int dir_init(struct dir *d, bool delayed, uint64_t *counter)
     (void)fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_BYTES);
     int sz = fcntl(d->pipe[1], F_GETPIPE_SZ);
     d->cap = sz > 0 ? (size_t)sz : 65536;
+    if (g.hold && d->cap > g.hold)
+        d->cap = g.hold;
     if (delayed && !(d->segs = calloc(SEGS, sizeof(*d->segs))))
         return -1;
     return 0;
@@ -562,6 +582,12 @@ static int listen_on(const char *spec)
     if (l->fd < 0)
         goto fail;
     setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (g.hold) {
+        /* Accepted sockets inherit it, and the window scale is agreed from it at the
+         * handshake. The kernel doubles it for its own bookkeeping. */
+        int rcv = (int)(g.hold / 2 > 32768 ? g.hold / 2 : 32768);
+        setsockopt(l->fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    }
     if (bind(l->fd, (struct sockaddr *)&ss, len) != 0 || listen(l->fd, 1024) != 0)
         goto fail;
     len = sizeof(ss);
@@ -656,6 +682,7 @@ int main(int argc, char **argv)
         return usage();
     g.delay = (int64_t)llround(delay_ms * 1e6);
     g.burst = fmax(16384.0, g.rate * 0.002);
+    g.hold = path_hold();
 
     /* six descriptors per connection (two sockets, two pipes) */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
