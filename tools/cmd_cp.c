@@ -31,7 +31,8 @@ static const char usage[] =
     "  --include PATTERN     do not skip paths matching PATTERN; filters apply in order and\n"
     "                        the last one that matches wins, as in the AWS CLI\n"
     "  --dryrun              print what would be copied, copy nothing\n"
-    "With --recursive, files are copied in path order and *.index.json files last, so a\n"
+    "With --recursive, up to 8 files are copied at once (started in path order, no progress\n"
+    "bar, a line per file) and *.index.json files only after all others are done, so a\n"
     "Hugging Face index appears only after the shards it names. As aws s3 does, a file that\n"
     "fails does not stop the others (exit status 1), and a file that cannot be read (a\n"
     "dangling link, a FIFO) is skipped with a warning (exit status 2); an index is then not\n"
@@ -75,11 +76,13 @@ static void say(const struct cli_opts *o, const char *what, const char *src, con
     /* With "-" as DEST the data owns stdout: the report goes to stderr. */
     FILE *f = strcmp(dst, "-") == 0 ? stderr : stdout;
 
+    flockfile(f); /* one line, whole, when several files run at once */
     fprintf(f, "%s%s: ", o->dryrun ? "(dryrun) " : "", o->move ? "move" : what);
     cli_put_key(f, src);
     fputs(" to ", f);
     cli_put_key(f, dst);
     fputc('\n', f);
+    funlockfile(f);
 }
 
 int cli_upload(struct cp_ctx *x, const char *path, const char *bucket, const char *key)

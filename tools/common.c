@@ -89,11 +89,13 @@ int cli_error(const char *fmt, ...)
 {
     va_list ap;
 
+    flockfile(stderr); /* one line, whole, when several files run at once */
     fputs("s3direct: ", stderr);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+    funlockfile(stderr);
     return CLI_EXIT_FAIL;
 }
 

@@ -2,15 +2,19 @@
  *
  * Both sides are listed first into a table of relative paths (a local folder walked with
  * nftw, an S3 prefix listed recursively), filtered (--exclude/--include), sorted by path with
- * "*.index.json" files last, and only then transferred one by one with the single-object
- * calls of cmd_cp.c. Sorting first makes the order independent of the file system's, and
- * puts a Hugging Face index after the shards it names: a reader that finds the index finds
- * its shards. sync compares the two tables as "aws s3 sync" does (size, then modification
- * time; see sync_needed). */
+ * "*.index.json" files last, and only then transferred with the single-object calls of
+ * cmd_cp.c, up to CLI_FILES_AT_ONCE files at once on as many threads (they share the
+ * client's request budget, so a folder of small files keeps many requests in flight, and a
+ * large file still gets the level the path allows). Sorting first makes the start order
+ * independent of the file system's; an index starts only after every other file is done, so
+ * a reader that finds a Hugging Face index finds its shards. sync compares the two tables as
+ * "aws s3 sync" does (size, then modification time; see sync_needed). */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,21 +386,121 @@ static int sync_needed(const struct cli_opts *o, int download, const struct item
     return s->mtime > d->mtime;
 }
 
+/* Files transferred at once by cp/mv --recursive and sync (as the AWS CLI, whose 10
+ * requests in flight are spread over files). Each file transfer holds its own buffers, taken as
+ * its requests need them: up to this many times one transfer's (staging_bytes). */
+#define CLI_FILES_AT_ONCE 8
+
+/* The transfers of one run, handed out to the workers in table order. */
+struct run {
+    struct cp_ctx *x;
+    const struct side *s, *d;
+    const struct items *t;
+    const size_t *todo; /* indices into t->v */
+    size_t n_todo;
+    atomic_size_t next;
+    atomic_size_t failed;
+    atomic_int fatal; /* the first status that stops the run (interrupted, usage), else 0 */
+};
+
+static void *run_worker(void *arg)
+{
+    struct run *r = arg;
+    while (!cli_interrupted() && atomic_load(&r->fatal) == 0) {
+        size_t k = atomic_fetch_add(&r->next, 1);
+        const struct item *it;
+        int rc, none = 0;
+        if (k >= r->n_todo)
+            break;
+        it = &r->t->v[r->todo[k]];
+        rc = transfer(r->x, r->s, r->d, it->rel, it->mtime);
+        if (rc != 0 && rc != CLI_EXIT_FAIL) {
+            atomic_compare_exchange_strong(&r->fatal, &none, rc);
+            break;
+        }
+        if (rc != 0)
+            atomic_fetch_add(&r->failed, 1);
+    }
+    return NULL;
+}
+
+/* Runs r's transfers on up to CLI_FILES_AT_ONCE threads (one, in order, for --dryrun, whose
+ * lines are the plan). Per-file progress bars would overwrite each other: with more than
+ * one file at once there are none, only the lines as each file is done. 0, or the status
+ * that stopped the run. */
+static int run_parallel(struct run *r)
+{
+    pthread_t th[CLI_FILES_AT_ONCE];
+    struct cli_opts quiet_bars;
+    struct cp_ctx x2;
+    size_t n = r->n_todo < CLI_FILES_AT_ONCE ? r->n_todo : CLI_FILES_AT_ONCE, i, started = 0;
+
+    if (r->x->o->dryrun || n <= 1) {
+        run_worker(r);
+        return atomic_load(&r->fatal);
+    }
+    quiet_bars = *r->x->o;
+    quiet_bars.progress = 0;
+    x2 = *r->x;
+    x2.o = &quiet_bars;
+    r->x = &x2;
+    for (i = 0; i < n; i++) {
+        if (pthread_create(&th[i], NULL, run_worker, r) != 0)
+            break; /* the threads already started do the rest */
+        started++;
+    }
+    if (started == 0)
+        run_worker(r);
+    for (i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    return atomic_load(&r->fatal);
+}
+
 /* Runs the transfers of table t as aws s3 does: a failed file does not stop the others (exit
- * status 1 at the end), a skipped one gives 2. An index (*.index.json, sorted last) is not
- * copied once anything failed or was skipped: it would name shards that are not there. A
- * stop signal ends the run at once. */
+ * status 1 at the end), a skipped one gives 2. Every file but the indexes first, several at
+ * once (run_parallel); then the indexes (*.index.json, sorted last), each only when nothing
+ * failed or was skipped: it would name shards that are not there. A stop signal ends the run
+ * at once. */
 static int run_all(struct cp_ctx *x, const struct side *s, const struct side *d,
                    const struct items *t, const struct items *dt)
 {
-    size_t i, failed = 0;
+    struct run r;
+    size_t *todo, n_todo = 0, i, failed;
     int rc;
 
-    for (i = 0; i < t->n && !cli_interrupted(); i++) {
+    todo = t->n ? calloc(t->n, sizeof(*todo)) : NULL;
+    if (t->n && todo == NULL)
+        return cli_error("out of memory");
+    for (i = 0; i < t->n; i++) {
         const struct item *o = dt ? items_find(dt, t->v[i].rel) : NULL;
+        if (is_index(t->v[i].rel))
+            continue;
         if (o != NULL && !sync_needed(x->o, !d->s3, &t->v[i], o))
             continue;
-        if (is_index(t->v[i].rel) && (failed > 0 || t->skipped > 0)) {
+        todo[n_todo++] = i;
+    }
+    memset(&r, 0, sizeof(r));
+    r.x = x;
+    r.s = s;
+    r.d = d;
+    r.t = t;
+    r.todo = todo;
+    r.n_todo = n_todo;
+    atomic_init(&r.next, 0);
+    atomic_init(&r.failed, 0);
+    atomic_init(&r.fatal, 0);
+    rc = run_parallel(&r);
+    free(todo);
+    if (rc != 0)
+        return rc; /* interrupted, or the command line was wrong */
+    failed = atomic_load(&r.failed);
+    for (i = 0; i < t->n && !cli_interrupted(); i++) {
+        const struct item *o = dt ? items_find(dt, t->v[i].rel) : NULL;
+        if (!is_index(t->v[i].rel))
+            continue;
+        if (o != NULL && !sync_needed(x->o, !d->s3, &t->v[i], o))
+            continue;
+        if (failed > 0 || t->skipped > 0) {
             cli_error("not copying %s: %zu file%s before it failed or %s skipped", t->v[i].rel,
                       failed + t->skipped, failed + t->skipped == 1 ? "" : "s",
                       failed + t->skipped == 1 ? "was" : "were");
@@ -405,7 +509,7 @@ static int run_all(struct cp_ctx *x, const struct side *s, const struct side *d,
         }
         rc = transfer(x, s, d, t->v[i].rel, t->v[i].mtime);
         if (rc != 0 && rc != CLI_EXIT_FAIL)
-            return rc; /* interrupted, or the command line was wrong */
+            return rc;
         if (rc != 0)
             failed++;
     }

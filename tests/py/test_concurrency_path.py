@@ -119,6 +119,38 @@ def test_adaptive_concurrency_follows_a_capped_path(path, s3_env, bucket, boto3_
     assert up["peak_open"] >= 10, up
 
 
+def test_recursive_copies_run_files_at_once(path, s3_env, bucket, boto3_client, tmp_path):
+    """cp --recursive and sync start several files at once (issue 19.4): a folder of 24 files
+    of 256 KiB, each one request, keeps more than 4 connections open (one file at a time keeps
+    one), both ways, and every file arrives intact; the index still comes last."""
+    cli = _cli_bin()
+    if cli is None:
+        pytest.skip("the CLI is not built")
+    url, counters = path
+    env = dict(os.environ, AWS_ENDPOINT_URL=url)
+    src = tmp_path / "src"
+    src.mkdir()
+    files = {f"f{i:02d}.bin": os.urandom(256 * 1024) for i in range(24)}
+    files["m.safetensors.index.json"] = b"{}"
+    for name, body in files.items():
+        (src / name).write_bytes(body)
+
+    counters(reset=True)
+    r = _run(cli, env, "cp", "-r", str(src), f"s3://{bucket}/tree/")
+    up = counters()
+    assert up["peak_open"] > 4, up
+    assert r.stdout.splitlines()[-1].endswith("/tree/m.safetensors.index.json"), r.stdout
+    for name, body in files.items():
+        assert boto3_client.get_object(Bucket=bucket, Key=f"tree/{name}")["Body"].read() == body
+
+    dst = tmp_path / "dst"
+    counters(reset=True)
+    _run(cli, env, "sync", f"s3://{bucket}/tree/", str(dst))
+    down = counters()
+    assert down["peak_open"] > 4, down
+    assert {p.name: p.read_bytes() for p in dst.iterdir()} == files
+
+
 def test_python_client_options(s3_env):
     import s3direct
 
