@@ -23,6 +23,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,11 +39,16 @@
 #include "common/log.h"
 #include "engine/ckpt_common.h"
 #include "engine/ckpt_write.h"
+#include "engine/client_impl.h"
+#include "engine/conc.h"
+#include "engine/pool.h"
 #include "format/index.h"
 #include "format/safetensors.h"
 #include "s3direct/object.h"
 
 #define S3D_STALE_SHARD_AGE_DEFAULT (24 * 3600)
+/* The most shards of one save uploaded at once. */
+#define S3D_SHARD_THREADS_MAX 32
 
 /* A growable list of strings (shard names). */
 struct names {
@@ -295,6 +301,192 @@ static void sweep_stale(struct s3d_client *c, const char *uri, const struct name
     s3d_clear_error();
 }
 
+/* ---- several shards at once (S3) ------------------------------------------------------ */
+
+/* Shards of one save uploaded by worker threads, each taking the next shard not yet taken.
+ * Their requests all count against the client's one concurrency budget (conc.h), so more
+ * shards in flight never means more requests than the engine's level (each transfer may
+ * always run one: hence no more threads than the level). The user's progress callback keeps
+ * to the calling thread (client.h): workers only add up bytes; the caller reports them and
+ * turns a non-zero answer, or the user's cancel token, into a cancel of every worker.
+ *
+ * Locking: mu guards next, done_sum, failed, running and the per-shard records; the workers
+ * signal cv when they finish a shard or its progress moves. */
+struct par {
+    struct s3d_client *c;
+    struct s3d_device *dev;
+    struct s3d_pool *pool;
+    const char *const *uris; /* per shard */
+    const struct s3d_tensor_src *t;
+    const size_t *first;
+    uint32_t nshards;
+    const struct s3d_metadata_entry *meta;
+    size_t n_meta;
+    const char *generation;
+    struct s3d_write_options so; /* progress and cancel replaced (below) */
+    struct s3d_cancel *cancel;   /* ours: set on the first failure, or the caller's cancel */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t next;
+    uint32_t running;
+    int failed;
+    uint32_t fail_shard;       /* the lowest failing shard; its error is the save's */
+    struct s3d_err_record err; /* of fail_shard */
+    uint64_t *done;            /* per shard: data bytes written */
+    uint64_t done_sum;
+};
+
+struct par_shard {
+    struct par *p;
+    uint32_t k;
+};
+
+static int par_progress(void *user, uint64_t done, uint64_t total)
+{
+    struct par_shard *ps = user;
+    struct par *p = ps->p;
+    (void)total;
+    pthread_mutex_lock(&p->mu);
+    if (done > p->done[ps->k]) {
+        p->done_sum += done - p->done[ps->k];
+        p->done[ps->k] = done;
+        pthread_cond_signal(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+static void *par_worker(void *arg)
+{
+    struct par *p = arg;
+    for (;;) {
+        struct par_shard ps = {.p = p};
+        struct s3d_write_options so = p->so;
+        uint32_t k;
+        int rc;
+        pthread_mutex_lock(&p->mu);
+        if (p->failed || p->next >= p->nshards) {
+            p->running--;
+            pthread_cond_signal(&p->cv);
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        k = p->next++;
+        pthread_mutex_unlock(&p->mu);
+        ps.k = k;
+        so.progress = par_progress;
+        so.progress_user = &ps;
+        so.cancel = p->cancel;
+        rc = s3d_ckpt_write_one(p->c, p->dev, p->pool, p->uris[k], p->t + p->first[k],
+                                p->first[k + 1] - p->first[k], p->meta, p->n_meta, p->generation,
+                                &so);
+        pthread_mutex_lock(&p->mu);
+        if (rc < 0 && (!p->failed || k < p->fail_shard)) {
+            /* A shard that fails because another failed first is canceled: keep the first. */
+            if (!p->failed || rc != S3D_ECANCELED) {
+                s3d_err_save(&p->err, rc);
+                p->fail_shard = k;
+            }
+            p->failed = 1;
+            s3d_cancel_request(p->cancel);
+        }
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* How many shards to upload at once: no more than the shards, the client's concurrency
+ * level, and, when device tensors are staged, what the pool holds for every shard's worst
+ * case at once (a part held back and two in flight per shard, or one whole small object). */
+static uint32_t par_threads(struct s3d_client *c, struct s3d_pool *pool, uint32_t nshards,
+                            uint64_t max_shard)
+{
+    uint32_t k = S3D_MIN(nshards, (uint32_t)S3D_SHARD_THREADS_MAX);
+    k = S3D_MIN(k, S3D_MAX(1u, s3d_conc_level(&c->conc)));
+    if (pool != NULL) {
+        uint64_t cs = s3d_pool_chunk_size(pool);
+        uint64_t part = (c->part_size + cs - 1) / cs;
+        uint64_t whole = (S3D_MIN(max_shard + (1u << 20), c->multipart_threshold) + cs - 1) / cs;
+        uint64_t need = S3D_MAX(2 * part + 1, whole);
+        k = (uint32_t)S3D_MIN((uint64_t)k, S3D_MAX(1u, s3d_pool_chunk_count(pool) / need));
+    }
+    return k;
+}
+
+/* Writes shards [0, nshards) to uris with nthreads workers; 0 or the first failing shard's
+ * error. Progress (acc, the user's) is reported on this thread. */
+static int par_write(struct par *p, uint32_t nthreads, const struct s3d_write_options *o,
+                     struct s3d_progress_acc *acc)
+{
+    pthread_t th[S3D_SHARD_THREADS_MAX];
+    uint32_t started = 0;
+    uint64_t told = 0;
+    int rc = 0;
+
+    p->done = s3d_calloc(p->nshards, sizeof(*p->done));
+    if (p->done == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory for %u shards", p->nshards);
+    rc = s3d_cancel_new(&p->cancel);
+    if (rc < 0)
+        goto out;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    pthread_mutex_lock(&p->mu);
+    for (uint32_t i = 0; i < nthreads; i++) {
+        if (pthread_create(&th[started], NULL, par_worker, p) != 0)
+            break;
+        started++;
+        p->running++;
+    }
+    if (started == 0) {
+        pthread_mutex_unlock(&p->mu);
+        rc = s3d_fail(S3D_ENOMEM, "cannot start a thread to write shards");
+        goto out_sync;
+    }
+    while (p->running > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        if (o->cancel != NULL && s3d_cancel_requested(o->cancel))
+            s3d_cancel_request(p->cancel);
+        if (o->progress != NULL && p->done_sum != told && !s3d_cancel_requested(p->cancel)) {
+            uint64_t d = p->done_sum;
+            int stop;
+            told = d;
+            pthread_mutex_unlock(&p->mu);
+            stop = o->progress(o->progress_user, d, acc->total);
+            pthread_mutex_lock(&p->mu);
+            if (stop)
+                s3d_cancel_request(p->cancel);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    /* The last count, which the loop may not have reported; a cancel here still stops the
+     * save before its index. */
+    if (!p->failed && o->progress != NULL && !s3d_cancel_requested(p->cancel) &&
+        o->progress(o->progress_user, p->done_sum, acc->total))
+        s3d_cancel_request(p->cancel);
+    if (p->failed)
+        rc = s3d_err_restore(&p->err);
+    else if (s3d_cancel_requested(p->cancel))
+        rc = s3d_fail(S3D_ECANCELED, "save canceled");
+out_sync:
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+out:
+    s3d_cancel_free(p->cancel);
+    free(p->done);
+    return rc;
+}
+
 int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
                            const char *uri, const struct s3d_tensor_src *t, size_t n,
                            const struct s3d_metadata_entry *meta, size_t n_meta,
@@ -308,8 +500,9 @@ int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct 
     struct s3d_dynbuf name, path, index;
     struct s3d_progress_acc acc = {.fn = o->progress, .user = o->progress_user};
     struct s3d_write_options so = *o;
-    uint32_t nshards = 0;
+    uint32_t nshards = 0, nthreads = 0;
     uint64_t acc_bytes = 0, total = 0;
+    char **uris = NULL;
     char generation[33], token[S3D_ST_SHARD_TOKEN_LEN + 1];
     int rc = 0;
 
@@ -345,19 +538,58 @@ int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct 
     acc.total = total;
     so.progress = o->progress ? s3d_progress_acc_cb : NULL;
     so.progress_user = &acc;
-    for (uint32_t k = 0; k < nshards; k++) {
-        size_t cnt = first[k + 1] - first[k];
-        rc = s3d_st_shard_resolve(uri, mine.v[k], &path);
+    if (strncmp(uri, "s3://", 5) == 0 && nshards > 1 &&
+        (nthreads = par_threads(c, pool, nshards, o->max_shard_size)) > 1) {
+        struct par p = {.c = c,
+                        .dev = dev,
+                        .pool = pool,
+                        .t = t,
+                        .first = first,
+                        .nshards = nshards,
+                        .meta = meta,
+                        .n_meta = n_meta,
+                        .generation = generation,
+                        .so = *o};
+        uris = s3d_calloc(nshards, sizeof(*uris));
+        if (uris == NULL) {
+            rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+            goto out;
+        }
+        for (uint32_t k = 0; k < nshards; k++) {
+            rc = s3d_st_shard_resolve(uri, mine.v[k], &path);
+            if (rc < 0)
+                goto fail_shards;
+            uris[k] = s3d_strdup(path.data);
+            if (uris[k] == NULL) {
+                rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+                goto fail_shards;
+            }
+        }
+        p.uris = (const char *const *)uris;
+        S3D_DEBUG("%s: %u shards, %u at once", uri, nshards, nthreads);
+        rc = par_write(&p, nthreads, o, &acc);
         if (rc < 0)
             goto fail_shards;
-        rc = s3d_ckpt_write_one(c, dev, pool, path.data, t + first[k], cnt, meta, n_meta,
-                                generation, &so);
-        if (rc < 0)
-            goto fail_shards;
-        for (size_t i = first[k]; i < first[k + 1]; i++) {
-            names[i] = t[i].name;
-            shard_of[i] = mine.v[k];
-            acc.base += t[i].nbytes;
+        for (uint32_t k = 0; k < nshards; k++)
+            for (size_t i = first[k]; i < first[k + 1]; i++) {
+                names[i] = t[i].name;
+                shard_of[i] = mine.v[k];
+            }
+    } else {
+        for (uint32_t k = 0; k < nshards; k++) {
+            size_t cnt = first[k + 1] - first[k];
+            rc = s3d_st_shard_resolve(uri, mine.v[k], &path);
+            if (rc < 0)
+                goto fail_shards;
+            rc = s3d_ckpt_write_one(c, dev, pool, path.data, t + first[k], cnt, meta, n_meta,
+                                    generation, &so);
+            if (rc < 0)
+                goto fail_shards;
+            for (size_t i = first[k]; i < first[k + 1]; i++) {
+                names[i] = t[i].name;
+                shard_of[i] = mine.v[k];
+                acc.base += t[i].nbytes;
+            }
         }
     }
     rc = s3d_st_index_build(names, shard_of, n, total, generation, &index);
@@ -393,6 +625,10 @@ fail_shards : {
     free(err);
 }
 out:
+    if (uris != NULL)
+        for (uint32_t k = 0; k < nshards; k++)
+            free(uris[k]);
+    free(uris);
     names_free(&mine);
     names_free(&old);
     free(first);
