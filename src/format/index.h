@@ -1,7 +1,8 @@
 /* index.h - the index of a sharded safetensors checkpoint, as Hugging Face writes it:
  *   NAME.safetensors.index.json =
  *     {"metadata": {"total_size": N, ...}, "weight_map": {"tensor": "shard file", ...}}
- * beside shards NAME-00001-of-0000K.safetensors.
+ * beside shards NAME-00001-of-0000K.safetensors (s3direct: NAME-TOKEN-00001-of-0000K, a token
+ * per save, so that a save never overwrites the shards of the index in place).
  *
  * Pure (no I/O), no global state, any thread. Depends only on src/common.
  *
