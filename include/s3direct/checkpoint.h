@@ -176,9 +176,10 @@ struct s3d_write_options {
     void *progress_user;
     struct s3d_cancel *cancel;
     uint64_t max_shard_size; /* 0: one object. Otherwise uri must end in
-                                ".safetensors.index.json"; shards NAME-0000i-of-0000N
-                                .safetensors are written beside it, each holding at most this
-                                many data bytes (a larger tensor gets a shard of its own) */
+                                ".safetensors.index.json"; shards NAME-TOKEN-0000i-of-0000N
+                                .safetensors (TOKEN: 16 hex digits, new for each save) are
+                                written beside it, each holding at most this many data bytes
+                                (a larger tensor gets a shard of its own) */
     int32_t no_checksum;     /* 1: store no per-tensor CRC32C */
     int32_t file_io;         /* enum s3d_file_io */
     uint64_t cuda_stream;    /* CUstream that produced the device tensors (0 = legacy default
@@ -191,9 +192,11 @@ struct s3d_write_options {
 
 /* Writes tensors and metadata as a safetensors checkpoint. Tensors are laid out in the order
  * given. Atomic: on S3 each object appears only when complete (a multipart upload is aborted
- * on failure) and the index is written after all shards; for files, each is written under a
- * temporary name in the same folder, fsynced, and renamed. On failure the previous checkpoint
- * at uri is left as it was. */
+ * on failure); for files, each is written under a temporary name in the same folder,
+ * fsynced, and renamed. Sharded: the shards go under names of this save's own (several at
+ * once to S3), the index replaces the old one last, and only then are the old checkpoint's
+ * shards removed (docs/internals/checkpoint.md, "Shards"). On failure the previous checkpoint
+ * at uri is left as it was; of two saves at once, the last index written wins, whole. */
 S3D_API int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
                                  const struct s3d_tensor_src *tensors, size_t n,
                                  const struct s3d_metadata_entry *metadata, size_t n_metadata,

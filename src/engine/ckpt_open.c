@@ -59,10 +59,8 @@ static int file_pread_all(int fd, const char *path, void *buf, uint64_t len, uin
     return 0;
 }
 
-/* Reads the whole small object or file at loc (at most cap bytes) into *out (malloc'ed,
- * NUL-terminated). Used for index files. */
-static int read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t cap, char **out,
-                      size_t *out_len)
+int s3d_ckpt_read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t cap, char **out,
+                        size_t *out_len)
 {
     struct s3d_object_info info;
     uint64_t size, got = 0;
@@ -366,7 +364,7 @@ static int open_index(struct s3d_reader *r, const struct s3d_loc *loc)
     int rc;
 
     s3d_dynbuf_init(&path, 8192);
-    rc = read_small(r->client, loc, S3D_ST_INDEX_MAX, &json, &len);
+    rc = s3d_ckpt_read_small(r->client, loc, S3D_ST_INDEX_MAX, &json, &len);
     if (rc < 0)
         goto fail;
     rc = s3d_st_index_parse(json, len, 0, &ix);

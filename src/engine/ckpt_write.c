@@ -27,10 +27,7 @@
  * patched. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/compiler.h"
@@ -40,6 +37,7 @@
 #include "common/opts.h"
 #include "device/device.h"
 #include "engine/ckpt_common.h"
+#include "engine/ckpt_write.h"
 #include "engine/client_impl.h"
 #include "engine/fileio.h"
 #include "engine/part_size.h"
@@ -580,10 +578,10 @@ out:
 
 /* Writes tensors t[0..n) with the metadata as one safetensors object or file at uri;
  * generation (NULL for a lone object) is the id of the sharded save this shard belongs to. */
-static int write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
-                     const char *uri, const struct s3d_tensor_src *t, size_t n,
-                     const struct s3d_metadata_entry *meta, size_t n_meta, const char *generation,
-                     const struct s3d_write_options *o)
+int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
+                       const char *uri, const struct s3d_tensor_src *t, size_t n,
+                       const struct s3d_metadata_entry *meta, size_t n_meta, const char *generation,
+                       const struct s3d_write_options *o)
 {
     struct shard_writer w;
     struct s3d_dynbuf hdr;
@@ -645,8 +643,8 @@ out:
 }
 
 /* Writes a small host buffer (the index) atomically. */
-static int write_small(struct s3d_client *c, struct s3d_device *dev, const char *uri,
-                       const char *data, size_t len, const struct s3d_write_options *o)
+int s3d_ckpt_write_small(struct s3d_client *c, struct s3d_device *dev, const char *uri,
+                         const char *data, size_t len, const struct s3d_write_options *o)
 {
     struct s3d_loc loc;
     int rc = s3d_loc_parse(uri, &loc);
@@ -673,120 +671,6 @@ static int write_small(struct s3d_client *c, struct s3d_device *dev, const char 
         s3d_file_writer_free(fw);
         return rc;
     }
-}
-
-/* A fresh id for one sharded save: 128 random bits as 32 hex digits. Uniqueness is all that
- * matters (it tells this save's shards from another's), so if the kernel has no entropy to
- * give, time, pid and a counter stand in. */
-static void new_generation(char out[33])
-{
-    static const char hex[] = "0123456789abcdef";
-    static unsigned counter;
-    uint8_t b[16];
-    if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
-        struct timespec ts;
-        uint64_t x[2];
-        clock_gettime(CLOCK_REALTIME, &ts);
-        x[0] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-        x[1] = ((uint64_t)getpid() << 32) ^ __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-        memcpy(b, x, sizeof(b));
-    }
-    for (int i = 0; i < 16; i++) {
-        out[2 * i] = hex[b[i] >> 4];
-        out[2 * i + 1] = hex[b[i] & 0xF];
-    }
-    out[32] = '\0';
-}
-
-/* Shards first, the index last. Every shard and the index carry one generation id (index.h),
- * so an index never vouches for shards of another save: a save that dies after replacing
- * some shards leaves a checkpoint the reader refuses instead of a mix of two saves. */
-static int write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
-                         const char *uri, const struct s3d_tensor_src *t, size_t n,
-                         const struct s3d_metadata_entry *meta, size_t n_meta,
-                         const struct s3d_write_options *o)
-{
-    size_t *first =
-        s3d_calloc(n + 1, sizeof(*first)); /* shard k = tensors [first[k], first[k+1]) */
-    const char **names = s3d_calloc(n, sizeof(*names));
-    const char **shard_of = s3d_calloc(n, sizeof(*shard_of));
-    char **shard_names = NULL;
-    struct s3d_dynbuf name, path, index;
-    struct s3d_progress_acc acc = {.fn = o->progress, .user = o->progress_user};
-    struct s3d_write_options so = *o;
-    uint32_t nshards = 0;
-    uint64_t acc_bytes = 0, total = 0;
-    char generation[33];
-    int rc = 0;
-
-    new_generation(generation);
-    s3d_dynbuf_init(&name, 4096);
-    s3d_dynbuf_init(&path, 8192);
-    s3d_dynbuf_init(&index, S3D_ST_INDEX_MAX);
-    if (first == NULL || names == NULL || shard_of == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
-        goto out;
-    }
-    /* Greedy, in order: a shard closes when the next tensor would push it over the limit;
-     * a tensor bigger than the limit gets a shard of its own. */
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 || (acc_bytes > 0 && acc_bytes + t[i].nbytes > o->max_shard_size)) {
-            first[nshards++] = i;
-            acc_bytes = 0;
-        }
-        acc_bytes += t[i].nbytes;
-        total += t[i].nbytes;
-    }
-    if (n == 0)
-        first[nshards++] = 0;
-    first[nshards] = n;
-    shard_names = s3d_calloc(nshards, sizeof(*shard_names));
-    if (shard_names == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
-        goto out;
-    }
-    acc.total = total;
-    so.progress = o->progress ? s3d_progress_acc_cb : NULL;
-    so.progress_user = &acc;
-    for (uint32_t k = 0; k < nshards; k++) {
-        size_t cnt = first[k + 1] - first[k];
-        rc = s3d_st_shard_name(uri, k + 1, nshards, &name);
-        if (rc < 0)
-            goto out;
-        rc = s3d_st_shard_resolve(uri, name.data, &path);
-        if (rc < 0)
-            goto out;
-        shard_names[k] = s3d_strdup(name.data);
-        if (shard_names[k] == NULL) {
-            rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
-            goto out;
-        }
-        rc = write_one(c, dev, pool, path.data, t + first[k], cnt, meta, n_meta, generation, &so);
-        if (rc < 0)
-            goto out;
-        for (size_t i = first[k]; i < first[k + 1]; i++) {
-            names[i] = t[i].name;
-            shard_of[i] = shard_names[k];
-            acc.base += t[i].nbytes;
-        }
-    }
-    rc = s3d_st_index_build(names, shard_of, n, total, generation, &index);
-    if (rc < 0)
-        goto out;
-    /* Last: the index makes the new checkpoint visible. */
-    rc = write_small(c, dev, uri, index.data, index.len, o);
-out:
-    if (shard_names != NULL)
-        for (uint32_t k = 0; k < nshards; k++)
-            free(shard_names[k]);
-    free(shard_names);
-    free(first);
-    free(names);
-    free(shard_of);
-    s3d_dynbuf_free(&name);
-    s3d_dynbuf_free(&path);
-    s3d_dynbuf_free(&index);
-    return rc;
 }
 
 int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
@@ -845,6 +729,6 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
             return rc;
     }
     if (o.max_shard_size > 0)
-        return write_sharded(c, dev, pool, uri, tensors, n, metadata, n_metadata, &o);
-    return write_one(c, dev, pool, uri, tensors, n, metadata, n_metadata, NULL, &o);
+        return s3d_ckpt_write_sharded(c, dev, pool, uri, tensors, n, metadata, n_metadata, &o);
+    return s3d_ckpt_write_one(c, dev, pool, uri, tensors, n, metadata, n_metadata, NULL, &o);
 }

@@ -18,4 +18,5 @@ set(S3D_ENGINE_SOURCES
   src/engine/ckpt_open.c
   src/engine/ckpt_read.c
   src/engine/ckpt_write.c
+  src/engine/ckpt_shards.c
 )

@@ -291,10 +291,29 @@ nomem:
     goto fail;
 }
 
+/* The NAME of an index path: its last component without the suffix; 0 if it has none. */
+static int index_base(const char *index_path, const char **base, size_t *len)
+{
+    const char *slash = strrchr(index_path, '/');
+    size_t blen, slen = strlen(S3D_ST_INDEX_SUFFIX);
+    *base = slash != NULL ? slash + 1 : index_path;
+    blen = strlen(*base);
+    if (blen <= slen || strcmp(*base + blen - slen, S3D_ST_INDEX_SUFFIX) != 0)
+        return 0;
+    *len = blen - slen;
+    return 1;
+}
+
 int s3d_st_shard_name(const char *index_path, uint32_t i, uint32_t n, struct s3d_dynbuf *out)
 {
-    const char *base, *slash;
-    size_t blen, slen = strlen(S3D_ST_INDEX_SUFFIX);
+    return s3d_st_shard_name_tok(index_path, NULL, i, n, out);
+}
+
+int s3d_st_shard_name_tok(const char *index_path, const char *token, uint32_t i, uint32_t n,
+                          struct s3d_dynbuf *out)
+{
+    const char *base;
+    size_t blen;
     int rc;
 
     s3d_dynbuf_reset(out);
@@ -302,17 +321,71 @@ int s3d_st_shard_name(const char *index_path, uint32_t i, uint32_t n, struct s3d
         return s3d_fail(S3D_EINVAL, "index path is NULL");
     if (i == 0 || i > n)
         return s3d_fail(S3D_EINVAL, "shard number %" PRIu32 " is not in 1..%" PRIu32, i, n);
-    slash = strrchr(index_path, '/');
-    base = slash != NULL ? slash + 1 : index_path;
-    blen = strlen(base);
-    if (blen <= slen || strcmp(base + blen - slen, S3D_ST_INDEX_SUFFIX) != 0)
+    if (!index_base(index_path, &base, &blen))
         return s3d_fail(S3D_EINVAL, "\"%.*s\" is not NAME%s", SHOW(index_path),
                         S3D_ST_INDEX_SUFFIX);
-    rc = s3d_dynbuf_appendf(out, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".safetensors",
-                            (int)(blen - slen), base, i, n);
+    if (token != NULL) {
+        size_t tl = strlen(token);
+        if (tl != S3D_ST_SHARD_TOKEN_LEN || strspn(token, "0123456789abcdef") != tl)
+            return s3d_fail(S3D_EINVAL, "shard token \"%.*s\" is not %d lowercase hex digits",
+                            SHOW(token), S3D_ST_SHARD_TOKEN_LEN);
+        rc = s3d_dynbuf_appendf(out, "%.*s-%s-%05" PRIu32 "-of-%05" PRIu32 ".safetensors",
+                                (int)blen, base, token, i, n);
+    } else {
+        rc = s3d_dynbuf_appendf(out, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".safetensors", (int)blen,
+                                base, i, n);
+    }
     if (rc < 0)
         return s3d_fail(rc, "shard name for \"%.*s\": %s", SHOW(index_path), s3d_strerror(rc));
     return 0;
+}
+
+/* Length of the run of decimal digits at s (at most max). */
+static size_t digits(const char *s, size_t max)
+{
+    size_t k = 0;
+    while (k < max && s[k] >= '0' && s[k] <= '9')
+        k++;
+    return k;
+}
+
+int s3d_st_shard_name_match(const char *index_path, const char *name, size_t len)
+{
+    static const char ext[] = ".safetensors";
+    const char *base, *p, *end = name + len;
+    size_t blen, k;
+    int tokened = 0;
+
+    if (index_path == NULL || name == NULL || !index_base(index_path, &base, &blen))
+        return 0;
+    if (len < blen + 1 || memcmp(name, base, blen) != 0 || name[blen] != '-')
+        return 0;
+    p = name + blen + 1;
+    /* NAME-TOKEN-: 16 hex digits then '-', unless these are the shard number's digits. */
+    if ((size_t)(end - p) > S3D_ST_SHARD_TOKEN_LEN && p[S3D_ST_SHARD_TOKEN_LEN] == '-') {
+        size_t h = 0;
+        while (h < S3D_ST_SHARD_TOKEN_LEN &&
+               ((p[h] >= '0' && p[h] <= '9') || (p[h] >= 'a' && p[h] <= 'f')))
+            h++;
+        if (h == S3D_ST_SHARD_TOKEN_LEN) {
+            p += S3D_ST_SHARD_TOKEN_LEN + 1;
+            tokened = 1;
+        }
+    }
+    k = digits(p, (size_t)(end - p));
+    if (k < 5)
+        return 0;
+    p += k;
+    if ((size_t)(end - p) < 4 || memcmp(p, "-of-", 4) != 0)
+        return 0;
+    p += 4;
+    k = digits(p, (size_t)(end - p));
+    if (k < 5)
+        return 0;
+    p += k;
+    if ((size_t)(end - p) != sizeof(ext) - 1 || memcmp(p, ext, sizeof(ext) - 1) != 0)
+        return 0;
+    return tokened ? 2 : 1;
 }
 
 int s3d_st_shard_resolve(const char *index_uri, const char *shard, struct s3d_dynbuf *out)

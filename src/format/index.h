@@ -1,7 +1,8 @@
 /* index.h - the index of a sharded safetensors checkpoint, as Hugging Face writes it:
  *   NAME.safetensors.index.json =
  *     {"metadata": {"total_size": N, ...}, "weight_map": {"tensor": "shard file", ...}}
- * beside shards NAME-00001-of-0000K.safetensors.
+ * beside shards NAME-00001-of-0000K.safetensors (s3direct: NAME-TOKEN-00001-of-0000K, a token
+ * per save, so that a save never overwrites the shards of the index in place).
  *
  * Pure (no I/O), no global state, any thread. Depends only on src/common.
  *
@@ -80,6 +81,22 @@ S3D_NODISCARD int s3d_st_index_build(const char *const *tensors, const char *con
  * (no such suffix, empty NAME, i == 0, i > n), S3D_ENOMEM. */
 S3D_NODISCARD int s3d_st_shard_name(const char *index_path, uint32_t i, uint32_t n,
                                     struct s3d_dynbuf *out);
+
+/* Hex digits of the per-save token in the shard names s3direct writes. */
+#define S3D_ST_SHARD_TOKEN_LEN 16
+
+/* As s3d_st_shard_name, with the save's token (S3D_ST_SHARD_TOKEN_LEN lowercase hex digits)
+ * between NAME and the numbers: "model-0123456789abcdef-00002-of-00003.safetensors". Each
+ * save writes its shards under names of its own, so it never overwrites the shards that the
+ * index in place (or a concurrent save) refers to. token NULL: the plain name. S3D_EINVAL
+ * also for a token of the wrong form. */
+S3D_NODISCARD int s3d_st_shard_name_tok(const char *index_path, const char *token, uint32_t i,
+                                        uint32_t n, struct s3d_dynbuf *out);
+
+/* Whether name[0..len) (a bare file name) is a shard name of the index at index_path, as
+ * s3d_st_shard_name(_tok) forms them (numbers of 5 or more digits, not checked against each
+ * other): 2 with a token, 1 without, 0 if not. */
+int s3d_st_shard_name_match(const char *index_path, const char *name, size_t len);
 
 /* Resolves shard (a name from the index) against the index's location: everything up to and
  * including the last '/' of index_uri, then shard. "s3://b/p/x.index.json" + "s-1.st" ->

@@ -189,7 +189,7 @@ int main(void)
         CHECK_OK(s3d_reader_open(c, idx, &r));
         CHECK(s3d_reader_num_shards(r) > 3);
         CHECK_OK(s3d_reader_shard(r, 0, &uri, NULL, NULL));
-        CHECK(strstr(uri, "sharded-00001-of-") != NULL);
+        CHECK(strstr(uri, "/sharded-") != NULL && strstr(uri, "-00001-of-") != NULL);
         CHECK_OK(s3d_reader_tensor(r, s3d_reader_num_tensors(r) - 1, &info));
         CHECK(info.shard == s3d_reader_num_shards(r) - 1);
         CHECK_STREQ(s3d_reader_metadata_get(r, "format"), "pt");

@@ -183,11 +183,13 @@ int main(void)
         for (size_t i = 0; i < ns; i++) {
             CHECK_OK(s3d_reader_shard(r, i, &suri, NULL, NULL));
             CHECK(strstr(suri, "many/model-") != NULL);
+            /* The keys of shards 4 and N (the names carry the save's token). */
+            if (i == 3 || i == ns - 1)
+                snprintf(i == 3 ? first : last, sizeof(first), "%s",
+                         suri + strlen("s3://") + strlen(bucket) + 1);
         }
         s3d_reader_close(r);
         r = NULL;
-        snprintf(first, sizeof(first), "many/model-00004-of-%05zu.safetensors", ns);
-        snprintf(last, sizeof(last), "many/model-%05zu-of-%05zu.safetensors", ns, ns);
         CHECK_OK(s3d_delete_object(c, bucket, last));
         CHECK_OK(s3d_delete_object(c, bucket, first));
         for (int k = 0; k < 5; k++) {

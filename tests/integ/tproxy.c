@@ -28,6 +28,7 @@ struct conn {
     uint64_t body_left;
     int kill_response;
     int swallow; /* the current request is answered by the proxy */
+    int waiting; /* a request head went to the server and no response byte came back yet */
 };
 
 struct tproxy {
@@ -44,6 +45,7 @@ struct tproxy {
     atomic_int response_cut_armed;
     atomic_int failed_armed;
     atomic_llong s2c, c2s;
+    atomic_int in_flight, peak_in_flight;
     pthread_mutex_t mu;
     char *log;
     size_t log_len, log_cap;
@@ -152,6 +154,14 @@ static void parse_c2s(struct conn *c, const char *d, size_t n, char *out, size_t
             if (!c->swallow) {
                 memcpy(out + *out_len, c->hdr, c->hdr_len);
                 *out_len += c->hdr_len;
+                if (!c->waiting) {
+                    int now = atomic_fetch_add(&c->p->in_flight, 1) + 1, peak;
+                    c->waiting = 1;
+                    peak = atomic_load(&c->p->peak_in_flight);
+                    while (now > peak &&
+                           !atomic_compare_exchange_weak(&c->p->peak_in_flight, &peak, now)) {
+                    }
+                }
             } else if (c->body_left == 0) {
                 c->swallow = 0;
                 fake_500(c);
@@ -225,7 +235,12 @@ static void *conn_main(void *arg)
                 if (p->o.delay_us > 0)
                     usleep((useconds_t)p->o.delay_us);
                 continue;
-            } else if (c->kill_response) {
+            }
+            if (c->waiting) {
+                c->waiting = 0;
+                atomic_fetch_sub(&p->in_flight, 1);
+            }
+            if (c->kill_response) {
                 /* Let the status line through, then reset: the client has seen a response
                  * start (so libcurl does not resend on its own) but never gets it. */
                 c->kill_response = 0;
@@ -261,6 +276,10 @@ static void *conn_main(void *arg)
         }
     }
 cut:
+    if (c->waiting) {
+        c->waiting = 0;
+        atomic_fetch_sub(&p->in_flight, 1);
+    }
     /* A hard reset, as a dying server or middlebox would do: close with linger 0 sends RST
      * at once, whichever way the client was sending. */
     {
@@ -274,6 +293,10 @@ cut:
         return NULL;
     }
 done:
+    if (c->waiting) {
+        c->waiting = 0;
+        atomic_fetch_sub(&p->in_flight, 1);
+    }
     shutdown(c->cfd, SHUT_RDWR);
     shutdown(c->sfd, SHUT_RDWR);
     free(buf);
@@ -358,6 +381,11 @@ const char *tproxy_url(const struct tproxy *p)
 int tproxy_cuts(struct tproxy *p)
 {
     return atomic_load(&p->cuts);
+}
+
+int tproxy_peak_in_flight(struct tproxy *p)
+{
+    return atomic_load(&p->peak_in_flight);
 }
 
 int tproxy_connections(struct tproxy *p)

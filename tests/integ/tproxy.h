@@ -41,6 +41,9 @@ int tproxy_failed_requests(struct tproxy *p);
 int tproxy_cuts(struct tproxy *p);
 /* Client connections accepted so far. */
 int tproxy_connections(struct tproxy *p);
+/* The most requests in flight at once so far: a request counts from its head going to the
+ * server until the first byte of its response comes back. */
+int tproxy_peak_in_flight(struct tproxy *p);
 /* Stalls so far (0 or 1). */
 int tproxy_stalls(struct tproxy *p);
 /* The log so far: one line per request ("PUT /b/k?partNumber=1&uploadId=..." then, when

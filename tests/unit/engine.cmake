@@ -6,6 +6,8 @@ s3d_test(test_ckpt_replaced_local integ/test_ckpt_replaced_local.c integ/ckpt_ut
 s3d_test(test_ckpt_header_crc integ/test_ckpt_header_crc.c integ/ckpt_util.c)
 s3d_test(test_ckpt_s3 integ/test_ckpt_s3.c integ/ckpt_util.c)
 s3d_test(test_ckpt_overwrite integ/test_ckpt_overwrite.c)
+s3d_test(test_ckpt_concurrent integ/test_ckpt_concurrent.c)
+s3d_test(test_ckpt_shards_parallel integ/test_ckpt_shards_parallel.c integ/tproxy.c integ/ckpt_util.c)
 s3d_test(test_ckpt_rss integ/test_ckpt_rss.c integ/ckpt_util.c)
 s3d_test(test_ckpt_many integ/test_ckpt_many.c integ/ckpt_util.c)
 # Readers and upload streams keep their client alive past s3d_client_free.

@@ -177,6 +177,45 @@ static void test_names(void)
     CHECK_ERR(s3d_st_shard_name("m.safetensors.index.json", 0, 2, &b), S3D_EINVAL);
     CHECK_ERR(s3d_st_shard_name("m.safetensors.index.json", 3, 2, &b), S3D_EINVAL);
 
+    /* A save's own names: the token between NAME and the numbers. */
+    CHECK_OK(s3d_st_shard_name_tok("s3://b/p/model.safetensors.index.json", "0123456789abcdef", 2,
+                                   3, &b));
+    CHECK_STREQ(b.data, "model-0123456789abcdef-00002-of-00003.safetensors");
+    CHECK_ERR(s3d_st_shard_name_tok("m.safetensors.index.json", "0123456789ABCDEF", 1, 2, &b),
+              S3D_EINVAL);
+    CHECK_ERR(s3d_st_shard_name_tok("m.safetensors.index.json", "0123", 1, 2, &b), S3D_EINVAL);
+
+    /* Which names are this index's shards (the ones a save may remove), table-driven. */
+    {
+        static const struct {
+            const char *name;
+            int want;
+        } t[] = {
+            {"model-00001-of-00002.safetensors", 1},
+            {"model-0123456789abcdef-00001-of-00002.safetensors", 2},
+            {"model-0123456789abcdef-00012-of-123456.safetensors", 2},
+            {"model-1234567890123456-00001-of-00002.safetensors", 2},
+            {"model-00001-of-00002.safetensors.tmp", 0},
+            {"model-0001-of-00002.safetensors", 0},
+            {"model-0123456789abcdeF-00001-of-00002.safetensors", 0},
+            {"model-0123456789abcde-00001-of-00002.safetensors", 0},
+            {"model-0123456789abcdef-00001-of-00002", 0},
+            {"model.fp16-00001-of-00002.safetensors", 0},
+            {"other-00001-of-00002.safetensors", 0},
+            {"sub/model-00001-of-00002.safetensors", 0},
+            {"model-00001-of-00002.bin", 0},
+            {"model-", 0},
+            {"", 0},
+        };
+        for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+            int got = s3d_st_shard_name_match("s3://b/p/model.safetensors.index.json", t[i].name,
+                                              strlen(t[i].name));
+            if (got != t[i].want)
+                t_fail(__FILE__, __LINE__, "%s: %d, expected %d", t[i].name, got, t[i].want);
+        }
+        CHECK(s3d_st_shard_name_match("model.json", "model-00001-of-00002.safetensors", 32) == 0);
+    }
+
     CHECK_OK(s3d_st_shard_resolve("s3://bucket/ckpt/step-10/model.safetensors.index.json",
                                   "model-00001-of-00002.safetensors", &b));
     CHECK_STREQ(b.data, "s3://bucket/ckpt/step-10/model-00001-of-00002.safetensors");

@@ -1,0 +1,641 @@
+/* ckpt_shards.c - the sharded save: NAME.safetensors.index.json and its shards, written so
+ * that a reader always finds one whole checkpoint (docs/internals/checkpoint.md, "Shards").
+ *
+ * The protocol, for S3 and local folders alike:
+ *   1. Draw a generation id (128 random bits) and, from it, the save's token (16 hex digits).
+ *   2. Write every shard under a name of this save's own, NAME-TOKEN-0000K-of-0000N
+ *      .safetensors, each atomically (ckpt_write.c). Nothing that the index in place, or a
+ *      concurrent save, refers to is touched.
+ *   3. Read the index in place (if any) and remember the shards it names.
+ *   4. Write the new index, atomically (one PutObject; a temporary file renamed over the
+ *      path): the moment the new checkpoint replaces the old one, whole.
+ *   5. Remove the shards that the old index named (step 3), then stale shards of saves that
+ *      died (a name with a token that no index we saw names, older than the stale age).
+ *
+ * A crash before step 4 leaves the old index over its old shards, untouched; after it, the
+ * new index over the new shards. Two saves started together each write their own shards,
+ * and the index written last names only its own: the last writer wins, whole. A save removes
+ * only the shards of an index it read before replacing it, so it never removes those of the
+ * index that is in place after it (a later save's). Step 5 cannot tell a dead save's shards
+ * from those of a save still running, hence the age (S3D_STALE_SHARD_AGE seconds, a day by
+ * default): a save that runs longer than that beside another save of the same index may lose
+ * its early shards. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/compiler.h"
+#include "common/dynbuf.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/ckpt_common.h"
+#include "engine/ckpt_write.h"
+#include "engine/client_impl.h"
+#include "engine/conc.h"
+#include "engine/pool.h"
+#include "format/index.h"
+#include "format/safetensors.h"
+#include "s3direct/object.h"
+
+#define S3D_STALE_SHARD_AGE_DEFAULT (24 * 3600)
+/* The most shards of one save uploaded at once. */
+#define S3D_SHARD_THREADS_MAX 32
+
+/* A growable list of strings (shard names). */
+struct names {
+    char **v;
+    size_t n, cap;
+};
+
+static int names_push(struct names *l, const char *s, size_t len)
+{
+    char *d;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **v = s3d_reallocarray(l->v, cap, sizeof(*v));
+        if (v == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory listing shards");
+        l->v = v;
+        l->cap = cap;
+    }
+    d = malloc(len + 1);
+    if (d == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory listing shards");
+    memcpy(d, s, len);
+    d[len] = '\0';
+    l->v[l->n++] = d;
+    return 0;
+}
+
+static int names_has(const struct names *l, const char *s)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], s) == 0)
+            return 1;
+    return 0;
+}
+
+static void names_free(struct names *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof(*l));
+}
+
+/* Logs the calling thread's last error as a warning: cleanup after a save that succeeded
+ * never fails it. */
+static void warn_last(const char *what, const char *uri)
+{
+    struct s3d_error_info e;
+    memset(&e, 0, sizeof(e));
+    e.struct_size = sizeof(e);
+    s3d_error_get(&e);
+    S3D_WARN("%s: %s: %s", uri, what, e.message != NULL ? e.message : "");
+}
+
+/* A fresh id for one sharded save: 128 random bits as 32 hex digits, and the save's token:
+ * the two 64-bit halves XORed, as 16 hex digits. Uniqueness is all that matters (it tells
+ * this save's shards from another's), so if the kernel has no entropy to give, time, pid and
+ * a counter stand in. */
+static void new_generation(char gen[33], char token[S3D_ST_SHARD_TOKEN_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    static unsigned counter;
+    uint8_t b[16];
+    if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+        struct timespec ts;
+        uint64_t x[2];
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x[0] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        x[1] = ((uint64_t)getpid() << 32) ^ __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+        memcpy(b, x, sizeof(b));
+    }
+    for (int i = 0; i < 16; i++) {
+        gen[2 * i] = hex[b[i] >> 4];
+        gen[2 * i + 1] = hex[b[i] & 0xF];
+    }
+    gen[32] = '\0';
+    for (int i = 0; i < 8; i++) {
+        uint8_t x = b[i] ^ b[i + 8];
+        token[2 * i] = hex[x >> 4];
+        token[2 * i + 1] = hex[x & 0xF];
+    }
+    token[S3D_ST_SHARD_TOKEN_LEN] = '\0';
+}
+
+/* The shards that the index at uri names now, among the names s3direct (or Hugging Face)
+ * gives the shards of this index: those are the old checkpoint's, removed once the new index
+ * is in place. No index, or one that does not parse, gives none (nothing is removed). */
+static void previous_shards(struct s3d_client *c, const char *uri, struct names *out)
+{
+    struct s3d_st_index ix = {0};
+    struct s3d_loc loc;
+    char *json = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (s3d_loc_parse(uri, &loc) < 0)
+        return;
+    rc = s3d_ckpt_read_small(c, &loc, S3D_ST_INDEX_MAX, &json, &len);
+    if (rc < 0) {
+        if (rc != S3D_ENOSUCHKEY && rc != S3D_ENOENT)
+            warn_last("the index in place could not be read; its shards are kept", uri);
+        s3d_clear_error();
+        return;
+    }
+    if (s3d_st_index_parse(json, len, 0, &ix) < 0) {
+        warn_last("the index in place does not parse; its shards are kept", uri);
+        s3d_clear_error();
+        free(json);
+        return;
+    }
+    for (size_t i = 0; i < ix.n_shards; i++)
+        if (s3d_st_shard_name_match(uri, ix.shards[i], strlen(ix.shards[i])) &&
+            names_push(out, ix.shards[i], strlen(ix.shards[i])) < 0)
+            break;
+    s3d_st_index_free(&ix);
+    free(json);
+}
+
+/* Removes the shards l names beside the index at uri (best effort: a failure is logged). */
+static void remove_shards(struct s3d_client *c, const char *uri, const struct names *l)
+{
+    struct s3d_dynbuf path;
+    const char **keys = NULL;
+    char bucket[S3D_BUCKET_CAP] = "";
+    size_t nkeys = 0;
+    int is_s3 = strncmp(uri, "s3://", 5) == 0;
+
+    if (l->n == 0)
+        return;
+    s3d_dynbuf_init(&path, 8192);
+    if (is_s3 && (keys = s3d_calloc(l->n, sizeof(*keys))) == NULL) {
+        warn_last("old shards kept", uri);
+        goto out;
+    }
+    for (size_t i = 0; i < l->n; i++) {
+        struct s3d_loc loc;
+        if (s3d_st_shard_resolve(uri, l->v[i], &path) < 0 || s3d_loc_parse(path.data, &loc) < 0) {
+            warn_last("an old shard is kept", uri);
+            continue;
+        }
+        if (is_s3) {
+            if (nkeys == 0)
+                memcpy(bucket, loc.bucket, sizeof(bucket));
+            keys[nkeys] = s3d_strdup(loc.key);
+            if (keys[nkeys] != NULL)
+                nkeys++;
+        } else if (unlink(path.data) < 0 && errno != ENOENT) {
+            S3D_WARN("%s: removing old shard %s: %s", uri, path.data, strerror(errno));
+        } else {
+            S3D_DEBUG("%s: removed old shard %s", uri, path.data);
+        }
+    }
+    if (nkeys > 0 && s3d_delete_objects(c, bucket, keys, nkeys) < 0)
+        warn_last("removing old shards", uri);
+    else if (nkeys > 0)
+        S3D_DEBUG("%s: removed %zu old shards", uri, nkeys);
+out:
+    for (size_t i = 0; i < nkeys; i++)
+        free((void *)keys[i]);
+    free(keys);
+    s3d_dynbuf_free(&path);
+    s3d_clear_error();
+}
+
+/* Seconds a shard with a token that no index names must be old before a save removes it. */
+static int64_t stale_age(void)
+{
+    const char *v = getenv("S3D_STALE_SHARD_AGE");
+    char *end;
+    long long s;
+    if (v == NULL || *v == '\0')
+        return S3D_STALE_SHARD_AGE_DEFAULT;
+    errno = 0;
+    s = strtoll(v, &end, 10);
+    if (errno != 0 || *end != '\0' || s < 0)
+        return S3D_STALE_SHARD_AGE_DEFAULT;
+    return (int64_t)s;
+}
+
+struct sweep {
+    const char *uri;
+    const struct names *keep;
+    size_t dir_len; /* of the key's folder, '/' included */
+    int64_t now, age;
+    struct names *out;
+};
+
+/* A stale shard: a tokened name of this index that keep does not hold, old enough. */
+static int is_stale(const struct sweep *s, const char *name, int64_t mtime)
+{
+    return s3d_st_shard_name_match(s->uri, name, strlen(name)) == 2 && !names_has(s->keep, name) &&
+           s->now - mtime >= s->age;
+}
+
+static int sweep_s3_entry(void *user, const struct s3d_list_entry *e)
+{
+    struct sweep *s = user;
+    const char *name = e->key + s->dir_len;
+    if (e->is_prefix || strlen(e->key) <= s->dir_len)
+        return 0;
+    if (is_stale(s, name, e->last_modified) && names_push(s->out, name, strlen(name)) < 0)
+        return 1;
+    return 0;
+}
+
+/* Removes the shards of saves that died before their index (see the top). */
+static void sweep_stale(struct s3d_client *c, const char *uri, const struct names *keep)
+{
+    struct names stale = {0};
+    struct sweep s = {.uri = uri, .keep = keep, .out = &stale};
+    struct s3d_loc loc;
+    const char *base, *slash;
+
+    if (s3d_loc_parse(uri, &loc) < 0)
+        return;
+    s.now = (int64_t)time(NULL);
+    s.age = stale_age();
+    slash = strrchr(uri, '/');
+    base = slash != NULL ? slash + 1 : uri;
+    if (loc.is_s3) {
+        char prefix[S3D_KEY_CAP];
+        const char *kslash = strrchr(loc.key, '/');
+        s.dir_len = kslash != NULL ? (size_t)(kslash - loc.key) + 1 : 0;
+        /* NAME- in the index's folder: what every shard name of this index starts with. */
+        snprintf(prefix, sizeof(prefix), "%.*s%.*s-", (int)s.dir_len, loc.key,
+                 (int)(strlen(base) - strlen(S3D_ST_INDEX_SUFFIX)), base);
+        if (s3d_list_objects(c, loc.bucket, prefix, "/", sweep_s3_entry, &s) < 0)
+            warn_last("listing shards for stale ones", uri);
+    } else {
+        char *dir = slash != NULL ? s3d_strndup(uri, (size_t)(slash - uri) + 1) : s3d_strdup(".");
+        DIR *d = dir != NULL ? opendir(dir) : NULL;
+        struct dirent *de;
+        while (d != NULL && (de = readdir(d)) != NULL) {
+            struct stat st;
+            if (s3d_st_shard_name_match(uri, de->d_name, strlen(de->d_name)) != 2 ||
+                fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                continue;
+            if (is_stale(&s, de->d_name, (int64_t)st.st_mtime) &&
+                names_push(&stale, de->d_name, strlen(de->d_name)) < 0)
+                break;
+        }
+        if (d != NULL)
+            closedir(d);
+        free(dir);
+    }
+    if (stale.n > 0)
+        S3D_INFO("%s: removing %zu stale shards of saves that did not finish", uri, stale.n);
+    remove_shards(c, uri, &stale);
+    names_free(&stale);
+    s3d_clear_error();
+}
+
+/* ---- several shards at once (S3) ------------------------------------------------------ */
+
+/* Shards of one save uploaded by worker threads, each taking the next shard not yet taken.
+ * Their requests all count against the client's one concurrency budget (conc.h), so more
+ * shards in flight never means more requests than the engine's level (each transfer may
+ * always run one: hence no more threads than the level). The user's progress callback keeps
+ * to the calling thread (client.h): workers only add up bytes; the caller reports them and
+ * turns a non-zero answer, or the user's cancel token, into a cancel of every worker.
+ *
+ * Locking: mu guards next, done_sum, failed, running and the per-shard records; the workers
+ * signal cv when they finish a shard or its progress moves. */
+struct par {
+    struct s3d_client *c;
+    struct s3d_device *dev;
+    struct s3d_pool *pool;
+    const char *const *uris; /* per shard */
+    const struct s3d_tensor_src *t;
+    const size_t *first;
+    uint32_t nshards;
+    const struct s3d_metadata_entry *meta;
+    size_t n_meta;
+    const char *generation;
+    struct s3d_write_options so; /* progress and cancel replaced (below) */
+    struct s3d_cancel *cancel;   /* ours: set on the first failure, or the caller's cancel */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t next;
+    uint32_t running;
+    int failed;
+    uint32_t fail_shard;       /* the lowest failing shard; its error is the save's */
+    struct s3d_err_record err; /* of fail_shard */
+    uint64_t *done;            /* per shard: data bytes written */
+    uint64_t done_sum;
+};
+
+struct par_shard {
+    struct par *p;
+    uint32_t k;
+};
+
+static int par_progress(void *user, uint64_t done, uint64_t total)
+{
+    struct par_shard *ps = user;
+    struct par *p = ps->p;
+    (void)total;
+    pthread_mutex_lock(&p->mu);
+    if (done > p->done[ps->k]) {
+        p->done_sum += done - p->done[ps->k];
+        p->done[ps->k] = done;
+        pthread_cond_signal(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+static void *par_worker(void *arg)
+{
+    struct par *p = arg;
+    for (;;) {
+        struct par_shard ps = {.p = p};
+        struct s3d_write_options so = p->so;
+        uint32_t k;
+        int rc;
+        pthread_mutex_lock(&p->mu);
+        if (p->failed || p->next >= p->nshards) {
+            p->running--;
+            pthread_cond_signal(&p->cv);
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        k = p->next++;
+        pthread_mutex_unlock(&p->mu);
+        ps.k = k;
+        so.progress = par_progress;
+        so.progress_user = &ps;
+        so.cancel = p->cancel;
+        rc = s3d_ckpt_write_one(p->c, p->dev, p->pool, p->uris[k], p->t + p->first[k],
+                                p->first[k + 1] - p->first[k], p->meta, p->n_meta, p->generation,
+                                &so);
+        pthread_mutex_lock(&p->mu);
+        if (rc < 0 && (!p->failed || k < p->fail_shard)) {
+            /* A shard that fails because another failed first is canceled: keep the first. */
+            if (!p->failed || rc != S3D_ECANCELED) {
+                s3d_err_save(&p->err, rc);
+                p->fail_shard = k;
+            }
+            p->failed = 1;
+            s3d_cancel_request(p->cancel);
+        }
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* How many shards to upload at once: no more than the shards, the client's concurrency
+ * level, and, when device tensors are staged, what the pool holds for every shard's worst
+ * case at once (a part held back and two in flight per shard, or one whole small object). */
+static uint32_t par_threads(struct s3d_client *c, struct s3d_pool *pool, uint32_t nshards,
+                            uint64_t max_shard)
+{
+    uint32_t k = S3D_MIN(nshards, (uint32_t)S3D_SHARD_THREADS_MAX);
+    k = S3D_MIN(k, S3D_MAX(1u, s3d_conc_level(&c->conc)));
+    if (pool != NULL) {
+        uint64_t cs = s3d_pool_chunk_size(pool);
+        uint64_t part = (c->part_size + cs - 1) / cs;
+        uint64_t whole = (S3D_MIN(max_shard + (1u << 20), c->multipart_threshold) + cs - 1) / cs;
+        uint64_t need = S3D_MAX(2 * part + 1, whole);
+        k = (uint32_t)S3D_MIN((uint64_t)k, S3D_MAX(1u, s3d_pool_chunk_count(pool) / need));
+    }
+    return k;
+}
+
+/* Writes shards [0, nshards) to uris with nthreads workers; 0 or the first failing shard's
+ * error. Progress (acc, the user's) is reported on this thread. */
+static int par_write(struct par *p, uint32_t nthreads, const struct s3d_write_options *o,
+                     struct s3d_progress_acc *acc)
+{
+    pthread_t th[S3D_SHARD_THREADS_MAX];
+    uint32_t started = 0;
+    uint64_t told = 0;
+    int rc = 0;
+
+    p->done = s3d_calloc(p->nshards, sizeof(*p->done));
+    if (p->done == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory for %u shards", p->nshards);
+    rc = s3d_cancel_new(&p->cancel);
+    if (rc < 0)
+        goto out;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    pthread_mutex_lock(&p->mu);
+    for (uint32_t i = 0; i < nthreads; i++) {
+        if (pthread_create(&th[started], NULL, par_worker, p) != 0)
+            break;
+        started++;
+        p->running++;
+    }
+    if (started == 0) {
+        pthread_mutex_unlock(&p->mu);
+        rc = s3d_fail(S3D_ENOMEM, "cannot start a thread to write shards");
+        goto out_sync;
+    }
+    while (p->running > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        if (o->cancel != NULL && s3d_cancel_requested(o->cancel))
+            s3d_cancel_request(p->cancel);
+        if (o->progress != NULL && p->done_sum != told && !s3d_cancel_requested(p->cancel)) {
+            uint64_t d = p->done_sum;
+            int stop;
+            told = d;
+            pthread_mutex_unlock(&p->mu);
+            stop = o->progress(o->progress_user, d, acc->total);
+            pthread_mutex_lock(&p->mu);
+            if (stop)
+                s3d_cancel_request(p->cancel);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    /* The last count, which the loop may not have reported; a cancel here still stops the
+     * save before its index. */
+    if (!p->failed && o->progress != NULL && !s3d_cancel_requested(p->cancel) &&
+        o->progress(o->progress_user, p->done_sum, acc->total))
+        s3d_cancel_request(p->cancel);
+    if (p->failed)
+        rc = s3d_err_restore(&p->err);
+    else if (s3d_cancel_requested(p->cancel))
+        rc = s3d_fail(S3D_ECANCELED, "save canceled");
+out_sync:
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+out:
+    s3d_cancel_free(p->cancel);
+    free(p->done);
+    return rc;
+}
+
+int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
+                           const char *uri, const struct s3d_tensor_src *t, size_t n,
+                           const struct s3d_metadata_entry *meta, size_t n_meta,
+                           const struct s3d_write_options *o)
+{
+    size_t *first =
+        s3d_calloc(n + 1, sizeof(*first)); /* shard k = tensors [first[k], first[k+1]) */
+    const char **names = s3d_calloc(n, sizeof(*names));
+    const char **shard_of = s3d_calloc(n, sizeof(*shard_of));
+    struct names mine = {0}, old = {0};
+    struct s3d_dynbuf name, path, index;
+    struct s3d_progress_acc acc = {.fn = o->progress, .user = o->progress_user};
+    struct s3d_write_options so = *o;
+    uint32_t nshards = 0, nthreads = 0;
+    uint64_t acc_bytes = 0, total = 0;
+    char **uris = NULL;
+    char generation[33], token[S3D_ST_SHARD_TOKEN_LEN + 1];
+    int rc = 0;
+
+    new_generation(generation, token);
+    s3d_dynbuf_init(&name, 4096);
+    s3d_dynbuf_init(&path, 8192);
+    s3d_dynbuf_init(&index, S3D_ST_INDEX_MAX);
+    if (first == NULL || names == NULL || shard_of == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+        goto out;
+    }
+    /* Greedy, in order: a shard closes when the next tensor would push it over the limit;
+     * a tensor bigger than the limit gets a shard of its own. */
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || (acc_bytes > 0 && acc_bytes + t[i].nbytes > o->max_shard_size)) {
+            first[nshards++] = i;
+            acc_bytes = 0;
+        }
+        acc_bytes += t[i].nbytes;
+        total += t[i].nbytes;
+    }
+    if (n == 0)
+        first[nshards++] = 0;
+    first[nshards] = n;
+    for (uint32_t k = 0; k < nshards; k++) {
+        rc = s3d_st_shard_name_tok(uri, token, k + 1, nshards, &name);
+        if (rc < 0)
+            goto out;
+        rc = names_push(&mine, name.data, name.len);
+        if (rc < 0)
+            goto out;
+    }
+    acc.total = total;
+    so.progress = o->progress ? s3d_progress_acc_cb : NULL;
+    so.progress_user = &acc;
+    if (strncmp(uri, "s3://", 5) == 0 && nshards > 1 &&
+        (nthreads = par_threads(c, pool, nshards, o->max_shard_size)) > 1) {
+        struct par p = {.c = c,
+                        .dev = dev,
+                        .pool = pool,
+                        .t = t,
+                        .first = first,
+                        .nshards = nshards,
+                        .meta = meta,
+                        .n_meta = n_meta,
+                        .generation = generation,
+                        .so = *o};
+        uris = s3d_calloc(nshards, sizeof(*uris));
+        if (uris == NULL) {
+            rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+            goto out;
+        }
+        for (uint32_t k = 0; k < nshards; k++) {
+            rc = s3d_st_shard_resolve(uri, mine.v[k], &path);
+            if (rc < 0)
+                goto fail_shards;
+            uris[k] = s3d_strdup(path.data);
+            if (uris[k] == NULL) {
+                rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+                goto fail_shards;
+            }
+        }
+        p.uris = (const char *const *)uris;
+        S3D_DEBUG("%s: %u shards, %u at once", uri, nshards, nthreads);
+        rc = par_write(&p, nthreads, o, &acc);
+        if (rc < 0)
+            goto fail_shards;
+        for (uint32_t k = 0; k < nshards; k++)
+            for (size_t i = first[k]; i < first[k + 1]; i++) {
+                names[i] = t[i].name;
+                shard_of[i] = mine.v[k];
+            }
+    } else {
+        for (uint32_t k = 0; k < nshards; k++) {
+            size_t cnt = first[k + 1] - first[k];
+            rc = s3d_st_shard_resolve(uri, mine.v[k], &path);
+            if (rc < 0)
+                goto fail_shards;
+            rc = s3d_ckpt_write_one(c, dev, pool, path.data, t + first[k], cnt, meta, n_meta,
+                                    generation, &so);
+            if (rc < 0)
+                goto fail_shards;
+            for (size_t i = first[k]; i < first[k + 1]; i++) {
+                names[i] = t[i].name;
+                shard_of[i] = mine.v[k];
+                acc.base += t[i].nbytes;
+            }
+        }
+    }
+    rc = s3d_st_index_build(names, shard_of, n, total, generation, &index);
+    if (rc < 0)
+        goto fail_shards;
+    previous_shards(c, uri, &old);
+    /* The new checkpoint replaces the old one here, whole. A failure leaves this save's shards
+     * (the index may have reached the server although the answer did not: they are not
+     * removed); a later save sweeps them when stale. */
+    rc = s3d_ckpt_write_small(c, dev, uri, index.data, index.len, o);
+    if (rc < 0)
+        goto out;
+    for (size_t i = 0; i < old.n;) {
+        if (names_has(&mine, old.v[i])) { /* cannot be (the token is new); never remove it */
+            free(old.v[i]);
+            old.v[i] = old.v[--old.n];
+        } else {
+            i++;
+        }
+    }
+    remove_shards(c, uri, &old);
+    sweep_stale(c, uri, &mine);
+    goto out;
+
+fail_shards : {
+    /* No index names this save's shards: remove those written, keeping the error. */
+    struct s3d_err_record *err = malloc(sizeof(*err));
+    if (err != NULL)
+        s3d_err_save(err, rc);
+    remove_shards(c, uri, &mine);
+    if (err != NULL)
+        rc = s3d_err_restore(err);
+    free(err);
+}
+out:
+    if (uris != NULL)
+        for (uint32_t k = 0; k < nshards; k++)
+            free(uris[k]);
+    free(uris);
+    names_free(&mine);
+    names_free(&old);
+    free(first);
+    free(names);
+    free(shard_of);
+    s3d_dynbuf_free(&name);
+    s3d_dynbuf_free(&path);
+    s3d_dynbuf_free(&index);
+    return rc;
+}
