@@ -46,6 +46,10 @@ sanitize:
 tsan:
 	@scripts/with-rgw.sh scripts/tsan.sh
 
+# clang's static analyzer (scan-build) over src/ and tools/: zero warnings (scripts/analyze.sh).
+analyze:
+	@scripts/analyze.sh
+
 # The fuzz targets as libFuzzer binaries (clang, ASan+UBSan, build-fuzz/), each run for
 # FUZZ_TIME seconds (default 30) or FUZZ_RUNS executions; stops at the first crash.
 fuzz:

@@ -9,6 +9,7 @@ apt_pkgs+=(time)  # /usr/bin/time: client CPU seconds in bench/run.sh
 apt_pkgs+=(openssl)  # the openssl binary: self-signed certificate in tests/integ/test_tls.c
 apt_pkgs+=(clang-format)  # make format-check, run by .ci/run
 apt_pkgs+=(clang libclang-rt-dev)  # make fuzz: libFuzzer, ASan, UBSan (scripts/fuzz.sh)
+apt_pkgs+=(clang-tools-14)  # make analyze: scan-build (scripts/analyze.sh)
 need=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
