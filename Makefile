@@ -5,7 +5,7 @@ JOBS ?= 2
 CMAKE_FLAGS ?= -DS3D_WERROR=ON
 
 .PHONY: all deps build test test-unit demo bench sanitize fuzz format-check typecheck install \
-        clean gpu-check gpu-bundle werror-release
+        clean gpu-check gpu-bundle werror-release tsan analyze
 
 all: build
 
@@ -40,6 +40,15 @@ sanitize:
 	@cmake -S . -B build-asan -DS3D_SANITIZE=ON -DS3D_WERROR=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1 S3D_NO_PYTEST=1 scripts/with-rgw.sh tests/run-tests.sh build-asan
+
+# ThreadSanitizer (clang, build-tsan/): the C tests and the threaded Python stress, against a
+# Ceph RGW; any report fails. What runs and why: scripts/tsan.sh.
+tsan:
+	@scripts/with-rgw.sh scripts/tsan.sh
+
+# clang's static analyzer (scan-build) over src/ and tools/: zero warnings (scripts/analyze.sh).
+analyze:
+	@scripts/analyze.sh
 
 # The fuzz targets as libFuzzer binaries (clang, ASan+UBSan, build-fuzz/), each run for
 # FUZZ_TIME seconds (default 30) or FUZZ_RUNS executions; stops at the first crash.
@@ -86,4 +95,5 @@ install: build
 	@cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan build-wheel dist build-fuzz build-release build-release-clang
+	rm -rf $(BUILD) build-asan build-wheel dist build-fuzz build-release build-release-clang \
+	    build-tsan build-analyze

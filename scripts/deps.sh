@@ -9,6 +9,7 @@ apt_pkgs+=(time)  # /usr/bin/time: client CPU seconds in bench/run.sh
 apt_pkgs+=(openssl)  # the openssl binary: self-signed certificate in tests/integ/test_tls.c
 apt_pkgs+=(clang-format)  # make format-check, run by .ci/run
 apt_pkgs+=(clang libclang-rt-dev)  # make fuzz: libFuzzer, ASan, UBSan (scripts/fuzz.sh)
+apt_pkgs+=(clang-tools-14)  # make analyze: scan-build (scripts/analyze.sh)
 need=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
@@ -50,6 +51,12 @@ python3 -c 'import certifi' 2>/dev/null || py_missing+=(certifi)
 # mypy: make typecheck (.ci/run) and tests/py/test_typing.py; the version the package is
 # checked with (a newer mypy may find new things to say).
 python3 -c 'import mypy' 2>/dev/null || py_missing+=("mypy==2.4.1")
+# make tsan builds an interpreter with TSan's runtime (tests/tsan/python_tsan.c): Python.h and
+# libpython of the python3 that runs the tests (pyenv's have them; Debian's come in python3-dev).
+if ! python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then
+  echo "deps: apt-get install python3-dev"
+  apt-get install -y -qq --no-install-recommends python3-dev >/dev/null
+fi
 if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
   echo "deps: apt-get install python3-venv"
   apt-get install -y -qq --no-install-recommends python3-venv >/dev/null

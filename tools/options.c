@@ -3,6 +3,7 @@
  * Flags are spelled as the AWS CLI spells them and may come before or after the command name
  * and between positional arguments; "--flag value" and "--flag=value" are both accepted;
  * "--" ends the flags; a lone "-" is a positional argument (standard input or output). */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -320,6 +321,9 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
         o->summarize = 1;
         break;
     case O_METHOD:
+        /* --method has has_arg set in opt_defs, so parse_flag gives it a value. (assert, not
+         * S3D_ASSERT: the CLI uses only the public headers; off where NDEBUG is.) */
+        assert(val != NULL);
         if (strcmp(val, "GET") && strcmp(val, "PUT") && strcmp(val, "HEAD") &&
             strcmp(val, "DELETE")) {
             snprintf(err, cap, "--method: \"%s\" is not one of GET, PUT, HEAD, DELETE", val);

@@ -152,6 +152,8 @@ static int item_cmp(const void *a, const void *b)
 static const struct item *items_find(const struct items *t, const char *rel)
 {
     struct item key = {(char *)rel, 0, 0};
+    if (t->n == 0) /* bsearch's base is nonnull: an empty list has no array */
+        return NULL;
     return bsearch(&key, t->v, t->n, sizeof(*t->v), item_cmp);
 }
 
@@ -238,7 +240,8 @@ static int list_local(const struct cli_opts *o, const char *root, int missing_ok
         items_free(out);
         return CLI_EXIT_FAIL;
     }
-    qsort(out->v, out->n, sizeof(*out->v), item_cmp);
+    if (out->n > 1) /* qsort's base is nonnull: an empty list has no array */
+        qsort(out->v, out->n, sizeof(*out->v), item_cmp);
     return 0;
 }
 
@@ -277,7 +280,8 @@ static int list_s3(struct cp_ctx *x, const char *bucket, const char *prefix, str
         items_free(out);
         return rc < 0 ? cli_fail(rc) : CLI_EXIT_FAIL;
     }
-    qsort(out->v, out->n, sizeof(*out->v), item_cmp);
+    if (out->n > 1) /* qsort's base is nonnull: an empty list has no array */
+        qsort(out->v, out->n, sizeof(*out->v), item_cmp);
     return 0;
 }
 

@@ -53,7 +53,9 @@ static void set_message(const char *fmt, va_list ap)
     vsnprintf(tls_err.message, sizeof(tls_err.message), fmt, ap);
 }
 
-int s3d_fail(int err, const char *fmt, ...)
+/* The names in parentheses: with S3D_ASSERTS, error.h defines macros of the same names that
+ * check the contract. */
+int(s3d_fail)(int err, const char *fmt, ...)
 {
     va_list ap;
     memset(&tls_err, 0, sizeof(tls_err));
@@ -64,7 +66,7 @@ int s3d_fail(int err, const char *fmt, ...)
     return err;
 }
 
-int s3d_fail_s3(int err, const struct s3d_err_s3 *d, const char *fmt, ...)
+int(s3d_fail_s3)(int err, const struct s3d_err_s3 *d, const char *fmt, ...)
 {
     va_list ap;
     memset(&tls_err, 0, sizeof(tls_err));
@@ -84,7 +86,7 @@ int s3d_fail_s3(int err, const struct s3d_err_s3 *d, const char *fmt, ...)
     return err;
 }
 
-int s3d_fail_prefix(int err, const char *fmt, ...)
+int(s3d_fail_prefix)(int err, const char *fmt, ...)
 {
     char prefix[512];
     char old[sizeof(tls_err.message)];

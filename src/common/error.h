@@ -52,6 +52,22 @@ int s3d_fail_s3(int err, const struct s3d_err_s3 *d, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Puts "prefix: " in front of the current message (keeps code and fields); returns err. */
 int s3d_fail_prefix(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The contract of the three above, which callers in other files rely on (a failing path
+ * returns what s3d_fail returned, and its caller takes any non-zero result as a failure):
+ * each returns err, and err is a negative S3D_E* code. With S3D_ASSERTS (debug, sanitizer,
+ * fuzz and make analyze builds) every call checks it, and so the static analyzer, which sees
+ * one file at a time, knows it: without it, it follows a failed path as if it had returned 0
+ * into the caller's success branch. */
+static inline int s3d_failed(int err, int rc)
+{
+    S3D_ASSERT(err < 0 && rc == err);
+    return rc;
+}
+#ifdef S3D_ASSERTS
+#define s3d_fail(err, ...)        s3d_failed((err), (s3d_fail)((err), __VA_ARGS__))
+#define s3d_fail_s3(err, ...)     s3d_failed((err), (s3d_fail_s3)((err), __VA_ARGS__))
+#define s3d_fail_prefix(err, ...) s3d_failed((err), (s3d_fail_prefix)((err), __VA_ARGS__))
+#endif
 /* Forgets the calling thread's last error. */
 void s3d_clear_error(void);
 

@@ -69,7 +69,11 @@ static int check_args(struct s3d_client *c, const char *bucket, const char *key)
         return rc;
     if (bucket == NULL || key == NULL || key[0] == '\0')
         return s3d_fail(S3D_EINVAL, "bucket or key is empty");
-    return s3d_bucket_name_check(bucket, strlen(bucket));
+    rc = s3d_bucket_name_check(bucket, strlen(bucket));
+    /* 0 or S3D_EURI (s3/uri.h): the callers skip resolve_opts (which fills their topts) on any
+     * non-zero result, then return only a negative one. */
+    S3D_ASSERT(rc <= 0);
+    return rc;
 }
 
 /* ---- downloads ---------------------------------------------------------------------------- */
@@ -522,6 +526,7 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
         rc = object_checksum(c, bucket, key, &info, &sums, got == info.size, &want);
     if (rc < 0)
         goto out;
+    S3D_ASSERT(rc == 0); /* both return 0 or a negative code: want is filled */
     rc = dl_open_output(&f, path, to_stdout, special, &tmp);
     if (rc < 0)
         goto out;
@@ -950,6 +955,7 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
         rc = object_checksum(c, src_bucket, src_key, &info, &sums, 1, &want);
     if (rc < 0)
         return rc;
+    S3D_ASSERT(rc == 0); /* both return 0 or a negative code: want is filled */
     put_opts(&o, info.size,
              o.content_type ? o.content_type : (info.content_type[0] ? info.content_type : NULL),
              &po);

@@ -287,8 +287,11 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
             uint64_t done = 0;
             while (done < take) {
                 uint64_t piece = S3D_MIN(take - done, (uint64_t)cs - chunk_off);
-                char *host = (char *)p->chunks[chunk_i] + chunk_off;
+                char *host;
                 struct s3d_stream *st;
+                /* part_reserve took ceil(device bytes at the cursor / cs) chunks. */
+                S3D_ASSERT(p->chunks != NULL && chunk_i < p->nchunks);
+                host = (char *)p->chunks[chunk_i] + chunk_off;
                 rc = s3d_stream_set_get(&w->streams, sr->device, &st);
                 if (rc < 0)
                     return rc;

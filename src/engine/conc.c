@@ -336,6 +336,7 @@ void s3d_conc_shared_init(struct s3d_conc *s, uint32_t min, uint32_t max, uint64
     memset(s, 0, sizeof(*s));
     pthread_mutex_init(&s->mu, NULL);
     s3d_conc_init(&s->ctl, &p, s3d_now_ms());
+    s->fixed = s->ctl.phase == S3D_CONC_FIXED;
     atomic_init(&s->cur, s->ctl.cur);
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->draining, 0);
@@ -397,7 +398,8 @@ void s3d_conc_tick(struct s3d_conc *s)
     uint64_t now;
     int changed = 0;
 
-    if (s->ctl.phase == S3D_CONC_FIXED)
+    /* Not s->ctl.phase: the thread that holds mu may be writing it (HOLD, PROBE, GROW). */
+    if (s->fixed)
         return;
     if (pthread_mutex_trylock(&s->mu) != 0)
         return;

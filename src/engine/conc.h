@@ -95,6 +95,8 @@ int s3d_conc_throttled(struct s3d_conc_ctl *c, uint64_t now_ms);
 
 struct s3d_conc {
     pthread_mutex_t mu;
+    int fixed;                  /* min == max (ctl.phase FIXED): written once at init, read
+                                   without the lock */
     struct s3d_conc_ctl ctl;    /* under mu */
     uint64_t last_tick_ms;      /* under mu */
     atomic_uint cur;            /* ctl.cur, read without the lock */

@@ -243,7 +243,6 @@ static int feed_part(struct engine *g, struct item *it)
         p.iov = NULL;
         p.iovcnt = 0;
         p.length = 0;
-        r = S3D_FEED_OK;
         item_reset(it);
         it->synthetic = 1;
     } else if (r != S3D_FEED_OK) {

@@ -783,7 +783,8 @@ static int sort_by_offset(struct s3d_st_tensor *tmp, size_t n, struct s3d_st_hea
     }
     for (size_t i = 0; i < n; i++)
         order[i] = (uint32_t)i;
-    qsort_r(order, n, sizeof(*order), cmp_offsets, tmp);
+    if (n > 1) /* qsort_r's base is nonnull: no NULL array for a header with no tensor */
+        qsort_r(order, n, sizeof(*order), cmp_offsets, tmp);
     out->tensors = s3d_calloc(n, sizeof(*out->tensors));
     if (out->tensors == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory reading a safetensors header");

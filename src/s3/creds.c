@@ -408,10 +408,12 @@ static int resolve_profile(const char *name, int depth, int top, const char *unu
         if (id != NULL && secret != NULL)
             rc = src_static("shared-credentials-file", name, id, secret,
                             s3d_profile_get(&p, "aws_session_token"), out);
-        else if (process != NULL && (rc = src_new(SRC_PROCESS, "custom-process", name, out)) == 0 &&
-                 (rc = dup_opt(&(*out)->command, process)) < 0) {
-            src_free(*out);
-            *out = NULL;
+        else if (process != NULL && (rc = src_new(SRC_PROCESS, "custom-process", name, out)) == 0) {
+            S3D_ASSERT(*out != NULL); /* src_new returns 0 only with *out set */
+            if ((rc = dup_opt(&(*out)->command, process)) < 0) {
+                src_free(*out);
+                *out = NULL;
+            }
         }
         goto out;
     }
@@ -537,6 +539,7 @@ static int refresh_locked(struct s3d_credcache *c)
             src_free(src);
     }
     if (rc == 0) {
+        S3D_ASSERT(fresh != NULL); /* every provider returns 0 only with *out set */
         s3d_creds_release(c->cur);
         c->cur = fresh;
         c->obtained = (int64_t)time(NULL);

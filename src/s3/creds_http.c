@@ -158,6 +158,7 @@ int s3d_creds_imds(const struct s3d_http_conf *http, struct s3d_creds **out)
 {
     const char *dis = env("AWS_EC2_METADATA_DISABLED");
     const char *base = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+    const char *text;
     struct curl_slist *put_h = NULL, *get_h = NULL;
     struct s3d_dynbuf body;
     char url[1024], role[256], tok[1024];
@@ -205,12 +206,14 @@ int s3d_creds_imds(const struct s3d_http_conf *http, struct s3d_creds **out)
         rc = s3d_fail(S3D_ENOCREDS, "instance metadata has no role (HTTP %ld)", status);
         goto out;
     }
-    n = strcspn(body.data ? body.data : "", "\r\n");
-    if (n == 0 || n >= sizeof(role) || memchr(body.data, '/', n) != NULL) {
+    /* An empty body may have no buffer at all (data NULL). */
+    text = body.data ? body.data : "";
+    n = strcspn(text, "\r\n");
+    if (n == 0 || n >= sizeof(role) || memchr(text, '/', n) != NULL) {
         rc = s3d_fail(S3D_ENOCREDS, "instance metadata has no role name");
         goto out;
     }
-    memcpy(role, body.data, n);
+    memcpy(role, text, n);
     role[n] = '\0';
     snprintf(url, sizeof(url), "%.*s/latest/meta-data/iam/security-credentials/%s", (int)blen, base,
              role);

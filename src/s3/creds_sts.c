@@ -146,10 +146,10 @@ static int sts_call(const struct s3d_http_conf *http, const struct s3d_sts_args 
         (rc = s3d_config_parse_endpoint(url.data, &ep)) < 0)
         goto out;
     s3d_dynbuf_reset(&url);
-    if ((rc = s3d_dynbuf_appendf(&url, "%s/", ep.endpoint_url)) < 0 ||
-        (rc = s3d_dynbuf_appendf(&host, "%s", ep.host)) < 0 ||
+    if (s3d_dynbuf_appendf(&url, "%s/", ep.endpoint_url) < 0 ||
+        s3d_dynbuf_appendf(&host, "%s", ep.host) < 0 ||
         (ep.port_explicit && ep.port != s3d_config_default_port(ep.https) &&
-         (rc = s3d_dynbuf_appendf(&host, ":%u", (unsigned)ep.port)) < 0)) {
+         s3d_dynbuf_appendf(&host, ":%u", (unsigned)ep.port) < 0)) {
         rc = s3d_fail(S3D_ETOOBIG, "%s: endpoint URL too long", what);
         goto out;
     }
@@ -336,7 +336,7 @@ int s3d_creds_sso(const struct s3d_http_conf *http, const struct s3d_sso_args *a
     if ((rc = sha1_hex(a->cache_key, hex)) < 0)
         goto out;
     snprintf(path, sizeof(path), "%s/.aws/sso/cache/%s.json", home, hex);
-    if ((rc = s3d_creds_read_file(path, "sso: cached token", &text)) < 0) {
+    if (s3d_creds_read_file(path, "sso: cached token", &text) < 0) {
         rc = s3d_fail(S3D_ECREDS,
                       "sso (profile \"%s\"): no cached SSO token (%s); run `aws sso login "
                       "--profile %s` first",

@@ -871,7 +871,6 @@ int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket)
     s3d_s3_op_cleanup(&op);
     if (rc != S3D_ENOSUCHBUCKET)
         return rc;
-    rc = 0;
     s3d_dynbuf_init(&body, 4096);
     op_init(&op, "CreateBucket", "PUT", bucket, NULL);
     if (region != NULL && region[0] != '\0' && strcmp(region, "us-east-1") != 0) {

@@ -4,6 +4,7 @@
  * at a time, old credentials kept while a refresh fails and they are still valid).
  * Runs in a scratch HOME with the AWS_* variables it reads cleared. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -194,12 +195,13 @@ struct worker {
     int gets;
 };
 
-static volatile int stop_workers;
+/* Set by the main thread, read by the workers: atomic (volatile is no synchronisation). */
+static atomic_int stop_workers;
 
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    while (!stop_workers) {
+    while (!atomic_load(&stop_workers)) {
         struct s3d_creds *cr = NULL;
         if (s3d_credcache_get(w->c, &cr) != 0 || cr == NULL ||
             (cr->expiration != 0 && cr->expiration < (int64_t)time(NULL)))
@@ -254,14 +256,14 @@ static void test_cache_threads(void)
     CHECK_OK(s3d_config_resolve(&o, &cfg));
     memset(&http, 0, sizeof(http));
     CHECK_OK(s3d_credcache_new(&cfg, &http, NULL, &c));
-    stop_workers = 0;
+    atomic_store(&stop_workers, 0);
     for (i = 0; i < 8; i++) {
         w[i].c = c;
         w[i].fails = w[i].gets = 0;
         CHECK(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
     }
     sleep(6);
-    stop_workers = 1;
+    atomic_store(&stop_workers, 1);
     for (i = 0; i < 8; i++) {
         CHECK(pthread_join(th[i], NULL) == 0);
         CHECK(w[i].fails == 0);

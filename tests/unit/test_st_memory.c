@@ -16,6 +16,13 @@
 #define T_ASAN 1
 #endif
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define T_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define T_TSAN 1
+#endif
+#endif
 
 static long maxrss_kb(void)
 {
@@ -43,6 +50,9 @@ int main(void)
 
 #ifdef T_ASAN
     t_skip("AddressSanitizer's shadow memory and quarantine make RSS meaningless");
+#endif
+#ifdef T_TSAN
+    t_skip("ThreadSanitizer's shadow memory and allocator make RSS meaningless");
 #endif
     for (size_t i = 0; i < N; i++)
         len += entry(tmp, sizeof(tmp), i);
