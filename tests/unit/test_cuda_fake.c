@@ -409,8 +409,15 @@ int main(void)
         struct s3d_file_seg seg = {(const void *)(uintptr_t)(d1 + 8), 3u << 20, 1};
         uint32_t wcrc;
         o.mode = S3D_FILE_IO_CUFILE;
+        /* At offset 10 every cuFileWrite is unaligned: a read-modify-write, which needs a
+         * descriptor that can read. */
+        int (*cf_rmw)(void) =
+            cf_lib ? (int (*)(void))dlsym(cf_lib, "fake_cufile_rmw_writes") : NULL;
+        CHECK(cf_rmw != NULL);
+        int rmw_before = cf_rmw();
         CHECK_OK(s3d_file_writer_open(dev, pool, out, &o, &w));
         CHECK_OK(s3d_file_writer_write(w, 10, &seg, 1, &wcrc));
+        CHECK(cf_rmw() > rmw_before);
         CHECK_OK(s3d_file_writer_pwrite(w, 0, "0123456789", 10));
         CHECK_OK(s3d_file_writer_commit(w));
         s3d_file_writer_free(w);
