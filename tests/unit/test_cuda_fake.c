@@ -168,8 +168,9 @@ int main(void)
         s3d_device_host_free(d2, hp, 1u << 20);
         CHECK(current() == NULL);
         if (ctx_refs(0) != 0)
-            t_fail(__FILE__, __LINE__, "no context current: a pointer query or pinned "
-                                       "allocation made a context on GPU 0");
+            t_fail(__FILE__, __LINE__,
+                   "no context current: a pointer query or pinned "
+                   "allocation made a context on GPU 0");
         s3d_device_mem_free(d2, 1, dn);
         s3d_device_free(d2);
     }
