@@ -93,7 +93,8 @@ struct s3d_client_options {
                                      The staging pool is pinned in the primary context of
                                      the device of the first device tensor a transfer
                                      moves (so a rank on GPU 3 makes no context on GPU 0);
-                                     other values are reserved */
+                                     other values are reserved: s3d_client_new fails
+                                     with S3D_EINVAL */
     /* PEM file of trusted CAs used when none is configured (ca_bundle, AWS_CA_BUNDLE, the
      * profile's ca_bundle, SSL_CERT_FILE), if it exists; tried before the system's files
      * (the Debian, Red Hat, SUSE and Alpine paths), then libcurl's compiled-in path. The

@@ -112,6 +112,25 @@ def _cuda_stream(srcs: Iterable[_Src]) -> list[int]:
     return _cuda_streams(s.device for s in srcs)
 
 
+def _fenced_streams(srcs: Iterable[_Src]) -> Tuple[list[int], list[object]]:
+    """For save_async: per device, a new stream that waits for what the current stream holds
+    now (the snapshot copies) and nothing queued later, as a list indexed by ordinal, and the
+    stream objects, which must outlive the write. The background writer waits on these: the
+    current stream, when the write starts, also holds the caller's later work."""
+    used = sorted({s.device for s in srcs if s.device >= 0})
+    if not used:
+        return [], []
+    out = [0] * (used[-1] + 1)
+    keep: list[object] = []
+    for d in used:
+        # torch.cuda.Stream's __new__ carries no annotations in this torch.
+        st = torch.cuda.Stream(device=d)  # type: ignore[no-untyped-call]
+        st.wait_stream(torch.cuda.current_stream(d))
+        keep.append(st)
+        out[d] = st.cuda_stream
+    return out, keep
+
+
 def _set_streams(o: Union[_capi.ReadOptions, _capi.WriteOptions],
                  streams: Optional[Iterable[int]], keep: list[object]) -> None:
     """Fills cuda_stream / cuda_streams / n_cuda_streams of a Read/WriteOptions."""
@@ -306,7 +325,8 @@ def _get_executor() -> concurrent.futures.ThreadPoolExecutor:
 def _snapshot(s: _Src) -> _Src:
     t = s.tensor
     if s.device >= 0:
-        # Device-side copy queued on the current stream; the writer waits on that stream.
+        # Device-side copy queued on the current stream; save_async fences it (_fenced_streams)
+        # and the writer waits on the fence.
         c = torch.empty_like(t, memory_format=torch.contiguous_format)
         c.copy_(t)
     else:
@@ -323,7 +343,9 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
                allow_pickle: bool = False) -> "concurrent.futures.Future[None]":
     """Snapshots the tensors, then saves in a background thread. Snapshot: CPU tensors are
     copied into new (pageable) host memory, so a host-only save never initialises CUDA; CUDA
-    tensors into new device memory on the current stream. The caller may modify its tensors as soon as this returns.
+    tensors into new device memory on the current stream, fenced before this returns: the
+    save waits for those copies, not for work queued after it. The caller may modify its
+    tensors as soon as this returns.
     Saves run one at a time, in submission order. The client is held until the save is done:
     its close() waits for it.
 
@@ -342,7 +364,7 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
     metadata = _with_aliases(metadata, _untie(flat))
     srcs = [_snapshot(_prepare(t, name, path)) for name, path, t in flat.tensors]
-    stream = _cuda_stream(srcs)
+    stream, fences = _fenced_streams(srcs)
     tree_json = flat.to_json()
     meta = dict(metadata or {})
     _metadata_entries(meta, None)  # validate now, not in the background
@@ -354,7 +376,11 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
     except BaseException:
         release()
         raise
-    fut.add_done_callback(lambda _: release())
+    def done(_: "concurrent.futures.Future[None]") -> None:
+        release()
+        fences.clear()  # the fence streams lived as long as the save
+
+    fut.add_done_callback(done)
     return fut
 
 

@@ -191,7 +191,7 @@ class Client:
         device: -1 never uses a GPU; None (or 0) finds one at run time. It does not choose a
             device or a context: the staging pool is pinned in the primary context of the device
             the first device tensor of a transfer is on, and each copy runs in its tensor's
-            device's context. Other values are reserved.
+            device's context. Other values are reserved (InvalidArgument).
 
     Raises:
         ValueError: addressing or payload_signing is not one of the names above.

@@ -292,7 +292,18 @@ int s3d_cuda_ctx_enter(struct s3d_device *dev, int ordinal, struct s3d_cuda_prev
      * on GPU 0. */
     if (ordinal < 0 && cur != NULL)
         return 0;
-    if ((rc = retain(c, ordinal < 0 ? 0 : ordinal, &ctx)) < 0)
+    if (ordinal < 0) {
+        /* None current (Python's helper threads): a context this device already retained
+         * (the GPU its transfers use) before device 0's, which only a process that has used
+         * no GPU yet falls back to. */
+        ordinal = 0;
+        for (int d = 0; d < c->count; d++)
+            if (__atomic_load_n(&c->ctx[d], __ATOMIC_ACQUIRE) != NULL) {
+                ordinal = d;
+                break;
+            }
+    }
+    if ((rc = retain(c, ordinal, &ctx)) < 0)
         return rc;
     if (cur == ctx)
         return 0;

@@ -99,8 +99,9 @@ void s3d_emu_close(struct s3d_device *dev);
 /* Makes ordinal's primary context current for the duration of one operation and records in
  * *prev what was current before (a context, or none), for s3d_cuda_ctx_leave to put back: the
  * calling thread's current context (the caller's current device) is the same after every call.
- * ordinal S3D_ANY_CTX: whatever context is current already, else device 0's primary. cuda
- * backend only. */
+ * ordinal S3D_ANY_CTX: whatever context is current already, else the lowest-numbered
+ * primary context this device has retained, else device 0's (a process that has used no GPU
+ * yet). cuda backend only. */
 #define S3D_ANY_CTX (-1)
 struct s3d_cuda_prev {
     void *ctx;   /* the context current before, NULL for none */

@@ -159,24 +159,6 @@ static int iov_push(struct part *p, int *cap, const void *base, uint64_t len)
     return 0;
 }
 
-/* Gets one more staging chunk for p: returns 1 if none is free and !blocking. */
-static int part_chunk(struct shard_writer *w, struct part *p, int blocking)
-{
-    void *ch;
-    void **v = s3d_reallocarray(p->chunks, p->nchunks + 1, sizeof(*v));
-    if (v == NULL)
-        return s3d_fail(S3D_ENOMEM, "out of memory building a part");
-    p->chunks = v;
-    ch = blocking ? s3d_pool_get(w->pool, w->o->cancel) : s3d_pool_try_get(w->pool);
-    if (ch == NULL) {
-        if (blocking)
-            return s3d_fail(S3D_ECANCELED, "save canceled");
-        return 1;
-    }
-    p->chunks[p->nchunks++] = ch;
-    return 0;
-}
-
 /* Chunks a part of len bytes may need at most (its device bytes packed into chunks). */
 static size_t chunks_for(const struct shard_writer *w, uint64_t len)
 {
@@ -204,9 +186,9 @@ static uint64_t device_bytes_at_cursor(const struct shard_writer *w, uint64_t le
     return dev_bytes;
 }
 
-/* Takes every staging chunk the device bytes of the next len bytes need before anything is
- * consumed, so that a call that returns 1 (none free, !blocking) starts again from the same
- * place; the chunks taken so far stay in p. */
+/* Takes every staging chunk the device bytes of the next len bytes need, all at once, before
+ * anything is consumed, so that a call that returns 1 (too few free, !blocking) takes none
+ * and starts again from the same place. */
 static int part_reserve(struct shard_writer *w, struct part *p, uint64_t len, int blocking)
 {
     uint64_t dev_bytes = device_bytes_at_cursor(w, len);
@@ -222,10 +204,22 @@ static int part_reserve(struct shard_writer *w, struct part *p, uint64_t len, in
     if (need > 0 && need > s3d_pool_chunk_count(w->pool))
         return s3d_fail(S3D_ETOOBIG, "a %llu-byte part needs %zu staging chunks, the pool has %zu",
                         (unsigned long long)len, need, s3d_pool_chunk_count(w->pool));
-    while (p->nchunks < need) {
-        rc = part_chunk(w, p, blocking);
-        if (rc != 0)
-            return rc;
+    if (p->nchunks >= need)
+        return 0;
+    /* All the missing chunks at once or none: a save holding some while it waits for the
+     * rest deadlocks with another doing the same (concurrent saves on one client's pool). */
+    {
+        size_t more = need - p->nchunks;
+        void **v = s3d_reallocarray(p->chunks, need, sizeof(*v));
+        if (v == NULL)
+            return s3d_fail(S3D_ENOMEM, "out of memory building a part");
+        p->chunks = v;
+        rc = s3d_pool_get_n(w->pool, more, p->chunks + p->nchunks, blocking, w->o->cancel);
+        if (rc < 0)
+            return s3d_fail(S3D_ECANCELED, "save canceled");
+        if (rc == 1)
+            return 1;
+        p->nchunks = need;
     }
     return 0;
 }

@@ -69,6 +69,15 @@ int s3d_client_new(const struct s3d_client_options *opts, struct s3d_client **ou
                         o.min_concurrency,
                         o.max_concurrency ? o.max_concurrency : S3D_MAX_CONCURRENCY);
     }
+    if (o.device != 0 && o.device != -1) {
+        /* client.h: other values are reserved. A rank's GPU is not chosen here (each transfer
+         * uses its tensors' devices), so a value meant as "use GPU k" must not pass unseen. */
+        free(c);
+        return s3d_fail(S3D_EINVAL,
+                        "device %d is reserved: use -1 (never use a GPU) or 0 (find one at run "
+                        "time; each transfer uses its tensors' devices)",
+                        (int)o.device);
+    }
     rc = s3d_s3ctx_init(&c->s3, &o, 0);
     if (rc < 0) {
         free(c);

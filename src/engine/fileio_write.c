@@ -98,7 +98,9 @@ static int writer_cufile(struct s3d_file_writer *w, int ordinal)
     if (w->o.mode == S3D_FILE_IO_AUTO &&
         (!s3d_cufile_gds() || !s3d_cufile_available(w->dev, ordinal, NULL)))
         return 0;
-    w->fd_direct = fio_open_direct(w->tmp_path, O_WRONLY);
+    /* Read-write: GDS writes an unaligned head or tail as a read-modify-write of its 4 KiB
+     * blocks through this descriptor. */
+    w->fd_direct = fio_open_direct(w->tmp_path, O_RDWR);
     rc = s3d_cufile_open(w->dev, ordinal, w->fd_direct >= 0 ? w->fd_direct : w->fd, &w->cf);
     if (rc < 0) {
         if (w->o.mode == S3D_FILE_IO_AUTO) {

@@ -216,13 +216,12 @@ void *s3d_pool_try_get(struct s3d_pool *p)
     return c;
 }
 
-void *s3d_pool_get(struct s3d_pool *p, struct s3d_cancel *cancel)
+/* Waits until n chunks are free; 0, or -1 when cancel is requested meanwhile. */
+static int wait_free_locked(struct s3d_pool *p, size_t n, struct s3d_cancel *cancel)
 {
-    void *c = NULL;
-    pthread_mutex_lock(&p->mu);
-    while (p->n_free == 0) {
+    while (p->n_free < n) {
         if (cancel != NULL && s3d_cancel_requested(cancel))
-            goto out;
+            return -1;
         if (cancel == NULL) {
             pthread_cond_wait(&p->cv, &p->mu);
         } else {
@@ -237,10 +236,35 @@ void *s3d_pool_get(struct s3d_pool *p, struct s3d_cancel *cancel)
             pthread_cond_timedwait(&p->cv, &p->mu, &ts);
         }
     }
-    c = take_locked(p);
-out:
+    return 0;
+}
+
+void *s3d_pool_get(struct s3d_pool *p, struct s3d_cancel *cancel)
+{
+    void *c = NULL;
+    pthread_mutex_lock(&p->mu);
+    if (wait_free_locked(p, 1, cancel) == 0)
+        c = take_locked(p);
     pthread_mutex_unlock(&p->mu);
     return c;
+}
+
+int s3d_pool_get_n(struct s3d_pool *p, size_t n, void **out, int blocking,
+                   struct s3d_cancel *cancel)
+{
+    int rc = 0;
+    pthread_mutex_lock(&p->mu);
+    if (n > p->n_chunks)
+        rc = -1;
+    else if (!blocking && p->n_free < n)
+        rc = 1;
+    else if (blocking)
+        rc = wait_free_locked(p, n, cancel);
+    if (rc == 0)
+        for (size_t i = 0; i < n; i++)
+            out[i] = take_locked(p);
+    pthread_mutex_unlock(&p->mu);
+    return rc;
 }
 
 void s3d_pool_put(struct s3d_pool *p, void *chunk)
@@ -264,7 +288,9 @@ void s3d_pool_put(struct s3d_pool *p, void *chunk)
     p->out[idx] = 0;
     p->in_use--;
     p->free_idx[p->n_free++] = idx;
-    pthread_cond_signal(&p->cv);
+    /* Broadcast: a waiter for n chunks that still finds too few must not take the wakeup
+     * a waiter for fewer needed. */
+    pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
 

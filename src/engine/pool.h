@@ -48,6 +48,12 @@ void *s3d_pool_try_get(struct s3d_pool *pool);
 /* A free chunk, waiting for one to be put back if none is free. Returns NULL only when
  * cancel (may be NULL) is requested while waiting; the caller then reports S3D_ECANCELED. */
 void *s3d_pool_get(struct s3d_pool *pool, struct s3d_cancel *cancel);
+/* n chunks at once into out, all or none, so that callers needing several never hold some
+ * while waiting for the rest (two such callers would wait for each other forever). Returns 0
+ * when taken; 1 when !blocking and fewer than n are free; -1 when n exceeds the pool or
+ * cancel (may be NULL) is requested while waiting. */
+int s3d_pool_get_n(struct s3d_pool *pool, size_t n, void **out, int blocking,
+                   struct s3d_cancel *cancel);
 /* Gives a chunk back (any pointer inside it is accepted). NULL ok. Every device copy into or
  * out of it must be complete (s3d_device_host_released: the emulated device checks). */
 void s3d_pool_put(struct s3d_pool *pool, void *chunk);

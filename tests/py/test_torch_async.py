@@ -71,6 +71,57 @@ def test_save_async_host_only_never_touches_cuda(tmp_path, lib_path, monkeypatch
     assert back["step"] == 3
 
 
+def test_save_async_waits_only_for_work_queued_before_it(tmp_path, lib_path, monkeypatch):
+    """The background writer must not wait on the caller's current stream as it is when the
+    write starts: by then the caller has queued more (the next step's kernels, a second
+    save's snapshot), and a save would wait for all of it. save_async fences the snapshot
+    copies before it returns, on a stream of its own per device, and the writer waits on that
+    stream. This torch has no CUDA: the streams and the device tensor are stand-ins."""
+    from s3direct import _checkpoint
+
+    log = []
+
+    class FakeStream:
+        made = 0
+
+        def __init__(self, device=None, handle=None):
+            FakeStream.made += 1
+            self.cuda_stream = handle if handle is not None else 1000 + FakeStream.made
+            self.device = device
+
+        def wait_stream(self, other):
+            log.append(("fence", self.cuda_stream, other.cuda_stream))
+
+    current = FakeStream(0, handle=77)
+    real_prepare = _checkpoint._prepare
+
+    def prepare(t, name, path):
+        s = real_prepare(t, name, path)
+        return _checkpoint._Src(s.name, s.tensor, s.dtype, 0)  # "on cuda:0"
+
+    def write(client, uri, srcs, meta, tree_json, **kw):
+        log.append(("write", kw["cuda_stream"]))
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda d=None: current)
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(_checkpoint, "_prepare", prepare)
+    monkeypatch.setattr(_checkpoint, "_snapshot", lambda s: s)
+    monkeypatch.setattr(_checkpoint, "_write", write)
+    gate = __import__("threading").Event()
+    # Keep the executor busy so that the write can only start after save_async returned.
+    blocker = _checkpoint._get_executor().submit(gate.wait, 60)
+    fut = s3direct.save_async({"w": torch.zeros(4)}, os.path.join(tmp_path, "f.safetensors"))
+    log.append(("returned",))
+    gate.set()
+    blocker.result(timeout=60)
+    assert fut.result(timeout=60) is None
+    fences = [e for e in log if e[0] == "fence"]
+    assert len(fences) == 1 and fences[0][2] == 77, log
+    assert log.index(fences[0]) < log.index(("returned",)), log
+    # The writer waits on the fenced stream, never on the caller's current one.
+    assert log[-1] == ("write", [fences[0][1]]), log
+
+
 def test_save_async_error_from_result(tmp_path, lib_path):
     fut = s3direct.save_async({"a": torch.ones(2)},
                               os.path.join(tmp_path, "no", "such", "dir", "x.safetensors"))

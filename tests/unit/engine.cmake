@@ -10,6 +10,8 @@ s3d_test(test_ckpt_concurrent integ/test_ckpt_concurrent.c)
 s3d_test(test_ckpt_shards_parallel integ/test_ckpt_shards_parallel.c integ/tproxy.c integ/ckpt_util.c)
 s3d_test(test_ckpt_rss integ/test_ckpt_rss.c integ/ckpt_util.c)
 s3d_test(test_ckpt_many integ/test_ckpt_many.c integ/ckpt_util.c)
+# Concurrent small GPU saves on a pool of a few chunks (a hold-and-wait deadlock).
+s3d_test(test_ckpt_gpu_concurrent integ/test_ckpt_gpu_concurrent.c integ/ckpt_util.c)
 # Readers and upload streams keep their client alive past s3d_client_free.
 s3d_test(test_client_refs integ/test_client_refs.c integ/ckpt_util.c)
 s3d_test(test_tmpfile unit/test_tmpfile.c)

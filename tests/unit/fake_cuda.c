@@ -13,6 +13,8 @@
  *   - CUDA does not survive fork(): cuInit in a child of a process that initialized the
  *     driver fails with CUDA_ERROR_NOT_INITIALIZED (3), as the real driver refuses (set
  *     FAKE_CUDA_FORK_OK=1 in a child that only tests something else).
+ *   - a cuFileWrite that does not start and end on a 4 KiB boundary reads the partial blocks
+ *     first (GDS's read-modify-write), so it fails on a write-only descriptor (-1, EBADF);
  * FAKE_CUDA_FAIL_INIT=1 makes cuInit fail; FAKE_CUDA_FAIL_COPY=1 makes copies fail with
  * CUDA_ERROR_ILLEGAL_ADDRESS. fake_cuda_stats() reports counters to the test,
  * fake_cuda_ctx_refs(d) the references on device d's primary context. */
@@ -540,13 +542,38 @@ EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
         return -5044;
     return pread((int)(intptr_t)fh - 1, (char *)base + boff, n > (1u << 20) ? 1u << 20 : n, off);
 }
+/* A write that does not start and end on a 4 KiB boundary is, on real GDS, a read-modify-write
+ * of the partial blocks through the registered descriptor: the fake reads those blocks first,
+ * so a write-only descriptor fails as it does there (-1, errno EBADF). */
+static int cufile_rmw_read(int fd, off_t off, size_t n)
+{
+    char blk[4096];
+    off_t head = off & ~(off_t)4095, tail = (off + (off_t)n) & ~(off_t)4095;
+    if (head != off && pread(fd, blk, sizeof(blk), head) < 0)
+        return -1;
+    if (tail != off + (off_t)n && tail != head && pread(fd, blk, sizeof(blk), tail) < 0)
+        return -1;
+    return 0;
+}
+static int g_cufile_rmw;
+/* cuFileWrite calls that needed a read-modify-write. */
+EXPORT int fake_cufile_rmw_writes(void)
+{
+    return g_cufile_rmw;
+}
 EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t n, off_t off, off_t boff)
 {
     const char *f = getenv("FAKE_CUFILE_FAIL_IO");
+    int fd = (int)(intptr_t)fh - 1;
     if (cufile_ctx() == NULL)
         return -5015;
     if (f && *f == '1')
         return -5044;
-    return pwrite((int)(intptr_t)fh - 1, (const char *)base + boff, n > (1u << 20) ? 1u << 20 : n,
-                  off);
+    n = n > (1u << 20) ? 1u << 20 : n;
+    if ((off % 4096) != 0 || ((off + (off_t)n) % 4096) != 0) {
+        g_cufile_rmw++;
+        if (cufile_rmw_read(fd, off, n) < 0)
+            return -1;
+    }
+    return pwrite(fd, (const char *)base + boff, n, off);
 }

@@ -463,6 +463,24 @@ static void test_transfer_settings(void)
     o.profile = NULL;
     CHECK_ERR(s3d_client_new(&o, &cl), S3D_ECONFIG);
     CHECK(cl == NULL);
+    /* The device option: -1 and 0 only; the others are reserved (they choose nothing, and
+     * were accepted silently). */
+    write_file("config", "[default]\n");
+    for (int dv = -3; dv <= 3; dv++) {
+        struct s3d_client_options od;
+        memset(&od, 0, sizeof(od));
+        od.device = dv;
+        if (dv == -1 || dv == 0) {
+            CHECK_OK(s3d_client_new(&od, &cl));
+            s3d_client_free(cl);
+            cl = NULL;
+            continue;
+        }
+        CHECK_ERR(s3d_client_new(&od, &cl), S3D_EINVAL);
+        CHECK(cl == NULL);
+        CHECK_MSG_HAS("device");
+        CHECK_MSG_HAS("reserved");
+    }
     /* Outside the s3 sub-section these keys are not the AWS CLI's: ignored, as it does. */
     write_file("config", "[default]\nmax_concurrent_requests = 0\n");
     c = resolve_ok(NULL);

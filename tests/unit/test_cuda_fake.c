@@ -146,6 +146,35 @@ int main(void)
         CHECK(release(1) == 0);
     }
 
+    /* No context current (Python's helper threads), but this device already works on GPU 1
+     * (a load into cuda:1 retained it): pointer queries and pinned memory use that context
+     * rather than fall back to device 0's, and leave none current. */
+    {
+        int (*ctx_refs)(int);
+        struct s3d_device *d2;
+        uint64_t dn;
+        void *hp;
+        int isd, ord;
+        *(void **)&ctx_refs = dlsym(lib, "fake_cuda_ctx_refs");
+        CHECK(ctx_refs(0) == 0 && current() == NULL);
+        CHECK_OK(s3d_device_open(0, &d2));
+        CHECK_OK(s3d_device_mem_alloc(d2, 1, 4096, &dn));
+        CHECK(current() == NULL);
+        CHECK_OK(s3d_device_pointer_info(d2, (void *)(uintptr_t)dn, &isd, &ord));
+        CHECK(isd == 1 && ord == 1);
+        CHECK_OK(s3d_device_host_alloc(d2, 1u << 20, &hp));
+        CHECK_OK(s3d_device_pointer_info(d2, hp, &isd, &ord));
+        CHECK(isd == 0 && ord == -1);
+        s3d_device_host_free(d2, hp, 1u << 20);
+        CHECK(current() == NULL);
+        if (ctx_refs(0) != 0)
+            t_fail(__FILE__, __LINE__,
+                   "no context current: a pointer query or pinned "
+                   "allocation made a context on GPU 0");
+        s3d_device_mem_free(d2, 1, dn);
+        s3d_device_free(d2);
+    }
+
     /* No context current: pinned memory still works (device 0's primary is retained), and
      * none is current afterwards: the caller's current device is unchanged by every call. */
     CHECK(current() == NULL);
@@ -409,8 +438,15 @@ int main(void)
         struct s3d_file_seg seg = {(const void *)(uintptr_t)(d1 + 8), 3u << 20, 1};
         uint32_t wcrc;
         o.mode = S3D_FILE_IO_CUFILE;
+        /* At offset 10 every cuFileWrite is unaligned: a read-modify-write, which needs a
+         * descriptor that can read. */
+        int (*cf_rmw)(void) =
+            cf_lib ? (int (*)(void))dlsym(cf_lib, "fake_cufile_rmw_writes") : NULL;
+        CHECK(cf_rmw != NULL);
+        int rmw_before = cf_rmw();
         CHECK_OK(s3d_file_writer_open(dev, pool, out, &o, &w));
         CHECK_OK(s3d_file_writer_write(w, 10, &seg, 1, &wcrc));
+        CHECK(cf_rmw() > rmw_before);
         CHECK_OK(s3d_file_writer_pwrite(w, 0, "0123456789", 10));
         CHECK_OK(s3d_file_writer_commit(w));
         s3d_file_writer_free(w);
