@@ -25,7 +25,9 @@
 #define SETTLE_MAX_MS 300u
 /* A window with more than a quarter of its samples below the level decides nothing. */
 #define UNDER_SHARE 4u
-/* Of the proportional gain a step up must bring: to double again, to grow by a quarter. */
+/* Of the proportional gain a step up must bring: to quadruple (the rate still grows with the
+ * requests, the path's limit is far), to double again, to grow by a quarter. */
+#define GAIN_QUAD 0.75
 #define GAIN_FAST 0.5
 #define GAIN_SOME 0.15
 /* A probe is kept when it brings this share of the proportional gain. */
@@ -135,21 +137,33 @@ static int decide_grow(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s, 
     double e;
     uint32_t from = c->cur;
     if (c->prev_conc == 0) {
-        /* The first window: the rate at the initial level. */
+        /* The first window: the rate at the initial level; the first step up is a double,
+         * since nothing says yet how the rate follows the requests. */
         c->prev_conc = c->cur;
         c->prev_rate = rate;
-        e = 1.0;
+        e = GAIN_FAST;
     } else {
         e = gain_share(c->prev_conc, c->prev_rate, c->cur, rate);
     }
     if (c->prev_conc != c->cur && e < GAIN_SOME) {
-        /* No gain from the last step: the level before was as good, with fewer requests. */
+        /* No gain from the last step: the level before was as good, with fewer requests. After
+         * a quadrupling the limit may lie between the two: hold at the double of the level
+         * before, which costs no rate (the step above it brought nothing more). */
         uint32_t back = c->prev_conc;
         double back_rate = c->prev_rate;
-        int ch = set_level(c, back, s,
+        int ch;
+        if ((uint64_t)from >= 4ull * back) {
+            uint32_t mid = clamp_level(c, 2ull * back);
+            ch = set_level(c, mid, s,
+                           "%u -> %u: %u requests moved %.1f MB/s, little more than %u did "
+                           "(%.1f MB/s): the path's limit is near, held between them",
+                           from, mid, from, rate / 1e6, back, back_rate / 1e6);
+        } else {
+            ch = set_level(c, back, s,
                            "%u -> %u: %u requests moved %.1f MB/s, no more than %u did (%.1f "
                            "MB/s): the path's limit",
                            from, back, from, rate / 1e6, back, back_rate / 1e6);
+        }
         hold(c, S3D_MAX(rate, back_rate), s->now_ms);
         return ch;
     }
@@ -173,6 +187,10 @@ static int decide_grow(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s, 
         c->prev_conc = c->cur;
         c->prev_rate = rate;
     }
+    if (e >= GAIN_QUAD)
+        return set_level(c, (uint64_t)from * 4, s,
+                         "%u -> %u: %.1f MB/s at %u, rising in proportion to the requests", from,
+                         clamp_level(c, (uint64_t)from * 4), rate / 1e6, from);
     if (e >= GAIN_FAST)
         return set_level(c, (uint64_t)from * 2, s,
                          "%u -> %u: %.1f MB/s at %u, still rising with the requests", from,

@@ -1,11 +1,12 @@
 """The adaptive concurrency through a simulated path (issue 19).
 
 s3d-pathsim (bench/pathsim.c) sits in front of the test server and caps each connection at
-2 MB/s in each direction, with 5 ms added to each request: a path where a fixed 8 requests
-move 16 MB/s and more requests move more. At its defaults the CLI must find that out itself:
-the proxy counts the connections open at once, and the test asserts the level went past 8
-(a fixed concurrency of 8 fails these asserts), that --concurrency 8 still means exactly 8,
-and that every byte arrives intact both ways.
+1 MB/s in each direction, with 5 ms added to each request: a path where the starting 8
+requests move 8 MB/s and more requests move more. At its defaults the CLI must find that out
+itself: the first window always doubles the start (8 -> 16, blind), so the test asserts the
+level went past 16 on a measured rise (a fixed concurrency, or a controller that stops after
+its first step, fails it), that --concurrency 8 still means exactly 8, that uploads grow
+too, and that every byte arrives intact both ways.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 
 from conftest import REPO
 
-PER_CONN = 2_000_000  # bytes/s per connection, each direction
+PER_CONN = 1_000_000  # bytes/s per connection, each direction
 MiB = 1 << 20
 
 
@@ -86,37 +87,47 @@ def test_adaptive_concurrency_follows_a_capped_path(path, s3_env, bucket, boto3_
     if cli is None:
         pytest.skip("the CLI is not built")
     url, counters = path
-    data = os.urandom(48 * MiB)  # 48 ranges of 1 MiB: 3 s at 8 x 2 MB/s
+    data = os.urandom(128 * MiB)  # 128 ranges of 1 MiB: 16 s at 8 x 1 MB/s
     boto3_client.put_object(Bucket=bucket, Key="big", Body=data)
     env = dict(os.environ, AWS_ENDPOINT_URL=url)
     out = tmp_path / "big.out"
 
-    # Defaults: the level grows past 8 because the rate keeps rising with the requests.
+    # Defaults: the level starts at 8 and, after the blind double, quadruples because the rate
+    # rose in proportion to the requests.
     counters(reset=True)
     r = _run(cli, env, "--debug", "--part-size", "1MiB", "cp", f"s3://{bucket}/big", str(out))
     got = counters()
     assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(data).digest()
-    assert got["peak_open"] >= 16, (got, r.stderr[-2000:])
-    assert "concurrency 8 -> 16" in r.stderr, r.stderr[-2000:]
+    assert "concurrency 16 -> 64" in r.stderr, r.stderr[-2000:]
+    assert got["peak_open"] >= 48, (got, r.stderr[-2000:])
+    del data
+    boto3_client.delete_object(Bucket=bucket, Key="big")
 
     # --concurrency 8 is exactly 8, as before.
+    small = os.urandom(16 * MiB)
+    boto3_client.put_object(Bucket=bucket, Key="small", Body=small)
     counters(reset=True)
     out.unlink()
-    _run(cli, env, "--concurrency", "8", "--part-size", "1MiB", "cp", f"s3://{bucket}/big",
+    _run(cli, env, "--concurrency", "8", "--part-size", "1MiB", "cp", f"s3://{bucket}/small",
          str(out))
     fixed = counters()
-    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(data).digest()
+    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(small).digest()
     assert fixed["peak_open"] <= 9, fixed  # 8 + the first GET's connection at most
 
-    # Uploads: the parts in flight follow too (10 parts of the 5 MiB minimum).
+    # Uploads: the parts in flight follow too. 20 parts of the 5 MiB minimum keep more than 16
+    # connections open only if a step past the blind 8 -> 16 followed a measured rise in
+    # acknowledged bytes.
     src = tmp_path / "up.bin"
-    src.write_bytes(data)
+    up_data = os.urandom(100 * MiB)
+    src.write_bytes(up_data)
     counters(reset=True)
-    _run(cli, env, "--part-size", "5MiB", "cp", str(src), f"s3://{bucket}/up")
+    r = _run(cli, env, "--debug", "--part-size", "5MiB", "cp", str(src), f"s3://{bucket}/up")
     up = counters()
     body = boto3_client.get_object(Bucket=bucket, Key="up")["Body"].read()
-    assert hashlib.sha256(body).digest() == hashlib.sha256(data).digest()
-    assert up["peak_open"] >= 10, up
+    assert hashlib.sha256(body).digest() == hashlib.sha256(up_data).digest()
+    assert "concurrency 16 -> " in r.stderr, r.stderr[-2000:]
+    assert up["peak_open"] >= 18, (up, r.stderr[-2000:])
+    boto3_client.delete_object(Bucket=bucket, Key="up")
 
 
 def test_recursive_copies_run_files_at_once(path, s3_env, bucket, boto3_client, tmp_path):
