@@ -12,7 +12,8 @@ Layout under ``path`` (``s3://bucket/prefix`` or a local folder), mirroring File
                         by the coordinator, so a checkpoint is visible only when complete
 
 Reads: each rank opens the objects holding its items once (one header read each) and fetches
-only the byte ranges it needs in one planned transfer per object (s3d_reader_read): straight
+only the byte ranges it needs in one planned transfer per object (s3d_reader_read), up to 8
+objects at once on the client's one request budget (a resharded load reads many): straight
 into the destination tensor when the requested chunk is a contiguous byte range of the stored
 tensor and the destination is contiguous with the same dtype; otherwise the stored tensor is
 read into a temporary and the chunk copied into the (narrowed) destination.
@@ -27,6 +28,7 @@ import io
 import os
 import pickle
 import uuid
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, Optional, Union, cast
 
@@ -51,6 +53,10 @@ from .client import Client, resolve
 METADATA_NAME = ".metadata"
 
 __all__ = ["S3DirectStorageWriter", "S3DirectStorageReader"]
+
+# The most objects one rank's read_data opens and reads at once (as cp --recursive copies up
+# to 8 files at once): the requests of all of them share the client's one budget.
+_OBJECTS_AT_ONCE = 8
 
 
 @dataclass
@@ -433,7 +439,7 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         """Reads the plan's items: each object's header once, then one planned transfer of
-        the needed byte ranges per object.
+        the needed byte ranges per object, up to 8 objects at once.
 
         Args:
             plan: this rank's plan.
@@ -451,6 +457,7 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         for req in plan.items:
             info = self.storage_data[req.storage_index]
             per_obj.setdefault(info.relative_path, []).append(req)
+        jobs: list[tuple[str, list[tuple[ReadItem, torch.Tensor]]]] = []
         for rel, reqs in per_obj.items():
             byte_reqs = [r for r in reqs if r.type == LoadItemType.BYTE_IO]
             tensor_reqs = [r for r in reqs if r.type != LoadItemType.BYTE_IO]
@@ -459,25 +466,48 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
                 for req in byte_reqs:
                     planner.load_bytes(req, io.BytesIO(data))
             if tensor_reqs:
-                self._read_tensors(rel, tensor_reqs, planner)
+                # The planner is asked on this thread only: it need not be thread-safe.
+                jobs.append((rel, [(r, planner.resolve_tensor(r).detach()) for r in tensor_reqs]))
+        # Several objects at once (a resharded load reads many ranks' objects): each header
+        # and each object's planned transfer on a thread of its own, all on the client's one
+        # request budget, so no connection idles between objects. Results are copied and
+        # committed here, in the plan's order of completion.
+        workers = min(len(jobs), _OBJECTS_AT_ONCE)
+        if workers <= 1:
+            for rel, items in jobs:
+                self._commit(self._read_object(rel, items), planner)
+        else:
+            with ThreadPoolExecutor(max_workers=workers,
+                                    thread_name_prefix="s3direct-dcp-read") as ex:
+                futs = [ex.submit(self._read_object, rel, items) for rel, items in jobs]
+                try:
+                    for f in as_completed(futs):
+                        self._commit(f.result(), planner)
+                except BaseException:
+                    for f in futs:
+                        f.cancel()
+                    raise
         fut: Future[None] = Future()
         fut.set_result(None)
         return fut
 
-    def _read_tensors(self, rel: str, reqs: list[ReadItem], planner: LoadPlanner) -> None:
+    def _read_object(self, rel: str, items: list[tuple[ReadItem, torch.Tensor]]
+                     ) -> list[tuple[ReadItem, torch.Tensor,
+                                     Optional[tuple[torch.Tensor, list[int], list[int]]]]]:
+        """Opens one object, reads the items' bytes into their destinations (or temporaries);
+        returns what _commit needs. Runs on any thread; never calls the planner."""
         uri = self.loc.join(rel)
         with _checkpoint.CheckpointReader(uri, resolve(self._client)) as r:
             dests: list[_checkpoint.Dest] = []
             post: list[tuple[ReadItem, torch.Tensor,
                              Optional[tuple[torch.Tensor, list[int], list[int]]]]] = []
-            for req in reqs:
+            for req, target in items:
                 info = self.storage_data[req.storage_index]
                 e = r.by_name.get(info.tensor)
                 if e is None:
                     raise errors.FormatError(errors._CODES["ENOTENSOR"],
                                              f"{uri}: no tensor {info.tensor!r}")
                 stored_dt = e.torch_dtype(uri)
-                target = planner.resolve_tensor(req).detach()
                 offsets = list(req.storage_offsets)
                 lengths = list(req.lengths)
                 if tuple(target.shape) != tuple(lengths):
@@ -499,6 +529,12 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
                     dests.append((e, tmp, 0, 0))
                     post.append((req, target, (tmp, offsets, lengths)))
             r.read(dests, verify=self.verify)
+        return post
+
+    @staticmethod
+    def _commit(post: list[tuple[ReadItem, torch.Tensor,
+                                 Optional[tuple[torch.Tensor, list[int], list[int]]]]],
+                planner: LoadPlanner) -> None:
         for req, target, chunk in post:
             if chunk is not None:
                 t, offsets, lengths = chunk
