@@ -489,6 +489,7 @@ class CheckpointReader:
         self._h: Optional[Handle] = Handle(h, self._closed)
         self.tensors: list[TensorEntry] = []
         self.by_name: dict[str, TensorEntry] = {}
+        self._tied: Optional[dict[str, str]] = None
         info = _capi.TensorInfo()
         for i in range(self._lib.s3d_reader_num_tensors(h)):
             self._lib.check(self._lib.s3d_reader_tensor(h, i, ctypes.byref(info)))
@@ -529,6 +530,26 @@ class CheckpointReader:
                 # The C API never gives a NULL shard URI.
                 out.append((cast(bytes, u.value).decode("utf-8"), hb.value, ob.value))
         return out
+
+    def tied_names(self) -> dict[str, str]:
+        """{name: stored name} of the tied tensors save() stored once (_untie): names that
+        load() returns but the file does not hold. Read from the s3direct tree and confirmed
+        by the alias entry in __metadata__; empty for files other tools wrote."""
+        if self._tied is None:
+            doc = _tree_doc(self)
+            tied: dict[str, str] = {}
+            if doc is not None:
+                md = self.metadata()
+                names = _tree.Flattened()
+                for path, tag, node in _tree.walk(doc["tree"]):
+                    if tag != "t":
+                        continue
+                    name, kept = names.unique_name(path), node["t"]
+                    if (name != kept and name not in self.by_name and kept in self.by_name
+                            and md.get(name) == kept):
+                        tied[name] = kept
+            self._tied = tied
+        return self._tied
 
     def metadata_get(self, key: str) -> Optional[str]:
         with self._use() as h:
@@ -712,14 +733,22 @@ def _load(uri: PathLike, dev: torch.device, alloc_dev: torch.device,
                     tree_names.append(node["t"])
         else:
             tree_names = [e.name for e in r.tensors]
-        chosen = _select(r, tree_names, keys)
+        # By keys, a tied name (stored once under the name it is tied to) is selected as
+        # load() returns it, and comes back tied to that tensor.
+        tied = r.tied_names() if keys is not None else {}
+        chosen = _select(r, tree_names + list(tied), keys)
         out: dict[str, torch.Tensor] = {}
         dests: list[Dest] = []
+        stored: dict[str, torch.Tensor] = {}
         for name in chosen:
-            e = r.by_name[name]
-            t = torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device=alloc_dev)
+            sname = tied.get(name, name)
+            t = stored.get(sname)
+            if t is None:
+                e = r.by_name[sname]
+                t = torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device=alloc_dev)
+                stored[sname] = t
+                dests.append((e, t, 0, 0))
             out[name] = t
-            dests.append((e, t, 0, 0))
         r.read(dests, progress=progress, verify=verify)
     if alloc_dev != dev:
         out = {k: v.to(dev) for k, v in out.items()}

@@ -68,6 +68,10 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         r = self._reader()
         e = r.by_name.get(name)
         if e is None:
+            # A tied name save() stored once: the tensor it is tied to (as load() gives it).
+            kept = r.tied_names().get(name)
+            e = None if kept is None else r.by_name.get(kept)
+        if e is None:
             raise KeyError(f"{r.uri}: no tensor named {name!r}")
         return e
 

@@ -337,6 +337,31 @@ def test_tied_weights_saved_once_and_restored(tmp_path, base):
         assert torch.equal(m3.embed.weight, m.embed.weight)
 
 
+def test_tied_name_by_key_and_in_safe_open(tmp_path, base):
+    """A tied name load() returns is found by keys= and by safe_open, as that tensor (issue 24:
+    both raised KeyError); a name that is neither stored nor tied still raises, even when the
+    user's metadata maps it to a tensor name."""
+    torch.manual_seed(1)
+    m = TiedLM()
+    uri = f"{base}/tied-keys.safetensors"
+    s3direct.save({"model": m, "step": 3}, uri, metadata={"note": "model.embed.weight"})
+    one = s3direct.load(uri, keys=["model.lm_head.weight"])
+    assert list(one) == ["model.lm_head.weight"]
+    assert torch.equal(one["model.lm_head.weight"], m.embed.weight)
+    both = s3direct.load(uri, keys="model")
+    assert both["model.lm_head.weight"] is both["model.embed.weight"]
+    assert set(both) == {"model.embed.weight", "model.mid.weight", "model.mid.bias",
+                         "model.lm_head.weight"}
+    with s3direct.safe_open(uri) as f:
+        assert torch.equal(f.get_tensor("model.lm_head.weight"), m.embed.weight)
+        assert torch.equal(f.get_slice("model.lm_head.weight")[2:5], m.embed.weight[2:5])
+        assert "model.lm_head.weight" not in f.keys()  # stored once, as safetensors lists it
+        with pytest.raises(KeyError):
+            f.get_tensor("note")
+    with pytest.raises(KeyError):
+        s3direct.load(uri, keys=["note"])
+
+
 def test_load_into_tied_model_from_save_model_file(tmp_path, lib_path):
     from safetensors.torch import save_model
 
