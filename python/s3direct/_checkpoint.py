@@ -13,11 +13,12 @@ import ctypes
 import gc
 import os
 import threading
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, cast
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
+                    Union, cast)
 
 import torch
 
-from . import _capi, _dtypes, _interrupt, _tree, _uri, errors
+from . import _capi, _dtypes, _interrupt, _log, _tree, _uri, errors
 from ._capi import enc
 from ._progress import Progress, ProgressArg
 from ._uri import PathLike
@@ -468,19 +469,32 @@ class CheckpointReader:
         self._lib = _capi.lib()
         self._client = resolve(client)
         self.uri = _uri.for_load(uri, self._client)
-        lib, client, uri_b = self._lib, self._client, enc(self.uri)
+        lib, client = self._lib, self._client
 
-        def open_() -> ctypes.c_void_p:
-            h = ctypes.c_void_p()
-            with client.call() as ch:
-                lib.check(lib.s3d_reader_open(ch, uri_b, ctypes.byref(h)))
-            return h
+        def opener(u: str) -> Callable[[], ctypes.c_void_p]:
+            def open_() -> ctypes.c_void_p:
+                h = ctypes.c_void_p()
+                with client.call() as ch:
+                    lib.check(lib.s3d_reader_open(ch, enc(u), ctypes.byref(h)))
+                return h
+            return open_
 
         # Opening has no cancel token: Ctrl-C leaves the helper thread to finish the
         # header reads and close what it opened.
         try:
-            h = _interrupt.call(open_, abandon=lambda h: lib.s3d_reader_close(h),
-                                uses=(self._client,))
+            try:
+                h = _interrupt.call(opener(self.uri), abandon=lambda h: lib.s3d_reader_close(h),
+                                    uses=(self._client,))
+            except errors.NoSuchKey:
+                # s3://b/model where model/ is a folder: load the model in it, as
+                # from_pretrained would (no request is spent on this unless the key is absent).
+                folder = _uri.folder_for_missing(self.uri, self._client)
+                if folder is None:
+                    raise
+                _log.logger.info("%s is a folder: loading %s", self.uri, folder)
+                self.uri = folder
+                h = _interrupt.call(opener(self.uri), abandon=lambda h: lib.s3d_reader_close(h),
+                                    uses=(self._client,))
         except errors.FormatError as err:
             _explain_not_safetensors(self.uri, self._client, err)
             raise

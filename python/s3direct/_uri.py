@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import urllib.parse
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from . import errors
 
@@ -84,6 +84,29 @@ def for_load(uri: PathLike, client: "Client") -> str:
     cls = errors.NoSuchKey if u.startswith("s3://") else errors.NoSuchFile
     raise cls(errors._CODES["ENOSUCHKEY"] if u.startswith("s3://") else errors._CODES["ENOENT"],
               f"{u}: the folder has neither {WEIGHTS_NAME} nor {INDEX_NAME}")
+
+
+def folder_for_missing(uri: str, client: "Client") -> Optional[str]:
+    """For an S3 key that does not exist: the model file in the folder of that name
+    (uri + "/"), if the folder holds one; else None. Raises NoSuchKey naming the folder when
+    the prefix holds objects but no model file, so the error says what is there."""
+    if not uri.startswith("s3://") or uri.endswith("/"):
+        return None
+    folder = uri + "/"
+    for name in (WEIGHTS_NAME, INDEX_NAME):
+        cand = _join(folder, name)
+        if _exists(cand, client):
+            return cand
+    try:
+        some = client.list(folder, delimiter="/")
+    except errors.S3DirectError:
+        some = []
+    if some:
+        raise errors.NoSuchKey(
+            errors._CODES["ENOSUCHKEY"],
+            f"{uri}: no such object, but {folder} is a folder, and it has neither "
+            f"{WEIGHTS_NAME} nor {INDEX_NAME}; name the file in it")
+    return None
 
 
 def for_save(uri: PathLike, sharded: bool) -> str:

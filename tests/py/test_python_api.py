@@ -455,3 +455,22 @@ def test_progress_on_terminal_without_tqdm_prints_plain_lines(lib_path, monkeypa
     lines = out.getvalue().splitlines()
     assert lines[0] == "s3direct: load x:  50.0% 512 B of 1.00 KiB"
     assert lines[-1].startswith("s3direct: load x: 1.00 KiB in ")
+
+
+def test_folder_named_without_slash(base):
+    """load("s3://b/model") where model/ is a folder loads the model in it, as
+    from_pretrained would (issue 24.3: a bare 404 NoSuchKey); a folder with no model file
+    says so; a name that is neither still raises NoSuchKey / NoSuchFile."""
+    if not base.startswith("s3://"):
+        os.makedirs(f"{base}/model")
+        os.makedirs(f"{base}/other")
+    s3direct.save({"a": torch.arange(4)}, f"{base}/model/")
+    assert torch.equal(s3direct.load(f"{base}/model")["a"], torch.arange(4))
+    with s3direct.safe_open(f"{base}/model") as f:
+        assert f.keys() == ["a"]
+    s3direct.save({"b": torch.ones(2)}, f"{base}/other/weights.safetensors")
+    with pytest.raises((s3direct.NoSuchKey, s3direct.NoSuchFile),
+                       match="neither model.safetensors nor model.safetensors.index.json"):
+        s3direct.load(f"{base}/other")
+    with pytest.raises((s3direct.NoSuchKey, s3direct.NoSuchFile)):
+        s3direct.load(f"{base}/absent")
