@@ -9,7 +9,9 @@ The tree is stored in the safetensors ``__metadata__`` under TREE_KEY ("s3direct
                                                   "P": 1 an nn.Parameter ("g": 0 when it did
                                                   not require grad), "g": 1 a plain tensor
                                                   that required grad (readers that ignore
-                                                  them get plain tensors)
+                                                  them get plain tensors); "np": 1 a numpy
+                                                  array, "np": 2 a numpy scalar (stored as a
+                                                  tensor, loaded back as numpy on the CPU)
     {"d": [[key, NODE], ...]}                     a dict; key a JSON string or integer;
                                                   "o": 1 marks an OrderedDict
     {"l": [NODE, ...]} / {"T": [NODE, ...]}       a list / a tuple
@@ -29,6 +31,7 @@ import base64
 import binascii
 import json
 import pickle
+import sys
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Mapping, Optional, Tuple, Union
 
@@ -108,6 +111,11 @@ def _flatten(obj: Any, path: Path, out: Flattened, allow_pickle: bool, expand: O
         elif obj.requires_grad:
             node["g"] = 1
         return node
+    arr = _numpy_leaf(obj)
+    if arr is not None:
+        node = _flatten(arr[0], path, out, allow_pickle, expand, active)
+        node["np"] = arr[1]
+        return node
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int) and type(obj) is int:
@@ -167,9 +175,31 @@ def _flatten(obj: Any, path: Path, out: Flattened, allow_pickle: bool, expand: O
         f"allow_pickle=True (unsafe to load from untrusted sources)")
 
 
+def _numpy_leaf(obj: Any) -> Optional[tuple[torch.Tensor, int]]:
+    """A numpy array (1) or scalar (2) of a dtype torch holds, as (tensor, kind); else None.
+    numpy.float64 stays a float (it is one). Arrays of other dtypes (object, strings, float128)
+    fall through to pickling or the error."""
+    np = sys.modules.get("numpy")
+    if np is None or isinstance(obj, float):
+        return None
+    if isinstance(obj, np.ndarray):
+        kind = 1
+    elif isinstance(obj, np.generic):
+        kind, obj = 2, np.asarray(obj)
+    else:
+        return None
+    if obj.dtype.kind not in "biufc":
+        return None
+    try:
+        a = np.asarray(obj, dtype=obj.dtype.newbyteorder("="), order="C")
+        return torch.from_numpy(a), kind
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
 # A node is a dict with exactly one of these tags ("o" may accompany "d"; "P", "g" a "t").
 _TAGS = frozenset(("t", "f", "d", "l", "T", "S", "dtype", "device", "p"))
-_OPTIONAL = frozenset((("d", "o"), ("t", "P"), ("t", "g")))  # (tag, key it may come with)
+_OPTIONAL = frozenset((("d", "o"), ("t", "P"), ("t", "g"), ("t", "np")))  # (tag, key it may come with)
 _INT64 = 1 << 63
 
 
@@ -201,6 +231,8 @@ def _node_problem(node: Node, path: Path,
     for opt in ("o", "P", "g"):
         if opt in node and node[opt] not in (0, 1):
             return f"{opt!r} must be 0 or 1"
+    if "np" in node and (node["np"] not in (1, 2) or type(node["np"]) is not int):
+        return "'np' must be 1 or 2"
     v = node[tag]
     if tag in ("t", "f", "dtype", "device", "p") and not isinstance(v, str):
         return f"{tag!r} must be a string"
@@ -332,6 +364,9 @@ def _leaf(node: Node, path: Path, tensors: Tensors, allow_pickle: bool) -> Any:
         if "t" in node:
             name = node["t"]
             t = tensors(name, path) if callable(tensors) else tensors[name]
+            if node.get("np") in (1, 2) and isinstance(t, torch.Tensor):
+                a = t.detach().cpu().numpy()
+                return a[()] if node["np"] == 2 else a
             try:
                 return restore_grad(node, t)
             except RuntimeError as e:  # requires_grad on an integer tensor

@@ -474,3 +474,41 @@ def test_folder_named_without_slash(base):
         s3direct.load(f"{base}/other")
     with pytest.raises((s3direct.NoSuchKey, s3direct.NoSuchFile)):
         s3direct.load(f"{base}/absent")
+
+
+def test_numpy_leaves_stored_as_tensors(base):
+    """numpy arrays and scalars in a training state (np.random.get_state(), metrics) are
+    stored as tensors and come back as numpy, without allow_pickle (issue 24.3: refused);
+    the files stay plain safetensors; an object array is still refused."""
+    import numpy as np
+
+    np.random.seed(5)
+    np.random.rand(3)
+    state = {"np_rng": np.random.get_state(), "torch_rng": torch.get_rng_state(),
+             "grid": np.arange(12, dtype=np.int32).reshape(3, 4)[:, ::2],  # not contiguous
+             "zero_d": np.array(2.5), "big_endian": np.arange(4, dtype=">f4"),
+             "u16": np.arange(5, dtype=np.uint16), "flags": np.array([True, False]),
+             "step": np.int64(9), "ok": np.bool_(True), "loss": np.float32(0.25),
+             "lr": np.float64(0.125)}
+    uri = f"{base}/np.safetensors"
+    s3direct.save(state, uri)
+    back = s3direct.load(uri)
+    np.random.set_state(back["np_rng"])
+    want = np.random.rand(4)
+    np.random.set_state(state["np_rng"])
+    assert np.array_equal(want, np.random.rand(4))
+    assert back["np_rng"][0] == "MT19937" and back["np_rng"][2:] == state["np_rng"][2:]
+    for k in ("grid", "zero_d", "big_endian", "u16", "flags"):
+        assert isinstance(back[k], np.ndarray), k
+        assert back[k].shape == state[k].shape and np.array_equal(back[k], state[k]), k
+        assert back[k].dtype == state[k].dtype.newbyteorder("="), k
+    assert type(back["step"]) is np.int64 and back["step"] == 9
+    assert type(back["ok"]) is np.bool_ and back["ok"]
+    assert type(back["loss"]) is np.float32 and back["loss"] == np.float32(0.25)
+    assert back["lr"] == 0.125
+    assert torch.equal(back["torch_rng"], state["torch_rng"])
+    with s3direct.safe_open(uri) as f:  # plain tensors to any safetensors reader
+        assert torch.equal(f.get_tensor("grid"), torch.tensor([[0, 2], [4, 6], [8, 10]],
+                                                              dtype=torch.int32))
+    with pytest.raises(s3direct.InvalidArgument, match="allow_pickle"):
+        s3direct.save({"o": np.array([object()], dtype=object)}, f"{base}/obj.safetensors")
