@@ -188,8 +188,10 @@ class TensorSlice:
         """Reads the selected elements only.
 
         Args:
-            index: ints (negative counts from the end), slices with positive steps, ``...``,
-                or a tuple of them (0-d integer tensors count as ints).
+            index: as torch indexes a tensor: ints (negative counts from the end), slices with
+                positive steps, ``...``, ``None`` and bools (new dimensions), lists, arrays
+                and integer or boolean tensors (advanced indexing), or a tuple of them. The
+                bytes read are those of the block that bounds the selection.
 
         Returns:
             A new contiguous tensor on the safe_open's device.
@@ -198,6 +200,18 @@ class TensorSlice:
             IndexError: out of range, too many indices or two ellipses. ValueError: a step
             that is not positive, or the file is closed. TypeError: another kind of index.
         """
+        f, e = self._f, self._e
+        r = f._reader()
+        shape = list(e.shape)
+        adv = _advanced(index, shape, r.uri, e.name)
+        if adv is not None:
+            # None, bools, lists and index tensors (torch's indexing, as safetensors has it):
+            # read the block that bounds the selection, then index it in memory.
+            bounds, rel = adv
+            return self._basic(bounds)[rel].contiguous()
+        return self._basic(index)
+
+    def _basic(self, index: Any) -> torch.Tensor:
         f, e = self._f, self._e
         r = f._reader()
         dtype = e.torch_dtype(r.uri)
@@ -276,6 +290,105 @@ def _product(ranges: List[range]) -> Any:
 def _squeeze_ints(t: torch.Tensor, sel: List[Tuple[int, int, int, bool]]) -> torch.Tensor:
     idx = tuple(0 if s[3] else slice(None) for s in sel)
     return t[idx] if any(s[3] for s in sel) else t
+
+
+def _is_advanced(i: Any) -> bool:
+    if i is None or isinstance(i, (bool, list)):
+        return True
+    if isinstance(i, torch.Tensor):
+        return i.dim() > 0 or i.dtype == torch.bool
+    return type(i).__module__ == "numpy" and hasattr(i, "shape") and len(i.shape) > 0
+
+
+def _advanced(index: Any, shape: List[int], uri: str,
+              name: str) -> Optional[Tuple[Tuple[slice, ...], Tuple[Any, ...]]]:
+    """For an index with None, bools, lists or index tensors: (the step-1 slices of the block
+    that bounds the selection, the index that selects it from that block). None for an index
+    of ints, slices and ... only."""
+    if isinstance(index, list) and any(
+            i is None or i is Ellipsis or isinstance(i, (list, tuple, slice, torch.Tensor))
+            or hasattr(i, "shape") for i in index):
+        # torch (and so safetensors) reads a list holding sequences, slices, None or ... as
+        # a tuple of indices: x[[[1, 0]]] is x[[1, 0]], not a 2-d index.
+        index = tuple(index)
+    items = index if isinstance(index, tuple) else (index,)
+    if not any(_is_advanced(i) for i in items):
+        return None
+    if sum(1 for i in items if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    conv: List[Any] = []
+    for i in items:
+        if isinstance(i, list) or (_is_advanced(i) and i is not None
+                                   and not isinstance(i, (bool, torch.Tensor))):
+            try:
+                i = torch.as_tensor(i)
+            except (TypeError, ValueError, RuntimeError) as err:
+                raise TypeError(f"{uri}: {name}: unsupported index {i!r:.60}") from err
+            if i.numel() == 0:
+                i = i.to(torch.int64)  # x[[]]: an empty selection, as torch gives it
+        conv.append(i)
+
+    def dims_of(i: Any) -> int:  # how many dimensions of the tensor an index item consumes
+        if i is None or i is Ellipsis or isinstance(i, bool):
+            return 0
+        if isinstance(i, torch.Tensor) and i.dtype == torch.bool:
+            return max(i.dim(), 1)
+        return 1
+
+    used = sum(dims_of(i) for i in conv)
+    if used > len(shape):
+        raise IndexError(f"{uri}: {name} has {len(shape)} dimensions, the index uses {used}")
+    expanded: List[Any] = []
+    for i in conv:
+        if i is Ellipsis:
+            expanded.extend([slice(None)] * (len(shape) - used))
+        else:
+            expanded.append(i)
+    bounds: List[slice] = []
+    rel: List[Any] = []
+    dim = 0
+    for i in expanded:
+        k = dims_of(i)
+        if k == 0:
+            rel.append(i)
+            continue
+        if isinstance(i, torch.Tensor) and i.dtype == torch.bool:
+            want = shape[dim:dim + k] if i.dim() else [1]
+            if i.dim() and list(i.shape) != want:
+                raise IndexError(f"{uri}: {name}: boolean index of shape {list(i.shape)} does "
+                                 f"not match dimensions {dim}.. of size {want}")
+            bounds.extend(slice(None) for _ in range(k))
+            rel.append(i)
+        elif isinstance(i, torch.Tensor):
+            if i.is_floating_point() or i.is_complex():
+                raise IndexError(f"{uri}: {name}: tensors used as indices must be integer or "
+                                 f"boolean")
+            n = shape[dim]
+            t = i.to(torch.int64)
+            if t.numel() and (int(t.min()) < -n or int(t.max()) >= n):
+                raise IndexError(f"{uri}: {name}: an index is out of range for dimension "
+                                 f"{dim} of size {n}")
+            t = torch.remainder(t, n) if n else t
+            lo = int(t.min()) if t.numel() else 0
+            hi = int(t.max()) + 1 if t.numel() else 0
+            bounds.append(slice(lo, hi))
+            rel.append(t - lo)
+        elif isinstance(i, slice):
+            start, stop, step = i.indices(shape[dim])
+            if step <= 0:
+                raise ValueError(f"{uri}: {name}: slice steps must be positive")
+            count = len(range(start, stop, step))
+            if count == 0:
+                bounds.append(slice(0, 0))
+            else:
+                bounds.append(slice(start, start + (count - 1) * step + 1))
+            rel.append(slice(None, None, step))
+        else:
+            sel = _normalize((i,), [shape[dim]], uri, name)[0]  # an int: checked there
+            bounds.append(slice(sel[0], sel[0] + 1))
+            rel.append(0)
+        dim += k
+    return tuple(bounds), tuple(rel)
 
 
 def _normalize(index: Any, shape: List[int], uri: str,

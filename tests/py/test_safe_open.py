@@ -34,7 +34,21 @@ def tensors():
 INDICES = [
     (slice(2, 5),), (slice(None), slice(3, 7)), (Ellipsis, 1), (3,), (slice(1, 11, 3),),
     (slice(None), slice(0, 10, 4)), (-1, slice(2, 4)), (slice(5, 5),), (Ellipsis,),
+    # torch's indexing, which safetensors follows (issue 24.3: each was a TypeError here):
+    None, (None,), (0, None), (Ellipsis, None), (None, Ellipsis, None), True, False,
+    [0, 2], [[1, 0]], (slice(None), [3, 1, 3]), ([4, 0], slice(1, 3)), ([1, 2], [0, -1]),
+    (slice(None), None, [0, 2]), [], [-1], (Ellipsis, [1]),
 ]
+
+
+def _index_tensor_forms():
+    """Index tensors and arrays: integer and boolean."""
+    import numpy as np
+
+    mask = torch.zeros(12, dtype=torch.bool)
+    mask[[1, 5, 6]] = True
+    return [torch.tensor([3, 1]), (slice(None), torch.tensor([[0, 1], [2, 3]])),
+            np.array([2, 0]), mask, (mask, slice(2, 4))]
 
 
 def test_matches_safetensors(tmp_path, base):
@@ -56,10 +70,17 @@ def test_matches_safetensors(tmp_path, base):
             sw, sg = want.get_slice(k), got.get_slice(k)
             assert sg.get_shape() == sw.get_shape() and sg.get_dtype() == sw.get_dtype()
             for idx in INDICES:
-                if k == "w" and len(idx) > 2:
+                if k == "w" and isinstance(idx, tuple) and len(idx) > 2:
                     continue
                 a, b = sw[idx], sg[idx]
                 assert a.shape == b.shape and torch.equal(a, b), (k, idx)
+        for idx in _index_tensor_forms():
+            a, b = want.get_slice("w")[idx], got.get_slice("w")[idx]
+            assert a.shape == b.shape and torch.equal(a, b), idx
+        with pytest.raises(IndexError):
+            got.get_slice("w")[[0, 12]]
+        with pytest.raises(IndexError):
+            got.get_slice("w")[torch.zeros(5, dtype=torch.bool)]
         assert got.get_slice("b16")[1:3, :, 2:3].shape == (2, 5, 1)
         with pytest.raises(KeyError):
             got.get_tensor("nope")
