@@ -14,6 +14,7 @@
 #include "common/compiler.h"
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "engine/fileio_stage.h"
 #include "engine/pool.h"
@@ -124,7 +125,7 @@ static int write_host_seg(struct s3d_file_writer *w, const struct s3d_file_seg *
         const unsigned char *src = (const unsigned char *)sg->src + pos;
         if (crc != NULL)
             *crc = s3d_crc32c(*crc, src, (size_t)step);
-        if ((rc = fio_pwrite_full(w->fd, src, step, off + pos)) < 0)
+        if ((rc = s3d_pwrite_full(w->fd, src, step, off + pos)) < 0)
             return fio_io_fail(-rc, "write", w->tmp_path, off + pos);
         pos += step;
         w->written += step;
@@ -141,7 +142,7 @@ static int write_slot_done(void *ctx, struct fio_slot *s)
     int rc;
     if (w->crc_out != NULL)
         w->crc_out[s->seg] = s3d_crc32c(w->crc_out[s->seg], s->chunk, (size_t)s->len);
-    if ((rc = fio_pwrite_full(w->fd, s->chunk, s->len, s->file_off)) < 0)
+    if ((rc = s3d_pwrite_full(w->fd, s->chunk, s->len, s->file_off)) < 0)
         return fio_io_fail(-rc, "write", w->tmp_path, s->file_off);
     w->written += s->len;
     return fio_check_cancel(&w->o, w->written, w->o.progress_total);
@@ -258,7 +259,7 @@ int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset, const voi
     int rc;
     if (w->committed || w->fd < 0)
         return s3d_fail(S3D_EINVAL, "write %s: writer already committed or aborted", w->path);
-    if ((rc = fio_pwrite_full(w->fd, buf, len, offset)) < 0)
+    if ((rc = s3d_pwrite_full(w->fd, buf, len, offset)) < 0)
         return fio_io_fail(-rc, "write", w->tmp_path, offset);
     return 0;
 }
