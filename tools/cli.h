@@ -185,7 +185,7 @@ const char *cli_format_time(int64_t epoch_s, char *buf, size_t cap);
  * filters, applied in order, the last match deciding (the AWS CLI's rule); 1 without filters. */
 int cli_filter_included(const struct cli_opts *o, const char *rel);
 
-/* ---- cmd_cp.c / xfer.c: copying -------------------------------------------------------- */
+/* ---- cmd_cp.c / cp_recursive.c: copying --------------------------------------------------- */
 
 /* What one cp, mv or sync run works with. */
 struct cp_ctx {
@@ -205,10 +205,10 @@ int cli_cp_one(struct cp_ctx *x, const char *src, const char *dst);
 int cli_cp_recursive(struct cp_ctx *x, const char *src, const char *dst);
 /* Deletes the source of a finished move (a no-op with --dryrun). (cmd_cp.c) */
 int cli_delete_source(struct cp_ctx *x, const char *src);
-/* sync SRC DST (xfer.c). */
+/* sync SRC DST (cp_recursive.c). */
 int cli_sync(struct cp_ctx *x, const char *src, const char *dst);
 
-/* Path helpers (xfer.c). */
+/* Path helpers (cp_recursive.c). */
 const char *cli_base_name(const char *path);
 int cli_ends_with_slash(const char *s);
 /* "dir" + "/" + "name" into out; -1 when too long (error printed). */

@@ -1,5 +1,5 @@
 /* cmd_sync.c - s3direct sync: makes DEST hold what SRC holds, copying only what differs, as
- * "aws s3 sync" does (the comparison is in xfer.c). */
+ * "aws s3 sync" does (the comparison is in cp_recursive.c). */
 #include <string.h>
 
 #include "cli.h"

@@ -278,6 +278,10 @@ _SIGNATURES = {
     "s3d_upload_stream_write": (c_int, [_P, c_void_p, c_size_t]),
     "s3d_upload_stream_finish": (c_int, [_P]),
     "s3d_upload_stream_free": (None, [_P]),
+    "s3d_file_stream_new": (c_int, [_S, POINTER(_P)]),
+    "s3d_file_stream_fd": (c_int, [_P]),
+    "s3d_file_stream_finish": (c_int, [_P]),
+    "s3d_file_stream_free": (None, [_P]),
     # checkpoint.h
     "s3d_dtype_name": (_S, [c_int]),
     "s3d_dtype_from_name": (c_int, [_S, c_size_t]),

@@ -14,7 +14,8 @@ waits for a write() running on another thread, and writes after it raise ValueEr
 its client's C object alive, so it stays usable after the Client is closed.
 
 Local paths work too: reader gives the builtin binary file; writer writes a temporary file in
-the same folder and renames it on close (the file appears only when complete).
+the same folder and renames it on close (the file appears only when complete), through the C
+library's s3d_file_stream_* (the one temporary-file commit of the library).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import ctypes
 import io
 import logging
 import os
-import stat
 import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO, Optional, cast
@@ -345,70 +345,45 @@ class S3Writer(_AbortOnError, io.RawIOBase):
             pass
 
 
-def _sweep_stale(final: str) -> None:
-    """Removes .NAME.s3d-tmp-PID-* beside final whose PID no longer runs (a killed writer's),
-    as the C library does before its own saves (src/engine/tmpfile.h)."""
-    folder, base = os.path.split(os.path.abspath(final))
-    prefix = f".{base}.s3d-tmp-"
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return
-    for n in names:
-        if not n.startswith(prefix):
-            continue
-        pid = n[len(prefix):].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # alive (or not ours to signal): keep
-        except ProcessLookupError:
-            pass
-        except OSError:
-            continue
-        try:
-            os.unlink(os.path.join(folder, n))
-        except OSError:
-            pass
-
-
 class _LocalWriter(_AbortOnError, io.FileIO):
-    """Writes .NAME.s3d-tmp-PID-RAND beside path, renames it to path on a clean close; deletes
-    it otherwise. A new file gets 0666 less the umask; an existing one keeps its mode."""
+    """A local file written whole or not at all by the C library's file stream
+    (s3d_file_stream_*, include/s3direct/transfer.h): bytes go to .NAME.s3d-tmp-PID-RAND beside
+    path, which close() syncs and renames over path (then syncs the folder), as the library's
+    downloads and local saves commit theirs; abort() or an unclosed writer removes it. A new
+    file gets 0666 less the umask; an existing one keeps its mode. Writes go through the
+    temporary file's descriptor, which the C stream owns and closes."""
 
     def __init__(self, path: PathLike) -> None:
         self._final = os.fspath(path)
-        folder, base = os.path.split(os.path.abspath(self._final))
-        _sweep_stale(self._final)
-        self._tmp = os.path.join(folder,
-                                 f".{base}.s3d-tmp-{os.getpid()}-{os.urandom(4).hex()}")
-        fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        self._lib = _capi.lib()
+        h = ctypes.c_void_p()
+        self._lib.check(self._lib.s3d_file_stream_new(enc(self._final), ctypes.byref(h)))
+        self._s: Optional[ctypes.c_void_p] = h
         try:
-            st = os.stat(self._final)
-            if stat.S_ISREG(st.st_mode):
-                os.fchmod(fd, stat.S_IMODE(st.st_mode))
-        except FileNotFoundError:
-            pass
+            super().__init__(self._lib.s3d_file_stream_fd(h), "wb", closefd=False)
         except BaseException:
-            os.close(fd)
-            os.unlink(self._tmp)
+            self._s = None
+            self._lib.s3d_file_stream_free(h)
             raise
-        super().__init__(fd, "wb", closefd=True)
 
     def abort(self) -> None:
         if not self.closed:
             super().close()
-        if os.path.exists(self._tmp):
-            os.unlink(self._tmp)
+        s, self._s = getattr(self, "_s", None), None
+        if s is not None:
+            self._lib.s3d_file_stream_free(s)
 
     def close(self) -> None:
         if self.closed:
             return
-        self.flush()
-        os.fsync(self.fileno())
-        super().close()
-        os.replace(self._tmp, self._final)
+        s, self._s = self._s, None
+        try:
+            super().close()  # the descriptor stays open: the stream syncs and closes it
+            if s is not None:
+                self._lib.check(self._lib.s3d_file_stream_finish(s))
+        finally:
+            if s is not None:
+                self._lib.s3d_file_stream_free(s)
 
     def __del__(self) -> None:
         # A writer dropped without close() leaves no file behind, and says so.
@@ -461,8 +436,10 @@ def writer(uri: PathLike, *, client: Optional[Client] = None, part_size: Optiona
 
     Raises:
         NoSuchBucket, AccessDenied, TransferError: from write() or close() (S3).
-        OSError: the local temporary file cannot be made. ConfigError: a URI s3direct cannot
-        use.
+        NoSuchFile (a FileNotFoundError): the local path's folder does not exist;
+        AccessDenied (a PermissionError) and the like from the C library: the local temporary
+        file cannot be made, or (from close()) not synced or renamed. ConfigError: a URI
+        s3direct cannot use.
     """
     uri = _uri.normalize(uri)
     if is_s3(uri):

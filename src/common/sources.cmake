@@ -4,6 +4,7 @@ set(S3D_COMMON_SOURCES
   src/common/crc32c.c
   src/common/dynbuf.c
   src/common/error.c
+  src/common/fdio.c
   src/common/log.c
   src/common/prefault.c
   src/common/version.c

@@ -19,6 +19,7 @@
 #include "common/compiler.h"
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "common/opts.h"
 #include "engine/ckpt_common.h"
@@ -345,18 +346,10 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
 
 static int write_all(int fd, const char *p, size_t n, int seekable, uint64_t off, const char *what)
 {
-    while (n > 0) {
-        ssize_t w = seekable ? pwrite(fd, p, n, (off_t)off) : write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return s3d_fail(s3d_err_from_errno(errno), "write %s at %" PRIu64 ": %s", what, off,
-                            strerror(errno));
-        }
-        p += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
-    }
+    int rc = seekable ? s3d_pwrite_full(fd, p, n, off) : s3d_write_full(fd, p, n);
+    if (rc < 0)
+        return s3d_fail(s3d_err_from_errno(-rc), "write %s at %" PRIu64 ": %s", what, off,
+                        strerror(-rc));
     return 0;
 }
 
@@ -661,26 +654,14 @@ static int check_unchanged(struct fd_up *f)
     return 0;
 }
 
-/* The most one read(2) is asked for: Linux transfers at most 2 GiB - 4 KiB per call. */
-#define READ_STEP_MAX (1ull << 30)
-
 /* Reads up to n bytes (fewer only at end of input). */
 static int read_full(int fd, char *p, uint64_t n, uint64_t *got, int *eof, const char *what)
 {
-    *got = 0;
-    while (*got < n) {
-        ssize_t r = read(fd, p + *got, (size_t)S3D_MIN(n - *got, READ_STEP_MAX));
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return s3d_fail(s3d_err_from_errno(errno), "read %s: %s", what, strerror(errno));
-        }
-        if (r == 0) {
-            *eof = 1;
-            break;
-        }
-        *got += (uint64_t)r;
-    }
+    int rc = s3d_read_full(fd, p, n, got);
+    if (rc < 0)
+        return s3d_fail(s3d_err_from_errno(-rc), "read %s: %s", what, strerror(-rc));
+    if (*got < n)
+        *eof = 1;
     return 0;
 }
 

@@ -24,6 +24,7 @@
 #include "common/compiler.h"
 #include "common/dynbuf.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "common/opts.h"
 #include "engine/ckpt_common.h"
 #include "engine/ckpt_reader.h"
@@ -42,20 +43,14 @@
 /* Reads [off, off + len) of a local file into buf; S3D_EFMT_TRUNCATED if it ends early. */
 static int file_pread_all(int fd, const char *path, void *buf, uint64_t len, uint64_t off)
 {
-    uint64_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return s3d_fail(s3d_err_from_errno(errno), "read %s at offset %llu: %s", path,
-                            (unsigned long long)(off + done), strerror(errno));
-        if (n == 0)
-            return s3d_fail(S3D_EFMT_TRUNCATED, "%s: ends at offset %llu, expected %llu bytes",
-                            path, (unsigned long long)(off + done),
-                            (unsigned long long)(off + len));
-        done += (uint64_t)n;
-    }
+    uint64_t done;
+    int rc = s3d_pread_full(fd, buf, len, off, &done);
+    if (rc < 0)
+        return s3d_fail(s3d_err_from_errno(-rc), "read %s at offset %llu: %s", path,
+                        (unsigned long long)(off + done), strerror(-rc));
+    if (done < len)
+        return s3d_fail(S3D_EFMT_TRUNCATED, "%s: ends at offset %llu, expected %llu bytes", path,
+                        (unsigned long long)(off + done), (unsigned long long)(off + len));
     return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "s3/s3ctx.h"
 #include "s3direct/client.h"
 #include "common/compiler.h"
+#include "s3/limits.h"
 
 /* Defaults of the client options (client.h). part_size and concurrency: measured against the
  * local RGW, see docs/internals/engine.md. */
@@ -26,11 +27,8 @@
 /* One staging chunk holds one part: the pool's defaults (pool.h) are the client's. */
 #define S3D_DEFAULT_PART_SIZE     ((uint64_t)S3D_POOL_DEFAULT_CHUNK)
 #define S3D_DEFAULT_STAGING_BYTES ((uint64_t)S3D_POOL_DEFAULT_TOTAL)
-/* S3D_MAX_CONCURRENCY and S3D_MAX_PART_SIZE: s3/config.h, which checks the profile's values
- * against them too. S3's other limits on uploads: */
-#define S3D_MIN_PART_SIZE  (5ull << 20) /* every part but the last */
-#define S3D_MAX_PARTS      10000u
-#define S3D_MAX_SINGLE_PUT (5ull << 30) /* one PutObject */
+/* S3D_MAX_CONCURRENCY: s3/config.h, which checks the profile's values against it and
+ * S3D_MAX_PART_SIZE. S3's limits on uploads (part sizes, parts, one PutObject): s3/limits.h. */
 
 struct s3d_pool;
 struct s3d_device;

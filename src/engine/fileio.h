@@ -105,15 +105,15 @@ S3D_NODISCARD int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offs
 /* Writes len bytes of host memory at offset (the safetensors header, written last). */
 S3D_NODISCARD int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset,
                                          const void *buf, size_t len);
-/* Makes the file durable and visible: fsync, rename over path, fsync of the folder. After a
- * failed commit the previous file at path is intact and the temporary file is removed. The
- * writer must still be freed. */
+/* Makes the file durable and visible: s3d_tmpfile_commit (fsync, rename over path, fsync of
+ * the folder). After a commit that failed before the rename the previous file at path is
+ * intact and the temporary file is removed. The writer must still be freed. */
 S3D_NODISCARD int s3d_file_writer_commit(struct s3d_file_writer *w);
 /* Removes the temporary file unless committed. Idempotent. */
 void s3d_file_writer_abort(struct s3d_file_writer *w);
 /* Aborts (if not committed) and frees. NULL ok. */
 void s3d_file_writer_free(struct s3d_file_writer *w);
-/* The temporary file's path (tests). Owned by w. */
+/* The temporary file's path (tests); NULL once committed or aborted. Owned by w. */
 const char *s3d_file_writer_tmp_path(const struct s3d_file_writer *w);
 
 /* Tests only: 1 makes O_DIRECT opens fail with EINVAL, 2 makes O_DIRECT reads fail with

@@ -27,6 +27,7 @@
 #include "common/compiler.h"
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "engine/fileio_stage.h"
 #include "engine/pool.h"
@@ -51,14 +52,14 @@ static int read_window(struct reader *rd, void *buf, uint64_t len, uint64_t off,
     int rc;
     if (rd->fd_direct >= 0) {
         rc = s3d_fileio_refuse_direct == 2 ? -EINVAL
-                                           : fio_pread_full(rd->fd_direct, buf, len, off, got);
+                                           : s3d_pread_full(rd->fd_direct, buf, len, off, got);
         if (rc != -EINVAL)
             goto out;
         S3D_DEBUG("fileio: O_DIRECT read of %s refused, using buffered I/O", rd->path);
         close(rd->fd_direct);
         rd->fd_direct = -1;
     }
-    rc = fio_pread_full(rd->fd, buf, len, off, got);
+    rc = s3d_pread_full(rd->fd, buf, len, off, got);
 out:
     return rc < 0 ? fio_io_fail(-rc, "read", rd->path, off) : 0;
 }
@@ -79,7 +80,7 @@ static int read_host_range(struct reader *rd, const struct s3d_file_range *r)
     while (pos < r->length) {
         uint64_t step = S3D_MIN(r->length - pos, FIO_HOST_PIECE), got;
         unsigned char *dst = (unsigned char *)r->dst + pos;
-        rc = fio_pread_full(rd->fd, dst, step, r->file_offset + pos, &got);
+        rc = s3d_pread_full(rd->fd, dst, step, r->file_offset + pos, &got);
         if (rc < 0)
             return fio_io_fail(-rc, "read", rd->path, r->file_offset + pos + got);
         if (got < step)

@@ -1,5 +1,5 @@
-/* fileio_stage.c - what the file reader and writer share: I/O loops that name the path and
- * offset on failure, cancel and progress checks, per-call streams, and the ring of staging
+/* fileio_stage.c - what the file reader and writer share: I/O failures that name the path
+ * and offset, cancel and progress checks, per-call streams, and the ring of staging
  * chunks in flight (see fileio_stage.h). */
 #include "engine/fileio_stage.h"
 
@@ -17,10 +17,6 @@
 #include "common/log.h"
 #include "engine/pool.h"
 
-/* The most one pread/pwrite is asked for: Linux moves at most 0x7ffff000 bytes per call, and a
- * 1 GiB step keeps every call far below that and below SSIZE_MAX on any platform. */
-#define FIO_IO_STEP (1ull << 30)
-
 int fio_io_fail(int e, const char *what, const char *path, uint64_t off)
 {
     return s3d_fail(s3d_err_from_errno(e), "%s %s at offset %llu: %s", what, path,
@@ -33,46 +29,6 @@ int fio_check_cancel(const struct s3d_file_io_opts *o, uint64_t done, uint64_t t
         return s3d_fail(S3D_ECANCELED, "canceled");
     if (o->progress != NULL && o->progress(o->progress_user, done, total) != 0)
         return s3d_fail(S3D_ECANCELED, "canceled by the progress callback");
-    return 0;
-}
-
-/* pread until len bytes or end of file; *got = bytes read. */
-int fio_pread_full(int fd, void *buf, uint64_t len, uint64_t off, uint64_t *got)
-{
-    uint64_t done = 0;
-    *got = 0;
-    while (done < len) {
-        size_t step = (size_t)S3D_MIN(len - done, FIO_IO_STEP);
-        ssize_t r = pread(fd, (char *)buf + done, step, (off_t)(off + done));
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            *got = done;
-            return -errno;
-        }
-        if (r == 0)
-            break;
-        done += (uint64_t)r;
-    }
-    *got = done;
-    return 0;
-}
-
-int fio_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
-{
-    uint64_t done = 0;
-    while (done < len) {
-        size_t step = (size_t)S3D_MIN(len - done, FIO_IO_STEP);
-        ssize_t r = pwrite(fd, (const char *)buf + done, step, (off_t)(off + done));
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (r == 0)
-            return -EIO;
-        done += (uint64_t)r;
-    }
     return 0;
 }
 

@@ -24,10 +24,6 @@ int fio_io_fail(int e, const char *what, const char *path, uint64_t off);
 /* S3D_ECANCELED when o's cancel token is set or its progress callback (called with done,
  * total) asks to stop; else 0. */
 int fio_check_cancel(const struct s3d_file_io_opts *o, uint64_t done, uint64_t total);
-/* pread until len bytes or end of file, retrying EINTR; *got = bytes read. 0 or -errno. */
-int fio_pread_full(int fd, void *buf, uint64_t len, uint64_t off, uint64_t *got);
-/* pwrite all len bytes, retrying EINTR. 0 or -errno. */
-int fio_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
 /* open(path, flags | O_DIRECT); -1 with errno (EINVAL: the file system refuses). */
 int fio_open_direct(const char *path, int flags);
 /* A second descriptor, read-only with O_DIRECT, onto the very file fd is open on (through

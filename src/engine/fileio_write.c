@@ -1,10 +1,10 @@
 /* fileio_write.c - the atomic file writer (fileio.h): host segments written from their memory,
  * device segments copied device -> pool chunks (after waiting for the caller's CUDA stream)
- * and written oldest first, or written by cuFile; commit = fsync, rename, fsync of the folder.
+ * and written oldest first, or written by cuFile. The temporary file and its commit (fsync,
+ * rename, fsync of the folder) are tmpfile.c's, as for downloads and the public file stream.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 #include "common/compiler.h"
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "engine/fileio_stage.h"
 #include "engine/pool.h"
@@ -25,9 +26,8 @@ struct s3d_file_writer {
     struct s3d_pool *pool;
     struct s3d_file_io_opts o;
     char *path;
-    char *tmp_path;
-    int fd;
-    int fd_direct; /* for cuFile: opened on first use */
+    struct s3d_tmpfile tmp; /* tmp.fd: buffered writes; tmp.path NULL once committed or aborted */
+    int fd_direct;          /* for cuFile: opened on first use */
     struct s3d_cufile *cf;
     int cufile_state; /* 0 not tried, 1 in use, -1 not used */
     int committed;
@@ -39,7 +39,7 @@ struct s3d_file_writer {
 
 const char *s3d_file_writer_tmp_path(const struct s3d_file_writer *w)
 {
-    return w->tmp_path;
+    return w->tmp.path;
 }
 
 int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const char *path,
@@ -54,7 +54,7 @@ int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const ch
         return s3d_fail(S3D_ENOMEM, "write %s: out of memory", path);
     w->dev = dev;
     w->pool = pool;
-    w->fd = w->fd_direct = -1;
+    w->tmp.fd = w->fd_direct = -1;
     s3d_stream_set_init(&w->gpu, dev);
     if (opts != NULL)
         w->o = *opts;
@@ -69,14 +69,9 @@ int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool, const ch
     }
     /* Beside the target (tmpfile.h: the name, the mode a new or overwritten file gets, and
      * the removal of leftovers of killed saves). */
-    {
-        struct s3d_tmpfile t;
-        rc = s3d_tmpfile_create(path, 0, &t);
-        if (rc < 0)
-            goto fail;
-        w->tmp_path = t.path;
-        w->fd = t.fd;
-    }
+    rc = s3d_tmpfile_create(path, 0, &w->tmp);
+    if (rc < 0)
+        goto fail;
     *out = w;
     return 0;
 fail:
@@ -100,8 +95,8 @@ static int writer_cufile(struct s3d_file_writer *w, int ordinal)
         return 0;
     /* Read-write: GDS writes an unaligned head or tail as a read-modify-write of its 4 KiB
      * blocks through this descriptor. */
-    w->fd_direct = fio_open_direct(w->tmp_path, O_RDWR);
-    rc = s3d_cufile_open(w->dev, ordinal, w->fd_direct >= 0 ? w->fd_direct : w->fd, &w->cf);
+    w->fd_direct = fio_open_direct(w->tmp.path, O_RDWR);
+    rc = s3d_cufile_open(w->dev, ordinal, w->fd_direct >= 0 ? w->fd_direct : w->tmp.fd, &w->cf);
     if (rc < 0) {
         if (w->o.mode == S3D_FILE_IO_AUTO) {
             S3D_INFO("fileio: cuFile refused %s (%s), writing through the staging pool", w->path,
@@ -124,8 +119,8 @@ static int write_host_seg(struct s3d_file_writer *w, const struct s3d_file_seg *
         const unsigned char *src = (const unsigned char *)sg->src + pos;
         if (crc != NULL)
             *crc = s3d_crc32c(*crc, src, (size_t)step);
-        if ((rc = fio_pwrite_full(w->fd, src, step, off + pos)) < 0)
-            return fio_io_fail(-rc, "write", w->tmp_path, off + pos);
+        if ((rc = s3d_pwrite_full(w->tmp.fd, src, step, off + pos)) < 0)
+            return fio_io_fail(-rc, "write", w->tmp.path, off + pos);
         pos += step;
         w->written += step;
         if ((rc = fio_check_cancel(&w->o, w->written, w->o.progress_total)) < 0)
@@ -141,8 +136,8 @@ static int write_slot_done(void *ctx, struct fio_slot *s)
     int rc;
     if (w->crc_out != NULL)
         w->crc_out[s->seg] = s3d_crc32c(w->crc_out[s->seg], s->chunk, (size_t)s->len);
-    if ((rc = fio_pwrite_full(w->fd, s->chunk, s->len, s->file_off)) < 0)
-        return fio_io_fail(-rc, "write", w->tmp_path, s->file_off);
+    if ((rc = s3d_pwrite_full(w->tmp.fd, s->chunk, s->len, s->file_off)) < 0)
+        return fio_io_fail(-rc, "write", w->tmp.path, s->file_off);
     w->written += s->len;
     return fio_check_cancel(&w->o, w->written, w->o.progress_total);
 }
@@ -154,7 +149,7 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
     uint64_t off = offset;
     int rc = 0, have_ring = 0;
 
-    if (w->committed || w->fd < 0)
+    if (w->committed || w->tmp.fd < 0)
         return s3d_fail(S3D_EINVAL, "write %s: writer already committed or aborted", w->path);
     if (crc_out != NULL)
         memset(crc_out, 0, n * sizeof(*crc_out));
@@ -256,59 +251,34 @@ out:
 int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset, const void *buf, size_t len)
 {
     int rc;
-    if (w->committed || w->fd < 0)
+    if (w->committed || w->tmp.fd < 0)
         return s3d_fail(S3D_EINVAL, "write %s: writer already committed or aborted", w->path);
-    if ((rc = fio_pwrite_full(w->fd, buf, len, offset)) < 0)
-        return fio_io_fail(-rc, "write", w->tmp_path, offset);
+    if ((rc = s3d_pwrite_full(w->tmp.fd, buf, len, offset)) < 0)
+        return fio_io_fail(-rc, "write", w->tmp.path, offset);
     return 0;
 }
 
-static void writer_close_fds(struct s3d_file_writer *w)
+/* cuFile's handle and the O_DIRECT descriptor; the temporary file's own stays with w->tmp. */
+static void writer_close_direct(struct s3d_file_writer *w)
 {
     s3d_cufile_close(w->cf);
     w->cf = NULL;
     if (w->fd_direct >= 0)
         close(w->fd_direct);
     w->fd_direct = -1;
-    if (w->fd >= 0)
-        close(w->fd);
-    w->fd = -1;
 }
 
 int s3d_file_writer_commit(struct s3d_file_writer *w)
 {
-    char *dir = NULL;
-    int dfd, rc = 0;
+    int rc;
 
-    if (w->committed || w->fd < 0)
+    if (w->committed || w->tmp.fd < 0)
         return s3d_fail(S3D_EINVAL, "commit %s: writer already committed or aborted", w->path);
     s3d_stream_set_free(&w->gpu);
-    if (fsync(w->fd) != 0) {
-        rc = s3d_fail(s3d_err_from_errno(errno), "fsync %s: %s", w->tmp_path, strerror(errno));
-        goto fail;
-    }
-    writer_close_fds(w);
-    if (rename(w->tmp_path, w->path) != 0) {
-        rc = s3d_fail(s3d_err_from_errno(errno), "rename %s to %s: %s", w->tmp_path, w->path,
-                      strerror(errno));
-        goto fail;
-    }
-    w->committed = 1;
-    /* The rename is durable only once the folder is synced. */
-    dir = strdup(w->path);
-    if (dir == NULL)
-        return s3d_fail(S3D_ENOMEM, "commit %s: out of memory", w->path);
-    dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        if (fsync(dfd) != 0)
-            rc = s3d_fail(s3d_err_from_errno(errno), "fsync folder of %s: %s", w->path,
-                          strerror(errno));
-        close(dfd);
-    }
-    free(dir);
-    return rc;
-fail:
-    s3d_file_writer_abort(w);
+    writer_close_direct(w);
+    /* On failure tmpfile_commit has removed the temporary file; path is as it was. */
+    rc = s3d_tmpfile_commit(&w->tmp, w->path);
+    w->committed = rc == 0;
     return rc;
 }
 
@@ -317,11 +287,8 @@ void s3d_file_writer_abort(struct s3d_file_writer *w)
     if (w == NULL)
         return;
     s3d_stream_set_free(&w->gpu);
-    writer_close_fds(w);
-    if (!w->committed && w->tmp_path != NULL && w->tmp_path[0] != '\0') {
-        unlink(w->tmp_path);
-        w->tmp_path[0] = '\0';
-    }
+    writer_close_direct(w);
+    s3d_tmpfile_discard(&w->tmp);
 }
 
 void s3d_file_writer_free(struct s3d_file_writer *w)
@@ -330,6 +297,5 @@ void s3d_file_writer_free(struct s3d_file_writer *w)
         return;
     s3d_file_writer_abort(w);
     free(w->path);
-    free(w->tmp_path);
     free(w);
 }

@@ -2,7 +2,7 @@
 #include "engine/part_size.h"
 
 #include "common/compiler.h"
-#include "engine/client_impl.h"
+#include "s3/limits.h"
 
 uint64_t s3d_upload_part_size(uint64_t wanted, uint64_t total)
 {

@@ -169,8 +169,11 @@ int s3d_tmpfile_commit(struct s3d_tmpfile *t, const char *target)
     }
     free(t->path);
     t->path = NULL;
-    /* The rename is durable only once the folder is synced. */
-    if (split_path(target, &dir, &base) == 0) {
+    /* The rename is durable only once the folder is synced. A folder that cannot be opened
+     * for it, or a file system that cannot sync folders (EINVAL), leaves it to the file
+     * system, as every fsync-then-rename writer does. */
+    rc = split_path(target, &dir, &base);
+    if (rc == 0) {
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
             if (fsync(dfd) != 0 && errno != EINVAL)

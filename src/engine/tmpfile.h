@@ -28,8 +28,12 @@ struct s3d_tmpfile {
  * t->path is NULL and t->fd -1. */
 S3D_NODISCARD int s3d_tmpfile_create(const char *target, int extra_flags, struct s3d_tmpfile *t);
 
-/* fsync, close, rename over target, fsync of the folder. On failure the temporary file is
- * removed and the target untouched. t is emptied either way. */
+/* fsync, close, rename over target, fsync of the folder (a file system that cannot sync a
+ * folder, EINVAL, is not an error). The one commit of every file the library writes whole:
+ * downloads, local checkpoint saves (fileio.h) and s3d_file_stream (transfer.h). On a failure
+ * before the rename the temporary file is removed and target untouched; a failure of the
+ * folder's fsync comes after the rename (target is the new file, maybe not yet durable).
+ * t is emptied either way. */
 S3D_NODISCARD int s3d_tmpfile_commit(struct s3d_tmpfile *t, const char *target);
 
 /* Closes and removes the temporary file (if any). Idempotent. */

@@ -35,6 +35,7 @@
 #include "common/dynbuf.h"
 #include "s3direct/client.h"
 #include "common/compiler.h"
+#include "s3/limits.h"
 
 /* Every char * is owned (malloc'ed) by the struct and freed by s3d_config_free(); the const
  * char * fields point to static strings. */
@@ -80,8 +81,8 @@ struct s3d_config {
 /* The most parallel requests a client or one transfer may ask for (more is S3D_EINVAL, or
  * S3D_ECONFIG from the profile); s3d_fd_clamp may lower what is asked further. */
 #define S3D_MAX_CONCURRENCY 1024u
-/* S3's largest part, and so the largest part size the options or the profile may ask for. */
-#define S3D_MAX_PART_SIZE (5ull << 30)
+/* S3D_MAX_PART_SIZE, S3's largest part, is also the largest part size the options or the
+ * profile may ask for: s3/limits.h. */
 
 /* A size as the AWS CLI's s3 section writes it: decimal bytes, optionally followed by KB, MB,
  * GB, TB, KiB, MiB, GiB or TiB in any case (all powers of 1024). Returns 0 or -1. */

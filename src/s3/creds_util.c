@@ -12,6 +12,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "s3/creds_int.h"
 #include "s3/ini.h"
 #include "s3/timefmt.h"
@@ -280,7 +281,8 @@ int s3d_creds_read_file(const char *path, const char *what, char **out)
 {
     char *buf = NULL;
     size_t got = 0;
-    int fd, rc = 0;
+    uint64_t n;
+    int fd, rc = 0, e;
     *out = NULL;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -289,21 +291,15 @@ int s3d_creds_read_file(const char *path, const char *what, char **out)
         rc = s3d_fail(S3D_ENOMEM, "out of memory reading %s", path);
         goto out;
     }
-    for (;;) {
-        ssize_t n = read(fd, buf + got, S3D_CREDS_MAX_TOKEN + 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = s3d_fail(S3D_ECREDS, "%s: cannot read %s: %s", what, path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        got += (size_t)n;
-        if (got > S3D_CREDS_MAX_TOKEN) {
-            rc = s3d_fail(S3D_ECREDS, "%s: %s is over %u bytes", what, path, S3D_CREDS_MAX_TOKEN);
-            goto out;
-        }
+    /* A byte past the cap means too large. */
+    if ((e = s3d_read_full(fd, buf, S3D_CREDS_MAX_TOKEN + 1, &n)) < 0) {
+        rc = s3d_fail(S3D_ECREDS, "%s: cannot read %s: %s", what, path, strerror(-e));
+        goto out;
+    }
+    got = (size_t)n;
+    if (got > S3D_CREDS_MAX_TOKEN) {
+        rc = s3d_fail(S3D_ECREDS, "%s: %s is over %u bytes", what, path, S3D_CREDS_MAX_TOKEN);
+        goto out;
     }
     while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r' || blank(buf[got - 1])))
         got--;

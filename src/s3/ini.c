@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/fdio.h"
 
 /* ---- INI ------------------------------------------------------------------------------ */
 
@@ -125,7 +126,8 @@ int s3d_ini_read_file(const char *path, char **out, size_t *out_len)
     struct stat st;
     char *buf = NULL;
     size_t got = 0;
-    int fd, rc = 0;
+    uint64_t n;
+    int fd, rc = 0, e;
     *out = NULL;
     *out_len = 0;
     fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -147,23 +149,16 @@ int s3d_ini_read_file(const char *path, char **out, size_t *out_len)
         rc = s3d_fail(S3D_ENOMEM, "out of memory reading %s", path);
         goto out;
     }
-    /* Read to EOF with the cap, not trusting st_size (the file may grow meanwhile). */
-    for (;;) {
-        ssize_t n = read(fd, buf + got, S3D_CONFIG_MAX_FILE + 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = s3d_fail(S3D_ECONFIG, "cannot read %s: %s", path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        got += (size_t)n;
-        if (got > S3D_CONFIG_MAX_FILE) {
-            rc = s3d_fail(S3D_ECONFIG, "%s is over the limit of %d bytes", path,
-                          S3D_CONFIG_MAX_FILE);
-            goto out;
-        }
+    /* Read to EOF with the cap, not trusting st_size (the file may grow meanwhile): a byte past
+     * the cap means too large. */
+    if ((e = s3d_read_full(fd, buf, S3D_CONFIG_MAX_FILE + 1, &n)) < 0) {
+        rc = s3d_fail(S3D_ECONFIG, "cannot read %s: %s", path, strerror(-e));
+        goto out;
+    }
+    got = (size_t)n;
+    if (got > S3D_CONFIG_MAX_FILE) {
+        rc = s3d_fail(S3D_ECONFIG, "%s is over the limit of %d bytes", path, S3D_CONFIG_MAX_FILE);
+        goto out;
     }
     buf[got] = '\0';
     *out = buf;

@@ -19,7 +19,7 @@
 
 /* Caps of the request bodies built here. A CompleteMultipartUpload <Part> with its number,
  * ETag and CRC32C is well under COMPLETE_PART_XML; a Delete body holds at most
- * S3D_S3_MAX_DELETE_KEYS keys of at most 1,024 bytes, each byte escaped to at most 5. */
+ * S3D_MAX_DELETE_KEYS keys of at most 1,024 bytes, each byte escaped to at most 5. */
 #define COMPLETE_PART_XML 256
 #define XML_BODY_SLACK    4096 /* declaration, root element, and room to spare */
 #define DELETE_BODY_MAX   (8u << 20)
@@ -794,7 +794,7 @@ int s3d_op_delete_objects(struct s3d_s3ctx *ctx, const char *bucket, const char 
     size_t at = 0;
     int rc = 0;
     while (rc == 0 && at < n) {
-        size_t batch = S3D_MIN(n - at, (size_t)S3D_S3_MAX_DELETE_KEYS);
+        size_t batch = S3D_MIN(n - at, (size_t)S3D_MAX_DELETE_KEYS);
         struct s3d_dynbuf body;
         struct s3d_s3_op op;
         struct s3d_xml_delete_result res;

@@ -652,9 +652,9 @@ int s3d_xml_build_complete(const struct s3d_xml_part *parts, size_t n, struct s3
 {
     size_t i;
     int rc;
-    if (parts == NULL || n == 0 || n > S3D_S3_MAX_PARTS)
+    if (parts == NULL || n == 0 || n > S3D_MAX_PARTS)
         return s3d_fail(S3D_EINVAL, "CompleteMultipartUpload needs 1..%u parts, got %zu",
-                        S3D_S3_MAX_PARTS, n);
+                        S3D_MAX_PARTS, n);
     if ((rc = append(out, XML_DECL "<CompleteMultipartUpload xmlns=\"" S3_XMLNS "\">")) < 0)
         return rc;
     for (i = 0; i < n; i++) {
@@ -683,9 +683,9 @@ int s3d_xml_build_delete(const char *const *keys, size_t n, int quiet, struct s3
 {
     size_t i, j;
     int rc;
-    if (keys == NULL || n == 0 || n > S3D_S3_MAX_DELETE_KEYS)
-        return s3d_fail(S3D_EINVAL, "DeleteObjects takes 1..%u keys, got %zu",
-                        S3D_S3_MAX_DELETE_KEYS, n);
+    if (keys == NULL || n == 0 || n > S3D_MAX_DELETE_KEYS)
+        return s3d_fail(S3D_EINVAL, "DeleteObjects takes 1..%u keys, got %zu", S3D_MAX_DELETE_KEYS,
+                        n);
     for (i = 0; i < n; i++) {
         if (keys[i] == NULL || keys[i][0] == '\0')
             return s3d_fail(S3D_EINVAL, "DeleteObjects: key %zu is empty", i);

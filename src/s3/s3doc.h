@@ -16,10 +16,9 @@
 
 #include "common/dynbuf.h"
 #include "common/compiler.h"
+#include "s3/limits.h"
 
-/* S3's own limits on the two request bodies. */
-#define S3D_S3_MAX_PARTS       10000u /* part numbers 1..10000 in one multipart upload */
-#define S3D_S3_MAX_DELETE_KEYS 1000u  /* keys in one DeleteObjects request */
+/* S3's limits on the two request bodies (S3D_MAX_PARTS, S3D_MAX_DELETE_KEYS): s3/limits.h. */
 
 /* ---- errors --------------------------------------------------------------------------- */
 

@@ -16,10 +16,9 @@
 
 #include "common/dynbuf.h"
 #include "common/compiler.h"
+#include "s3/limits.h"
 
-#define S3D_BUCKET_MIN 3
-#define S3D_BUCKET_MAX 63
-#define S3D_KEY_MAX    1024
+/* S3D_BUCKET_MIN, S3D_BUCKET_MAX, S3D_KEY_MAX: s3/limits.h. */
 
 /* Checks a bucket name: 3..63 bytes of [a-z0-9.-], plus (leniently, for legacy us-east-1
  * buckets and custom servers such as Ceph RGW) upper-case letters and '_'; the first and the

@@ -54,3 +54,27 @@ def test_local_writer_mode_and_leftovers(tmp_path, lib_path):
     assert p.read_bytes() == b"two"
     assert stat.S_IMODE(p.stat().st_mode) == 0o640
     assert os.listdir(tmp_path) == ["obj.pt"]
+
+
+def test_local_writer_is_the_c_file_stream(tmp_path, lib_path):
+    """The local writer commits through the C library (s3d_file_stream_*): its errors are the
+    library's (a missing folder is NoSuchFile, a FileNotFoundError, with the C message), the
+    file is seekable and appears only on close, and abort() leaves nothing."""
+    with pytest.raises(errors.NoSuchFile) as ei:
+        s3direct.writer(str(tmp_path / "no" / "x.bin"))
+    assert isinstance(ei.value, FileNotFoundError)
+    assert "does not exist" in str(ei.value)
+    p = tmp_path / "x.bin"
+    f = s3direct.writer(str(p))
+    f.write(b"hello world")
+    f.seek(0)
+    f.write(b"J")
+    assert not p.exists()
+    f.close()
+    f.close()  # idempotent
+    assert p.read_bytes() == b"Jello world"
+    f = s3direct.writer(str(p))
+    f.write(b"discarded")
+    f.abort()
+    assert p.read_bytes() == b"Jello world"
+    assert sorted(os.listdir(tmp_path)) == ["x.bin"]

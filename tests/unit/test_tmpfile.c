@@ -1,7 +1,9 @@
 /* test_tmpfile.c - temporary files beside a target (engine/tmpfile.h) and the local saves
  * that use them: a new file gets 0666 less the umask, an overwritten file keeps its mode (a
  * 0600 file is not widened), a temporary file is recognisable by its name, and the next save
- * to the same path removes those left by processes that no longer run (and only those). */
+ * to the same path removes those left by processes that no longer run (and only those). The
+ * public file stream (s3d_file_stream_*, what the Python local writer uses) and the local
+ * checkpoint save go through the same temporary file and commit. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -131,6 +133,56 @@ int main(void)
     s3d_tmpfile_discard(&t);
     unlink(live);
     unlink(other);
+
+    /* The public file stream (transfer.h) is the same temporary file and commit: the name,
+     * the kept mode, leftovers removed, the target untouched until finish, nothing left by a
+     * free without finish. */
+    {
+        struct s3d_file_stream *fs = NULL;
+        char buf[8] = {0};
+        int fd;
+        CHECK(chmod(target, 0604) == 0);
+        touch(stale);
+        CHECK_OK(s3d_file_stream_new(target, &fs));
+        CHECK(!exists(stale));
+        CHECK(count_tmp(dir) == 1);
+        fd = s3d_file_stream_fd(fs);
+        CHECK(fd >= 0);
+        CHECK(write(fd, "stream", 6) == 6);
+        CHECK(pread(fd, buf, 6, 0) == 6 && memcmp(buf, "stream", 6) == 0);
+        CHECK(mode_of(target) == 0604);
+        {
+            int rfd = open(target, O_RDONLY);
+            CHECK(rfd >= 0 && read(rfd, buf, sizeof(buf)) == 0); /* the last commit's: empty */
+            close(rfd);
+        }
+        CHECK_OK(s3d_file_stream_finish(fs));
+        CHECK(s3d_file_stream_fd(fs) == -1);
+        CHECK_ERR(s3d_file_stream_finish(fs), S3D_EINVAL);
+        s3d_file_stream_free(fs);
+        CHECK(mode_of(target) == 0604);
+        CHECK(count_tmp(dir) == 0);
+        {
+            int rfd = open(target, O_RDONLY);
+            CHECK(rfd >= 0 && read(rfd, buf, sizeof(buf)) == 6 && memcmp(buf, "stream", 6) == 0);
+            close(rfd);
+        }
+        CHECK_OK(s3d_file_stream_new(target, &fs));
+        CHECK(write(s3d_file_stream_fd(fs), "gone", 4) == 4);
+        s3d_file_stream_free(fs);
+        CHECK(count_tmp(dir) == 0);
+        CHECK(exists(target));
+        /* A folder that does not exist: S3D_ENOENT naming it, *out NULL. */
+        snprintf(other, sizeof(other), "%s/no/such/f.bin", dir);
+        fs = (struct s3d_file_stream *)1;
+        CHECK_ERR(s3d_file_stream_new(other, &fs), S3D_ENOENT);
+        CHECK_MSG_HAS("does not exist");
+        CHECK(fs == NULL);
+        CHECK_ERR(s3d_file_stream_new("", &fs), S3D_EINVAL);
+        CHECK_ERR(s3d_file_stream_finish(NULL), S3D_EINVAL);
+        CHECK(s3d_file_stream_fd(NULL) == -1);
+        s3d_file_stream_free(NULL);
+    }
 
     /* The local checkpoint save: umask, kept mode, stale files of a killed save removed. */
     memset(&o, 0, sizeof(o));

@@ -1,4 +1,4 @@
-/* xfer.c - many files at once: cp/mv --recursive and sync.
+/* cp_recursive.c - many files at once: cp/mv --recursive and sync.
  *
  * Both sides are listed first into a table of relative paths (a local folder walked with
  * nftw, an S3 prefix listed recursively), filtered (--exclude/--include), sorted by path with
