@@ -1,9 +1,11 @@
 """Client: one s3d_client (connections, credentials, staging pool) per process.
 
-A client must not cross fork(): libcurl connections and CUDA contexts do not survive it. The
-default client (used when no ``client=`` is passed) is created lazily and created again in a
-child process (the pid is checked on every use); a Client made explicitly raises ConfigError
-when used in another process than the one that made it.
+A C client must not cross fork(): libcurl connections and CUDA contexts do not survive it. The
+pid is checked on every use: in a forked child (a DataLoader worker under Linux's default
+``fork`` context, whose Dataset made a Client in ``__init__``) the first call makes the
+child's own C client from the same arguments, and the parent's is neither used nor freed
+there. The default client (used when no ``client=`` is passed) is made anew in a child the
+same way.
 
 Threads: every C call that uses a handle (the client's, a reader's, an upload stream's) runs
 inside Handle.use(), which counts it; close() marks the handle closed (calls that start later
@@ -19,7 +21,7 @@ import contextlib
 import ctypes
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, cast
 
 from . import _capi, errors
 from ._capi import enc
@@ -280,17 +282,34 @@ class Client:
         if h is None:
             raise _client_closed()
         if self._pid != os.getpid():
-            raise errors.ConfigError(
-                errors._CODES["ECONFIG"],
-                "s3direct.Client was created in another process (before fork); create a new "
-                "Client in this process")
+            h = self._in_new_process(h)
         return h
+
+    def _in_new_process(self, parent: Handle) -> Handle:
+        """First use in a forked child (a DataLoader worker of a Dataset that made the
+        client): a C client of the child's own, made from the same arguments. The parent's
+        connections, credentials cache and pool stay the parent's: never used here, never
+        freed here."""
+        with _fork_lock:
+            if self._pid == os.getpid():  # another thread of the child made it meanwhile
+                h = self._h
+                if h is None:
+                    raise _client_closed()
+                return h
+            if not parent.is_open:
+                raise _client_closed()
+            fresh = Client(**cast(dict[str, Any], self._kwargs))
+            h, fresh._h = fresh._h, None  # fresh's finalizer then frees nothing
+            assert h is not None
+            self._h, self._pid = h, os.getpid()
+            return h
 
     @property
     def is_open(self) -> bool:
-        """False once close() has begun (or in a forked child)."""
+        """False once close() has begun. In a forked child, what it was in the parent: the
+        first call there makes the child's own C client."""
         h = self._h
-        return h is not None and h.is_open and self._pid == os.getpid()
+        return h is not None and h.is_open
 
     @property
     def handle(self) -> ctypes.c_void_p:
@@ -645,6 +664,8 @@ def buffer_pointer(data: Buffer, writable: bool = False) -> tuple[int | None, in
 
 _default: Client | None = None
 _default_lock = threading.Lock()
+# Taken while a forked child makes its own C client for a Client of the parent's.
+_fork_lock = threading.Lock()
 
 
 def default_client() -> Client:
@@ -674,9 +695,10 @@ def resolve(client: Client | None) -> Client:
 def _after_fork_in_child() -> None:
     # Drop the parent's default client without freeing it: its connections belong to the
     # parent. Its __del__ sees the pid mismatch and does not call s3d_client_free.
-    global _default, _default_lock
+    global _default, _default_lock, _fork_lock
     _default = None
     _default_lock = threading.Lock()
+    _fork_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

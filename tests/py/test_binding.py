@@ -175,17 +175,59 @@ def test_client_config_and_fork(lib_path, s3_env):
     assert s3direct.default_client() is d1
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # child: a new default client, the explicit one refuses
-        ok = s3direct.default_client() is not d1
+    if pid == 0:  # child: a new default client; the explicit one makes its own C client
+        ok = b"0"
         try:
-            c.config()
-            ok = False
-        except s3direct.ConfigError:
-            pass
-        os.write(w, b"1" if ok else b"0")
+            h_parent = c._h
+            cfg = c.config()
+            ok = b"1" if (s3direct.default_client() is not d1 and c._h is not h_parent
+                          and cfg["max_concurrency"] == 3
+                          and cfg["part_size"] == 5 << 20) else b"2"
+        except BaseException as e:  # noqa: BLE001  the parent reports it
+            ok = repr(e).encode()[:200]
+        os.write(w, ok)
         os._exit(0)
     os.close(w)
-    got = os.read(r, 1)
+    got = os.read(r, 200)
     os.waitpid(pid, 0)
     assert got == b"1"
+    assert c.config()["max_concurrency"] == 3  # the parent's client is untouched
     c.close()
+
+
+def test_dataloader_fork_workers_with_a_client_from_dataset_init(lib_path, s3_env, bucket):
+    """A Dataset that makes its Client in __init__, read by DataLoader workers under Linux's
+    default fork context: each worker uses its own C client (issue 24.3: every worker raised
+    ConfigError), every item arrives intact, and the parent's client still works."""
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    import s3direct
+
+    c0 = s3direct.Client(endpoint_url=s3_env["AWS_ENDPOINT_URL"])
+    uris = []
+    for i in range(6):
+        u = f"s3://{bucket}/item{i}.safetensors"
+        s3direct.save({"x": torch.full((4,), float(i))}, u, client=c0)
+        uris.append(u)
+
+    class Items(Dataset):
+        def __init__(self) -> None:
+            self.client = s3direct.Client(endpoint_url=s3_env["AWS_ENDPOINT_URL"])
+            self.client.config()  # used in the parent before the workers fork
+
+        def __len__(self) -> int:
+            return len(uris)
+
+        def __getitem__(self, i: int):
+            return s3direct.load(uris[i], client=self.client)["x"], os.getpid()
+
+    ds = Items()
+    loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork")
+    got = list(loader)
+    assert [int(x[0]) for x, _ in got] == list(range(6))
+    assert all(torch.equal(x, torch.full((4,), float(i))) for i, (x, _) in enumerate(got))
+    assert os.getpid() not in {p for _, p in got}
+    assert s3direct.load(uris[0], client=ds.client)["x"][0] == 0
+    ds.client.close()
+    c0.close()
