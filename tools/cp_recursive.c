@@ -464,9 +464,10 @@ static int run_parallel(struct run *r)
  * status 1 at the end), a skipped one gives 2. Every file but the indexes first, several at
  * once (run_parallel); then the indexes (*.index.json, sorted last), each only when nothing
  * failed or was skipped: it would name shards that are not there. A stop signal ends the run
- * at once. */
+ * at once. *copied is set to 1 when every file that was not skipped was copied (the run was
+ * neither stopped nor failed anywhere). */
 static int run_all(struct cp_ctx *x, const struct side *s, const struct side *d,
-                   const struct items *t, const struct items *dt)
+                   const struct items *t, const struct items *dt, int *copied)
 {
     struct run r;
     size_t *todo, n_todo = 0, i, failed;
@@ -517,6 +518,7 @@ static int run_all(struct cp_ctx *x, const struct side *s, const struct side *d,
         if (rc != 0)
             failed++;
     }
+    *copied = failed == 0 && !cli_interrupted();
     return failed ? CLI_EXIT_FAIL : t->skipped ? CLI_EXIT_USAGE : 0;
 }
 
@@ -524,7 +526,7 @@ int cli_cp_recursive(struct cp_ctx *x, const char *src, const char *dst)
 {
     struct side s, d;
     struct items t;
-    int rc;
+    int rc, copied = 0;
 
     if (strcmp(src, "-") == 0 || strcmp(dst, "-") == 0)
         return cli_usage_error(x->o->move ? "mv" : "cp",
@@ -534,7 +536,7 @@ int cli_cp_recursive(struct cp_ctx *x, const char *src, const char *dst)
         return CLI_EXIT_FAIL;
     if ((rc = side_list(x, &s, 0, &t)) != 0)
         return rc;
-    rc = run_all(x, &s, &d, &t, NULL);
+    rc = run_all(x, &s, &d, &t, NULL, &copied);
     items_free(&t);
     return stop_status(rc);
 }
@@ -577,7 +579,7 @@ int cli_sync(struct cp_ctx *x, const char *src, const char *dst)
     struct side s, d;
     struct items st, dt;
     size_t i;
-    int rc;
+    int rc, copied = 0;
 
     if (side_init(&s, src) != 0 || side_init(&d, dst) != 0)
         return CLI_EXIT_FAIL;
@@ -587,13 +589,20 @@ int cli_sync(struct cp_ctx *x, const char *src, const char *dst)
         items_free(&st);
         return rc;
     }
-    rc = run_all(x, &s, &d, &st, &dt);
+    rc = run_all(x, &s, &d, &st, &dt, &copied);
     /* --delete: what the destination has and the source does not (excluded paths are in
      * neither table, so they are kept). Only after every copy succeeded, so a sync that
-     * failed or was stopped never leaves the destination with less than it had. */
-    for (i = 0; x->o->delete_extra && i < dt.n && rc == 0 && !cli_interrupted(); i++)
-        if (items_find(&st, dt.v[i].rel) == NULL)
-            rc = delete_extra(x, &d, dt.v[i].rel);
+     * failed or was stopped never leaves the destination with less than it had. Source
+     * files skipped with a warning (a dangling link) do not stop it, as in aws s3 sync; the
+     * exit status stays 2. */
+    for (i = 0; x->o->delete_extra && copied && i < dt.n && (rc == 0 || rc == CLI_EXIT_USAGE) &&
+                !cli_interrupted();
+         i++)
+        if (items_find(&st, dt.v[i].rel) == NULL) {
+            int drc = delete_extra(x, &d, dt.v[i].rel);
+            if (drc != 0)
+                rc = drc;
+        }
     if (rc == 0 && fflush(stdout) != 0)
         rc = cli_error("writing the output failed");
     items_free(&st);

@@ -4,6 +4,8 @@ control bytes in key names are escaped when printed. Checked against boto3."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import time
 import uuid
 
@@ -209,6 +211,32 @@ def test_sync_local_to_s3(cli, s3_env, bucket, boto3_client, tmp_path):
     run(cli, "sync", str(src), f"s3://{bucket}/p", "--delete", "--exclude", "*.tmp", check=0)
     assert _keys(boto3_client, bucket) == ["p/b.bin", "p/keep.tmp", "p/sub/c.json",
                                            "p/sub/d.txt"]
+
+
+def test_sync_delete_with_a_dangling_link_as_aws(cli, s3_env, bucket, boto3_client, tmp_path):
+    """sync --delete with a dangling symlink in the source: the link is skipped with a
+    warning, the copies and the deletes still run, exit status 2 (issue 24.3: s3direct
+    deleted nothing). The AWS CLI, where installed, does the same on a prefix of its own."""
+    src = tmp_path / "src"
+    _tree(src, FILES)
+    os.symlink("nowhere", src / "dangling")
+    runs = [("s3d", [cli])]
+    if shutil.which("aws"):
+        runs.append(("aws", ["aws", "--endpoint-url", s3_env["AWS_ENDPOINT_URL"]]))
+    got = {}
+    for who, cmd in runs:
+        for k in ("old.bin", "a.json"):
+            boto3_client.put_object(Bucket=bucket, Key=f"{who}/{k}", Body=b"x")
+        r = subprocess.run([*cmd, *(["s3"] if who == "aws" else []), "sync", "--delete",
+                            str(src), f"s3://{bucket}/{who}/"], capture_output=True,
+                           env=dict(os.environ, **s3_env))
+        assert r.returncode == 2, (who, r.stderr[-2000:])
+        assert b"Skipping file" in r.stderr and b"dangling" in r.stderr, (who, r.stderr)
+        got[who] = [k.split("/", 1)[1] for k in _keys(boto3_client, bucket, f"{who}/")]
+    assert got["s3d"] == sorted(FILES), got
+    if "aws" in got:
+        assert got["aws"] == got["s3d"], got
+    assert boto3_client.get_object(Bucket=bucket, Key="s3d/a.json")["Body"].read() == b"{}"
 
 
 def test_sync_s3_to_local_and_s3(cli, s3_env, bucket, boto3_client, tmp_path):
