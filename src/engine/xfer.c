@@ -429,7 +429,8 @@ static int finish_err(struct engine *g, struct item *it, int err)
     }
     if (r->status == 429 || (r->status == 503 && strcmp(it->op.s3_code, "SlowDown") == 0))
         s3d_conc_note_throttle(g->budget);
-    if (s3d_s3_op_expired_retry(&g->c->s3, &it->op, err)) {
+    if (s3d_s3_op_expired_retry(&g->c->s3, &it->op, err) ||
+        s3d_s3_op_region_retry(&g->c->s3, &it->op, err)) {
         it->state = ITEM_WAITING;
         it->retry_at = s3d_now_ms();
         g->waiting++;

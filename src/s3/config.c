@@ -487,7 +487,11 @@ static int resolve_endpoint(struct resolve *r)
         snprintf(r->default_ep, n, "https://s3.%s.amazonaws.com", r->out->region);
         endpoint = r->default_ep;
     }
-    return s3d_config_parse_endpoint(endpoint, r->out);
+    {
+        int rc = s3d_config_parse_endpoint(endpoint, r->out);
+        r->out->endpoint_is_default = rc == 0 && endpoint == r->default_ep;
+        return rc;
+    }
 }
 
 /* Payload signing: options, the profile's s3 payload_signing_enabled, else unsigned over

@@ -51,6 +51,9 @@ struct s3d_config {
     int host_is_ip;     /* 1 for an IPv4 or bracketed IPv6 literal */
     char *base_path;    /* "" or "/some/path" (no trailing '/'), kept as written; it is
                            part of every request path */
+    int endpoint_is_default; /* 1: no endpoint was configured, it is https://s3.REGION.
+                                amazonaws.com (a bucket in another region is then reached
+                                at that region's endpoint, s3ctx.h) */
     /* Region and credentials. */
     char *region;                  /* never NULL */
     char *profile;                 /* the profile used ("default" unless chosen) */

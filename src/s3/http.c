@@ -134,6 +134,7 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
         h->etag[0] = h->request_id[0] = h->content_type[0] = h->last_modified[0] = '\0';
         h->content_range[0] = h->checksum_crc32c[0] = h->meta_crc32c[0] = '\0';
         h->tagging_count = 0;
+        h->bucket_region[0] = '\0';
         return len;
     }
     colon = memchr(line, ':', len);
@@ -160,6 +161,8 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
         copy_value(h->checksum_crc32c, sizeof(h->checksum_crc32c), v, (size_t)(end - v));
     else if (name_is(line, name_len, "x-amz-meta-s3d-crc32c"))
         copy_value(h->meta_crc32c, sizeof(h->meta_crc32c), v, (size_t)(end - v));
+    else if (name_is(line, name_len, "x-amz-bucket-region"))
+        copy_value(h->bucket_region, sizeof(h->bucket_region), v, (size_t)(end - v));
     else if (name_is(line, name_len, "x-amz-tagging-count")) {
         uint32_t n = 0;
         for (const char *p = v; p < end && isdigit((unsigned char)*p) && n < 1000000; p++)

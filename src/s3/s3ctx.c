@@ -61,6 +61,7 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
     for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_init(&ctx->share_locks[i], NULL);
     pthread_mutex_init(&ctx->pool_lock, NULL);
+    pthread_mutex_init(&ctx->regions.mu, NULL);
     ctx->share = curl_share_init();
     if (ctx->share == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "curl_share_init failed");
@@ -123,6 +124,7 @@ fail:
     for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_destroy(&ctx->share_locks[i]);
     pthread_mutex_destroy(&ctx->pool_lock);
+    pthread_mutex_destroy(&ctx->regions.mu);
     s3d_config_free(&ctx->cfg);
     memset(ctx, 0, sizeof(*ctx));
     return rc;
@@ -144,6 +146,7 @@ void s3d_s3ctx_cleanup(struct s3d_s3ctx *ctx)
     for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_destroy(&ctx->share_locks[i]);
     pthread_mutex_destroy(&ctx->pool_lock);
+    pthread_mutex_destroy(&ctx->regions.mu);
     s3d_resolver_cleanup(&ctx->resolver);
     s3d_credcache_free(ctx->creds);
     s3d_config_free(&ctx->cfg);
@@ -381,6 +384,56 @@ static void op_judge_addr(struct s3d_s3_op *op, CURL *e, CURLcode cc)
     op_release_addr(op, conn_failed, responded);
 }
 
+/* The region requests to bucket are signed for: the one S3 named for it, else the client's. */
+static void region_of(struct s3d_s3ctx *ctx, const char *bucket, char out[32])
+{
+    unsigned i;
+    snprintf(out, 32, "%s", ctx->cfg.region);
+    if (bucket == NULL)
+        return;
+    pthread_mutex_lock(&ctx->regions.mu);
+    for (i = 0; i < ctx->regions.n; i++)
+        if (strcmp(ctx->regions.e[i].bucket, bucket) == 0) {
+            snprintf(out, 32, "%s", ctx->regions.e[i].region);
+            break;
+        }
+    pthread_mutex_unlock(&ctx->regions.mu);
+}
+
+static void region_remember(struct s3d_s3ctx *ctx, const char *bucket, const char *region)
+{
+    struct s3d_region_map *m = &ctx->regions;
+    unsigned i, slot;
+    if (strlen(bucket) >= sizeof(m->e[0].bucket))
+        return;
+    pthread_mutex_lock(&m->mu);
+    for (i = 0; i < m->n && strcmp(m->e[i].bucket, bucket) != 0; i++) {
+    }
+    if (i < m->n) {
+        slot = i;
+    } else if (m->n < S3D_REGION_MAP_N) {
+        slot = m->n++;
+    } else {
+        slot = m->next;
+        m->next = (m->next + 1) % S3D_REGION_MAP_N;
+    }
+    snprintf(m->e[slot].bucket, sizeof(m->e[slot].bucket), "%s", bucket);
+    snprintf(m->e[slot].region, sizeof(m->e[slot].region), "%s", region);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* A region name as S3 spells them ("eu-west-2", "us-gov-west-1"): 1 to 31 of [a-z0-9-]. */
+static int region_valid(const char *r)
+{
+    size_t n = strlen(r);
+    if (n == 0 || n >= 32)
+        return 0;
+    for (; *r; r++)
+        if (!((*r >= 'a' && *r <= 'z') || (*r >= '0' && *r <= '9') || *r == '-'))
+            return 0;
+    return 1;
+}
+
 int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
 {
     const struct s3d_config *cfg = &ctx->cfg;
@@ -406,9 +459,21 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
     rc = s3d_sigv4_canonical_query(op->query, op->n_query, &op->query_buf);
     if (rc < 0)
         return rc;
-    rc = s3d_config_build_url(cfg, op->bucket, op->key,
-                              op->query_buf.len ? op->query_buf.data : NULL, &op->url, &op->host,
-                              &op->path);
+    region_of(ctx, op->bucket, op->region);
+    if (cfg->endpoint_is_default && strcmp(op->region, cfg->region) != 0) {
+        /* The bucket is in another region: that region's endpoint, as botocore goes there. */
+        struct s3d_config at = *cfg;
+        char host[96];
+        snprintf(host, sizeof(host), "s3.%s.amazonaws.com", op->region);
+        at.host = host;
+        rc = s3d_config_build_url(&at, op->bucket, op->key,
+                                  op->query_buf.len ? op->query_buf.data : NULL, &op->url,
+                                  &op->host, &op->path);
+    } else {
+        rc = s3d_config_build_url(cfg, op->bucket, op->key,
+                                  op->query_buf.len ? op->query_buf.data : NULL, &op->url,
+                                  &op->host, &op->path);
+    }
     if (rc < 0)
         return rc;
 
@@ -437,7 +502,7 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
         sr.headers = op->headers;
         sr.n_headers = op->n_headers;
         sr.payload_hash = op->payload_hash;
-        sr.region = cfg->region;
+        sr.region = op->region;
         sr.now = time(NULL);
         cr.access_key_id = op->signed_with->access_key_id;
         cr.secret_access_key = op->signed_with->secret_access_key;
@@ -608,9 +673,11 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
         s3d_xml_error_free(&xe);
         return err;
     }
-    err = s3d_fail_s3(err, &d, "%s: HTTP %ld%s%s%s%s (request id %s)", where, r->status, " ",
-                      op->s3_code[0] ? op->s3_code : s3d_strerror(err),
+    err = s3d_fail_s3(err, &d, "%s: HTTP %ld%s%s%s%s%s%s%s (request id %s)", where, r->status,
+                      " ", op->s3_code[0] ? op->s3_code : s3d_strerror(err),
                       xe.message && xe.message[0] ? ": " : "", or_empty(xe.message),
+                      r->bucket_region[0] ? " (the bucket is in region " : "",
+                      r->bucket_region, r->bucket_region[0] ? ")" : "",
                       d.request_id && d.request_id[0] ? d.request_id : "none");
     s3d_xml_error_free(&xe);
     return err;
@@ -625,6 +692,35 @@ int s3d_s3_op_expired_retry(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, int err
         return 0;
     S3D_INFO("%s: the server says the credentials expired; refreshing and resending once",
              op->operation);
+    return 1;
+}
+
+int s3d_s3_op_region_retry(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, int err)
+{
+    const struct s3d_http_resp *r = &op->req.resp;
+    char region[32];
+    (void)err;
+    if (op->region_retried || op->bucket == NULL || (r->status != 301 && r->status != 400))
+        return 0;
+    region[0] = '\0';
+    if (r->bucket_region[0] != '\0') {
+        snprintf(region, sizeof(region), "%s", r->bucket_region);
+    } else if (r->body.len > 0 && r->body.data != NULL) {
+        /* AuthorizationHeaderMalformed names the region in its body. */
+        const char *b = strstr(r->body.data, "<Region>"), *e;
+        if (b != NULL && (e = strstr(b + 8, "</Region>")) != NULL && e - (b + 8) < 32) {
+            memcpy(region, b + 8, (size_t)(e - (b + 8)));
+            region[e - (b + 8)] = '\0';
+        }
+    }
+    if (!region_valid(region) || strcmp(region, op->region) == 0)
+        return 0;
+    op->region_retried = 1;
+    region_remember(ctx, op->bucket, region);
+    S3D_INFO("%s s3://%s: the bucket is in region %s, not %s (HTTP %ld%s%s): sending its requests "
+             "there",
+             op->operation, op->bucket, region, op->region, r->status, op->s3_code[0] ? " " : "",
+             op->s3_code);
     return 1;
 }
 
@@ -690,7 +786,7 @@ int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
         rc = s3d_s3_op_result(ctx, op, e, cc);
         if (rc == 0)
             break;
-        if (s3d_s3_op_expired_retry(ctx, op, rc))
+        if (s3d_s3_op_expired_retry(ctx, op, rc) || s3d_s3_op_region_retry(ctx, op, rc))
             continue;
         if (!s3d_retry_decide(&pol, attempt, rc, (int)op->req.resp.status, op->s3_code,
                               s3d_now_ms(), s3d_retry_random(), &delay))

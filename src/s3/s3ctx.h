@@ -42,6 +42,20 @@
  * buffers mean fewer callbacks per part. */
 #define S3D_DEFAULT_CURL_BUFFER (256L * 1024L)
 
+/* Buckets S3 said are in another region than the client's (x-amz-bucket-region, or <Region>,
+ * on a 301 PermanentRedirect or a 400 AuthorizationHeaderMalformed), as botocore's region
+ * redirector keeps them: requests to such a bucket are signed for its region and, on the
+ * default AWS endpoint, sent to that region's endpoint. A few entries; the oldest goes. */
+#define S3D_REGION_MAP_N 16
+struct s3d_region_map {
+    pthread_mutex_t mu;
+    unsigned n, next;
+    struct {
+        char bucket[64];
+        char region[32];
+    } e[S3D_REGION_MAP_N];
+};
+
 struct s3d_s3ctx {
     struct s3d_config cfg;       /* read-only after init */
     struct s3d_http_conf http;   /* read-only after init */
@@ -60,6 +74,7 @@ struct s3d_s3ctx {
     struct s3d_multi **idle;
     size_t n_idle, cap_idle;
     size_t n_out; /* multis acquired and not yet released: requests in flight (pool_lock) */
+    struct s3d_region_map regions;
 };
 
 /* Resolves the configuration (s3d_config_resolve) and creates the share. max_conns is the
@@ -127,6 +142,8 @@ struct s3d_s3_op {
     char payload_hash[65];   /* computed once, reused by retries */
     uint32_t attempts;       /* requests sent by s3d_s3_op_run */
     int expired_retried;     /* an ExpiredToken answer already caused one refresh + retry */
+    int region_retried;      /* a wrong-region answer already caused one resend */
+    char region[32];         /* the region the last attempt was signed for */
     /* Internal. */
     struct s3d_dynbuf url, host, path, query_buf, sig;
     struct curl_slist *slist;
@@ -160,6 +177,12 @@ int s3d_s3_op_transient(const struct s3d_s3_op *op, int err);
  * op has not yet retried for that: the cache is told to refresh, and the caller resends at
  * once (the resend is re-signed with the fresh credentials). Called at most once per op. */
 S3D_NODISCARD int s3d_s3_op_expired_retry(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, int err);
+
+/* 1 when the failure just judged says the bucket is in another region than the one this
+ * attempt was signed for (301 PermanentRedirect or 400 with x-amz-bucket-region or
+ * <Region>) and this op has not yet resent for that: the region is remembered for the bucket
+ * (logged at info) and the caller resends at once. Called at most once per op. */
+S3D_NODISCARD int s3d_s3_op_region_retry(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, int err);
 
 /* Runs op to completion on the calling thread with retries (new signature per attempt,
  * backoff with full jitter, the client's attempts and deadline). Returns 0 or the S3D_E*
