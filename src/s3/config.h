@@ -41,16 +41,16 @@
  * char * fields point to static strings. */
 struct s3d_config {
     /* Endpoint, parsed. */
-    char *endpoint_url; /* normalized: "SCHEME://HOST[:PORT]BASEPATH", no trailing '/'
-                           (for display and s3d_client_get_config) */
-    int https;          /* 1 for https, 0 for http */
-    char *host;         /* host name or IP as it goes in a URL: IPv6 keeps its
-                           brackets ("[::1]"); lower-cased */
-    uint16_t port;      /* explicit port, else 443 / 80 */
-    int port_explicit;  /* 1 when the URL named a port */
-    int host_is_ip;     /* 1 for an IPv4 or bracketed IPv6 literal */
-    char *base_path;    /* "" or "/some/path" (no trailing '/'), kept as written; it is
-                           part of every request path */
+    char *endpoint_url;      /* normalized: "SCHEME://HOST[:PORT]BASEPATH", no trailing '/'
+                                (for display and s3d_client_get_config) */
+    int https;               /* 1 for https, 0 for http */
+    char *host;              /* host name or IP as it goes in a URL: IPv6 keeps its
+                                brackets ("[::1]"); lower-cased */
+    uint16_t port;           /* explicit port, else 443 / 80 */
+    int port_explicit;       /* 1 when the URL named a port */
+    int host_is_ip;          /* 1 for an IPv4 or bracketed IPv6 literal */
+    char *base_path;         /* "" or "/some/path" (no trailing '/'), kept as written; it is
+                                part of every request path */
     int endpoint_is_default; /* 1: no endpoint was configured, it is https://s3.REGION.
                                 amazonaws.com (a bucket in another region is then reached
                                 at that region's endpoint, s3ctx.h) */

@@ -673,11 +673,11 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
         s3d_xml_error_free(&xe);
         return err;
     }
-    err = s3d_fail_s3(err, &d, "%s: HTTP %ld%s%s%s%s%s%s%s (request id %s)", where, r->status,
-                      " ", op->s3_code[0] ? op->s3_code : s3d_strerror(err),
+    err = s3d_fail_s3(err, &d, "%s: HTTP %ld%s%s%s%s%s%s%s (request id %s)", where, r->status, " ",
+                      op->s3_code[0] ? op->s3_code : s3d_strerror(err),
                       xe.message && xe.message[0] ? ": " : "", or_empty(xe.message),
-                      r->bucket_region[0] ? " (the bucket is in region " : "",
-                      r->bucket_region, r->bucket_region[0] ? ")" : "",
+                      r->bucket_region[0] ? " (the bucket is in region " : "", r->bucket_region,
+                      r->bucket_region[0] ? ")" : "",
                       d.request_id && d.request_id[0] ? d.request_id : "none");
     s3d_xml_error_free(&xe);
     return err;
