@@ -241,6 +241,10 @@ void cli_progress_finish(struct cli_progress *p, int ok);
 void cli_install_sigint(void);
 /* 1 once one of those signals arrived. */
 int cli_interrupted(void);
+/* The token the stop signals set (created on first use; lives as long as the process):
+ * cli_client gives it to every client, so a request stops within about 100 ms of Ctrl-C or
+ * SIGTERM even where no progress callback runs (a server that stopped answering). */
+struct s3d_cancel *cli_stop_token(void);
 /* The exit status after a stop signal: 128 + its number, as shells report a signal's death
  * (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). */
 int cli_interrupted_exit(void);

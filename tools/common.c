@@ -56,6 +56,11 @@ int cli_client(const struct cli_opts *o, struct s3d_client **out)
         *out = NULL;
         return cli_fail(rc), rc;
     }
+    if ((rc = s3d_client_set_cancel(*out, cli_stop_token())) < 0) {
+        s3d_client_free(*out);
+        *out = NULL;
+        return cli_fail(rc), rc;
+    }
     if (o->debug && s3d_client_get_config(*out, &cfg) == 0) {
         fprintf(stderr,
                 "s3direct: endpoint %s, region %s, credentials from %s%s%s, %s-style, "

@@ -72,11 +72,22 @@ static void draw(struct cli_progress *p, uint64_t done, uint64_t total, double n
 
 /* The number of the first stop signal that arrived, 0 before. */
 static volatile sig_atomic_t interrupted;
+/* Every client the CLI makes stops its requests when this is set (s3d_client_set_cancel),
+ * whatever call runs them: a transfer, its first GET, a listing, a retry's backoff. */
+static struct s3d_cancel *stop_token;
 
 static void on_stop_signal(int sig)
 {
     if (interrupted == 0)
         interrupted = sig;
+    s3d_cancel_request(stop_token); /* one atomic store: safe in a handler; NULL ok */
+}
+
+struct s3d_cancel *cli_stop_token(void)
+{
+    if (stop_token == NULL && s3d_cancel_new(&stop_token) < 0)
+        stop_token = NULL; /* the progress callback still stops transfers */
+    return stop_token;
 }
 
 void cli_install_sigint(void)

@@ -159,6 +159,14 @@ S3D_API void s3d_cancel_request(struct s3d_cancel *cancel);
 S3D_API int s3d_cancel_requested(const struct s3d_cancel *cancel);
 /* Frees the token; no transfer given it may still be running. NULL ok. */
 S3D_API void s3d_cancel_free(struct s3d_cancel *cancel);
+/* Makes every request of the client, whatever call runs it (a transfer, a HEAD, a listing,
+ * their retries and backoffs), also stop once cancel is requested: the call returns
+ * S3D_ECANCELED within about 100 ms, a multipart upload it started is aborted, a download's
+ * temporary file removed. For a process-wide stop: s3d_cancel_request only stores an atomic
+ * flag, so a signal handler may call it (the s3direct CLI does this for SIGINT, SIGTERM and
+ * SIGHUP). NULL removes it. The token must stay allocated while the client may use it.
+ * Returns 0, or S3D_EINVAL for a client that is NULL or from another process. */
+S3D_API int s3d_client_set_cancel(struct s3d_client *client, struct s3d_cancel *cancel);
 
 /* Progress: called with bytes done so far and the total (0 when unknown). Runs on the thread
  * that called the transfer function, between I/O steps, at most every few milliseconds.

@@ -247,3 +247,14 @@ void s3d_cancel_free(struct s3d_cancel *cancel)
 {
     free(cancel);
 }
+
+int s3d_client_set_cancel(struct s3d_client *client, struct s3d_cancel *cancel)
+{
+    int rc = s3d_client_check(client);
+    if (rc < 0)
+        return rc;
+    atomic_store_explicit(&client->stop, cancel, memory_order_release);
+    atomic_store_explicit(&client->s3.stop, cancel != NULL ? &cancel->requested : NULL,
+                          memory_order_release);
+    return 0;
+}

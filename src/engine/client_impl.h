@@ -43,6 +43,9 @@ struct s3d_client {
     uint32_t min_concurrency; /* the floor; == max_concurrency: fixed */
     uint64_t target_throughput;
     struct s3d_conc conc; /* the requests in flight over every transfer (engine/conc.h) */
+    /* s3d_client_set_cancel's token: every transfer of the client stops when it is set (the
+     * S3 layer sees its flag as s3.stop). */
+    struct s3d_cancel *_Atomic stop;
     uint64_t part_size;
     uint64_t multipart_threshold;
     uint64_t staging_bytes;
@@ -87,6 +90,12 @@ static inline int s3d_cancel_is_set(const struct s3d_cancel *cancel)
 {
     return cancel != NULL && atomic_load_explicit(&((struct s3d_cancel *)cancel)->requested,
                                                   memory_order_acquire) != 0;
+}
+
+/* 1 when the client's own token (s3d_client_set_cancel) has been requested. */
+static inline int s3d_client_stopped(struct s3d_client *c)
+{
+    return s3d_cancel_is_set(atomic_load_explicit(&c->stop, memory_order_acquire));
 }
 
 #endif

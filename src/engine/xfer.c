@@ -735,7 +735,7 @@ static int turn(struct engine *g, int *finished)
     int running = 0, rc;
 
     *finished = 0;
-    if (s3d_cancel_is_set(g->cancel))
+    if (s3d_cancel_is_set(g->cancel) || s3d_client_stopped(g->c))
         return s3d_fail(S3D_ECANCELED, "transfer canceled");
     g->budget_blocked = 0;
     rc = restart_due(g);
@@ -775,7 +775,7 @@ static int drain_hook(struct engine *g)
             return p;
         if (p == S3D_POLL_IDLE)
             break;
-        if (s3d_cancel_is_set(g->cancel))
+        if (s3d_cancel_is_set(g->cancel) || s3d_client_stopped(g->c))
             return s3d_fail(S3D_ECANCELED, "transfer canceled");
         struct timespec ts = {0, DRAIN_PAUSE_NS};
         nanosleep(&ts, NULL);

@@ -485,6 +485,7 @@ int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char
     struct s3d_s3_op op;
     int rc;
     op_init(&op, "AbortMultipartUpload", "DELETE", bucket, key);
+    op.ignore_stop = 1; /* the cleanup after a stopped upload: it must still run */
     s3d_s3_op_add_query(&op, "uploadId", upload_id);
     rc = s3d_s3_op_run(ctx, &op);
     s3d_s3_op_cleanup(&op);

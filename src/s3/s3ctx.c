@@ -729,11 +729,26 @@ int s3d_s3_op_transient(const struct s3d_s3_op *op, int err)
     return s3d_retry_is_transient(err, (int)op->req.resp.status, op->s3_code);
 }
 
-static void sleep_ms(uint64_t ms)
+static int stopped(const struct s3d_s3ctx *ctx)
 {
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    const atomic_int *f =
+        atomic_load_explicit(&((struct s3d_s3ctx *)ctx)->stop, memory_order_acquire);
+    return f != NULL && atomic_load_explicit(f, memory_order_acquire) != 0;
+}
+
+/* Waits ms, in steps of at most STOP_CHECK_MS so that the client's stop flag is seen (unless
+ * the op ignores it); 1 when it was. */
+#define STOP_CHECK_MS 50u
+static int sleep_ms(const struct s3d_s3ctx *ctx, const struct s3d_s3_op *op, uint64_t ms)
+{
+    while (ms > 0 && (op->ignore_stop || !stopped(ctx))) {
+        uint64_t step = ms < STOP_CHECK_MS ? ms : STOP_CHECK_MS;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)step * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+        ms -= step;
     }
+    return !op->ignore_stop && stopped(ctx);
 }
 
 int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
@@ -776,8 +791,13 @@ int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
         while (running) {
             if (curl_multi_perform(mm->m, &running) != CURLM_OK)
                 break;
+            if (running && !op->ignore_stop && stopped(ctx)) {
+                curl_multi_remove_handle(mm->m, e);
+                rc = s3d_fail(S3D_ECANCELED, "%s canceled", op->operation);
+                goto out;
+            }
             if (running)
-                curl_multi_poll(mm->m, NULL, 0, 1000, NULL);
+                curl_multi_poll(mm->m, NULL, 0, (int)STOP_CHECK_MS * 2, NULL);
         }
         while ((msg = curl_multi_info_read(mm->m, &left)) != NULL)
             if (msg->msg == CURLMSG_DONE && msg->easy_handle == e)
@@ -793,7 +813,10 @@ int s3d_s3_op_run(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
             break;
         S3D_DEBUG("%s: attempt %u failed (%s), retrying in %" PRIu64 " ms", op->operation, attempt,
                   s3d_last_error_message(), delay);
-        sleep_ms(delay);
+        if (sleep_ms(ctx, op, delay)) {
+            rc = s3d_fail(S3D_ECANCELED, "%s canceled", op->operation);
+            break;
+        }
     }
 out:
     if (e != NULL)

@@ -18,6 +18,7 @@
 #define S3D_S3_S3CTX_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -75,6 +76,9 @@ struct s3d_s3ctx {
     size_t n_idle, cap_idle;
     size_t n_out; /* multis acquired and not yet released: requests in flight (pool_lock) */
     struct s3d_region_map regions;
+    /* The client's stop flag (s3d_client_set_cancel), or NULL: s3d_s3_op_run checks it while
+     * it waits for an answer and between attempts. */
+    const atomic_int *_Atomic stop;
 };
 
 /* Resolves the configuration (s3d_config_resolve) and creates the share. max_conns is the
@@ -143,6 +147,7 @@ struct s3d_s3_op {
     uint32_t attempts;       /* requests sent by s3d_s3_op_run */
     int expired_retried;     /* an ExpiredToken answer already caused one refresh + retry */
     int region_retried;      /* a wrong-region answer already caused one resend */
+    int ignore_stop;         /* runs even after the client's stop flag (an abort's cleanup) */
     char region[32];         /* the region the last attempt was signed for */
     /* Internal. */
     struct s3d_dynbuf url, host, path, query_buf, sig;

@@ -126,3 +126,65 @@ def test_no_verify_ssl_warns(cli, s3_env, bucket):
         assert "not verified" in warn[0]
     r = run(cli, "ls", f"s3://{bucket}/", check=0)
     assert b"warning" not in r.stderr
+
+
+class _Mute:
+    """A server that accepts connections and never answers (one that stopped responding)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.conns: list = []
+        self.t = threading.Thread(target=self._accept, daemon=True)
+        self.t.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+@pytest.mark.parametrize("cmd", ["download", "upload", "ls-recursive"])
+def test_signal_stops_at_once_against_a_server_that_stopped_answering(cli, s3_env, tmp_path,
+                                                                      sig, cmd):
+    """Issue 24.3: against a server that accepts and never answers, Ctrl-C took 148 s (the
+    stall timeout, five times over) because the first request of a download runs no progress
+    callback. Now every request of the CLI's client sees the stop within about 100 ms."""
+    mute = _Mute()
+    src = tmp_path / "up.bin"
+    src.write_bytes(os.urandom(MiB))
+    args = {"download": ["cp", "s3://b0000/k", str(tmp_path / "k.out")],
+            "upload": ["cp", str(src), "s3://b0000/k"],
+            "ls-recursive": ["cp", "-r", "s3://b0000/p/", str(tmp_path / "tree")]}[cmd]
+    try:
+        p = subprocess.Popen([cli, "--endpoint-url", mute.url, *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=dict(os.environ, **s3_env))
+        time.sleep(1.0)
+        assert p.poll() is None, p.stderr.read()
+        t0 = time.monotonic()
+        p.send_signal(sig)
+        rc = p.wait(timeout=60)
+        took = time.monotonic() - t0
+        err = p.stderr.read().decode()
+    finally:
+        mute.close()
+    assert rc == 128 + sig, (rc, err)
+    assert "interrupted" in err, err
+    # Not a timed assert on the library's speed: the old behaviour took the 30 s stall
+    # timeout at least; anything near that means the stop was not seen.
+    assert took < 10, took
+    assert not glob.glob(str(tmp_path / ".*.s3d-tmp-*"))

@@ -15,6 +15,8 @@ s3d_test(test_ckpt_gpu_concurrent integ/test_ckpt_gpu_concurrent.c integ/ckpt_ut
 # Readers and upload streams keep their client alive past s3d_client_free.
 s3d_test(test_client_refs integ/test_client_refs.c integ/ckpt_util.c)
 s3d_test(test_tmpfile unit/test_tmpfile.c)
+# s3d_client_set_cancel stops every kind of request (a server that stopped answering).
+s3d_test(test_client_cancel unit/test_client_cancel.c)
 s3d_test(test_part_size unit/test_part_size.c)
 # The adaptive concurrency controller against simulated paths.
 s3d_test(test_conc unit/test_conc.c)
