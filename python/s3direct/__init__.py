@@ -15,6 +15,7 @@ See docs/python.md.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from .client import Client, default_client
@@ -60,11 +61,18 @@ def _source_version() -> str:
     return ".".join(m.group(1) for m in parts if m) if all(parts) else "0+unknown"
 
 
-try:
-    # Made by the build (absent in a source checkout, present after pip install -e .).
-    from ._version import __version__  # type: ignore[import-not-found, unused-ignore]
-except ImportError:
-    __version__ = _source_version()
+def _package_version() -> str:
+    """_version.py, made by the build (absent in a source checkout, present after pip
+    install); else the source checkout's. Imported by name, so that type checkers see the
+    same module with and without the file."""
+    try:
+        v = importlib.import_module("._version", __name__).__version__
+    except ImportError:
+        return _source_version()
+    return str(v)
+
+
+__version__: str = _package_version()
 
 
 def library_version() -> str:
@@ -114,7 +122,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "save", "load", "load_into", "save_async", "safe_open",
+    "__version__", "save", "load", "load_into", "save_async", "safe_open",
     "Client", "default_client", "reader", "writer", "library_version",
     "S3DirectError", "NoSuchKey", "NoSuchFile", "NoSuchBucket", "AccessDenied", "SignatureDoesNotMatch",
     "InvalidAccessKeyId", "ChecksumMismatch", "FormatError", "TransferError", "Timeout", "ConfigError",

@@ -13,6 +13,7 @@ it, and callers keep the Progress.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from typing import Any, Callable, Optional, Union
@@ -51,9 +52,9 @@ class Progress:
             tqdm: Any = None
             if tty:
                 try:
-                    from tqdm.auto import tqdm as tqdm_auto
-
-                    tqdm = tqdm_auto
+                    # Imported by name, not by an import statement: type checkers of the
+                    # user's code then need no tqdm stubs, present or not.
+                    tqdm = importlib.import_module("tqdm.auto").tqdm
                 except ImportError:
                     tqdm = None
             if tqdm is not None:

@@ -15,6 +15,7 @@ from conftest import PYDIR, REPO
 
 GOOD = '''
 import torch, s3direct
+version: str = s3direct.__version__
 def f(m: torch.nn.Module) -> None:
     s3direct.save({"a": torch.ones(1)}, "s3://b/k.safetensors", shard_size=None)
     state = s3direct.load("s3://b/k.safetensors", map_location="cpu")
@@ -55,6 +56,24 @@ def test_package_passes_mypy_strict(tmp_path):
     assert "Success: no issues found" in r.stdout
 
 
+def test_package_passes_mypy_strict_as_installed(tmp_path):
+    """mypy --strict of the package as a user's checker sees it: no project configuration
+    (no [tool.mypy] overrides), tqdm importable without stubs or absent (issue 24.4: tqdm
+    without types-tqdm failed it). The package imports tqdm by name only."""
+    pytest.importorskip("mypy")
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", "",
+                        "--cache-dir", str(tmp_path / "cache"), "-p", "s3direct"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=900,
+                       env=dict(os.environ, MYPYPATH=PYDIR))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for root, _, files in os.walk(os.path.join(PYDIR, "s3direct")):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    for line in f:
+                        assert not line.lstrip().startswith(("import tqdm", "from tqdm")), name
+
+
 def _public_api():
     """(qualified name, object) of every public function, class and method: what s3direct
     exports, the objects its functions return, and the DCP storage classes."""
@@ -69,6 +88,8 @@ def _public_api():
                s3direct.dcp.S3DirectStorageReader]
     for name in s3direct.__all__:
         obj = getattr(s3direct, name)
+        if not callable(obj):
+            continue  # __version__
         if inspect.isclass(obj):
             classes.append(obj)
         else:
