@@ -26,6 +26,7 @@ from .errors import (
     ConfigError,
     DeviceError,
     FormatError,
+    InsecureConnectionWarning,
     InvalidAccessKeyId,
     InvalidArgument,
     NoCredentials,
@@ -119,5 +120,5 @@ __all__ = [
     "S3DirectError", "NoSuchKey", "NoSuchFile", "NoSuchBucket", "AccessDenied", "SignatureDoesNotMatch",
     "InvalidAccessKeyId", "ChecksumMismatch", "FormatError", "TransferError", "Timeout", "ConfigError",
     "NoCredentials", "DeviceError", "Cancelled", "NotSupported", "BucketAlreadyExists",
-    "InvalidArgument", "StateMismatch", "PickleRefused",
+    "InvalidArgument", "StateMismatch", "PickleRefused", "InsecureConnectionWarning",
 ]
