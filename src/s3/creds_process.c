@@ -175,8 +175,13 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
         int pr, wait_ms;
         if (!reaped) {
             pid_t w = waitpid(pid, &status, WNOHANG);
-            if (w == pid)
+            /* ECHILD: SIGCHLD is ignored in this process, and the kernel reaped it; its exit
+             * status is lost (taken as 0, as a blocking waitpid left it before). */
+            if (w == pid || (w < 0 && errno == ECHILD)) {
+                if (w < 0)
+                    status = 0;
                 reaped = 1;
+            }
             if (reaped && eof)
                 break;
         }

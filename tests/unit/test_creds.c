@@ -269,6 +269,17 @@ static void process_hang_cases(void)
     CHECK_MSG_HAS("did not finish within 300 ms");
     CHECK(gone(read_pid("hung.pid")));
     CHECK(cr == NULL);
+    /* A host process that ignores SIGCHLD: the kernel reaps the command (waitpid: ECHILD),
+     * and its output still counts, at once. */
+    setenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS", "20000", 1);
+    signal(SIGCHLD, SIG_IGN);
+    snprintf(cmd, sizeof(cmd), "%s/ok.sh 'a b'", home);
+    t0 = time(NULL);
+    CHECK_OK(s3d_creds_process(cmd, "p", &cr));
+    CHECK(time(NULL) - t0 < 5);
+    CHECK_STREQ(cr->access_key_id, "AKID");
+    s3d_creds_release(cr);
+    signal(SIGCHLD, SIG_DFL);
     unsetenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS");
 }
 
