@@ -121,7 +121,7 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
     char outbuf[S3D_CREDS_MAX_BODY + 1];
     size_t got = 0;
     int fds[2] = {-1, -1}, rc = 0, status = 0, argc, timed_out = 0;
-    int own_group = 0, eof = 0, reaped = 0;
+    int own_group = 0, eof = 0, exited = 0, reaped = 0;
     posix_spawnattr_t attr;
     long timeout_ms = S3D_CREDS_PROCESS_MS;
     const char *t = getenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS");
@@ -168,21 +168,27 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
     deadline = s3d_now_ms() + (uint64_t)timeout_ms;
     /* Until stdout is at its end and the command has exited, or the deadline. After the end
      * of stdout, its exit is polled every 10 ms. */
-    while (!eof || !reaped) {
+    while (!eof || !exited) {
         struct pollfd pfd = {fds[0], POLLIN, 0};
         uint64_t now = s3d_now_ms();
         ssize_t n;
         int pr, wait_ms;
-        if (!reaped) {
-            pid_t w = waitpid(pid, &status, WNOHANG);
-            /* ECHILD: SIGCHLD is ignored in this process, and the kernel reaped it; its exit
-             * status is lost (taken as 0, as a blocking waitpid left it before). */
-            if (w == pid || (w < 0 && errno == ECHILD)) {
-                if (w < 0)
-                    status = 0;
-                reaped = 1;
+        if (!exited) {
+            /* WNOWAIT: an exited command stays a zombie until it is reaped below, so that its
+             * PID, the group's id, cannot be reused by an unrelated process before the group
+             * is killed. ECHILD: SIGCHLD is ignored in this process and the kernel reaped it;
+             * its exit status is lost (taken as 0, as a blocking waitpid left it before), and
+             * with nothing holding the id the group is not signalled. */
+            siginfo_t si;
+            memset(&si, 0, sizeof(si));
+            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0) {
+                exited = si.si_pid == pid;
+            } else if (errno == ECHILD) {
+                exited = reaped = 1;
+                status = 0;
+                own_group = 0;
             }
-            if (reaped && eof)
+            if (exited && eof)
                 break;
         }
         if (now >= deadline) {
@@ -223,10 +229,12 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
                       "profile \"%s\": credential_process %s did not finish within %ld ms%s",
                       profile, argv[0], timeout_ms,
                       eof      ? " (it closed its stdout but did not exit); killed"
-                      : reaped ? " (it exited, but a process it started kept its stdout open); "
+                      : exited ? " (it exited, but a process it started kept its stdout open); "
                                  "killed"
                                : "; killed");
         goto out;
+    }
+    while (!reaped && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     pid = -1;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
