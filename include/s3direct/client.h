@@ -83,7 +83,8 @@ struct s3d_client_options {
     uint64_t multipart_threshold; /* uploads of at least this size use multipart; default
                                      part_size */
     uint64_t staging_bytes;       /* total size of the staging pool; default 256 MiB */
-    uint32_t max_attempts;        /* tries per request, first included; default 5 */
+    uint32_t max_attempts;        /* tries per request, first included; default 5. Above 1,
+                                     a refused connection is retried past it for 5 s */
     uint32_t deadline_ms;         /* per request, retries included; default 0 = none */
     uint32_t connect_timeout_ms;  /* default 10000 */
     uint32_t low_speed_time_s;    /* a transfer below low_speed_limit for this long is a

@@ -77,12 +77,13 @@ S3D_API void s3d_upload_stream_free(struct s3d_upload_stream *s);
 
 /* A local file that appears whole or not at all, written and committed as the library writes
  * its own (downloads to files, local checkpoint saves): the bytes go to a temporary file
- * ".NAME.s3d-tmp-PID-RAND" in path's folder (0666 less the umask for a new file, the mode of
- * the file it replaces otherwise; temporary files left there for path by processes that no
- * longer run are removed first). path is untouched until s3d_file_stream_finish syncs the
- * file, renames it over path and syncs the folder. For writers outside the library (the
- * Python package's local writer): write, seek and read through the descriptor
- * s3d_file_stream_fd returns. No client is needed. One thread at a time per stream. */
+ * ".NAME.s3d-tmp-PID-RAND" in path's folder (shortened for names of 237 bytes or more; 0666
+ * less the umask for a new file, the mode of the file it replaces otherwise; flock'ed until
+ * finish or free; temporary files left there for path by writers that are gone, no lock held
+ * and at least 60 s old, are removed first). path is untouched until s3d_file_stream_finish syncs
+ * the file, renames it over path and syncs the folder. For writers outside the library (the Python
+ * package's local writer): write, seek and read through the descriptor s3d_file_stream_fd returns.
+ * No client is needed. One thread at a time per stream. */
 struct s3d_file_stream;
 /* Returns 0, or S3D_ENOENT (path's folder does not exist), S3D_EACCESS, S3D_EIO, S3D_ENOMEM,
  * S3D_EINVAL (path or out NULL, path empty); *out is NULL on failure. */

@@ -27,6 +27,7 @@ from .errors import (
     ConfigError,
     DeviceError,
     FormatError,
+    InsecureConnectionWarning,
     InvalidAccessKeyId,
     InvalidArgument,
     NoCredentials,
@@ -127,5 +128,5 @@ __all__ = [
     "S3DirectError", "NoSuchKey", "NoSuchFile", "NoSuchBucket", "AccessDenied", "SignatureDoesNotMatch",
     "InvalidAccessKeyId", "ChecksumMismatch", "FormatError", "TransferError", "Timeout", "ConfigError",
     "NoCredentials", "DeviceError", "Cancelled", "NotSupported", "BucketAlreadyExists",
-    "InvalidArgument", "StateMismatch", "PickleRefused",
+    "InvalidArgument", "StateMismatch", "PickleRefused", "InsecureConnectionWarning",
 ]

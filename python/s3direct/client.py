@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import os
 import threading
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, cast
 
 from . import _capi, errors
@@ -190,6 +191,7 @@ class Client:
         ca_bundle, addressing ("auto", "path", "virtual"), anonymous, verify_ssl,
             payload_signing ("auto", "signed", "unsigned"), multipart_threshold, max_attempts,
             deadline_ms, connect_timeout_ms, low_speed_time_s, low_speed_limit: see client.h.
+            verify_ssl=False warns with InsecureConnectionWarning.
         device: -1 never uses a GPU; None (or 0) finds one at run time. It does not choose a
             device or a context: the staging pool is pinned in the primary context of the device
             the first device tensor of a transfer is on, and each copy runs in its tensor's
@@ -260,6 +262,12 @@ class Client:
         o.addressing = _ADDRESSING[addressing]
         o.anonymous = 1 if anonymous else 0
         o.no_verify_ssl = 0 if verify_ssl else 1
+        if not verify_ssl:
+            # Python's default filter shows it once per calling line (as urllib3's
+            # InsecureRequestWarning); the CLI prints its own on every run.
+            warnings.warn("s3direct.Client(verify_ssl=False): TLS certificates are not verified; "
+                          "anyone on the path can read and change the data",
+                          errors.InsecureConnectionWarning, stacklevel=2)
         o.payload_signing = _SIGNING[payload_signing]
         o.max_concurrency = max_concurrency or 0
         o.min_concurrency = min_concurrency or 0

@@ -187,6 +187,12 @@ class PickleRefused(S3DirectError, ValueError):
     """A pickled leaf was met without allow_pickle=True (also a ValueError)."""
 
 
+class InsecureConnectionWarning(UserWarning):
+    """A Client was made with verify_ssl=False: TLS certificates are not verified, so anyone
+    on the path can read and change the bytes (urllib3's InsecureRequestWarning, the AWS CLI's
+    --no-verify-ssl warning)."""
+
+
 _c = _CODES
 _BY_CODE: dict[int, type[S3DirectError]] = {
     _c["ENOSUCHKEY"]: NoSuchKey, _c["ENOENT"]: NoSuchFile,

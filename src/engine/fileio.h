@@ -89,8 +89,9 @@ struct s3d_file_seg {
 
 struct s3d_file_writer;
 
-/* Creates a temporary file ".NAME.s3d-tmp-PID-RAND" in path's folder (tmpfile.h: 0666 less
- * the umask, or the mode of the file it replaces; leftovers of killed saves removed); path
+/* Creates a temporary file ".NAME.s3d-tmp-PID-RAND" in path's folder (tmpfile.h: the name of
+ * a long NAME, 0666 less the umask or the mode of the file it replaces, the lock, leftovers
+ * of killed saves removed); path
  * itself is untouched until commit. opts is copied (NULL: defaults).
  * *out is NULL on failure. */
 S3D_NODISCARD int s3d_file_writer_open(struct s3d_device *dev, struct s3d_pool *pool,

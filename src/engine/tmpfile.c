@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +18,54 @@
 #include "common/log.h"
 
 #define TMP_TAG ".s3d-tmp-"
+/* The longest name a file system takes (Linux's NAME_MAX for ext4, xfs, btrfs, NFS). */
+#define TMP_NAME_MAX 255u
+/* What follows the prefix: "PID-RAND", PID at most 10 digits, RAND 8 hex digits. */
+#define TMP_SUFFIX_MAX (10u + 1u + 8u)
+/* How much of a long base name a shortened prefix keeps, before its hash. */
+#define TMP_KEEP 160u
+/* A temporary file whose lock can be taken is removed only once it is this old: it covers
+ * the instant between a writer's open and its flock, and writers that hold no lock (versions
+ * before the lock) while they write. S3D_STALE_TMP_AGE (seconds) overrides, for tests. */
+#define TMP_STALE_AGE_DEFAULT 60
+
+/* FNV-1a, 64 bits: a short stable name for a long one (not a security boundary). */
+static uint64_t fnv1a64(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s != '\0'; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* The temporary-file prefix of base, into out (cap >= TMP_NAME_MAX + 1): ".BASE.s3d-tmp-", or,
+ * when a name of that prefix and the longest suffix would pass TMP_NAME_MAX bytes (a legal
+ * name of 237 bytes or more), ".HEAD~HASH.s3d-tmp-" with HEAD the first TMP_KEEP bytes of
+ * base (cut at a UTF-8 character boundary) and HASH 16 hex digits of the whole base. */
+static void tmp_prefix(const char *base, char *out, size_t cap)
+{
+    size_t bl = strlen(base), keep = TMP_KEEP;
+    if (1 + bl + strlen(TMP_TAG) + TMP_SUFFIX_MAX <= TMP_NAME_MAX) {
+        snprintf(out, cap, ".%s" TMP_TAG, base);
+        return;
+    }
+    while (keep > 0 && ((unsigned char)base[keep] & 0xC0) == 0x80)
+        keep--;
+    snprintf(out, cap, ".%.*s~%016llx" TMP_TAG, (int)keep, base, (unsigned long long)fnv1a64(base));
+}
+
+/* Seconds a lockable temporary file must be old before a sweep removes it. */
+static long stale_age(void)
+{
+    const char *e = getenv("S3D_STALE_TMP_AGE");
+    if (e != NULL && *e != '\0') {
+        char *end;
+        long v = strtol(e, &end, 10);
+        if (*end == '\0' && v >= 0)
+            return v;
+    }
+    return TMP_STALE_AGE_DEFAULT;
+}
 
 /* Splits target into its folder ("." when none) and base name; both malloc'ed. */
 static int split_path(const char *target, char **dir, char **base)
@@ -40,16 +89,15 @@ static int split_path(const char *target, char **dir, char **base)
     return 0;
 }
 
-/* The PID in ".BASE.s3d-tmp-PID-RAND" when name is a temporary file of base, else 0. */
-static long tmp_owner(const char *name, const char *base)
+/* The PID in "PREFIX PID-RAND" when name is a temporary file of the prefix, else 0. */
+static long tmp_owner(const char *name, const char *prefix)
 {
-    size_t bl = strlen(base), tl = strlen(TMP_TAG);
+    size_t pl = strlen(prefix);
     char *end;
     long pid;
-    if (name[0] != '.' || strncmp(name + 1, base, bl) != 0 ||
-        strncmp(name + 1 + bl, TMP_TAG, tl) != 0)
+    if (strncmp(name, prefix, pl) != 0)
         return 0;
-    name += 1 + bl + tl;
+    name += pl;
     if (*name < '0' || *name > '9')
         return 0;
     pid = strtol(name, &end, 10);
@@ -58,27 +106,47 @@ static long tmp_owner(const char *name, const char *base)
     return pid;
 }
 
+/* Whether a leftover is a dead writer's is decided by its lock, not its PID: a PID says
+ * nothing about a process in another PID namespace (a container) or on another machine
+ * sharing the folder over NFS, and this sweep removed the temporary files of live downloads
+ * there. Every writer holds an flock on its file until commit or discard (s3d_tmpfile_create:
+ * downloads, local saves, Python's s3direct.writer through s3d_file_stream); flock conflicts across
+ * namespaces, and NFS clients carry it to the server as a lock of the whole file. So a file is
+ * removed only when its lock can be taken here (and it is held while it is unlinked), and it is
+ * older than stale_age(). A file whose lock cannot be tried (a file system without locks) is kept.
+ */
 int s3d_tmpfile_sweep(const char *target)
 {
-    char *dir = NULL, *base = NULL;
+    char *dir = NULL, *base = NULL, prefix[TMP_NAME_MAX + 1];
     struct dirent *e;
+    struct stat st;
     DIR *d;
     int n = 0;
+    long age = stale_age();
+    time_t now = time(NULL);
 
     if (split_path(target, &dir, &base) < 0) {
         s3d_clear_error();
         return 0;
     }
+    tmp_prefix(base, prefix, sizeof(prefix));
     d = opendir(dir);
     while (d != NULL && (e = readdir(d)) != NULL) {
-        long pid = tmp_owner(e->d_name, base);
-        /* kill(pid, 0): ESRCH means no such process here; EPERM means it lives. */
-        if (pid == 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        long pid = tmp_owner(e->d_name, prefix);
+        int fd;
+        if (pid == 0)
             continue;
-        if (unlinkat(dirfd(d), e->d_name, 0) == 0) {
-            S3D_INFO("removed %s/%s, left by process %ld that no longer runs", dir, e->d_name, pid);
+        fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime >= age &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dirfd(d), e->d_name, 0) == 0) {
+            S3D_INFO("removed %s/%s, left by a writer that is gone (process %ld, no lock held, "
+                     "%lld s old)",
+                     dir, e->d_name, pid, (long long)(now - st.st_mtime));
             n++;
         }
+        close(fd); /* drops the lock */
     }
     if (d != NULL)
         closedir(d);
@@ -90,7 +158,7 @@ int s3d_tmpfile_sweep(const char *target)
 int s3d_tmpfile_create(const char *target, int extra_flags, struct s3d_tmpfile *t)
 {
     static _Atomic uint32_t counter;
-    char *dir = NULL, *base = NULL;
+    char *dir = NULL, *base = NULL, prefix[TMP_NAME_MAX + 1];
     struct stat st;
     size_t cap;
     int keep_mode, rc, tries;
@@ -102,7 +170,8 @@ int s3d_tmpfile_create(const char *target, int extra_flags, struct s3d_tmpfile *
     if (rc < 0)
         return rc;
     keep_mode = stat(target, &st) == 0 && S_ISREG(st.st_mode);
-    cap = strlen(dir) + strlen(base) + 64;
+    tmp_prefix(base, prefix, sizeof(prefix));
+    cap = strlen(dir) + 1 + strlen(prefix) + TMP_SUFFIX_MAX + 1;
     t->path = malloc(cap);
     if (t->path == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory for a temporary name beside %s", target);
@@ -111,7 +180,7 @@ int s3d_tmpfile_create(const char *target, int extra_flags, struct s3d_tmpfile *
     for (tries = 0; tries < 100; tries++) {
         uint32_t r = (uint32_t)time(NULL) * 2654435761u ^ (uint32_t)getpid() * 40503u ^
                      (uint32_t)(uintptr_t)t ^ ++counter * 2246822519u;
-        snprintf(t->path, cap, "%s/.%s" TMP_TAG "%ld-%08x", dir, base, (long)getpid(), r);
+        snprintf(t->path, cap, "%s/%s%ld-%08x", dir, prefix, (long)getpid(), r);
         /* 0666: the umask decides, as for any new file (mkstemp's 0600 does not). */
         t->fd = open(t->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | extra_flags, 0666);
         if (t->fd >= 0 || errno != EEXIST)
@@ -132,6 +201,12 @@ int s3d_tmpfile_create(const char *target, int extra_flags, struct s3d_tmpfile *
         t->path = NULL;
         goto out;
     }
+    /* Held until the file is renamed or removed: the sign that it is being written (see
+     * s3d_tmpfile_sweep). A file system without locks leaves it to the age bound. */
+    if (flock(t->fd, LOCK_EX | LOCK_NB) != 0)
+        S3D_DEBUG("flock %s: %s; without the lock only its age protects it from other "
+                  "writers' sweeps",
+                  t->path, strerror(errno));
     /* Overwriting keeps the target's permissions: a 0600 file stays 0600. */
     if (keep_mode && fchmod(t->fd, st.st_mode & 07777) != 0) {
         rc = s3d_fail(s3d_err_from_errno(errno), "chmod %s: %s", t->path, strerror(errno));

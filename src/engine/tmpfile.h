@@ -2,13 +2,16 @@
  * renames over the target when complete.
  *
  * Name: ".NAME.s3d-tmp-PID-RAND" in the target's folder (same file system, so the rename is
- * atomic; hidden; says who made it). Mode: an existing target's permission bits are kept;
- * a new file gets 0666 less the umask, as any program's new file does. Leftovers: a process
- * killed mid-write (SIGKILL, power loss) leaves its temporary file; the next save or download
- * to the same target removes those whose PID is no longer running on this machine (a
- * temporary file of a live process, or of another machine on a shared file system, whose PID
- * means nothing here, may be removed only when that PID is not running here: this module
- * cannot tell the two apart and documents it).
+ * atomic; hidden; says who made it). A NAME of 237 bytes or more would make that longer than
+ * the 255 bytes a file name may have: then ".HEAD~HASH.s3d-tmp-PID-RAND", HEAD the first 160
+ * bytes of NAME (whole UTF-8 characters) and HASH 16 hex digits of FNV-1a-64 over NAME.
+ * Mode: an existing target's permission bits are kept; a new file gets 0666 less the umask,
+ * as any program's new file does. Lock: the writer holds an flock on it until commit or
+ * discard. Leftovers: a process killed mid-write (SIGKILL, power loss) leaves its temporary
+ * file; the next save or download to the same target removes those whose lock can be taken
+ * and that are at least 60 s old (S3D_STALE_TMP_AGE seconds). Not by PID: a live writer in
+ * another PID namespace or on another NFS client has a PID that means nothing here, but its
+ * lock is seen.
  *
  * Not thread-safe per object; distinct objects are independent. */
 #ifndef S3D_ENGINE_TMPFILE_H
@@ -22,7 +25,8 @@ struct s3d_tmpfile {
     int fd;     /* -1 when closed */
 };
 
-/* Removes stale temporary files of target (dead PIDs), then creates a new one, open for
+/* Removes stale temporary files of target (no lock held, old enough), then creates a new
+ * one, flock'ed, open for
  * reading and writing, with the mode described above. extra_flags are added to
  * O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC. Returns 0 or an S3D_E* code (recorded); on failure
  * t->path is NULL and t->fd -1. */

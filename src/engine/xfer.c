@@ -885,16 +885,43 @@ static int err_restore_left_open(const struct s3d_err_record *s, const char *buc
                        s->message, cmd, abort_msg);
 }
 
+/* The first error, followed by what the abort's NoSuchUpload means: no upload is left open;
+ * the Complete whose answer failed may have been carried out (the key may hold the new
+ * object). moto's answers to Complete were refused that way, and the error said the upload
+ * was left open when none was. */
+static int err_restore_none_open(const struct s3d_err_record *s, const char *upload_id)
+{
+    struct s3d_err_s3 d;
+    s3d_err_record_s3(s, &d);
+    return s3d_fail_s3(s->code, &d,
+                       "%.400s; no multipart upload is left open: the abort found none (upload "
+                       "id %.200s; NoSuchUpload), so it was completed (the key may hold the new "
+                       "object) or removed by another client",
+                       s->message, upload_id);
+}
+
 /* After the failure rc (recorded): aborts the upload, so that the object at the key stays
  * what it was, and keeps rc's detail as the last error; when the abort fails too, the error
- * says the upload is left open (err_restore_left_open). */
+ * says the upload is left open (err_restore_left_open), or that none is, when the server
+ * knows no such upload (err_restore_none_open). */
 static void abort_upload(struct s3d_client *c, const char *bucket, const char *key,
                          const char *upload_id, int rc)
 {
     struct s3d_err_record *se = malloc(sizeof(*se));
+    int arc;
     if (se != NULL)
         s3d_err_save(se, rc);
-    if (s3d_op_abort_multipart(&c->s3, bucket, key, upload_id) < 0) {
+    arc = s3d_op_abort_multipart(&c->s3, bucket, key, upload_id);
+    if (arc == S3D_ENOUPLOAD) {
+        S3D_INFO("aborting upload %s of s3://%s/%s: the server knows no such upload (completed "
+                 "or removed)",
+                 upload_id, bucket, key);
+        if (se != NULL) {
+            err_restore_none_open(se, upload_id);
+            free(se);
+            se = NULL;
+        }
+    } else if (arc < 0) {
         S3D_WARN("aborting upload %s of s3://%s/%s failed: %s", upload_id, bucket, key,
                  s3d_last_error_message());
         if (se != NULL) {

@@ -6,7 +6,16 @@
  *    "Expiration": "2026-12-03T07:00:00Z"}
  * (SessionToken and Expiration optional). Its stderr goes to ours, so the tool can talk to the
  * user. stdout is capped at S3D_CREDS_MAX_BODY; the process is killed after
- * S3D_CREDS_PROCESS_MS (or S3D_CREDENTIAL_PROCESS_TIMEOUT_MS milliseconds). */
+ * S3D_CREDS_PROCESS_MS (or S3D_CREDENTIAL_PROCESS_TIMEOUT_MS milliseconds).
+ *
+ * The deadline covers both the end of its stdout and its exit: a process that closes stdout
+ * and stays alive, or one that exits while a child of its own holds the pipe open, is waited
+ * for no longer (each hung s3direct forever, or to the timeout and then left running). The
+ * command runs in a process group of its own, and at the deadline the whole group is killed,
+ * so no grandchild survives. Not when the caller is in the foreground of a terminal: there a
+ * command of its own group would be stopped (SIGTTIN) as soon as it reads the terminal, as an
+ * MFA prompt does, and Ctrl-C would no longer reach it; it stays in ours, and only it is
+ * killed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,12 +24,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "common/compiler.h"
 #include "common/error.h"
 #include "s3/creds_int.h"
 #include "s3/retry.h"
@@ -79,12 +91,38 @@ static int split_words(const char *cmd, char *buf, char **argv)
     return argc;
 }
 
+/* 1 when this process is in the foreground process group of its controlling terminal (an
+ * interactive command line). */
+static int in_terminal_foreground(void)
+{
+    int fd = open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC), fg = 0;
+    if (fd < 0)
+        return 0;
+    fg = tcgetpgrp(fd) == getpgrp();
+    close(fd);
+    return fg;
+}
+
+/* Kills the command (its whole group when it has one) and reaps it unless already reaped. */
+static void kill_and_reap(pid_t pid, int own_group, int reaped, int *status)
+{
+    if (own_group)
+        kill(-pid, SIGKILL);
+    if (!reaped) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+        }
+    }
+}
+
 int s3d_creds_process(const char *command, const char *profile, struct s3d_creds **out)
 {
     char *buf = NULL, *argv[MAX_ARGS + 1];
     char outbuf[S3D_CREDS_MAX_BODY + 1];
     size_t got = 0;
     int fds[2] = {-1, -1}, rc = 0, status = 0, argc, timed_out = 0;
+    int own_group = 0, eof = 0, exited = 0, reaped = 0;
+    posix_spawnattr_t attr;
     long timeout_ms = S3D_CREDS_PROCESS_MS;
     const char *t = getenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS");
     posix_spawn_file_actions_t fa;
@@ -112,7 +150,12 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
     }
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawnattr_init(&attr);
+    if (!in_terminal_foreground() && posix_spawnattr_setpgroup(&attr, 0) == 0 &&
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP) == 0)
+        own_group = 1;
+    rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     fds[1] = -1;
@@ -123,31 +166,56 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
         goto out;
     }
     deadline = s3d_now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
+    /* Until stdout is at its end and the command has exited, or the deadline. After the end
+     * of stdout, its exit is polled every 10 ms. */
+    while (!eof || !exited) {
         struct pollfd pfd = {fds[0], POLLIN, 0};
         uint64_t now = s3d_now_ms();
         ssize_t n;
-        int pr;
+        int pr, wait_ms;
+        if (!exited) {
+            /* WNOWAIT: an exited command stays a zombie until it is reaped below, so that its
+             * PID, the group's id, cannot be reused by an unrelated process before the group
+             * is killed. ECHILD: SIGCHLD is ignored in this process and the kernel reaped it;
+             * its exit status is lost (taken as 0, as a blocking waitpid left it before), and
+             * with nothing holding the id the group is not signalled. */
+            siginfo_t si;
+            memset(&si, 0, sizeof(si));
+            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0) {
+                exited = si.si_pid == pid;
+            } else if (errno == ECHILD) {
+                exited = reaped = 1;
+                status = 0;
+                own_group = 0;
+            }
+            if (exited && eof)
+                break;
+        }
         if (now >= deadline) {
             timed_out = 1;
             break;
         }
-        pr = poll(&pfd, 1, (int)(deadline - now));
+        wait_ms = (int)S3D_MIN(deadline - now, eof ? 10u : 1000u);
+        if (eof) {
+            struct timespec ts = {0, (long)wait_ms * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        pr = poll(&pfd, 1, wait_ms);
         if (pr < 0 && errno == EINTR)
             continue;
-        if (pr == 0) {
-            timed_out = 1;
-            break;
-        }
+        if (pr == 0)
+            continue;
         n = read(fds[0], outbuf + got, sizeof(outbuf) - 1 - got);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
-            break;
+        if (n <= 0) {
+            eof = 1;
+            continue;
+        }
         got += (size_t)n;
         if (got == sizeof(outbuf) - 1) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
+            kill_and_reap(pid, own_group, reaped, &status);
             pid = -1;
             rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process printed over %u bytes",
                           profile, S3D_CREDS_MAX_BODY);
@@ -155,15 +223,18 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
         }
     }
     if (timed_out) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
+        kill_and_reap(pid, own_group, reaped, &status);
         pid = -1;
         rc = s3d_fail(S3D_ECREDS,
-                      "profile \"%s\": credential_process %s did not finish within %ld ms", profile,
-                      argv[0], timeout_ms);
+                      "profile \"%s\": credential_process %s did not finish within %ld ms%s",
+                      profile, argv[0], timeout_ms,
+                      eof      ? " (it closed its stdout but did not exit); killed"
+                      : exited ? " (it exited, but a process it started kept its stdout open); "
+                                 "killed"
+                               : "; killed");
         goto out;
     }
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (!reaped && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     pid = -1;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -190,10 +261,8 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
     rc = s3d_creds_from_json(outbuf, got, "credential_process", "custom-process", "AccessKeyId",
                              "SecretAccessKey", "SessionToken", "Expiration", out);
 out:
-    if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
+    if (pid > 0)
+        kill_and_reap(pid, own_group, reaped, &status);
     json_decref(root);
     if (fds[0] >= 0)
         close(fds[0]);

@@ -133,6 +133,7 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
         h->has_content_length = 0;
         h->etag[0] = h->request_id[0] = h->content_type[0] = h->last_modified[0] = '\0';
         h->content_range[0] = h->checksum_crc32c[0] = h->meta_crc32c[0] = '\0';
+        h->checksum_type[0] = '\0';
         h->tagging_count = 0;
         h->bucket_region[0] = '\0';
         return len;
@@ -159,6 +160,8 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
         copy_value(h->content_range, sizeof(h->content_range), v, (size_t)(end - v));
     else if (name_is(line, name_len, "x-amz-checksum-crc32c"))
         copy_value(h->checksum_crc32c, sizeof(h->checksum_crc32c), v, (size_t)(end - v));
+    else if (name_is(line, name_len, "x-amz-checksum-type"))
+        copy_value(h->checksum_type, sizeof(h->checksum_type), v, (size_t)(end - v));
     else if (name_is(line, name_len, "x-amz-meta-s3d-crc32c"))
         copy_value(h->meta_crc32c, sizeof(h->meta_crc32c), v, (size_t)(end - v));
     else if (name_is(line, name_len, "x-amz-bucket-region"))

@@ -34,6 +34,7 @@ struct s3d_http_resp {
     char last_modified[64];
     char content_range[96];
     char checksum_crc32c[16];
+    char checksum_type[16]; /* x-amz-checksum-type: COMPOSITE or FULL_OBJECT */
     char meta_crc32c[16];   /* x-amz-meta-s3d-crc32c: the CRC-32C s3direct stored (ops.h) */
     uint32_t tagging_count; /* x-amz-tagging-count */
     char bucket_region[32]; /* x-amz-bucket-region (S3 sends it with 301 and 400 answers) */

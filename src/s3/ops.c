@@ -79,12 +79,37 @@ static int head_404(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
     return s3d_fail_s3(S3D_ENOSUCHKEY, &d, "%s", saved.message);
 }
 
+/* The checksum of a response as a caller may read it: a multipart object's ("...-N" ETag)
+ * checksum without its "-N" part count is a composite one (a CRC of the parts' CRCs, not of
+ * the bytes) unless the response says x-amz-checksum-type: FULL_OBJECT. moto's HEAD drops the
+ * "-N" and the type header; taken as a full-object CRC32C, every multipart download failed
+ * with a false mismatch. The part count is put back from the ETag, so that the value reads as
+ * composite again. */
+static void fill_checksum(const struct s3d_http_resp *r, char *out, size_t cap)
+{
+    const char *dash = strrchr(r->etag, '-');
+    size_t n = 0;
+    if (r->checksum_crc32c[0] == '\0' || strchr(r->checksum_crc32c, '-') != NULL || dash == NULL ||
+        strcmp(r->checksum_type, "FULL_OBJECT") == 0) {
+        snprintf(out, cap, "%s", r->checksum_crc32c);
+        return;
+    }
+    while (dash[1 + n] >= '0' && dash[1 + n] <= '9')
+        n++;
+    if (n == 0 || n > 5) { /* not "-N" with N <= 10000: not a multipart ETag */
+        snprintf(out, cap, "%s", r->checksum_crc32c);
+        return;
+    }
+    if ((size_t)snprintf(out, cap, "%s-%.*s", r->checksum_crc32c, (int)n, dash + 1) >= cap)
+        out[0] = '\0'; /* cannot happen: base64 of 4 bytes and 5 digits fit */
+}
+
 /* The object's fields that every HEAD or GET response carries. */
 static void fill_info(const struct s3d_http_resp *r, struct s3d_object_info *out)
 {
     snprintf(out->etag, sizeof(out->etag), "%s", r->etag);
     snprintf(out->content_type, sizeof(out->content_type), "%s", r->content_type);
-    snprintf(out->checksum_crc32c, sizeof(out->checksum_crc32c), "%s", r->checksum_crc32c);
+    fill_checksum(r, out->checksum_crc32c, sizeof(out->checksum_crc32c));
     if (r->last_modified[0] != '\0' &&
         s3d_time_parse_rfc1123(r->last_modified, strlen(r->last_modified), &out->last_modified) < 0)
         out->last_modified = 0; /* informative only: a strange date is not a failure */

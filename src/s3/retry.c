@@ -56,9 +56,15 @@ int s3d_retry_decide(const struct s3d_retry_policy *p, uint32_t attempts_done, i
     uint64_t d;
     if (!s3d_retry_is_transient(err, http_status, s3_code))
         return 0;
-    if (attempts_done >= p->max_attempts)
-        return 0;
     d = s3d_retry_backoff_ms(p, attempts_done, rnd);
+    if (attempts_done >= p->max_attempts) {
+        uint64_t end = p->start_ms + p->connect_budget_ms;
+        if (err != S3D_ECONNECT || p->max_attempts < 2 || p->connect_budget_ms == 0 ||
+            now_ms >= end)
+            return 0;
+        if (now_ms + d > end)
+            d = end - now_ms;
+    }
     if (p->deadline_ms != 0 && now_ms + d >= p->deadline_ms)
         return 0;
     *delay_ms = d;

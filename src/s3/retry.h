@@ -8,15 +8,23 @@
 #include <stdint.h>
 
 struct s3d_retry_policy {
-    uint32_t max_attempts; /* tries per request, the first included; >= 1 */
-    uint32_t base_ms;      /* backoff of the first retry is drawn from [0, base_ms] */
-    uint32_t cap_ms;       /* no single wait is longer than this */
-    uint64_t deadline_ms;  /* absolute time (same clock as now_ms) after which no retry
-                              starts; 0 = no deadline */
+    uint32_t max_attempts;      /* tries per request, the first included; >= 1 */
+    uint32_t base_ms;           /* backoff of the first retry is drawn from [0, base_ms] */
+    uint32_t cap_ms;            /* no single wait is longer than this */
+    uint64_t deadline_ms;       /* absolute time (same clock as now_ms) after which no retry
+                                   starts; 0 = no deadline */
+    uint64_t start_ms;          /* when the request's first try started (same clock) */
+    uint32_t connect_budget_ms; /* S3D_ECONNECT is retried past max_attempts until this long
+                                   after start_ms; 0 = no such budget */
 };
 
 #define S3D_RETRY_BASE_MS 100u
 #define S3D_RETRY_CAP_MS  20000u
+/* A server restarting (radosgw takes 1-2 s, a load balancer's target a few) refuses
+ * connections for seconds, and a refused connection sent nothing: five tries whose full-jitter
+ * waits add up to 0.75 s on average gave up within about 1 s. botocore's standard mode waits
+ * up to 1 + 2 s over its 3 tries; this covers a few seconds whatever the draws. */
+#define S3D_RETRY_CONNECT_BUDGET_MS 5000u
 
 /* 1 when a request that failed with err (an S3D_E* code), the HTTP status (0 when no response
  * came) and the S3 <Code> (NULL or "" when none) may succeed if sent again; 0 otherwise.
@@ -36,7 +44,9 @@ uint64_t s3d_retry_backoff_ms(const struct s3d_retry_policy *p, uint32_t retry, 
 /* The decision after attempt number `attempts_done` (1 = the first try failed) failed with
  * (err, http_status, s3_code) at time now_ms. Returns 1 and stores the wait in *delay_ms when
  * the request should be sent again; returns 0 when it must fail now (not transient, attempts
- * used up, or the wait would end past the deadline). */
+ * used up, or the wait would end past the deadline). A connection that could not be made
+ * (S3D_ECONNECT: refused, or the name not resolved) is retried past max_attempts (when that is
+ * above 1) until connect_budget_ms after start_ms, the last wait shortened to end there. */
 int s3d_retry_decide(const struct s3d_retry_policy *p, uint32_t attempts_done, int err,
                      int http_status, const char *s3_code, uint64_t now_ms, uint64_t rnd,
                      uint64_t *delay_ms);

@@ -243,7 +243,9 @@ void s3d_s3ctx_retry_policy(const struct s3d_s3ctx *ctx, struct s3d_retry_policy
     out->max_attempts = ctx->max_attempts;
     out->base_ms = ctx->retry_base_ms;
     out->cap_ms = S3D_RETRY_CAP_MS;
-    out->deadline_ms = ctx->deadline_ms ? s3d_now_ms() + ctx->deadline_ms : 0;
+    out->start_ms = s3d_now_ms();
+    out->deadline_ms = ctx->deadline_ms ? out->start_ms + ctx->deadline_ms : 0;
+    out->connect_budget_ms = S3D_RETRY_CONNECT_BUDGET_MS;
 }
 
 /* ---- ops ---------------------------------------------------------------------------------- */

@@ -322,6 +322,10 @@ static int complete_start(void *ctx, const struct s3d_xml_name *stack, int depth
         c->is_error = 1;
         return 0;
     }
+    /* moto answers <CompleteMultipartUploadResponse> (the S3 docs of 2006 named it so) with
+     * the same children: refused, every multipart upload to it failed although complete. */
+    if (s3d_xml_name_is(&stack[0], "CompleteMultipartUploadResponse"))
+        return 0;
     return want_root(DOC_COMPLETE, stack, depth, "CompleteMultipartUploadResult");
 }
 

@@ -5,7 +5,8 @@ it is running. Not a test module (the name starts with an underscore).
         endpoint = p.url   # http://127.0.0.1:<port>
 
 Each accepted connection gets two threads: server -> client throttled to `rate` bytes per
-second per connection, client -> server to `up_rate` (0: full speed)."""
+second per connection, client -> server to `up_rate` (0: full speed). `listen_port` picks the
+port to listen on (0: any free one)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ import time
 
 
 class SlowProxy:
-    def __init__(self, host: str, port: int, rate: int = 256 * 1024, up_rate: int = 0):
+    def __init__(self, host: str, port: int, rate: int = 256 * 1024, up_rate: int = 0,
+                 listen_port: int = 0):
         self.target = (host, port)
         self.rate = rate
         self.up_rate = up_rate
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", listen_port))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"

@@ -512,3 +512,29 @@ def test_numpy_leaves_stored_as_tensors(base):
                                                               dtype=torch.int32))
     with pytest.raises(s3direct.InvalidArgument, match="allow_pickle"):
         s3direct.save({"o": np.array([object()], dtype=object)}, f"{base}/obj.safetensors")
+
+
+# ---- TLS verification off ---------------------------------------------------------------------
+def _make(verify_ssl):
+    return s3direct.Client(endpoint_url="https://127.0.0.1:9", verify_ssl=verify_ssl)
+
+
+def test_verify_ssl_false_warns_once_per_line(lib_path):
+    """As urllib3's InsecureRequestWarning: a warning the default filters show once per
+    calling line, not silence (the CLI's --no-verify-ssl says so on every run)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        for _ in range(3):
+            _make(False).close()
+        _make(True).close()
+    insecure = [w for w in seen if issubclass(w.category, s3direct.InsecureConnectionWarning)]
+    assert len(insecure) == 1, [str(w.message) for w in seen]
+    assert "not verified" in str(insecure[0].message)
+    assert insecure[0].filename == __file__  # the caller's line, not the library's
+
+
+def test_verify_ssl_true_is_silent(lib_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", s3direct.InsecureConnectionWarning)
+        _make(True).close()

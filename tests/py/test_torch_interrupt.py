@@ -149,3 +149,41 @@ def test_sigterm_handler_raising_systemexit_aborts_the_save(s3_env, bucket, boto
     back = s3direct.load(uri)
     assert torch.equal(back["w"], torch.full((N,), 1.0)), "the previous object changed"
     assert not boto3_client.list_multipart_uploads(Bucket=bucket).get("Uploads")
+
+
+def test_sigterm_at_default_action_leaves_the_upload_open(s3_env, bucket, boto3_client, proxy,
+                                                          cli_path_for_abort):
+    """What README and docs/python.md say: with no SIGTERM handler the process ends at once,
+    its multipart upload stays open (the previous object intact), and abort-uploads removes
+    it."""
+    uri = f"s3://{bucket}/ckpt.safetensors"
+    s3direct.save({"w": torch.full((N,), 1.0)}, uri)
+    p = subprocess.Popen([sys.executable, "-c", CHILD, "save", proxy.url, uri],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "start", p.stderr.read()
+        time.sleep(1.0)
+        assert p.poll() is None, "finished before the signal (proxy too fast)"
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == -signal.SIGTERM
+    back = s3direct.load(uri)
+    assert torch.equal(back["w"], torch.full((N,), 1.0)), "the previous object changed"
+    assert boto3_client.list_multipart_uploads(Bucket=bucket).get("Uploads")
+    r = subprocess.run([cli_path_for_abort, "abort-uploads", f"s3://{bucket}",
+                        "--older-than", "0"], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert not boto3_client.list_multipart_uploads(Bucket=bucket).get("Uploads")
+
+
+@pytest.fixture
+def cli_path_for_abort():
+    from test_cli import _cli_path
+
+    path = _cli_path()
+    if path is None:
+        pytest.skip("the s3direct CLI is not built")
+    return path

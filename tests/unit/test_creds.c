@@ -5,7 +5,10 @@
  * Runs in a scratch HOME with the AWS_* variables it reads cleared. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <errno.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -185,6 +188,118 @@ static void test_process(void)
         CHECK(strstr(s3d_last_error_message(), "200 ms") != NULL);
         CHECK(time(NULL) - t0 < 5);
     }
+}
+
+/* ---- credential_process that hangs --------------------------------------------------------- */
+
+static pid_t read_pid(const char *name)
+{
+    char path[1024];
+    long v = 0;
+    FILE *f;
+    snprintf(path, sizeof(path), "%s/%s", home, name);
+    f = fopen(path, "r");
+    CHECK(f != NULL);
+    CHECK(fscanf(f, "%ld", &v) == 1);
+    fclose(f);
+    return (pid_t)v;
+}
+
+/* 1 once pid is gone or a zombie (killed; not our child, so reaped by init when it gets to
+ * it), within 2 s. */
+static int gone(pid_t pid)
+{
+    for (int i = 0; i < 200; i++) {
+        char path[64], buf[256];
+        const char *rp;
+        FILE *f;
+        if (kill(pid, 0) < 0 && errno == ESRCH)
+            return 1;
+        snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+        f = fopen(path, "r");
+        if (f != NULL) {
+            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            rp = strrchr(buf, ')');
+            if (rp != NULL && rp[1] == ' ' && rp[2] == 'Z')
+                return 1;
+        }
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* Each within the timeout, reported, and nothing it started left running. */
+static void process_hang_cases(void)
+{
+    struct s3d_creds *cr = NULL;
+    char cmd[1024], text[1600];
+    time_t t0;
+    pid_t pid;
+
+    setenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS", "300", 1);
+    /* Closes stdout and stays alive: before, waitpid waited for its exit (30 s here). */
+    snprintf(text, sizeof(text), "#!/bin/sh\necho $$ > %s/closer.pid\nexec sleep 30 >&-\n", home);
+    write_file("closer.sh", text, 0700);
+    snprintf(cmd, sizeof(cmd), "%s/closer.sh", home);
+    t0 = time(NULL);
+    CHECK_ERR(s3d_creds_process(cmd, "p", &cr), S3D_ECREDS);
+    CHECK(time(NULL) - t0 < 5);
+    CHECK_MSG_HAS("closed its stdout but did not exit");
+    pid = read_pid("closer.pid");
+    CHECK(gone(pid));
+    /* Exits at once, a background child of its own holding stdout: before, the timeout
+     * fired and the child survived it. */
+    snprintf(text, sizeof(text), "#!/bin/sh\nsleep 30 &\necho $! > %s/bg.pid\n", home);
+    write_file("bg.sh", text, 0700);
+    snprintf(cmd, sizeof(cmd), "%s/bg.sh", home);
+    t0 = time(NULL);
+    CHECK_ERR(s3d_creds_process(cmd, "p", &cr), S3D_ECREDS);
+    CHECK(time(NULL) - t0 < 5);
+    CHECK_MSG_HAS("kept its stdout open");
+    CHECK(gone(read_pid("bg.pid")));
+    /* A shell waiting on a hung command: the shell was killed, the command left running. */
+    snprintf(text, sizeof(text), "#!/bin/sh\nsleep 30 &\necho $! > %s/hung.pid\nwait\n", home);
+    write_file("hung.sh", text, 0700);
+    snprintf(cmd, sizeof(cmd), "%s/hung.sh", home);
+    t0 = time(NULL);
+    CHECK_ERR(s3d_creds_process(cmd, "p", &cr), S3D_ECREDS);
+    CHECK(time(NULL) - t0 < 5);
+    CHECK_MSG_HAS("did not finish within 300 ms");
+    CHECK(gone(read_pid("hung.pid")));
+    CHECK(cr == NULL);
+    /* A host process that ignores SIGCHLD: the kernel reaps the command (waitpid: ECHILD),
+     * and its output still counts, at once. */
+    setenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS", "20000", 1);
+    signal(SIGCHLD, SIG_IGN);
+    snprintf(cmd, sizeof(cmd), "%s/ok.sh 'a b'", home);
+    t0 = time(NULL);
+    CHECK_OK(s3d_creds_process(cmd, "p", &cr));
+    CHECK(time(NULL) - t0 < 5);
+    CHECK_STREQ(cr->access_key_id, "AKID");
+    s3d_creds_release(cr);
+    signal(SIGCHLD, SIG_DFL);
+    unsetenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS");
+}
+
+/* In a child with no controlling terminal (setsid), as a service or a job runs: there the
+ * command gets a process group of its own whatever terminal this test was started from. */
+static void test_process_hangs(void)
+{
+    int st = 0;
+    pid_t kid;
+    fflush(NULL);
+    kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        CHECK(setsid() > 0);
+        process_hang_cases();
+        fflush(NULL);
+        _exit(0);
+    }
+    CHECK(waitpid(kid, &st, 0) == kid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
 /* ---- the cache under threads ------------------------------------------------------------- */
@@ -367,6 +482,7 @@ int main(void)
     test_sts_endpoint();
     test_profile_merge();
     test_process();
+    test_process_hangs();
     test_chain_errors();
     test_cache_threads();
     return 0;

@@ -93,10 +93,32 @@ int main(void)
     CHECK(s3d_retry_decide(&p, 1, S3D_ENETWORK, 0, NULL, 1060, rnd, &delay) == 0);
     CHECK(s3d_retry_decide(&p, 1, S3D_ENETWORK, 0, NULL, 1200, 0, &delay) == 0);
 
-    /* max_attempts 1: never retried. */
+    /* A connection that could not be made: retried past max_attempts until connect_budget_ms
+     * after start_ms (a server restarting refuses for seconds), the last wait cut to end
+     * there; other failures still stop at max_attempts. */
     p.deadline_ms = 0;
+    p.start_ms = 1000;
+    CHECK(s3d_retry_decide(&p, 5, S3D_ECONNECT, 0, NULL, 2000, 7, &delay) == 0); /* no budget */
+    p.connect_budget_ms = 5000;
+    CHECK(s3d_retry_decide(&p, 5, S3D_ECONNECT, 0, NULL, 2000, 7, &delay) == 1);
+    CHECK_EQ_U64(delay, 7);
+    CHECK(s3d_retry_decide(&p, 9, S3D_ECONNECT, 0, NULL, 5900, 1000000, &delay) == 1);
+    CHECK_EQ_U64(delay, 100); /* ends at start_ms + budget */
+    CHECK(s3d_retry_decide(&p, 9, S3D_ECONNECT, 0, NULL, 6000, 0, &delay) == 0);
+    CHECK(s3d_retry_decide(&p, 5, S3D_ESERVER, 500, NULL, 2000, 7, &delay) == 0);
+    CHECK(s3d_retry_decide(&p, 5, S3D_ENETWORK, 0, NULL, 2000, 7, &delay) == 0);
+    CHECK(s3d_retry_decide(&p, 5, S3D_ETLS, 0, NULL, 2000, 7, &delay) == 0);
+    /* Within max_attempts, as any transient failure; the deadline still bounds it. */
+    CHECK(s3d_retry_decide(&p, 1, S3D_ECONNECT, 0, NULL, 2000, 50, &delay) == 1);
+    CHECK_EQ_U64(delay, 50);
+    p.deadline_ms = 2500;
+    CHECK(s3d_retry_decide(&p, 6, S3D_ECONNECT, 0, NULL, 2000, 1000, &delay) == 0);
+    p.deadline_ms = 0;
+
+    /* max_attempts 1: never retried, refused connections included. */
     p.max_attempts = 1;
     CHECK(s3d_retry_decide(&p, 1, S3D_ESLOWDOWN, 503, "SlowDown", 0, 7, &delay) == 0);
+    CHECK(s3d_retry_decide(&p, 1, S3D_ECONNECT, 0, NULL, 1000, 7, &delay) == 0);
 
     /* The random source gives distinct values. */
     CHECK(s3d_retry_random() != s3d_retry_random());

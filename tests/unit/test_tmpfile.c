@@ -1,7 +1,8 @@
 /* test_tmpfile.c - temporary files beside a target (engine/tmpfile.h) and the local saves
  * that use them: a new file gets 0666 less the umask, an overwritten file keeps its mode (a
- * 0600 file is not widened), a temporary file is recognisable by its name, and the next save
- * to the same path removes those left by processes that no longer run (and only those). The
+ * 0600 file is not widened), a temporary file is recognisable by its name, the next save to
+ * the same path removes those no writer holds (their lock free, older than the age bound)
+ * and only those, whatever PID their name carries, and legal names up to 255 bytes work. The
  * public file stream (s3d_file_stream_*, what the Python local writer uses) and the local
  * checkpoint save go through the same temporary file and commit. */
 #include <dirent.h>
@@ -10,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/tmpfile.h"
@@ -36,6 +39,47 @@ static void touch(const char *p)
     CHECK(fd >= 0);
     CHECK(write(fd, "x", 1) == 1);
     close(fd);
+}
+
+/* Sets p's mtime seconds_ago in the past. */
+static void age(const char *p, long seconds_ago)
+{
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= seconds_ago;
+    ts[1] = ts[0];
+    CHECK(utimensat(AT_FDCWD, p, ts, 0) == 0);
+}
+
+/* A child that holds an flock on p until it is killed: a live writer in another PID
+ * namespace, or on another NFS client, whose PID means nothing here. */
+static pid_t hold_lock(const char *p)
+{
+    int ready[2];
+    char b;
+    pid_t kid;
+    CHECK(pipe(ready) == 0);
+    kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        int fd = open(p, O_RDWR);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0)
+            _exit(1);
+        if (write(ready[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(ready[1]);
+    CHECK(read(ready[0], &b, 1) == 1);
+    close(ready[0]);
+    return kid;
+}
+
+static void stop(pid_t kid)
+{
+    kill(kid, SIGKILL);
+    CHECK(waitpid(kid, NULL, 0) == kid);
 }
 
 /* A PID that surely runs no process: a child that has exited and been reaped. */
@@ -77,7 +121,8 @@ static void save_one(struct s3d_client *c, const char *path)
 
 int main(void)
 {
-    char dir[512], target[600], stale[700], live[700], other[700];
+    char dir[512], target[600], stale[700], live[700], other[700], young[700];
+    pid_t holder;
     struct s3d_tmpfile t;
     struct s3d_client_options o;
     struct s3d_client *c;
@@ -117,21 +162,42 @@ int main(void)
     s3d_tmpfile_discard(&t);
     CHECK(count_tmp(dir) == 0);
 
-    /* Leftovers: a dead PID's is removed; a live one's (our parent), another target's, and a
-     * name that only looks similar stay. */
-    snprintf(stale, sizeof(stale), "%s/.out.bin.s3d-tmp-%ld-0badf00d", dir, (long)dead);
-    snprintf(live, sizeof(live), "%s/.out.bin.s3d-tmp-%ld-0badf00d", dir, (long)getppid());
+    /* Leftovers: one whose lock is free and older than the age bound (60 s) is removed,
+     * whatever its PID; one held by a live writer stays, even with a PID that runs nothing
+     * here (before, the PID alone decided and it was removed); a young one stays (between a
+     * writer's open and its flock); another target's and a look-alike stay. */
+    snprintf(stale, sizeof(stale), "%s/.out.bin.s3d-tmp-%ld-0badf00d", dir, (long)getppid());
+    snprintf(live, sizeof(live), "%s/.out.bin.s3d-tmp-%ld-1badf00d", dir, (long)dead);
     snprintf(other, sizeof(other), "%s/.other.bin.s3d-tmp-%ld-0badf00d", dir, (long)dead);
+    snprintf(young, sizeof(young), "%s/.out.bin.s3d-tmp-%ld-2badf00d", dir, (long)dead);
     touch(stale);
     touch(live);
     touch(other);
+    touch(young);
+    age(stale, 120);
+    age(live, 3600);
+    age(other, 120);
+    holder = hold_lock(live);
     CHECK(s3d_tmpfile_sweep(target) == 1);
-    CHECK(!exists(stale) && exists(live) && exists(other));
-    touch(stale);
+    CHECK(!exists(stale) && exists(live) && exists(other) && exists(young));
+    /* A live writer of this process, idle for minutes, keeps its file too. */
     CHECK_OK(s3d_tmpfile_create(target, 0, &t));
-    CHECK(!exists(stale));
+    age(t.path, 600);
+    CHECK(s3d_tmpfile_sweep(target) == 0);
+    CHECK(exists(t.path));
     s3d_tmpfile_discard(&t);
-    unlink(live);
+    /* Once the holder is gone, its file goes with the next create. */
+    stop(holder);
+    touch(stale);
+    age(stale, 120);
+    CHECK_OK(s3d_tmpfile_create(target, 0, &t));
+    CHECK(!exists(stale) && !exists(live) && exists(young));
+    s3d_tmpfile_discard(&t);
+    /* S3D_STALE_TMP_AGE=0: no age bound. */
+    setenv("S3D_STALE_TMP_AGE", "0", 1);
+    CHECK(s3d_tmpfile_sweep(target) == 1);
+    CHECK(!exists(young));
+    unsetenv("S3D_STALE_TMP_AGE");
     unlink(other);
 
     /* The public file stream (transfer.h) is the same temporary file and commit: the name,
@@ -143,6 +209,7 @@ int main(void)
         int fd;
         CHECK(chmod(target, 0604) == 0);
         touch(stale);
+        age(stale, 120);
         CHECK_OK(s3d_file_stream_new(target, &fs));
         CHECK(!exists(stale));
         CHECK(count_tmp(dir) == 1);
@@ -184,6 +251,43 @@ int main(void)
         s3d_file_stream_free(NULL);
     }
 
+    /* Names of 230 to 255 bytes, legal everywhere, as targets: the temporary name is
+     * shortened (first bytes of the name and a hash of it); before, it passed 255 bytes and
+     * the create failed with "File name too long". The sweep finds the shortened names. */
+    for (size_t len = 230; len <= 255; len += 5) {
+        char name[300], longt[900];
+        size_t n = len;
+        memset(name, 'a', n);
+        memcpy(name + 151, "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 12);
+        name[n] = '\0';
+        snprintf(longt, sizeof(longt), "%s/%s", dir, name);
+        CHECK_OK(s3d_tmpfile_create(longt, 0, &t));
+        CHECK(strlen(strrchr(t.path, '/') + 1) <= 255);
+        {
+            /* Cut before a whole UTF-8 character (the 160-byte cut fell inside one). */
+            const char *tilde = strrchr(t.path, '~');
+            CHECK(tilde != NULL && (unsigned char)tilde[-1] == 0xa9);
+        }
+        CHECK(write(t.fd, "abc", 3) == 3);
+        CHECK_OK(s3d_tmpfile_commit(&t, longt));
+        CHECK(exists(longt));
+        /* A killed writer's leftover of that name: found and removed. */
+        CHECK_OK(s3d_tmpfile_create(longt, 0, &t));
+        {
+            char *p = strdup(t.path);
+            close(t.fd);
+            t.fd = -1;
+            free(t.path);
+            t.path = NULL;
+            age(p, 120);
+            CHECK(s3d_tmpfile_sweep(longt) == 1);
+            CHECK(!exists(p));
+            free(p);
+        }
+        CHECK(unlink(longt) == 0);
+    }
+    CHECK(count_tmp(dir) == 0);
+
     /* The local checkpoint save: umask, kept mode, stale files of a killed save removed. */
     memset(&o, 0, sizeof(o));
     o.device = -1;
@@ -198,6 +302,7 @@ int main(void)
     CHECK(mode_of(target) == 0640);
     snprintf(stale, sizeof(stale), "%s/.ck.safetensors.s3d-tmp-%ld-12345678", dir, (long)dead);
     touch(stale);
+    age(stale, 120);
     save_one(c, target);
     CHECK(!exists(stale));
     CHECK(count_tmp(dir) == 0);

@@ -203,6 +203,18 @@ static void test_multipart(void)
                                  &c, &e) == 0);
     CHECK_STREQ(c.etag, "");
     s3d_xml_complete_free(&c);
+    /* moto's root element. */
+    CHECK(s3d_xml_parse_complete(T(DECL "<CompleteMultipartUploadResponse" NS "><Bucket>b</Bucket>"
+                                        "<Key>k</Key><ETag>\"ab-2\"</ETag>"
+                                        "</CompleteMultipartUploadResponse>"),
+                                 &c, &e) == 0);
+    CHECK_STREQ(c.etag, "\"ab-2\"");
+    s3d_xml_complete_free(&c);
+    CHECK_ERR(s3d_xml_parse_complete(T("<CompleteMultipartUploadResults><ETag>x</ETag>"
+                                       "</CompleteMultipartUploadResults>"),
+                                     &c, &e),
+              S3D_EPROTO);
+    s3d_xml_complete_free(&c);
     /* HTTP 200 with an Error body. */
     CHECK(s3d_xml_parse_complete(T(DECL "\n\n<Error><Code>InternalError</Code><Message>We "
                                         "encountered an internal error. Please try again."
