@@ -521,6 +521,24 @@ static int refresh_locked(struct s3d_credcache *c)
             rc = s3d_creds_imds(c->http, &fresh);
         else
             rc = fetch(c, src, &fresh);
+        if (rc == 0 && fresh->expiration != 0 && fresh->expiration <= (int64_t)time(NULL)) {
+            /* Already expired when handed over (a credential_process printing a stale
+             * Expiration): refused, as botocore refuses credentials still expired after a
+             * refresh; signing with them would only earn ExpiredToken answers. */
+            char when[32];
+            time_t t = (time_t)fresh->expiration;
+            struct tm tm;
+            if (gmtime_r(&t, &tm) == NULL ||
+                strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+                snprintf(when, sizeof(when), "%lld", (long long)fresh->expiration);
+            rc = s3d_fail(S3D_ECREDS,
+                          "credentials from %s (key %s) expired at %s, %lld s ago: refused (the "
+                          "AWS CLI refuses them too); the provider must hand out current ones",
+                          src->name, fresh->access_key_id, when,
+                          (long long)((int64_t)time(NULL) - fresh->expiration));
+            s3d_creds_release(fresh);
+            fresh = NULL;
+        }
         if (first && rc == S3D_ENOCREDS && src->kind == SRC_IMDS) {
             s3d_fail(S3D_ENOCREDS,
                      "no credentials found: not in options, AWS_ACCESS_KEY_ID/"

@@ -143,6 +143,33 @@ int main(void)
     s3d_client_free(via);
     tproxy_stop(px);
 
+    /* 4. A credential_process whose Expiration is already past: refused with S3D_ECREDS
+     * naming the time, as the AWS CLI refuses it; nothing is sent with them. */
+    snprintf(path, sizeof(path), "%s/stale.sh", dir);
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    fprintf(f,
+            "#!/bin/sh\n"
+            "printf '{\"Version\": 1, \"AccessKeyId\": \"%s\", \"SecretAccessKey\": \"%s\", "
+            "\"Expiration\": \"2020-01-02T03:04:05Z\"}'\n",
+            id, secret);
+    fclose(f);
+    chmod(path, 0700);
+    snprintf(text, sizeof(text), "%s/config", dir);
+    f = fopen(text, "w");
+    CHECK(f != NULL);
+    fprintf(f, "[profile stale]\ncredential_process = %s\n", path);
+    fclose(f);
+    memset(&po, 0, sizeof(po));
+    po.cut_s2c_after = po.cut_c2s_after = po.stall_s2c_after = -1;
+    px = tproxy_start(host, port, &po);
+    via = client_at(tproxy_url(px), "stale");
+    CHECK_ERR(s3d_head_object(via, bucket, "anything", &info), S3D_ECREDS);
+    CHECK(strstr(s3d_last_error_message(), "expired at 2020-01-02T03:04:05Z") != NULL);
+    CHECK(count_lines(tproxy_log(px), "HEAD /", NULL) == 0);
+    s3d_client_free(via);
+    tproxy_stop(px);
+
     s3d_client_free(direct);
     free(src);
     return 0;
