@@ -1,11 +1,14 @@
 """Progress reporting through the C progress callback (s3d_progress_fn).
 
 progress=True:
-- on a terminal, with tqdm installed: a tqdm bar, left on screen when done (its final line
+- on a terminal or in a Jupyter notebook, with tqdm installed: a tqdm bar (tqdm.auto: the
+  notebook widget where ipywidgets is installed), left on screen when done (its final line
   gives the size, the time and the rate);
-- on a terminal without tqdm: a plain line at most once a second, then the summary line;
-- not on a terminal (logs, CI): only one summary line when the transfer completes, e.g.
-  ``s3direct: load model.safetensors: 1.50 GiB in 2.31 s (665.0 MiB/s)``.
+- on a terminal or in a notebook without tqdm: a plain line at most once a second, then the
+  summary line;
+- elsewhere (logs, CI): a plain line every 10 s while the transfer runs, and one summary line
+  when it completes, e.g. ``s3direct: load model.safetensors: 1.50 GiB in 2.31 s
+  (665.0 MiB/s)``.
 Lines go to stderr. A callable is called as progress(done_bytes, total_bytes) instead.
 The ctypes callback object must stay referenced for as long as the C call runs: Progress keeps
 it, and callers keep the Progress.
@@ -31,6 +34,22 @@ def human_bytes(n: float) -> str:
     return f"{n:.2f} TiB"  # pragma: no cover
 
 
+# Off a terminal (a log file, CI), a line this often while a transfer runs.
+OFF_TERMINAL_EVERY_S = 10.0
+
+
+def _in_notebook() -> bool:
+    """True inside a Jupyter kernel (its output is shown live, though it is no terminal)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or "ipykernel" not in sys.modules:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:
+        return False
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
 class Progress:
     def __init__(self, progress: ProgressArg, desc: str, stream: Any = None) -> None:
         self._bar: Any = None
@@ -48,7 +67,7 @@ class Progress:
         if callable(progress):
             self._user = progress
         else:
-            tty = bool(getattr(self._stream, "isatty", lambda: False)())
+            tty = bool(getattr(self._stream, "isatty", lambda: False)()) or _in_notebook()
             tqdm: Any = None
             if tty:
                 try:
@@ -63,7 +82,9 @@ class Progress:
                                  file=self._stream)
             else:
                 self._plain = True
-                self._every = 1.0 if tty else None  # None: the summary line only
+                self._every = 1.0 if tty else OFF_TERMINAL_EVERY_S
+                if not tty:
+                    self._last_line = self._t0  # the first line after a period, not at once
         self.fn = PROGRESS_FN(self._cb)
 
     def _cb(self, user: Any, done: int, total: int) -> int:

@@ -608,6 +608,18 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     else
         snprintf(where, sizeof(where), "%s", op->operation);
 
+    if (s3d_log_enabled(S3D_LOG_DEBUG)) {
+        /* One line per request at debug level (docs/python.md, "Logging"). */
+        curl_off_t us = 0;
+        const char *range = header_value(op, "Range");
+        if (curl_easy_getinfo(e, CURLINFO_TOTAL_TIME_T, &us) != CURLE_OK)
+            us = 0;
+        S3D_DEBUG("%s %s%s%s: %s%ld, %" PRIu64 " bytes sent, %" PRIu64 " received in %.1f ms%s%s",
+                  op->method, where, range ? " " : "", range ? range : "",
+                  cc == CURLE_OK ? "HTTP " : "no answer ", cc == CURLE_OK ? r->status : 0L,
+                  op->body_len, r->received, (double)us / 1000.0,
+                  r->request_id[0] ? ", request id " : "", r->request_id);
+    }
     if (r->overflow)
         return s3d_fail_s3(S3D_EPROTO, &d,
                            "%s: the server sent more than the %" PRIu64 " bytes asked (HTTP %ld)",

@@ -457,6 +457,80 @@ def test_progress_on_terminal_without_tqdm_prints_plain_lines(lib_path, monkeypa
     assert lines[-1].startswith("s3direct: load x: 1.00 KiB in ")
 
 
+def test_progress_in_a_notebook_uses_tqdm_auto(lib_path, monkeypatch):
+    """progress=True in a Jupyter kernel (no tty) shows tqdm.auto's bar (the notebook widget)
+    instead of one line at the end (issue 24.3)."""
+    import io
+    import sys
+    import types
+
+    from s3direct import _progress
+
+    made = []
+
+    class FakeBar:
+        def __init__(self, **kw):
+            made.append(kw)
+            self.total = kw.get("total")
+            self.n = 0
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "tqdm.auto", types.SimpleNamespace(tqdm=FakeBar))
+    monkeypatch.setattr(_progress, "_in_notebook", lambda: True)
+    out = io.StringIO()  # not a tty
+    with _progress.Progress(True, "load x", stream=out) as p:
+        p._cb(None, 512, 1024)
+        p._cb(None, 1024, 1024)
+        assert p._bar.n == 1024 and p._bar.total == 1024
+    assert len(made) == 1 and made[0]["desc"] == "s3direct: load x"
+    assert out.getvalue() == ""
+
+
+def test_progress_off_terminal_prints_periodic_lines(lib_path, monkeypatch):
+    """Off a terminal (a log), a line every 10 s while a transfer runs, then the summary;
+    a short transfer prints the summary only."""
+    import io
+
+    from s3direct import _progress
+
+    now = [1000.0]
+    monkeypatch.setattr(_progress.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(_progress, "_in_notebook", lambda: False)
+    out = io.StringIO()
+    with _progress.Progress(True, "load big", stream=out) as p:
+        p._cb(None, 100, 1000)       # at once: nothing yet
+        now[0] += 10.5
+        p._cb(None, 400, 1000)       # after 10 s: a line
+        now[0] += 3
+        p._cb(None, 500, 1000)       # 3 s later: none
+        now[0] += 8
+        p._cb(None, 900, 1000)       # 11 s after the last: a line
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == ["s3direct: load big:  40.0% 400 B of 1000 B",
+                         "s3direct: load big:  90.0% 900 B of 1000 B"], lines
+    assert len(lines) == 3 and lines[2].startswith("s3direct: load big: 1000 B in "), lines
+
+
+def test_debug_logging_shows_each_request(s3_env, bucket, lib_path):
+    """logging at DEBUG shows every request (method, object, range, status, bytes, time), as
+    docs/python.md says (issue 24.3: it showed none)."""
+    r = _run_py("import logging, torch, s3direct\n"
+                "logging.basicConfig(level=logging.DEBUG, format='%(name)s|%(message)s')\n"
+                f"s3direct.save({{'a': torch.ones(3)}}, 's3://{bucket}/d.safetensors')\n"
+                f"s3direct.load('s3://{bucket}/d.safetensors')\n")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("s3direct|")]
+    assert any(ln.startswith(f"s3direct|PUT PutObject s3://{bucket}/d.safetensors: HTTP 200")
+               for ln in lines), lines
+    assert any(ln.startswith(f"s3direct|GET GetObject s3://{bucket}/d.safetensors bytes=")
+               and ": HTTP 206" in ln for ln in lines), lines
+
+
 def test_folder_named_without_slash(base):
     """load("s3://b/model") where model/ is a folder loads the model in it, as
     from_pretrained would (issue 24.3: a bare 404 NoSuchKey); a folder with no model file
