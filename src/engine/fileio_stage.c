@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/compiler.h"
 #include "common/crc32c.h"
+#include "common/fdio.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/pool.h"
@@ -86,6 +88,16 @@ void fio_ring_drain(struct fio_ring *r)
         }
 }
 
+static struct fio_slot *push_chunk(struct fio_ring *r, void *chunk)
+{
+    struct fio_slot *s = &r->s[(r->head + r->count) % FIO_MAX_INFLIGHT];
+    s->chunk = chunk;
+    memset(s->recorded, 0, sizeof(s->recorded));
+    memset(&s->job, 0, sizeof(s->job));
+    r->count++;
+    return s;
+}
+
 int fio_ring_next(struct fio_ring *r, struct s3d_cancel *cancel, fio_slot_done_fn on_done,
                   void *ctx, struct fio_slot **out)
 {
@@ -121,12 +133,132 @@ int fio_ring_next(struct fio_ring *r, struct s3d_cancel *cancel, fio_slot_done_f
             return s3d_fail(S3D_ECANCELED, "canceled while waiting for a staging buffer");
         break;
     }
-    struct fio_slot *s = &r->s[(r->head + r->count) % FIO_MAX_INFLIGHT];
-    s->chunk = chunk;
-    memset(s->recorded, 0, sizeof(s->recorded));
-    r->count++;
-    *out = s;
+    *out = push_chunk(r, chunk);
     return 0;
+}
+
+int fio_ring_try_push(struct fio_ring *r, struct fio_slot **out)
+{
+    void *chunk;
+    if (r->count >= r->max || (chunk = s3d_pool_try_get(r->pool)) == NULL)
+        return 0;
+    *out = push_chunk(r, chunk);
+    return 1;
+}
+
+/* ---- reader threads ------------------------------------------------------------------- */
+
+int s3d_fileio_reads_peak;
+int s3d_fileio_read_hold;
+
+/* Called with rs->mu held: the hold of s3d_fileio_read_hold (tests), once per reader set. */
+static void hold_for_second(struct fio_readers *rs)
+{
+    struct timespec until;
+    if (!__atomic_load_n(&s3d_fileio_read_hold, __ATOMIC_RELAXED) || rs->held)
+        return;
+    rs->held = 1;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    while (rs->peak < 2 && !rs->stop) /* not running: the second may be done already */
+        if (pthread_cond_timedwait(&rs->cv, &rs->mu, &until) != 0)
+            break;
+}
+
+static void *reader_main(void *arg)
+{
+    struct fio_readers *rs = arg;
+    pthread_mutex_lock(&rs->mu);
+    for (;;) {
+        while (rs->q_count == 0 && !rs->stop)
+            pthread_cond_wait(&rs->cv, &rs->mu);
+        if (rs->stop)
+            break;
+        struct fio_read_job *j = rs->q[rs->q_head];
+        rs->q_head = (rs->q_head + 1) % FIO_MAX_INFLIGHT;
+        rs->q_count--;
+        j->state = 2;
+        rs->running++;
+        rs->peak = S3D_MAX(rs->peak, rs->running);
+        int peak = __atomic_load_n(&s3d_fileio_reads_peak, __ATOMIC_RELAXED);
+        if (rs->running > peak)
+            __atomic_store_n(&s3d_fileio_reads_peak, rs->running, __ATOMIC_RELAXED);
+        pthread_cond_broadcast(&rs->cv);
+        hold_for_second(rs);
+        pthread_mutex_unlock(&rs->mu);
+        uint64_t got = 0;
+        int rc = s3d_pread_full(j->fd, j->buf, j->len, j->off, &got);
+        pthread_mutex_lock(&rs->mu);
+        j->rc = rc;
+        j->got = got;
+        j->state = 3;
+        rs->running--;
+        pthread_cond_broadcast(&rs->cv);
+    }
+    pthread_mutex_unlock(&rs->mu);
+    return NULL;
+}
+
+void fio_readers_start(struct fio_readers *rs, int n)
+{
+    memset(rs, 0, sizeof(*rs));
+    pthread_mutex_init(&rs->mu, NULL);
+    pthread_cond_init(&rs->cv, NULL);
+    n = S3D_MIN(n, FIO_READERS);
+    for (int i = 0; i < n; i++) {
+        int rc = pthread_create(&rs->th[i], NULL, reader_main, rs);
+        if (rc != 0) {
+            S3D_DEBUG("fileio: %d reader thread(s): %s", i, strerror(rc));
+            break;
+        }
+        rs->n++;
+    }
+}
+
+void fio_readers_submit(struct fio_readers *rs, struct fio_read_job *job)
+{
+    if (rs->n == 0) {
+        job->rc = s3d_pread_full(job->fd, job->buf, job->len, job->off, &job->got);
+        job->state = 3;
+        return;
+    }
+    pthread_mutex_lock(&rs->mu);
+    S3D_ASSERT(rs->q_count < FIO_MAX_INFLIGHT);
+    job->state = 1;
+    job->rc = 0;
+    job->got = 0;
+    rs->q[(rs->q_head + rs->q_count) % FIO_MAX_INFLIGHT] = job;
+    rs->q_count++;
+    pthread_cond_broadcast(&rs->cv);
+    pthread_mutex_unlock(&rs->mu);
+}
+
+void fio_readers_wait(struct fio_readers *rs, struct fio_read_job *job)
+{
+    if (rs->n == 0)
+        return;
+    pthread_mutex_lock(&rs->mu);
+    while (job->state != 3)
+        pthread_cond_wait(&rs->cv, &rs->mu);
+    pthread_mutex_unlock(&rs->mu);
+}
+
+void fio_readers_stop(struct fio_readers *rs)
+{
+    pthread_mutex_lock(&rs->mu);
+    rs->stop = 1;
+    /* Jobs not started never write their chunk; those running finish before the join. */
+    for (; rs->q_count > 0; rs->q_count--) {
+        rs->q[rs->q_head]->state = 0;
+        rs->q_head = (rs->q_head + 1) % FIO_MAX_INFLIGHT;
+    }
+    pthread_cond_broadcast(&rs->cv);
+    pthread_mutex_unlock(&rs->mu);
+    for (int i = 0; i < rs->n; i++)
+        pthread_join(rs->th[i], NULL);
+    rs->n = 0;
+    pthread_cond_destroy(&rs->cv);
+    pthread_mutex_destroy(&rs->mu);
 }
 
 int fio_slot_record(struct fio_ring *r, struct fio_slot *s, int ordinal, struct s3d_stream *stream)
