@@ -354,7 +354,6 @@ out:
     return rc;
 }
 
-/* CRC of device memory: copied back through pool chunks (the cuFile path). */
 /* cuFile path; 1 when cuFile cannot be used here and AUTO should fall back. */
 static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, const size_t *idx,
                        size_t m)
@@ -394,9 +393,13 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
                 *r->crc_out = 0;
             continue;
         }
-        rc = s3d_cufile_read(cf, r->device, (uint64_t)(uintptr_t)r->dst, r->length, r->file_offset,
-                             &got);
-        if (rc < 0 && rd->o->mode == S3D_FILE_IO_AUTO) {
+        const struct fio_cufile_io io = {
+            rd->dev,       rd->pool,       &rd->gpu,  cf,
+            rd->o->cancel, r->device,      0,         (uint64_t)(uintptr_t)r->dst,
+            r->length,     r->file_offset, r->crc_out};
+        int io_failed = 0;
+        rc = fio_cufile_crc_io(&io, &got, &io_failed);
+        if (rc < 0 && io_failed && rd->o->mode == S3D_FILE_IO_AUTO) {
             /* A run-time cuFile failure is not the load's: the staged path reads it all. */
             S3D_WARN("fileio: cuFileRead of %s failed (%s), reading through the staging pool",
                      rd->path, s3d_last_error_message());
@@ -413,10 +416,6 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
             rc = truncated(rd, r->file_offset + got, r->length - got);
             break;
         }
-        if (r->crc_out != NULL && (rc = fio_crc_of_device(rd->dev, rd->pool, &rd->gpu, r->device,
-                                                          (uint64_t)(uintptr_t)r->dst, r->length,
-                                                          rd->o->cancel, r->crc_out)) < 0)
-            break;
         rd->done += r->length;
         if ((rc = fio_check_cancel(rd->o, rd->done, rd->total)) < 0)
             break;

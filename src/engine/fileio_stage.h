@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/compiler.h"
 #include "device/device.h"
 #include "engine/fileio.h"
 
@@ -125,9 +126,25 @@ extern int s3d_fileio_read_hold;
  * the pool has no free chunk. */
 int fio_ring_try_push(struct fio_ring *r, struct fio_slot **out);
 
-/* CRC32C of len bytes of device memory, copied back through one pool chunk (cuFile paths). */
-int fio_crc_of_device(struct s3d_device *dev, struct s3d_pool *pool, struct s3d_stream_set *g,
-                      int ordinal, uint64_t dptr, uint64_t len, struct s3d_cancel *cancel,
-                      uint32_t *out);
+/* One cuFile transfer between device memory and a file, with the CRC32C of its bytes. */
+struct fio_cufile_io {
+    struct s3d_device *dev;
+    struct s3d_pool *pool; /* for the copies back that the CRC is summed from */
+    struct s3d_stream_set *g;
+    struct s3d_cufile *cf;
+    struct s3d_cancel *cancel;
+    int ordinal, is_write;
+    uint64_t dptr, len, file_off;
+    uint32_t *crc_out; /* NULL: no CRC, the range moves in one cuFile call */
+};
+
+/* Reads (or writes) io's range with cuFile and, when io->crc_out is set, sums the bytes from
+ * copies back through two pool chunks that overlap the cuFile I/O of the next piece (see
+ * fileio_stage.c). *moved: bytes moved (a read stops early only at end of file; *crc_out is
+ * then the CRC of those). *io_failed = 1 when the error is cuFile's own (mode AUTO falls back
+ * to the staged path), 0 for any other (a copy back, cancel). Every copy into the chunks is
+ * complete before they go back to the pool. */
+S3D_NODISCARD int fio_cufile_crc_io(const struct fio_cufile_io *io, uint64_t *moved,
+                                    int *io_failed);
 
 #endif

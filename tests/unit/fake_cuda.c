@@ -75,8 +75,19 @@ struct alloc {
 static struct alloc g_allocs[256];
 
 struct fake_cuda_stats {
-    int copies, bad_context, retains, releases, stream_flags_seen, wait_events;
+    int copies, bad_context, retains, releases, stream_flags_seen, wait_events, stream_syncs;
 };
+static int g_pending; /* copies queued and not yet performed, on every stream (under g_mu) */
+
+/* Copies queued on any stream and not yet performed: what the libcufile copy asks to see
+ * whether its I/O overlaps copies (a GPU's copy engine runs them meanwhile). */
+EXPORT int fake_cuda_pending_copies(void)
+{
+    pthread_mutex_lock(&g_mu);
+    int n = g_pending;
+    pthread_mutex_unlock(&g_mu);
+    return n;
+}
 static struct fake_cuda_stats g_stats;
 
 EXPORT void fake_cuda_stats(struct fake_cuda_stats *out)
@@ -257,6 +268,7 @@ static void run(struct fstream *s, unsigned long long seq, int depth)
                 run(op.wait, op.wait_seq, depth + 1);
         } else {
             memcpy(op.dst, op.src, op.n);
+            g_pending--;
         }
     }
     if (s->done == s->n_ops) {
@@ -278,6 +290,7 @@ static CUresult copy(void *dst, const void *src, size_t n, void *stream)
     /* Deferred: the bytes move when the stream's work is seen complete or synchronized. */
     pthread_mutex_lock(&g_mu);
     push(s, (struct fop){dst, src, n, NULL, 0});
+    g_pending++;
     pthread_mutex_unlock(&g_mu);
     g_stats.copies++;
     return 0;
@@ -318,6 +331,7 @@ EXPORT CUresult cuStreamSynchronize(void *s)
     struct fstream *st = stream_of(s);
     if (st == NULL)
         return 201;
+    g_stats.stream_syncs++;
     pthread_mutex_lock(&g_mu);
     run(st, ~0ull, 0);
     pthread_mutex_unlock(&g_mu);
@@ -530,6 +544,25 @@ EXPORT int fake_cufile_reads(void)
 {
     return g_cufile_reads;
 }
+/* cuFileRead/cuFileWrite calls made while a device copy was queued and not yet performed: on
+ * a GPU that copy runs during the I/O. A CRC pass that copies back only after the I/O, or
+ * synchronizes after each copy, never overlaps. */
+static int g_cufile_overlapped;
+EXPORT int fake_cufile_overlapped(void)
+{
+    return g_cufile_overlapped;
+}
+static void note_overlap(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    int (*pending)(void) = NULL;
+    if (lib != NULL) {
+        *(void **)&pending = dlsym(lib, "fake_cuda_pending_copies");
+        if (pending != NULL && pending() > 0)
+            g_cufile_overlapped++;
+        dlclose(lib);
+    }
+}
 /* Moves at most 1 MiB per call, to exercise the callers' loops over short transfers.
  * FAKE_CUFILE_FAIL_IO=1 makes it fail as a broken GDS path does (CU_FILE_IO_ERROR). */
 EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
@@ -538,6 +571,7 @@ EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
     if (cufile_ctx() == NULL)
         return -5015; /* CONTEXT_MISMATCH */
     g_cufile_reads++;
+    note_overlap();
     if (f && *f == '1')
         return -5044;
     return pread((int)(intptr_t)fh - 1, (char *)base + boff, n > (1u << 20) ? 1u << 20 : n, off);
@@ -567,6 +601,7 @@ EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t n, off_t off, off_
     int fd = (int)(intptr_t)fh - 1;
     if (cufile_ctx() == NULL)
         return -5015;
+    note_overlap();
     if (f && *f == '1')
         return -5044;
     n = n > (1u << 20) ? 1u << 20 : n;

@@ -16,7 +16,7 @@
 #include "testutil.h"
 
 struct fake_cuda_stats {
-    int copies, bad_context, retains, releases, stream_flags_seen, wait_events;
+    int copies, bad_context, retains, releases, stream_flags_seen, wait_events, stream_syncs;
 };
 
 static void (*stats)(struct fake_cuda_stats *);
@@ -394,12 +394,43 @@ int main(void)
             CHECK_STREQ(cf_logfile(), "");
         int (*cf_reads)(void) = cf_lib ? (int (*)(void))dlsym(cf_lib, "fake_cufile_reads") : NULL;
         CHECK(cf_reads != NULL);
+        int (*cf_overlapped)(void) =
+            cf_lib ? (int (*)(void))dlsym(cf_lib, "fake_cufile_overlapped") : NULL;
+        CHECK(cf_overlapped != NULL);
         memset((void *)(uintptr_t)d1, 0, 8u << 20);
         r[0].file_offset = 1;
         o.mode = S3D_FILE_IO_CUFILE;
+        /* The CRC of bytes cuFile put on the GPU is summed from copies back that run while
+         * cuFile reads the next piece (3 pieces of the 1 MiB chunk here), with no synchronize
+         * per piece: at most the one before the first read (the caller's work). */
+        struct fake_cuda_stats c0, c1;
+        r[0].crc_out = NULL; /* the synchronizes of a read without CRC */
+        stats(&c0);
         CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+        stats(&c1);
+        const int syncs_no_crc = c1.stream_syncs - c0.stream_syncs;
+        r[0].crc_out = &crc[0];
+        memset((void *)(uintptr_t)d1, 0, 8u << 20);
+        int ov0 = cf_overlapped();
+        stats(&c0);
+        CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+        stats(&c1);
         CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 1, 3u << 20) == 0);
         CHECK(crc[0] == s3d_crc32c(0, data + 1, 3u << 20));
+        if (cf_overlapped() - ov0 < 2 || c1.stream_syncs - c0.stream_syncs > syncs_no_crc)
+            t_fail(__FILE__, __LINE__, "cuFile read: %d reads overlapped a copy, %d syncs (%d)",
+                   cf_overlapped() - ov0, c1.stream_syncs - c0.stream_syncs, syncs_no_crc);
+        /* Every length around the pieces: the right CRC, the chunks back in the pool. */
+        static const uint64_t cl[] = {
+            1, 4095, (1u << 20) - 1, 1u << 20, (1u << 20) + 1, (2u << 20) + 7, 3u << 20};
+        for (size_t q = 0; q < S3D_ARRAY_LEN(cl); q++) {
+            struct s3d_file_range one = {4096 + 3, cl[q], (void *)(uintptr_t)(d1 + 16), 1, &crc[0]};
+            crc[0] = 0;
+            CHECK_OK(s3d_file_read_ranges(dev, pool, path, &one, 1, &o));
+            CHECK(memcmp((void *)(uintptr_t)(d1 + 16), data + 4096 + 3, cl[q]) == 0);
+            CHECK(crc[0] == s3d_crc32c(0, data + 4096 + 3, cl[q]));
+            CHECK(s3d_pool_free_count(pool) == 4);
+        }
         /* AUTO: no nvidia-fs here, so cuFile would run in compatibility mode: the staged
          * path is used. With nvidia-fs (S3D_NVFS_PATH stands in for it), cuFile. */
         o.mode = S3D_FILE_IO_AUTO;
@@ -445,8 +476,15 @@ int main(void)
         CHECK(cf_rmw != NULL);
         int rmw_before = cf_rmw();
         CHECK_OK(s3d_file_writer_open(dev, pool, out, &o, &w));
+        ov0 = cf_overlapped();
+        stats(&c0);
         CHECK_OK(s3d_file_writer_write(w, 10, &seg, 1, &wcrc));
+        stats(&c1);
         CHECK(cf_rmw() > rmw_before);
+        /* Writes too: each piece's copy back runs while cuFile writes it. */
+        if (cf_overlapped() - ov0 < 3 || c1.stream_syncs - c0.stream_syncs > syncs_no_crc)
+            t_fail(__FILE__, __LINE__, "cuFile write: %d writes overlapped a copy, %d syncs",
+                   cf_overlapped() - ov0, c1.stream_syncs - c0.stream_syncs);
         CHECK_OK(s3d_file_writer_pwrite(w, 0, "0123456789", 10));
         CHECK_OK(s3d_file_writer_commit(w));
         s3d_file_writer_free(w);
@@ -504,10 +542,10 @@ int main(void)
     CHECK(st.bad_context == 0);
     CHECK(st.stream_flags_seen >= 2); /* ours were CU_STREAM_NON_BLOCKING */
     /* 1 + 2 above, + each read waiting for the caller stream once per device (2 for the
-     * staged read, 1 for each of the 5 cuFile-mode reads), + the 2 writers waiting on it, + 4
+     * staged read, 1 for each of the 13 cuFile-mode reads), + the 2 writers waiting on it, + 4
      * for each of the 2 checkpoint round trips (a save and a load on 2 devices), + 2 for each
      * of the 2 round trips on device 1 of load_into_dev1. */
-    CHECK(st.wait_events == 1 + 4 + 8 + (7 + 4) * fake_cufile);
+    CHECK(st.wait_events == 1 + 4 + 8 + (15 + 4) * fake_cufile);
     CHECK(st.copies > 6);
 
     unlink(path);
