@@ -375,6 +375,14 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
         }
         return s3d_fail_prefix(rc == S3D_ENOTSUP ? S3D_ECUFILE : rc, "read %s", rd->path);
     }
+    if (rd->o->mode == S3D_FILE_IO_AUTO && s3d_cufile_file_mode(cf) == S3D_CUFILE_MODE_COMPAT) {
+        /* Registered, but cuFile would only copy through its own bounce buffers. */
+        S3D_DEBUG("fileio: cuFile serves %s in compatibility mode only, using O_DIRECT", rd->path);
+        s3d_cufile_close(cf);
+        return 1;
+    }
+    S3D_DEBUG("fileio: %s read by cuFile, mode %s", rd->path,
+              s3d_cufile_mode_name(s3d_cufile_file_mode(cf)));
     /* cuFile does not follow stream order: the caller's work on each destination device
      * (kernels still reading the memory) must be finished before the first read. */
     for (size_t q = 0; q < m && rc == 0; q++) {

@@ -513,6 +513,54 @@ EXPORT const char *fake_cufile_logfile(void)
 {
     return g_cufile_logfile;
 }
+/* Driver modes (FAKE_CUFILE_MODE, read by each call): unset, nvidia-fs capable (its
+ * dstatusflags say NVMe and NFS; whether nvidia-fs is loaded is the library's own check);
+ * "p2pdma", cuFile 1.15 over the kernel's PCI P2PDMA (the P2P feature flag, use_pcip2pdma
+ * on, no nvidia-fs version); "compat", force_compat_mode on. */
+typedef struct {
+    struct {
+        unsigned int major_version, minor_version;
+        size_t poll_thresh_size, max_direct_io_size;
+        unsigned int dstatusflags, dcontrolflags;
+    } nvfs;
+    unsigned int fflags, max_device_cache_size, per_buffer_cache_size, max_device_pinned_mem_size,
+        max_batch_io_size, max_batch_io_timeout_msecs;
+} CUfileDrvProps_t;
+static const char *fake_mode(void)
+{
+    const char *m = getenv("FAKE_CUFILE_MODE");
+    return m != NULL ? m : "";
+}
+EXPORT CUfileError_t cuFileGetVersion(int *version)
+{
+    *version = 1150; /* 1.15 */
+    return (CUfileError_t){0, 0};
+}
+EXPORT CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *p)
+{
+    if (!g_cufile_open)
+        return (CUfileError_t){5001, 0}; /* DRIVER_NOT_INITIALIZED */
+    memset(p, 0, sizeof(*p));
+    p->nvfs.max_direct_io_size = 16384;
+    p->nvfs.dcontrolflags = 1u << 1; /* ALLOW_COMPAT_MODE */
+    if (strcmp(fake_mode(), "p2pdma") == 0) {
+        p->fflags = 1u << 4; /* CU_FILE_P2P_SUPPORTED */
+    } else if (strcmp(fake_mode(), "compat") != 0) {
+        p->nvfs.major_version = 2;
+        p->nvfs.minor_version = 26;
+        p->nvfs.dstatusflags = 1u << 4 | 1u << 2; /* NVME, NFS */
+    }
+    return (CUfileError_t){0, 0};
+}
+/* CUFileBoolConfigParameter_t: 2 FORCE_COMPAT_MODE, 7 USE_PCIP2PDMA. */
+EXPORT CUfileError_t cuFileGetParameterBool(int param, _Bool *value)
+{
+    if (param < 0 || param > 11 || value == NULL)
+        return (CUfileError_t){5022, 0};
+    *value = (param == 7 && strcmp(fake_mode(), "p2pdma") == 0) ||
+             (param == 2 && strcmp(fake_mode(), "compat") == 0);
+    return (CUfileError_t){0, 0};
+}
 EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
 {
     if (d->type != 1 || d->fs_ops != NULL || cufile_ctx() == NULL)
