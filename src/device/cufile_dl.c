@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -426,9 +428,29 @@ int s3d_cufile_driver_mode(void)
     return mode;
 }
 
+/* 1 when the file system of fd sits on an NVMe device: its block device's sysfs path names an
+ * nvme controller (a partition's too). S3D_CUFILE_BLOCK=nvme|other (tests) says instead. */
+static int block_is_nvme(int fd)
+{
+    struct stat st;
+    char sys[64], link[512];
+    const char *force = getenv("S3D_CUFILE_BLOCK");
+    if (force != NULL)
+        return strcmp(force, "nvme") == 0;
+    if (fstat(fd, &st) != 0)
+        return 0;
+    snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
+    ssize_t n = readlink(sys, link, sizeof(link) - 1);
+    if (n <= 0)
+        return 0;
+    link[n] = 0;
+    return strstr(link, "/nvme") != NULL;
+}
+
 /* How the driver in mode `mode` serves a file on the file system of fd: directly when it is
- * one the driver supports, else in compatibility mode. P2PDMA serves block devices only
- * (NVMe); nvidia-fs says which file systems it serves in its dstatusflags. */
+ * one the driver supports, else in compatibility mode. P2PDMA serves ext4 and xfs on NVMe
+ * only; nvidia-fs says in its dstatusflags which devices (NVMe, SCSI, ...) and which network
+ * and parallel file systems it serves. */
 static int file_mode(int mode, unsigned dstatus, int fd, const char **why)
 {
     struct statfs fs;
@@ -442,15 +464,22 @@ static int file_mode(int mode, unsigned dstatus, int fd, const char **why)
     }
     int bit = -1;
     const unsigned long t = (unsigned long)fs.f_type;
-    const unsigned block = 1u << CU_FILE_NVME_SUPPORTED | 1u << CU_FILE_NVMEOF_SUPPORTED |
-                           1u << CU_FILE_SCSI_SUPPORTED | 1u << CU_FILE_SCALEFLUX_CSD_SUPPORTED |
-                           1u << CU_FILE_NVMESH_SUPPORTED;
+    const unsigned other_block = 1u << CU_FILE_SCSI_SUPPORTED |
+                                 1u << CU_FILE_SCALEFLUX_CSD_SUPPORTED |
+                                 1u << CU_FILE_NVMESH_SUPPORTED;
     if (t == 0xEF53ul || t == 0x58465342ul) { /* ext4, xfs: on a block device */
-        if (mode == S3D_CUFILE_MODE_P2PDMA || (dstatus & block) != 0) {
-            *why = "ext4/xfs on a block device the driver serves";
+        const int nvme = block_is_nvme(fd);
+        if (nvme && (mode == S3D_CUFILE_MODE_P2PDMA ||
+                     (dstatus & (1u << CU_FILE_NVME_SUPPORTED | 1u << CU_FILE_NVMEOF_SUPPORTED)))) {
+            *why = "ext4/xfs on an NVMe device the driver serves";
             return mode;
         }
-        *why = "ext4/xfs, but the driver serves no block device";
+        if (!nvme && mode == S3D_CUFILE_MODE_NVFS && (dstatus & other_block) != 0) {
+            *why = "ext4/xfs on a block device nvidia-fs may serve (not NVMe)";
+            return mode;
+        }
+        *why = nvme ? "ext4/xfs on NVMe, but the driver serves no NVMe"
+                    : "ext4/xfs on a device that is not NVMe (virtio, ...)";
         return S3D_CUFILE_MODE_COMPAT;
     }
     if (mode == S3D_CUFILE_MODE_P2PDMA) {

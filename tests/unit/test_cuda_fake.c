@@ -396,6 +396,8 @@ int main(int argc, char **argv)
     /* cuFile: read (in 1 MiB pieces, the fake's limit) with the CRC pass, and write. */
     const char *why = NULL;
     if (fake_cufile) {
+        /* The test folder counts as being on NVMe (the per-file mode checks below say why). */
+        setenv("S3D_CUFILE_BLOCK", "nvme", 1);
         int (*cf_opens)(void) = (int (*)(void))dlsym(culib, "fake_cufile_opens");
         int (*ctx_refs)(int) = (int (*)(int))dlsym(lib, "fake_cuda_ctx_refs");
         CHECK(cf_opens != NULL && ctx_refs != NULL);
@@ -574,6 +576,12 @@ int main(int argc, char **argv)
         int efd = open(path, O_RDONLY);
         CHECK(efd >= 0);
         struct s3d_cufile *cfe, *cfs;
+        /* ext4 on a disk that is not NVMe (a VM's virtio disk): compatibility mode too. */
+        setenv("S3D_CUFILE_BLOCK", "other", 1);
+        CHECK_OK(s3d_cufile_open(dev, 1, efd, &cfe));
+        CHECK(s3d_cufile_file_mode(cfe) == S3D_CUFILE_MODE_COMPAT);
+        s3d_cufile_close(cfe);
+        setenv("S3D_CUFILE_BLOCK", "nvme", 1); /* as if the test folder were on NVMe */
         CHECK_OK(s3d_cufile_open(dev, 1, efd, &cfe));
         CHECK_OK(s3d_cufile_open(dev, 1, sfd, &cfs));
         CHECK(s3d_cufile_file_mode(cfe) == S3D_CUFILE_MODE_NVFS);
@@ -640,6 +648,7 @@ int main(int argc, char **argv)
             _exit(0);
         }
         CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        unsetenv("S3D_CUFILE_BLOCK");
     } else {
         printf("a real libcufile.so.0 is found first: cuFile part skipped\n");
     }
