@@ -518,6 +518,11 @@ int s3d_cufile_file_mode(const struct s3d_cufile *f)
     return f != NULL ? f->mode : S3D_CUFILE_MODE_COMPAT;
 }
 
+const char *s3d_cufile_file_why(const struct s3d_cufile *f)
+{
+    return f != NULL ? f->why : "";
+}
+
 static int not_available(struct s3d_device *dev, int ordinal)
 {
     const char *why = NULL;

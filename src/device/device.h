@@ -228,6 +228,8 @@ int s3d_cufile_driver_mode(void);
  * directly (ext4/xfs on a block device; for nvidia-fs also the file systems its dstatusflags
  * name), else compatibility mode. cuFileHandleRegister succeeds either way. NULL: compat. */
 int s3d_cufile_file_mode(const struct s3d_cufile *f);
+/* Why f has its mode ("ext4/xfs on an NVMe device the driver serves"). Static string. */
+const char *s3d_cufile_file_why(const struct s3d_cufile *f);
 /* "nvidia-fs", "p2pdma" or "compat". Static string. */
 const char *s3d_cufile_mode_name(int mode);
 /* The name of CUfileOpError code err as cufile.h spells it ("CU_FILE_IO_ERROR" for 5044),

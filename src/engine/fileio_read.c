@@ -381,8 +381,8 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
         s3d_cufile_close(cf);
         return 1;
     }
-    S3D_DEBUG("fileio: %s read by cuFile, mode %s", rd->path,
-              s3d_cufile_mode_name(s3d_cufile_file_mode(cf)));
+    S3D_DEBUG("fileio: %s read by cuFile, mode %s (%s)", rd->path,
+              s3d_cufile_mode_name(s3d_cufile_file_mode(cf)), s3d_cufile_file_why(cf));
     /* cuFile does not follow stream order: the caller's work on each destination device
      * (kernels still reading the memory) must be finished before the first read. */
     for (size_t q = 0; q < m && rc == 0; q++) {

@@ -108,15 +108,15 @@ static int writer_cufile(struct s3d_file_writer *w, int ordinal)
     }
     if (w->o.mode == S3D_FILE_IO_AUTO && s3d_cufile_file_mode(w->cf) == S3D_CUFILE_MODE_COMPAT) {
         /* Registered, but cuFile would only copy through its own bounce buffers. */
-        S3D_DEBUG("fileio: cuFile serves %s in compatibility mode only, writing through the "
-                  "staging pool",
-                  w->path);
+        S3D_DEBUG("fileio: cuFile serves %s in compatibility mode only (%s), writing through "
+                  "the staging pool",
+                  w->path, s3d_cufile_file_why(w->cf));
         s3d_cufile_close(w->cf);
         w->cf = NULL;
         return 0;
     }
-    S3D_DEBUG("fileio: %s written by cuFile, mode %s", w->path,
-              s3d_cufile_mode_name(s3d_cufile_file_mode(w->cf)));
+    S3D_DEBUG("fileio: %s written by cuFile, mode %s (%s)", w->path,
+              s3d_cufile_mode_name(s3d_cufile_file_mode(w->cf)), s3d_cufile_file_why(w->cf));
     w->cufile_state = 1;
     return 1;
 }
