@@ -5,8 +5,11 @@
 #   lib/       libs3direct.so
 #   bin/       the CLI
 #   tests/bin/ the GPU tests and benchmark (test_gpu_*, bench_gpu) and the CUDA-rule tests
+#   tests/fakecuda/ the stand-in libcuda/libcufile that test_cuda_fake and test_cuda_rules find
+#              through their run path $ORIGIN/../fakecuda (no absolute path into this build)
 #   python/    the s3direct package (pure Python over ctypes: any CPython 3.9+)
-#   gpu/       s3origin.py (a stdlib S3 origin) and gpu_check.py (the PyTorch checks)
+#   gpu/       s3origin.py (a stdlib S3 origin), s3origin_get (its read side in C, sendfile:
+#              the origin of the S3 -> GPU rates) and gpu_check.py (the PyTorch checks)
 #   deps/      every shared library those load, except the C library itself, copied from this
 #              machine; scripts/gpu-check.sh puts on the library path only those the GPU
 #              machine's ldconfig does not know (its own libssl/libcurl win where present)
@@ -18,7 +21,7 @@ build=${1:-build}
 out=${2:-gpu-bundle}
 [ -f "$build/libs3direct.so" ] || { echo "gpu-bundle: build first (make build)" >&2; exit 1; }
 rm -rf "$out"
-mkdir -p "$out"/{lib,bin,tests/bin,gpu,deps}
+mkdir -p "$out"/{lib,bin,tests/bin,tests/fakecuda,gpu,deps}
 cp -L "$build/libs3direct.so" "$out/lib/"
 cp "$build/tools/s3direct" "$out/bin/"
 for t in test_gpu_device test_gpu_fileio bench_gpu test_cuda_rules test_cuda_fake \
@@ -29,20 +32,31 @@ mkdir -p "$out/python"
 cp -r python/s3direct "$out/python/s3direct"
 find "$out/python" -name __pycache__ -prune -exec rm -rf {} +
 rm -rf "$out/python/s3direct/_lib"
-cp tests/gpu/s3origin.py tests/gpu/gpu_check.py "$out/gpu/"
+cp tests/gpu/s3origin.py tests/gpu/gpu_check.py "$build/tests/bin/s3origin_get" "$out/gpu/"
+cp -P "$build"/tests/fakecuda/lib*.so* "$out/tests/fakecuda/"
+# The tests' run paths are relative: an absolute one would point into this machine's build
+# (the CLI's RUNPATH to the build folder is harmless there: gpu-check.sh sets the library path).
+for f in "$out"/tests/bin/* "$out"/gpu/s3origin_get; do
+  if readelf -d "$f" 2>/dev/null | grep -E '(RPATH|RUNPATH)' | grep -Eq '\[/|:/'; then
+    echo "gpu-bundle: $f has an absolute run path: $(readelf -d "$f" | grep -E 'R(UN)?PATH')" >&2
+    exit 1
+  fi
+done
 cp tests/run-tests.sh "$out/tests/"
 
 # Shared libraries: all that ldd resolves, but glibc's own (the GPU machine has its own).
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so)'
-for f in "$out"/lib/* "$out"/bin/* "$out"/tests/bin/*; do
+for f in "$out"/lib/* "$out"/bin/* "$out"/tests/bin/* "$out"/gpu/s3origin_get; do
   ldd "$f" 2>/dev/null | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   [[ "$name" =~ $skip ]] && continue
   [[ "$name" == libs3direct.so* ]] && continue
+  [[ "$path" == */tests/fakecuda/* ]] && continue
   cp -L "$path" "$out/deps/$name"
 done
 
-glibc=$(for f in "$out"/lib/* "$out"/bin/* "$out"/deps/*; do objdump -T "$f" 2>/dev/null; done |
+glibc=$(for f in "$out"/lib/* "$out"/bin/* "$out"/deps/* "$out"/tests/bin/* "$out"/tests/fakecuda/* \
+           "$out"/gpu/s3origin_get; do objdump -T "$f" 2>/dev/null; done |
         grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
 {
   echo "s3direct GPU bundle"

@@ -2,10 +2,13 @@
 # gpu-check.sh [BUNDLE] - the one command a lent GPU machine runs (no compiler, no package
 # registry, no network, no Ceph; minutes of device time). Everything it runs comes from the
 # bundle that `make gpu-bundle` built on the CPU machine (default ./gpu-bundle):
+#   0. glibc: the machine's against the newest GLIBC_ version the bundle needs (MANIFEST), one
+#      line; an older glibc is refused at once (exit 3) rather than failing step by step;
 #   1. the machine: GPU, driver, torch, nvidia-fs, the scratch disk;
 #   2. the C tests of the device layer on the real driver (tests/bin: test_gpu_*, the CUDA-rule
 #      tests against the fake driver);
-#   3. a stdlib S3 origin (gpu/s3origin.py) on a real disk;
+#   3. a stdlib S3 origin (gpu/s3origin.py) on a real disk, and its read side in C
+#      (gpu/s3origin_get, sendfile) on the same objects for the S3 -> GPU rates;
 #   4. bench_gpu: pool H2D/D2H, file->GPU by cuFile, by O_DIRECT and buffered through the pool,
 #      GPU->file, S3->GPU vs S3->host (again with cuFile's compatibility mode forced when
 #      nvidia-fs makes GDS real);
@@ -27,11 +30,27 @@ bundle=$(cd "${1:-gpu-bundle}" 2>/dev/null && pwd) ||
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
 exec > >(tee "$out/gpu-check.log") 2>&1
+
+# Before anything else: can this machine's glibc run the bundle at all?
+need=$(sed -n 's/^newest glibc symbol version required: GLIBC_//p' "$bundle/MANIFEST" 2>/dev/null)
+have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+glibc_refused() {
+  echo "glibc: $*: refusing to run the bundle"
+  printf '{"emulate": false, "seconds": 0, "failed": 1, "steps": [{"step": "glibc", "status": "fail", "detail": "%s"}]}\n' \
+    "$*" >"$out/summary.json"
+  exit 3
+}
+if [ -z "$need" ] || [ -z "$have" ]; then
+  glibc_refused "cannot tell (host glibc ${have:-unknown}, bundle needs ${need:-unknown}: no MANIFEST line)"
+elif [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+  glibc_refused "host glibc $have is older than the $need the bundle needs (build it where glibc <= $have)"
+fi
+echo "glibc: host $have, the bundle needs $need or newer: ok"
 emulate=${GPU_CHECK_EMULATE:-}
 if [ -n "$emulate" ]; then gib=${GPU_CHECK_GIB:-0.25}; else gib=${GPU_CHECK_GIB:-4}; fi
 t_start=$(date +%s)
 say() { printf '\n== %s (%ss)\n' "$*" "$(( $(date +%s) - t_start ))"; }
-steps=()
+steps=("{\"step\": \"glibc\", \"status\": \"ok\", \"detail\": \"host $have, needs $need\"}")
 step() {
   local d=${3:-}
   steps+=("{\"step\": \"$1\", \"status\": \"$2\", \"detail\": \"${d//\"/\'}\"}")
@@ -125,11 +144,27 @@ for _ in $(seq 100); do
   [ -n "$endpoint" ] && break
   sleep 0.1
 done
-trap 'kill $origin_pid 2>/dev/null; rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/origin"
+"$bundle/gpu/s3origin_get" "$scratch/origin" >"$out/origin-get.log" 2>&1 &
+get_pid=$!
+trap 'kill $origin_pid $get_pid 2>/dev/null; rm -rf "$scratch"' EXIT
 if [ -z "$endpoint" ]; then
   echo "the origin did not start:"; cat "$out/origin.log"; step origin fail; fails=$((fails + 1))
 else
   echo "origin at $endpoint (objects under $scratch/origin)"; step origin ok
+fi
+# The S3 -> GPU rates read from the C origin (sendfile), so that they measure the library.
+get_endpoint=
+for _ in $(seq 100); do
+  get_endpoint=$(sed -n 's/^s3origin_get: //p' "$out/origin-get.log")
+  [ -n "$get_endpoint" ] && break
+  sleep 0.1
+done
+if [ -n "$get_endpoint" ]; then
+  echo "read origin (C, sendfile) at $get_endpoint"; step origin_get ok
+else
+  echo "the C read origin did not start, rates against the Python one:"; cat "$out/origin-get.log"
+  step origin_get fail; fails=$((fails + 1)); get_endpoint=$endpoint
 fi
 
 mib=$(python3 -c "print(int($gib * 1024))")
@@ -137,7 +172,7 @@ say "bench_gpu (${mib} MiB)"
 bench_env=()
 [ -n "$emulate" ] && bench_env=(S3D_BENCH_EMULATE=1)
 if env "${bench_env[@]}" timeout -k 5 180 "$bundle/tests/bin/bench_gpu" --mib "$mib" \
-    --dir "$scratch" --origin-root "$scratch/origin" --endpoint "$endpoint"; then
+    --dir "$scratch" --origin-root "$scratch/origin" --endpoint "$get_endpoint"; then
   step bench_gpu ok
 else
   rc=$?; step bench_gpu "$([ $rc -eq 77 ] && echo skip || echo fail)" "exit $rc"
@@ -152,8 +187,8 @@ if [ $nvfs -eq 1 ] && [ -z "$emulate" ]; then
 fi
 
 say "PyTorch checks (gpu_check.py, ${gib} GiB rates)"
-py_args=(--endpoint "$endpoint" --scratch "$scratch/py" --json "$out/gpu-check.json"
-         --gib "$gib")
+py_args=(--endpoint "$endpoint" --read-endpoint "$get_endpoint" --scratch "$scratch/py"
+         --json "$out/gpu-check.json" --gib "$gib")
 [ -n "$emulate" ] && py_args+=(--emulate)
 if timeout -k 5 300 python3 "$bundle/gpu/gpu_check.py" "${py_args[@]}"; then
   step gpu_check ok

@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -26,6 +29,44 @@
 #define CU_FILE_SUCCESS               0
 #define CU_FILE_HANDLE_TYPE_OPAQUE_FD 1
 #define CUFILE_PARAM_ENV_LOGFILE_PATH 1 /* CUFileStringConfigParameter_t */
+/* CUFileBoolConfigParameter_t (cuFile 1.14+) */
+#define CUFILE_PARAM_FORCE_COMPAT_MODE 2
+#define CUFILE_PARAM_USE_PCIP2PDMA     7
+/* Bit positions in CUfileDrvProps_t.nvfs.dstatusflags (CUfileDriverStatusFlags_t) */
+#define CU_FILE_LUSTRE_SUPPORTED        0
+#define CU_FILE_WEKAFS_SUPPORTED        1
+#define CU_FILE_NFS_SUPPORTED           2
+#define CU_FILE_GPFS_SUPPORTED          3
+#define CU_FILE_NVME_SUPPORTED          4
+#define CU_FILE_NVMEOF_SUPPORTED        5
+#define CU_FILE_SCSI_SUPPORTED          6
+#define CU_FILE_SCALEFLUX_CSD_SUPPORTED 7
+#define CU_FILE_NVMESH_SUPPORTED        8
+#define CU_FILE_BEEGFS_SUPPORTED        9
+#define CU_FILE_VIRTIOFS_SUPPORTED      13
+/* Bit positions in CUfileDrvProps_t.nvfs.dcontrolflags and .fflags */
+#define CU_FILE_ALLOW_COMPAT_MODE 1
+#define CU_FILE_P2P_SUPPORTED     4 /* cuFile 1.15: PCI P2PDMA (no nvidia-fs) */
+
+/* cuFileDriverGetProperties' output. Only nvfs and fflags are read; the buffer handed over is
+ * larger than any version's struct so that a newer cuFile writing more fields cannot
+ * overrun it. */
+typedef struct {
+    struct {
+        unsigned int major_version;
+        unsigned int minor_version;
+        size_t poll_thresh_size;
+        size_t max_direct_io_size;
+        unsigned int dstatusflags;
+        unsigned int dcontrolflags;
+    } nvfs;
+    unsigned int fflags; /* CUfileFeatureFlags_t */
+    unsigned int max_device_cache_size;
+    unsigned int per_buffer_cache_size;
+    unsigned int max_device_pinned_mem_size;
+    unsigned int max_batch_io_size;
+    unsigned int max_batch_io_timeout_msecs;
+} CUfileDrvProps_t;
 
 typedef struct {
     int err;    /* CUfileOpError */
@@ -55,6 +96,10 @@ struct cufile_fns {
                            off_t buf_offset);
     /* cuFile 1.14+ (NULL before): param is a CUFileStringConfigParameter_t */
     CUfileError_t (*cuFileSetParameterString)(int param, const char *value);
+    /* optional, NULL when missing: cuFile 1.6+ / 1.14+ */
+    CUfileError_t (*cuFileGetVersion)(int *version);
+    CUfileError_t (*cuFileDriverGetProperties)(CUfileDrvProps_t *props);
+    CUfileError_t (*cuFileGetParameterBool)(int param, _Bool *value);
 };
 
 /* Process-wide state. Locked part: everything, under mu, until state != 0; afterwards
@@ -64,12 +109,31 @@ static int g_state; /* 0 not tried, 1 usable, -1 not available */
 static pid_t g_pid; /* the process that set g_state: a forked child starts over */
 static char g_why[512];
 static struct cufile_fns g_f;
+/* What the open driver does (set with g_state = 1): how it moves bytes, its version, and which
+ * file systems nvidia-fs serves directly (dstatusflags). */
+static int g_version;
+static unsigned g_dstatus, g_nvfs_major, g_fflags;
+static int g_have_props, g_p2p, g_force_compat;
 
 struct s3d_cufile {
     struct s3d_device *dev;
     CUfileHandle_t fh;
     int fd;
+    int mode;        /* S3D_CUFILE_MODE_*: how this file's I/O runs */
+    const char *why; /* static: why that mode */
 };
+
+const char *s3d_cufile_mode_name(int mode)
+{
+    switch (mode) {
+    case S3D_CUFILE_MODE_NVFS:
+        return "nvidia-fs";
+    case S3D_CUFILE_MODE_P2PDMA:
+        return "p2pdma";
+    default:
+        return "compat";
+    }
+}
 
 const char *s3d_cufile_err_name(int e)
 {
@@ -141,6 +205,94 @@ static void describe(CUfileError_t st, char *buf, size_t cap)
         snprintf(buf, cap, "%s (%d)", s3d_cufile_err_name(st.err), st.err);
 }
 
+/* 1 when the cuFile configuration (CUFILE_ENV_PATH_JSON, else /etc/cufile.json) turns PCI
+ * P2PDMA on ("use_pcip2pdma": true): read before the driver is opened, so that mode AUTO
+ * opens cuFile only where it may go direct. A plain scan, not a JSON parser: the key is
+ * unique in the file, and a wrong answer only costs one driver open (its own properties
+ * decide after that). */
+static int json_p2pdma(void)
+{
+    const char *p = getenv("CUFILE_ENV_PATH_JSON");
+    char buf[65536];
+    FILE *f = fopen(p != NULL ? p : "/etc/cufile.json", "re");
+    int on = 0;
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (char *k = strstr(buf, "\"use_pcip2pdma\""); k != NULL && !on;
+         k = strstr(k + 1, "\"use_pcip2pdma\"")) {
+        /* a commented-out line ("//") does not count */
+        char *line = k;
+        while (line > buf && line[-1] != '\n')
+            line--;
+        while (*line == ' ' || *line == '\t')
+            line++;
+        if (line[0] == '/' && line[1] == '/')
+            continue;
+        const char *v = k + strlen("\"use_pcip2pdma\"");
+        while (*v == ' ' || *v == '\t' || *v == ':')
+            v++;
+        on = strncmp(v, "true", 4) == 0;
+    }
+    return on;
+}
+
+/* The open driver's mode, from what this cuFile can say: nvidia-fs when its module is there
+ * (its dstatusflags list the file systems it serves); PCI P2PDMA (cuFile 1.15, no nvidia-fs)
+ * when the library reports the feature and use_pcip2pdma is on; else compatibility mode
+ * (POSIX reads into cuFile's own bounce buffers). Forced compatibility wins. Called with
+ * g_mu held, once. */
+/* The open driver's mode from what detect_mode read; nvidia-fs is looked for each time. */
+static int mode_locked(void)
+{
+    if (g_force_compat)
+        return S3D_CUFILE_MODE_COMPAT;
+    if (s3d_cufile_nvfs() && (!g_have_props || g_nvfs_major > 0))
+        return S3D_CUFILE_MODE_NVFS;
+    if (g_p2p && (g_fflags >> CU_FILE_P2P_SUPPORTED & 1u))
+        return S3D_CUFILE_MODE_P2PDMA;
+    return S3D_CUFILE_MODE_COMPAT;
+}
+
+static void detect_mode(void *lib)
+{
+    CUfileDrvProps_t props[4]; /* see the type: room for a newer, larger struct */
+    _Bool p2p = 0, force = 0;
+    int have_props = 0;
+
+    dlerror();
+    *(void **)&g_f.cuFileGetVersion = dlsym(lib, "cuFileGetVersion");
+    *(void **)&g_f.cuFileDriverGetProperties = dlsym(lib, "cuFileDriverGetProperties");
+    *(void **)&g_f.cuFileGetParameterBool = dlsym(lib, "cuFileGetParameterBool");
+    g_version = 0;
+    if (g_f.cuFileGetVersion != NULL && g_f.cuFileGetVersion(&g_version).err != CU_FILE_SUCCESS)
+        g_version = 0;
+    memset(props, 0, sizeof(props));
+    if (g_f.cuFileDriverGetProperties != NULL &&
+        g_f.cuFileDriverGetProperties(props).err == CU_FILE_SUCCESS)
+        have_props = 1;
+    if (g_f.cuFileGetParameterBool != NULL) {
+        if (g_f.cuFileGetParameterBool(CUFILE_PARAM_USE_PCIP2PDMA, &p2p).err != CU_FILE_SUCCESS)
+            p2p = 0;
+        if (g_f.cuFileGetParameterBool(CUFILE_PARAM_FORCE_COMPAT_MODE, &force).err !=
+            CU_FILE_SUCCESS)
+            force = 0;
+    }
+    g_have_props = have_props;
+    g_dstatus = have_props ? props[0].nvfs.dstatusflags : 0;
+    g_nvfs_major = have_props ? props[0].nvfs.major_version : 0;
+    g_fflags = have_props ? props[0].fflags : 0;
+    g_p2p = p2p;
+    g_force_compat = force;
+    S3D_DEBUG("cufile: version %d, driver mode %s (nvidia-fs %s, use_pcip2pdma %d, P2P feature "
+              "%u, force_compat_mode %d, dstatusflags 0x%x)",
+              g_version, s3d_cufile_mode_name(mode_locked()),
+              s3d_cufile_nvfs() ? "loaded" : "absent", (int)p2p,
+              g_fflags >> CU_FILE_P2P_SUPPORTED & 1u, (int)force, g_dstatus);
+}
+
 static void try_open(void)
 {
     static const struct {
@@ -195,6 +347,7 @@ static void try_open(void)
         g_state = -1;
         return;
     }
+    detect_mode(lib);
     g_state = 1;
 }
 
@@ -243,14 +396,131 @@ int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why)
     return ok;
 }
 
-int s3d_cufile_gds(void)
+int s3d_cufile_nvfs(void)
 {
-    /* GPUDirect Storage proper needs the nvidia-fs kernel module; without it cuFile runs in
-     * compatibility mode (POSIX reads into its own bounce buffers), slower than our staged
-     * O_DIRECT path, which also gets the CRC32C for free. S3D_NVFS_PATH (tests) names the
-     * file to look for instead. */
+    /* S3D_NVFS_PATH (tests) names the file to look for instead. */
     const char *p = getenv("S3D_NVFS_PATH");
     return access(p != NULL ? p : "/proc/driver/nvidia-fs/version", R_OK) == 0;
+}
+
+int s3d_cufile_gds(void)
+{
+    /* GPUDirect Storage proper needs the nvidia-fs kernel module, or (cuFile 1.15) the
+     * kernel's PCI P2PDMA with use_pcip2pdma on; without either cuFile runs in compatibility
+     * mode (POSIX reads into its own bounce buffers), slower than our staged O_DIRECT path,
+     * which also gets the CRC32C for free. Once the driver is open its own answer counts. */
+    int mode = -1;
+    pthread_mutex_lock(&g_mu);
+    if (g_state > 0 && g_pid == getpid())
+        mode = mode_locked();
+    pthread_mutex_unlock(&g_mu);
+    if (mode >= 0)
+        return mode != S3D_CUFILE_MODE_COMPAT;
+    return s3d_cufile_nvfs() || json_p2pdma();
+}
+
+int s3d_cufile_driver_mode(void)
+{
+    int mode;
+    pthread_mutex_lock(&g_mu);
+    mode = g_state > 0 ? mode_locked() : -1;
+    pthread_mutex_unlock(&g_mu);
+    return mode;
+}
+
+/* 1 when the file system of fd sits on an NVMe device: its block device's sysfs path names an
+ * nvme controller (a partition's too). S3D_CUFILE_BLOCK=nvme|other (tests) says instead. */
+static int block_is_nvme(int fd)
+{
+    struct stat st;
+    char sys[64], link[512];
+    const char *force = getenv("S3D_CUFILE_BLOCK");
+    if (force != NULL)
+        return strcmp(force, "nvme") == 0;
+    if (fstat(fd, &st) != 0)
+        return 0;
+    snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
+    ssize_t n = readlink(sys, link, sizeof(link) - 1);
+    if (n <= 0)
+        return 0;
+    link[n] = 0;
+    return strstr(link, "/nvme") != NULL;
+}
+
+/* How the driver in mode `mode` serves a file on the file system of fd: directly when it is
+ * one the driver supports, else in compatibility mode. P2PDMA serves ext4 and xfs on NVMe
+ * only; nvidia-fs says in its dstatusflags which devices (NVMe, SCSI, ...) and which network
+ * and parallel file systems it serves. */
+static int file_mode(int mode, unsigned dstatus, int fd, const char **why)
+{
+    struct statfs fs;
+    if (mode == S3D_CUFILE_MODE_COMPAT) {
+        *why = "the driver runs in compatibility mode";
+        return mode;
+    }
+    if (fstatfs(fd, &fs) != 0) {
+        *why = "fstatfs failed";
+        return S3D_CUFILE_MODE_COMPAT;
+    }
+    int bit = -1;
+    const unsigned long t = (unsigned long)fs.f_type;
+    const unsigned other_block = 1u << CU_FILE_SCSI_SUPPORTED |
+                                 1u << CU_FILE_SCALEFLUX_CSD_SUPPORTED |
+                                 1u << CU_FILE_NVMESH_SUPPORTED;
+    if (t == 0xEF53ul || t == 0x58465342ul) { /* ext4, xfs: on a block device */
+        const int nvme = block_is_nvme(fd);
+        if (nvme && (mode == S3D_CUFILE_MODE_P2PDMA ||
+                     (dstatus & (1u << CU_FILE_NVME_SUPPORTED | 1u << CU_FILE_NVMEOF_SUPPORTED)))) {
+            *why = "ext4/xfs on an NVMe device the driver serves";
+            return mode;
+        }
+        if (!nvme && mode == S3D_CUFILE_MODE_NVFS && (dstatus & other_block) != 0) {
+            *why = "ext4/xfs on a block device nvidia-fs may serve (not NVMe)";
+            return mode;
+        }
+        *why = nvme ? "ext4/xfs on NVMe, but the driver serves no NVMe"
+                    : "ext4/xfs on a device that is not NVMe (virtio, ...)";
+        return S3D_CUFILE_MODE_COMPAT;
+    }
+    if (mode == S3D_CUFILE_MODE_P2PDMA) {
+        *why = "P2PDMA serves ext4 and xfs on NVMe only";
+        return S3D_CUFILE_MODE_COMPAT;
+    }
+    switch (t) {
+    case 0x6969ul: /* NFS */
+        bit = CU_FILE_NFS_SUPPORTED;
+        break;
+    case 0x0BD00BD0ul: /* Lustre */
+        bit = CU_FILE_LUSTRE_SUPPORTED;
+        break;
+    case 0x47504653ul: /* GPFS */
+        bit = CU_FILE_GPFS_SUPPORTED;
+        break;
+    case 0x19830326ul: /* BeeGFS */
+        bit = CU_FILE_BEEGFS_SUPPORTED;
+        break;
+    case 0x6a656a63ul: /* virtiofs (FUSE magic is shared: checked by the flag only) */
+        bit = CU_FILE_VIRTIOFS_SUPPORTED;
+        break;
+    default:
+        break;
+    }
+    if (bit >= 0 && (dstatus >> bit & 1u)) {
+        *why = "a file system nvidia-fs serves";
+        return mode;
+    }
+    *why = "a file system the driver does not serve directly (tmpfs, overlayfs, ...)";
+    return S3D_CUFILE_MODE_COMPAT;
+}
+
+int s3d_cufile_file_mode(const struct s3d_cufile *f)
+{
+    return f != NULL ? f->mode : S3D_CUFILE_MODE_COMPAT;
+}
+
+const char *s3d_cufile_file_why(const struct s3d_cufile *f)
+{
+    return f != NULL ? f->why : "";
 }
 
 static int not_available(struct s3d_device *dev, int ordinal)
@@ -291,6 +561,13 @@ int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd, struct s3d_cufi
     }
     f->dev = dev;
     f->fd = fd;
+    /* Registered is not direct: cuFile registers any file and serves the ones it cannot
+     * reach directly in compatibility mode. Which one this is, for AUTO and for --debug. */
+    pthread_mutex_lock(&g_mu);
+    const int dmode = mode_locked();
+    pthread_mutex_unlock(&g_mu);
+    f->mode = file_mode(dmode, g_dstatus, fd, &f->why);
+    S3D_DEBUG("cufile: fd %d: mode %s (%s)", fd, s3d_cufile_mode_name(f->mode), f->why);
     *out = f;
     return 0;
 fail:

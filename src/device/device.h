@@ -210,9 +210,28 @@ struct s3d_cufile;
  * process; why may be NULL) - not an error. Callers in mode AUTO ask s3d_cufile_gds() first,
  * so that cuFile is not even opened where it would not be used. */
 int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why);
-/* 1 when real GPUDirect Storage is there (the nvidia-fs kernel module), 0 when cuFile would
- * run in compatibility mode. S3D_FILE_IO_AUTO uses cuFile only with GDS. */
+/* 1 when real GPUDirect Storage may be there: the nvidia-fs kernel module, or cuFile 1.15's
+ * PCI P2PDMA turned on in its configuration (use_pcip2pdma in CUFILE_ENV_PATH_JSON or
+ * /etc/cufile.json); once the driver is open, 1 unless it reports compatibility mode. 0 when
+ * cuFile would run in compatibility mode. S3D_FILE_IO_AUTO uses cuFile only with GDS. */
 int s3d_cufile_gds(void);
+/* 1 when the nvidia-fs kernel module is loaded (S3D_NVFS_PATH: tests name a file instead). */
+int s3d_cufile_nvfs(void);
+
+/* How cuFile moves bytes: through nvidia-fs, through the kernel's PCI P2PDMA (cuFile 1.15,
+ * no nvidia-fs), or in compatibility mode (POSIX I/O into cuFile's bounce buffers). */
+enum { S3D_CUFILE_MODE_COMPAT = 0, S3D_CUFILE_MODE_NVFS = 1, S3D_CUFILE_MODE_P2PDMA = 2 };
+/* The open driver's mode (from cuFileDriverGetProperties, cuFileGetParameterBool and
+ * nvidia-fs), -1 before it is open. */
+int s3d_cufile_driver_mode(void);
+/* The mode of one registered file: the driver's when it serves the file's file system
+ * directly (ext4/xfs on a block device; for nvidia-fs also the file systems its dstatusflags
+ * name), else compatibility mode. cuFileHandleRegister succeeds either way. NULL: compat. */
+int s3d_cufile_file_mode(const struct s3d_cufile *f);
+/* Why f has its mode ("ext4/xfs on an NVMe device the driver serves"). Static string. */
+const char *s3d_cufile_file_why(const struct s3d_cufile *f);
+/* "nvidia-fs", "p2pdma" or "compat". Static string. */
+const char *s3d_cufile_mode_name(int mode);
 /* The name of CUfileOpError code err as cufile.h spells it ("CU_FILE_IO_ERROR" for 5044),
  * "CU_FILE_?" for a code the header does not define. Static string. */
 const char *s3d_cufile_err_name(int err);

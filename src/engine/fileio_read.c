@@ -5,16 +5,16 @@
  *   ranges (sorted by file offset, grouped into extents when less than FIO_MERGE_GAP apart)
  *     file: ....[ext_start ...................................... ext_end)....
  *   windows:  [w0: chunk bytes, 4 KiB-aligned start][w1]......[wn: rounded up to 4 KiB]
- *     each window: pread (O_DIRECT) into a pool chunk -> CRC of each range's part -> async
- *     host-to-device copy of each range's part -> event recorded; while the GPU copies
- *     window k, the CPU reads window k+1. A chunk goes back to the pool only once its event
- *     says the copy is done. Up to FIO_MAX_INFLIGHT windows are in flight.
+ *     each window: pread (O_DIRECT) into a pool chunk by a reader thread -> CRC of each
+ *     range's part -> async host-to-device copy of each range's part -> event recorded.
+ *     Up to FIO_MAX_INFLIGHT windows are in the ring: while the calling thread sums and
+ *     queues the copies of window k, up to FIO_READERS threads read windows k+1.. (NVMe wants
+ *     more than one request outstanding; one 8 MiB read at a time left the queue mostly
+ *     idle between reads). A chunk goes back to the pool only once its event says the copy
+ *     is done, and every read in flight ends before any chunk goes back.
  *
  * safetensors data is only 8-byte aligned, so windows start at the 4 KiB boundary below the
- * extent and bytes are placed at their offset inside the chunk. The reads are synchronous on
- * the calling thread: one 8 MiB O_DIRECT read is split by the block layer into many requests,
- * and the copy engine overlaps with it. On the development VM 2 or 4 reader threads did no
- * better than one (docs/internals/staging-pool.md); revisit with scripts/gpu-check.sh numbers.
+ * extent and bytes are placed at their offset inside the chunk.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,8 +38,9 @@ struct reader {
     struct s3d_pool *pool;
     const char *path;
     const struct s3d_file_io_opts *o;
-    int fd;        /* buffered */
-    int fd_direct; /* O_DIRECT, or -1 when refused or not wanted */
+    int fd;             /* buffered */
+    int fd_direct;      /* O_DIRECT, or -1 when refused or not wanted */
+    int direct_refused; /* staged reads: O_DIRECT refused at read time, fd_direct unused */
     uint64_t size;
     uint64_t done, total;
     struct s3d_stream_set gpu;
@@ -152,87 +153,182 @@ static int cmp_by_offset(const void *a, const void *b, void *ctx)
     return x < y ? -1 : x > y;
 }
 
-/* Staged path for the device ranges idx[0..m), sorted by file offset. */
+/* The windows of the staged path, in file order: each extent (ranges closer than
+ * FIO_MERGE_GAP) cut into chunk-sized windows, 4 KiB-aligned when direct. */
+struct win_iter {
+    const struct s3d_file_range *ranges;
+    const size_t *idx;
+    size_t m, i, j; /* the extent being cut: ranges idx[i..j) */
+    uint64_t pos, ext_end, chunk;
+    int active, direct;
+};
+
+/* The next window into slot s (file_off, len, seg, seg_end, ext_end); 0 when none is left. */
+static int next_window(struct win_iter *it, struct fio_slot *s)
+{
+    const struct s3d_file_range *r = it->ranges;
+    while (!it->active) {
+        if (it->i >= it->m)
+            return 0;
+        uint64_t ext_start = r[it->idx[it->i]].file_offset;
+        it->ext_end = ext_start + r[it->idx[it->i]].length;
+        it->j = it->i + 1;
+        while (it->j < it->m && r[it->idx[it->j]].file_offset <= it->ext_end + FIO_MERGE_GAP) {
+            it->ext_end =
+                S3D_MAX(it->ext_end, r[it->idx[it->j]].file_offset + r[it->idx[it->j]].length);
+            it->j++;
+        }
+        if (it->ext_end == ext_start) { /* zero-length ranges only */
+            it->i = it->j;
+            continue;
+        }
+        it->pos = it->direct ? ext_start & ~(FIO_BLK - 1) : ext_start;
+        it->active = 1;
+    }
+    if (s == NULL)
+        return 1;
+    uint64_t want = it->ext_end - it->pos;
+    if (it->direct)
+        want = (want + FIO_BLK - 1) & ~(FIO_BLK - 1);
+    s->file_off = it->pos;
+    s->len = S3D_MIN(want, it->chunk);
+    s->seg = it->i;
+    s->seg_end = it->j;
+    s->ext_end = it->ext_end;
+    it->pos += s->len;
+    if (it->pos >= it->ext_end) {
+        it->active = 0;
+        it->i = it->j;
+    }
+    return 1;
+}
+
+/* Fills slot s with the next window and hands its pread to the readers. */
+static void submit_window(struct reader *rd, struct win_iter *it, struct fio_readers *rs,
+                          struct fio_slot *s)
+{
+    next_window(it, s);
+    s->job.fd = rd->fd_direct >= 0 && !rd->direct_refused ? rd->fd_direct : rd->fd;
+    s->job.buf = s->chunk;
+    s->job.len = s->len;
+    s->job.off = s->file_off;
+    fio_readers_submit(rs, &s->job);
+}
+
+/* A window whose pread is done: checks it (a refused O_DIRECT read is read again buffered),
+ * sums each range's part and queues its copies, one event per stream after them. *k is the
+ * first range of the extent that may still need bytes. */
+static int copy_window(struct reader *rd, const struct s3d_file_range *ranges, const size_t *idx,
+                       struct fio_ring *ring, struct fio_slot *s, size_t *k, uint32_t *crc)
+{
+    const uint64_t pos = s->file_off;
+    uint64_t got = s->job.got;
+    int rc = s->job.rc;
+    if (rd->fd_direct >= 0 && s->job.fd == rd->fd_direct &&
+        (rc == -EINVAL || s3d_fileio_refuse_direct == 2)) {
+        /* Refused at read time: this and every later window buffered. The descriptor stays
+         * open until the end of the call: reads in flight may still use it. */
+        S3D_DEBUG("fileio: O_DIRECT read of %s refused, using buffered I/O", rd->path);
+        rd->direct_refused = 1;
+        rc = s3d_pread_full(rd->fd, s->chunk, s->len, pos, &got);
+    }
+    if (rc < 0)
+        return fio_io_fail(-rc, "read", rd->path, pos + got);
+    /* Bytes of this window that belong to the extent must all be there. */
+    const uint64_t valid = S3D_MIN(s->len, s->ext_end - pos);
+    if (got < valid)
+        return truncated(rd, pos + got, valid - got);
+    const uint64_t wend = pos + valid;
+    unsigned char used[S3D_MAX_DEVICES] = {0};
+    for (size_t q = *k; q < s->seg_end; q++) {
+        const struct s3d_file_range *r = &ranges[idx[q]];
+        if (r->file_offset >= wend)
+            break;
+        uint64_t a = S3D_MAX(r->file_offset, pos);
+        uint64_t b = S3D_MIN(r->file_offset + r->length, wend);
+        if (a >= b)
+            continue;
+        const unsigned char *src = (const unsigned char *)s->chunk + (a - pos);
+        struct s3d_stream *st;
+        if (r->crc_out != NULL)
+            crc[q] = s3d_crc32c(crc[q], src, (size_t)(b - a));
+        if ((rc = s3d_stream_set_get(&rd->gpu, r->device, &st)) < 0)
+            return rc;
+        rc = s3d_device_copy_htod(rd->dev, st, (uint64_t)(uintptr_t)r->dst + (a - r->file_offset),
+                                  src, (size_t)(b - a));
+        if (rc < 0)
+            return rc;
+        used[r->device] = 1;
+        rd->done += b - a;
+    }
+    for (int o = 0; o < S3D_MAX_DEVICES; o++)
+        if (used[o] && (rc = fio_slot_record(ring, s, o, rd->gpu.stream[o])) < 0)
+            return rc;
+    while (*k < s->seg_end && ranges[idx[*k]].file_offset + ranges[idx[*k]].length <= wend)
+        (*k)++;
+    return 0;
+}
+
+/* Staged path for the device ranges idx[0..m), sorted by file offset.
+ *
+ * The ring holds, oldest first, windows whose copies are queued and then windows being read
+ * (the newest `reading` slots). Each turn: as many new windows as the ring and the pool allow
+ * go to the reader threads; the oldest window read is summed and copied; copies seen complete
+ * give their chunks back. So up to FIO_READERS preads run while the GPU copies. */
 static int read_staged(struct reader *rd, const struct s3d_file_range *ranges, const size_t *idx,
                        size_t m)
 {
     struct fio_ring ring;
+    struct fio_readers rs;
+    struct win_iter it = {
+        ranges, idx, m, 0, 0, 0, 0, s3d_pool_chunk_size(rd->pool), 0, rd->fd_direct >= 0};
     uint32_t *crc = NULL;
-    const uint64_t chunk = s3d_pool_chunk_size(rd->pool);
+    size_t reading = 0, k = 0, k_ext = (size_t)-1;
     int rc = 0;
 
-    fio_ring_init(&ring, rd->dev, rd->pool);
     crc = calloc(m ? m : 1, sizeof(*crc));
     if (crc == NULL)
         return s3d_fail(S3D_ENOMEM, "read %s: out of memory", rd->path);
+    fio_ring_init(&ring, rd->dev, rd->pool);
+    /* One reader per chunk the ring may hold beyond the one being copied; none for a ring of
+     * one (the reads then run on this thread). */
+    fio_readers_start(&rs, ring.max > 1 ? (int)ring.max - 1 : 0);
 
-    for (size_t i = 0; i < m && rc == 0;) {
-        /* One extent: ranges i..j-1. */
-        uint64_t ext_start = ranges[idx[i]].file_offset;
-        uint64_t ext_end = ext_start + ranges[idx[i]].length;
-        size_t j = i + 1;
-        while (j < m && ranges[idx[j]].file_offset <= ext_end + FIO_MERGE_GAP) {
-            ext_end = S3D_MAX(ext_end, ranges[idx[j]].file_offset + ranges[idx[j]].length);
-            j++;
+    for (;;) {
+        struct fio_slot *s;
+        while (next_window(&it, NULL) && fio_ring_try_push(&ring, &s)) {
+            submit_window(rd, &it, &rs, s);
+            reading++;
         }
-        if (ext_end == ext_start) { /* zero-length ranges only */
-            i = j;
-            continue;
-        }
-        const int direct = rd->fd_direct >= 0;
-        uint64_t pos = direct ? ext_start & ~(FIO_BLK - 1) : ext_start;
-        size_t k = i; /* first range of the extent that may still need bytes */
-        while (pos < ext_end) {
-            uint64_t want = ext_end - pos, win, got;
-            struct fio_slot *s;
-            if (direct)
-                want = (want + FIO_BLK - 1) & ~(FIO_BLK - 1);
-            win = S3D_MIN(want, chunk);
+        if (reading == 0) {
+            if (!next_window(&it, NULL))
+                break;
+            /* Ring full of copies, or the pool empty: wait for room (every slot is a copy). */
             if ((rc = fio_ring_next(&ring, rd->o->cancel, NULL, NULL, &s)) < 0)
                 goto out;
-            if ((rc = read_window(rd, s->chunk, win, pos, &got)) < 0)
-                goto out;
-            /* Bytes of this window that belong to the extent must all be there. */
-            uint64_t valid = S3D_MIN(win, ext_end - pos);
-            if (got < valid) {
-                rc = truncated(rd, pos + got, valid - got);
-                goto out;
-            }
-            uint64_t wend = pos + valid;
-            unsigned char used[S3D_MAX_DEVICES] = {0};
-            for (size_t q = k; q < j; q++) {
-                const struct s3d_file_range *r = &ranges[idx[q]];
-                if (r->file_offset >= wend)
-                    break;
-                uint64_t a = S3D_MAX(r->file_offset, pos);
-                uint64_t b = S3D_MIN(r->file_offset + r->length, wend);
-                if (a >= b)
-                    continue;
-                const unsigned char *src = (const unsigned char *)s->chunk + (a - pos);
-                struct s3d_stream *st;
-                if (r->crc_out != NULL)
-                    crc[q] = s3d_crc32c(crc[q], src, (size_t)(b - a));
-                if ((rc = s3d_stream_set_get(&rd->gpu, r->device, &st)) < 0)
-                    goto out;
-                rc = s3d_device_copy_htod(rd->dev, st,
-                                          (uint64_t)(uintptr_t)r->dst + (a - r->file_offset), src,
-                                          (size_t)(b - a));
-                if (rc < 0)
-                    goto out;
-                used[r->device] = 1;
-                rd->done += b - a;
-            }
-            /* One event per stream used, after the window's last copy on it. */
-            for (int o = 0; o < S3D_MAX_DEVICES; o++)
-                if (used[o] && (rc = fio_slot_record(&ring, s, o, rd->gpu.stream[o])) < 0)
-                    goto out;
-            while (k < j && ranges[idx[k]].file_offset + ranges[idx[k]].length <= wend)
-                k++;
-            pos += win;
-            if ((rc = fio_check_cancel(rd->o, rd->done, rd->total)) < 0)
-                goto out;
+            submit_window(rd, &it, &rs, s);
+            reading++;
         }
-        i = j;
+        s = &ring.s[(ring.head + ring.count - reading) % FIO_MAX_INFLIGHT];
+        fio_readers_wait(&rs, &s->job);
+        reading--;
+        if (s->seg != k_ext) { /* the first window of its extent */
+            k_ext = s->seg;
+            k = s->seg;
+        }
+        if ((rc = copy_window(rd, ranges, idx, &ring, s, &k, crc)) < 0)
+            goto out;
+        if ((rc = fio_check_cancel(rd->o, rd->done, rd->total)) < 0)
+            goto out;
+        /* Copies already done give their chunks back, without waiting. */
+        while (ring.count > reading) {
+            if ((rc = fio_slot_query(&ring, fio_ring_oldest(&ring), 0)) < 0)
+                goto out;
+            if (rc == 0)
+                break;
+            fio_ring_pop(&ring);
+        }
+        rc = 0;
     }
     /* Every copy must be complete before the caller may use the tensors. */
     while (ring.count > 0 && rc == 0) {
@@ -249,6 +345,8 @@ static int read_staged(struct reader *rd, const struct s3d_file_range *ranges, c
             if (ranges[idx[q]].crc_out != NULL)
                 *ranges[idx[q]].crc_out = crc[q];
 out:
+    /* Reads in flight write into chunks of the ring: they end before the chunks go back. */
+    fio_readers_stop(&rs);
     if (rc < 0) /* copies queued before a failure may read chunks; rc is what is reported */
         s3d_ignore_rc(s3d_stream_set_sync(&rd->gpu));
     fio_ring_drain(&ring);
@@ -256,7 +354,6 @@ out:
     return rc;
 }
 
-/* CRC of device memory: copied back through pool chunks (the cuFile path). */
 /* cuFile path; 1 when cuFile cannot be used here and AUTO should fall back. */
 static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, const size_t *idx,
                        size_t m)
@@ -278,6 +375,14 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
         }
         return s3d_fail_prefix(rc == S3D_ENOTSUP ? S3D_ECUFILE : rc, "read %s", rd->path);
     }
+    if (rd->o->mode == S3D_FILE_IO_AUTO && s3d_cufile_file_mode(cf) == S3D_CUFILE_MODE_COMPAT) {
+        /* Registered, but cuFile would only copy through its own bounce buffers. */
+        S3D_DEBUG("fileio: cuFile serves %s in compatibility mode only, using O_DIRECT", rd->path);
+        s3d_cufile_close(cf);
+        return 1;
+    }
+    S3D_DEBUG("fileio: %s read by cuFile, mode %s (%s)", rd->path,
+              s3d_cufile_mode_name(s3d_cufile_file_mode(cf)), s3d_cufile_file_why(cf));
     /* cuFile does not follow stream order: the caller's work on each destination device
      * (kernels still reading the memory) must be finished before the first read. */
     for (size_t q = 0; q < m && rc == 0; q++) {
@@ -296,9 +401,13 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
                 *r->crc_out = 0;
             continue;
         }
-        rc = s3d_cufile_read(cf, r->device, (uint64_t)(uintptr_t)r->dst, r->length, r->file_offset,
-                             &got);
-        if (rc < 0 && rd->o->mode == S3D_FILE_IO_AUTO) {
+        const struct fio_cufile_io io = {
+            rd->dev,       rd->pool,       &rd->gpu,  cf,
+            rd->o->cancel, r->device,      0,         (uint64_t)(uintptr_t)r->dst,
+            r->length,     r->file_offset, r->crc_out};
+        int io_failed = 0;
+        rc = fio_cufile_crc_io(&io, &got, &io_failed);
+        if (rc < 0 && io_failed && rd->o->mode == S3D_FILE_IO_AUTO) {
             /* A run-time cuFile failure is not the load's: the staged path reads it all. */
             S3D_WARN("fileio: cuFileRead of %s failed (%s), reading through the staging pool",
                      rd->path, s3d_last_error_message());
@@ -315,10 +424,6 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
             rc = truncated(rd, r->file_offset + got, r->length - got);
             break;
         }
-        if (r->crc_out != NULL && (rc = fio_crc_of_device(rd->dev, rd->pool, &rd->gpu, r->device,
-                                                          (uint64_t)(uintptr_t)r->dst, r->length,
-                                                          rd->o->cancel, r->crc_out)) < 0)
-            break;
         rd->done += r->length;
         if ((rc = fio_check_cancel(rd->o, rd->done, rd->total)) < 0)
             break;

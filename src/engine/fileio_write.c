@@ -106,6 +106,17 @@ static int writer_cufile(struct s3d_file_writer *w, int ordinal)
         }
         return s3d_fail_prefix(rc == S3D_ENOTSUP ? S3D_ECUFILE : rc, "write %s", w->path);
     }
+    if (w->o.mode == S3D_FILE_IO_AUTO && s3d_cufile_file_mode(w->cf) == S3D_CUFILE_MODE_COMPAT) {
+        /* Registered, but cuFile would only copy through its own bounce buffers. */
+        S3D_DEBUG("fileio: cuFile serves %s in compatibility mode only (%s), writing through "
+                  "the staging pool",
+                  w->path, s3d_cufile_file_why(w->cf));
+        s3d_cufile_close(w->cf);
+        w->cf = NULL;
+        return 0;
+    }
+    S3D_DEBUG("fileio: %s written by cuFile, mode %s (%s)", w->path,
+              s3d_cufile_mode_name(s3d_cufile_file_mode(w->cf)), s3d_cufile_file_why(w->cf));
     w->cufile_state = 1;
     return 1;
 }
@@ -176,8 +187,21 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
             /* cuFile does not follow stream order: finish the producers first. */
             if ((rc = s3d_device_stream_sync(w->dev, st)) < 0)
                 break;
-            rc = s3d_cufile_write(w->cf, sg->device, (uint64_t)(uintptr_t)sg->src, sg->length, off);
-            if (rc < 0 && w->o.mode == S3D_FILE_IO_AUTO) {
+            const struct fio_cufile_io io = {w->dev,
+                                             w->pool,
+                                             &w->gpu,
+                                             w->cf,
+                                             w->o.cancel,
+                                             sg->device,
+                                             1,
+                                             (uint64_t)(uintptr_t)sg->src,
+                                             sg->length,
+                                             off,
+                                             crc_out ? &crc_out[i] : NULL};
+            uint64_t moved;
+            int io_failed = 0;
+            rc = fio_cufile_crc_io(&io, &moved, &io_failed);
+            if (rc < 0 && io_failed && w->o.mode == S3D_FILE_IO_AUTO) {
                 /* A run-time cuFile failure is not the save's: this segment and the rest go
                  * through the staging pool (rewriting whatever cuFile wrote). */
                 S3D_WARN("fileio: cuFileWrite of %s failed (%s), writing through the staging "
@@ -187,16 +211,14 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
                 w->cufile_state = -1;
                 via_cufile = 0;
                 rc = 0;
+                if (crc_out != NULL)
+                    crc_out[i] = 0;
             } else if (rc < 0) {
                 rc = s3d_fail_prefix(rc, "write %s", w->path);
                 break;
             }
         }
         if (via_cufile) {
-            if (crc_out != NULL && (rc = fio_crc_of_device(w->dev, w->pool, &w->gpu, sg->device,
-                                                           (uint64_t)(uintptr_t)sg->src, sg->length,
-                                                           w->o.cancel, &crc_out[i])) < 0)
-                break;
             w->written += sg->length;
             off += sg->length;
             rc = fio_check_cancel(&w->o, w->written, w->o.progress_total);

@@ -58,6 +58,9 @@ class Ctx:
         self.scratch = a.scratch
         self.gib = a.gib
         self.client = s3direct.Client(endpoint_url=a.endpoint)
+        # the S3 -> host/GPU rates read from the C origin on the same objects when given
+        self.read_client = (s3direct.Client(endpoint_url=a.read_endpoint) if a.read_endpoint
+                            else self.client)
         self.bucket = "gpucheck"
         req = urllib.request.Request(f"{a.endpoint}/{self.bucket}", method="PUT")
         urllib.request.urlopen(req).read()
@@ -298,12 +301,12 @@ def rates(ctx):
             rate(ctx, "GPU -> S3 (save)", nbytes,
                  lambda: s3direct.save(devt, ctx.uri(key), client=ctx.client))
         rate(ctx, "S3 -> host (load)", nbytes,
-             lambda: s3direct.load(ctx.uri(key), client=ctx.client))
+             lambda: s3direct.load(ctx.uri(key), client=ctx.read_client))
         if not ctx.emulate:
             rate(ctx, "S3 -> GPU (load)", nbytes,
-                 lambda: s3direct.load(ctx.uri(key), device="cuda:0", client=ctx.client))
+                 lambda: s3direct.load(ctx.uri(key), device="cuda:0", client=ctx.read_client))
             rate(ctx, "S3 -> GPU (load_into)", nbytes,
-                 lambda: s3direct.load_into(devt, ctx.uri(key), client=ctx.client))
+                 lambda: s3direct.load_into(devt, ctx.uri(key), client=ctx.read_client))
         rate(ctx, "GPU -> file (save)" if not ctx.emulate else "host -> file (save)", nbytes,
              lambda: s3direct.save(devt, path))
         os.posix_fadvise(os.open(path, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)
@@ -321,6 +324,8 @@ def rates(ctx):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--read-endpoint", default=None,
+                    help="origin for the S3 -> host/GPU rates (s3origin_get, same objects)")
     ap.add_argument("--scratch", required=True)
     ap.add_argument("--json", required=True)
     ap.add_argument("--gib", type=float, default=4.0)

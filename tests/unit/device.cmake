@@ -5,7 +5,9 @@ s3d_test(test_device_emu unit/test_device_emu.c)
 s3d_test(test_pool unit/test_pool.c)
 s3d_test(test_fileio unit/test_fileio.c)
 # Stand-ins for libcuda.so.1 and libcufile.so.0 (one source), found first by test_cuda_fake
-# through its build run path: the cuda backend's code runs without a GPU.
+# through its run path: the cuda backend's code runs without a GPU. The run path is relative
+# ($ORIGIN/../fakecuda: tests/bin and tests/fakecuda side by side, here and in the GPU
+# bundle), so a copy of the tests runs anywhere, never with this build folder's libraries.
 set(S3D_FAKE_CUDA_DIR ${CMAKE_BINARY_DIR}/tests/fakecuda)
 foreach(lib cuda cufile)
   add_library(fake_${lib} SHARED unit/fake_cuda.c)
@@ -18,7 +20,8 @@ set_target_properties(fake_cuda PROPERTIES SOVERSION 1)
 set_target_properties(fake_cufile PROPERTIES SOVERSION 0)
 s3d_test(test_cuda_fake unit/test_cuda_fake.c)
 add_dependencies(test_cuda_fake fake_cuda fake_cufile)
-set_target_properties(test_cuda_fake PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_DIR})
+set(S3D_FAKE_CUDA_RPATH "\$ORIGIN/../fakecuda")
+set_target_properties(test_cuda_fake PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_RPATH})
 # DT_RPATH, not DT_RUNPATH: under ASan the dlopen caller is libasan, whose lookup sees only the
 # executable's DT_RPATH.
 target_link_options(test_cuda_fake PRIVATE -Wl,--disable-new-dtags)
@@ -26,5 +29,5 @@ target_link_options(test_cuda_fake PRIVATE -Wl,--disable-new-dtags)
 # the fake libcuda is on its run path, so a dlopen of libcuda.so.1 would find it.
 s3d_test(test_cuda_rules unit/test_cuda_rules.c integ/ckpt_util.c)
 add_dependencies(test_cuda_rules fake_cuda fake_cufile)
-set_target_properties(test_cuda_rules PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_DIR})
+set_target_properties(test_cuda_rules PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_RPATH})
 target_link_options(test_cuda_rules PRIVATE -Wl,--disable-new-dtags)

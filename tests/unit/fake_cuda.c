@@ -75,8 +75,19 @@ struct alloc {
 static struct alloc g_allocs[256];
 
 struct fake_cuda_stats {
-    int copies, bad_context, retains, releases, stream_flags_seen, wait_events;
+    int copies, bad_context, retains, releases, stream_flags_seen, wait_events, stream_syncs;
 };
+static int g_pending; /* copies queued and not yet performed, on every stream (under g_mu) */
+
+/* Copies queued on any stream and not yet performed: what the libcufile copy asks to see
+ * whether its I/O overlaps copies (a GPU's copy engine runs them meanwhile). */
+EXPORT int fake_cuda_pending_copies(void)
+{
+    pthread_mutex_lock(&g_mu);
+    int n = g_pending;
+    pthread_mutex_unlock(&g_mu);
+    return n;
+}
 static struct fake_cuda_stats g_stats;
 
 EXPORT void fake_cuda_stats(struct fake_cuda_stats *out)
@@ -257,6 +268,7 @@ static void run(struct fstream *s, unsigned long long seq, int depth)
                 run(op.wait, op.wait_seq, depth + 1);
         } else {
             memcpy(op.dst, op.src, op.n);
+            g_pending--;
         }
     }
     if (s->done == s->n_ops) {
@@ -278,6 +290,7 @@ static CUresult copy(void *dst, const void *src, size_t n, void *stream)
     /* Deferred: the bytes move when the stream's work is seen complete or synchronized. */
     pthread_mutex_lock(&g_mu);
     push(s, (struct fop){dst, src, n, NULL, 0});
+    g_pending++;
     pthread_mutex_unlock(&g_mu);
     g_stats.copies++;
     return 0;
@@ -318,6 +331,7 @@ EXPORT CUresult cuStreamSynchronize(void *s)
     struct fstream *st = stream_of(s);
     if (st == NULL)
         return 201;
+    g_stats.stream_syncs++;
     pthread_mutex_lock(&g_mu);
     run(st, ~0ull, 0);
     pthread_mutex_unlock(&g_mu);
@@ -499,6 +513,54 @@ EXPORT const char *fake_cufile_logfile(void)
 {
     return g_cufile_logfile;
 }
+/* Driver modes (FAKE_CUFILE_MODE, read by each call): unset, nvidia-fs capable (its
+ * dstatusflags say NVMe and NFS; whether nvidia-fs is loaded is the library's own check);
+ * "p2pdma", cuFile 1.15 over the kernel's PCI P2PDMA (the P2P feature flag, use_pcip2pdma
+ * on, no nvidia-fs version); "compat", force_compat_mode on. */
+typedef struct {
+    struct {
+        unsigned int major_version, minor_version;
+        size_t poll_thresh_size, max_direct_io_size;
+        unsigned int dstatusflags, dcontrolflags;
+    } nvfs;
+    unsigned int fflags, max_device_cache_size, per_buffer_cache_size, max_device_pinned_mem_size,
+        max_batch_io_size, max_batch_io_timeout_msecs;
+} CUfileDrvProps_t;
+static const char *fake_mode(void)
+{
+    const char *m = getenv("FAKE_CUFILE_MODE");
+    return m != NULL ? m : "";
+}
+EXPORT CUfileError_t cuFileGetVersion(int *version)
+{
+    *version = 1150; /* 1.15 */
+    return (CUfileError_t){0, 0};
+}
+EXPORT CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *p)
+{
+    if (!g_cufile_open)
+        return (CUfileError_t){5001, 0}; /* DRIVER_NOT_INITIALIZED */
+    memset(p, 0, sizeof(*p));
+    p->nvfs.max_direct_io_size = 16384;
+    p->nvfs.dcontrolflags = 1u << 1; /* ALLOW_COMPAT_MODE */
+    if (strcmp(fake_mode(), "p2pdma") == 0) {
+        p->fflags = 1u << 4; /* CU_FILE_P2P_SUPPORTED */
+    } else if (strcmp(fake_mode(), "compat") != 0) {
+        p->nvfs.major_version = 2;
+        p->nvfs.minor_version = 26;
+        p->nvfs.dstatusflags = 1u << 4 | 1u << 2; /* NVME, NFS */
+    }
+    return (CUfileError_t){0, 0};
+}
+/* CUFileBoolConfigParameter_t: 2 FORCE_COMPAT_MODE, 7 USE_PCIP2PDMA. */
+EXPORT CUfileError_t cuFileGetParameterBool(int param, _Bool *value)
+{
+    if (param < 0 || param > 11 || value == NULL)
+        return (CUfileError_t){5022, 0};
+    *value = (param == 7 && strcmp(fake_mode(), "p2pdma") == 0) ||
+             (param == 2 && strcmp(fake_mode(), "compat") == 0);
+    return (CUfileError_t){0, 0};
+}
 EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
 {
     if (d->type != 1 || d->fs_ops != NULL || cufile_ctx() == NULL)
@@ -530,6 +592,25 @@ EXPORT int fake_cufile_reads(void)
 {
     return g_cufile_reads;
 }
+/* cuFileRead/cuFileWrite calls made while a device copy was queued and not yet performed: on
+ * a GPU that copy runs during the I/O. A CRC pass that copies back only after the I/O, or
+ * synchronizes after each copy, never overlaps. */
+static int g_cufile_overlapped;
+EXPORT int fake_cufile_overlapped(void)
+{
+    return g_cufile_overlapped;
+}
+static void note_overlap(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    int (*pending)(void) = NULL;
+    if (lib != NULL) {
+        *(void **)&pending = dlsym(lib, "fake_cuda_pending_copies");
+        if (pending != NULL && pending() > 0)
+            g_cufile_overlapped++;
+        dlclose(lib);
+    }
+}
 /* Moves at most 1 MiB per call, to exercise the callers' loops over short transfers.
  * FAKE_CUFILE_FAIL_IO=1 makes it fail as a broken GDS path does (CU_FILE_IO_ERROR). */
 EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
@@ -538,6 +619,7 @@ EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
     if (cufile_ctx() == NULL)
         return -5015; /* CONTEXT_MISMATCH */
     g_cufile_reads++;
+    note_overlap();
     if (f && *f == '1')
         return -5044;
     return pread((int)(intptr_t)fh - 1, (char *)base + boff, n > (1u << 20) ? 1u << 20 : n, off);
@@ -567,6 +649,7 @@ EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t n, off_t off, off_
     int fd = (int)(intptr_t)fh - 1;
     if (cufile_ctx() == NULL)
         return -5015;
+    note_overlap();
     if (f && *f == '1')
         return -5044;
     n = n > (1u << 20) ? 1u << 20 : n;

@@ -16,7 +16,7 @@
 #include "testutil.h"
 
 struct fake_cuda_stats {
-    int copies, bad_context, retains, releases, stream_flags_seen, wait_events;
+    int copies, bad_context, retains, releases, stream_flags_seen, wait_events, stream_syncs;
 };
 
 static void (*stats)(struct fake_cuda_stats *);
@@ -88,8 +88,50 @@ static void load_into_dev1(uint64_t d1, int (*ctx_refs)(int), const char *nvfs_p
     set_cur(saved);
 }
 
-int main(void)
+/* test_cuda_fake cufile-mode MODE EXT4_FILE TMPFS_FILE CUFILE_JSON: run by main in a process
+ * of its own, with the fake libcufile in driver mode MODE ("p2pdma": cuFile 1.15 over PCI
+ * P2PDMA, no nvidia-fs; "compat": force_compat_mode, nvidia-fs present). Exit 0 when the
+ * driver and each file are seen in the right mode. */
+static int cufile_mode_child(char **argv)
 {
+    const int p2p = strcmp(argv[2], "p2pdma") == 0;
+    struct s3d_device *d2;
+    struct s3d_cufile *h1 = NULL, *h2 = NULL;
+    const char *why = NULL;
+    setenv("FAKE_CUFILE_MODE", argv[2], 1);
+    if (p2p) {
+        unsetenv("S3D_NVFS_PATH");
+        setenv("CUFILE_ENV_PATH_JSON", "/nonexistent/cufile.json", 1);
+        if (s3d_cufile_gds() != 0) /* no nvidia-fs, no P2PDMA configured */
+            return 2;
+        setenv("CUFILE_ENV_PATH_JSON", argv[5], 1);
+        if (s3d_cufile_gds() != 1) /* configured: worth opening */
+            return 3;
+    } else {
+        setenv("S3D_NVFS_PATH", argv[3], 1);
+    }
+    if (s3d_device_open(0, &d2) != 0 || s3d_cufile_available(d2, 0, &why) != 1)
+        return 4;
+    const int want = p2p ? S3D_CUFILE_MODE_P2PDMA : S3D_CUFILE_MODE_COMPAT;
+    if (s3d_cufile_driver_mode() != want || s3d_cufile_gds() != p2p)
+        return 5;
+    int e2 = open(argv[3], O_RDONLY), s2 = open(argv[4], O_RDONLY);
+    if (s3d_cufile_open(d2, 0, e2, &h1) != 0 || s3d_cufile_open(d2, 0, s2, &h2) != 0)
+        return 6;
+    if (s3d_cufile_file_mode(h1) != want || s3d_cufile_file_mode(h2) != S3D_CUFILE_MODE_COMPAT)
+        return 7;
+    s3d_cufile_close(h1);
+    s3d_cufile_close(h2);
+    close(e2);
+    close(s2);
+    s3d_device_free(d2);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 6 && strcmp(argv[1], "cufile-mode") == 0)
+        return cufile_mode_child(argv);
     void *lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (lib == NULL)
         t_skip("the fake libcuda.so.1 does not load: %s", dlerror());
@@ -354,6 +396,8 @@ int main(void)
     /* cuFile: read (in 1 MiB pieces, the fake's limit) with the CRC pass, and write. */
     const char *why = NULL;
     if (fake_cufile) {
+        /* The test folder counts as being on NVMe (the per-file mode checks below say why). */
+        setenv("S3D_CUFILE_BLOCK", "nvme", 1);
         int (*cf_opens)(void) = (int (*)(void))dlsym(culib, "fake_cufile_opens");
         int (*ctx_refs)(int) = (int (*)(int))dlsym(lib, "fake_cuda_ctx_refs");
         CHECK(cf_opens != NULL && ctx_refs != NULL);
@@ -394,12 +438,43 @@ int main(void)
             CHECK_STREQ(cf_logfile(), "");
         int (*cf_reads)(void) = cf_lib ? (int (*)(void))dlsym(cf_lib, "fake_cufile_reads") : NULL;
         CHECK(cf_reads != NULL);
+        int (*cf_overlapped)(void) =
+            cf_lib ? (int (*)(void))dlsym(cf_lib, "fake_cufile_overlapped") : NULL;
+        CHECK(cf_overlapped != NULL);
         memset((void *)(uintptr_t)d1, 0, 8u << 20);
         r[0].file_offset = 1;
         o.mode = S3D_FILE_IO_CUFILE;
+        /* The CRC of bytes cuFile put on the GPU is summed from copies back that run while
+         * cuFile reads the next piece (3 pieces of the 1 MiB chunk here), with no synchronize
+         * per piece: at most the one before the first read (the caller's work). */
+        struct fake_cuda_stats c0, c1;
+        r[0].crc_out = NULL; /* the synchronizes of a read without CRC */
+        stats(&c0);
         CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+        stats(&c1);
+        const int syncs_no_crc = c1.stream_syncs - c0.stream_syncs;
+        r[0].crc_out = &crc[0];
+        memset((void *)(uintptr_t)d1, 0, 8u << 20);
+        int ov0 = cf_overlapped();
+        stats(&c0);
+        CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+        stats(&c1);
         CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 1, 3u << 20) == 0);
         CHECK(crc[0] == s3d_crc32c(0, data + 1, 3u << 20));
+        if (cf_overlapped() - ov0 < 2 || c1.stream_syncs - c0.stream_syncs > syncs_no_crc)
+            t_fail(__FILE__, __LINE__, "cuFile read: %d reads overlapped a copy, %d syncs (%d)",
+                   cf_overlapped() - ov0, c1.stream_syncs - c0.stream_syncs, syncs_no_crc);
+        /* Every length around the pieces: the right CRC, the chunks back in the pool. */
+        static const uint64_t cl[] = {
+            1, 4095, (1u << 20) - 1, 1u << 20, (1u << 20) + 1, (2u << 20) + 7, 3u << 20};
+        for (size_t q = 0; q < S3D_ARRAY_LEN(cl); q++) {
+            struct s3d_file_range one = {4096 + 3, cl[q], (void *)(uintptr_t)(d1 + 16), 1, &crc[0]};
+            crc[0] = 0;
+            CHECK_OK(s3d_file_read_ranges(dev, pool, path, &one, 1, &o));
+            CHECK(memcmp((void *)(uintptr_t)(d1 + 16), data + 4096 + 3, cl[q]) == 0);
+            CHECK(crc[0] == s3d_crc32c(0, data + 4096 + 3, cl[q]));
+            CHECK(s3d_pool_free_count(pool) == 4);
+        }
         /* AUTO: no nvidia-fs here, so cuFile would run in compatibility mode: the staged
          * path is used. With nvidia-fs (S3D_NVFS_PATH stands in for it), cuFile. */
         o.mode = S3D_FILE_IO_AUTO;
@@ -445,8 +520,15 @@ int main(void)
         CHECK(cf_rmw != NULL);
         int rmw_before = cf_rmw();
         CHECK_OK(s3d_file_writer_open(dev, pool, out, &o, &w));
+        ov0 = cf_overlapped();
+        stats(&c0);
         CHECK_OK(s3d_file_writer_write(w, 10, &seg, 1, &wcrc));
+        stats(&c1);
         CHECK(cf_rmw() > rmw_before);
+        /* Writes too: each piece's copy back runs while cuFile writes it. */
+        if (cf_overlapped() - ov0 < 3 || c1.stream_syncs - c0.stream_syncs > syncs_no_crc)
+            t_fail(__FILE__, __LINE__, "cuFile write: %d writes overlapped a copy, %d syncs",
+                   cf_overlapped() - ov0, c1.stream_syncs - c0.stream_syncs);
         CHECK_OK(s3d_file_writer_pwrite(w, 0, "0123456789", 10));
         CHECK_OK(s3d_file_writer_commit(w));
         s3d_file_writer_free(w);
@@ -481,6 +563,78 @@ int main(void)
         unsetenv("FAKE_CUFILE_FAIL_IO");
         unsetenv("S3D_NVFS_PATH");
 
+        /* Which way cuFile moves a file's bytes. nvidia-fs here (the fake's properties serve
+         * NVMe): a file on ext4 goes direct, a file on tmpfs is registered all the same but
+         * runs in compatibility mode, so AUTO reads it through the staging pool. */
+        setenv("S3D_NVFS_PATH", path, 1);
+        CHECK(s3d_cufile_driver_mode() == S3D_CUFILE_MODE_NVFS);
+        CHECK_STREQ(s3d_cufile_mode_name(S3D_CUFILE_MODE_NVFS), "nvidia-fs");
+        char shm_path[128];
+        snprintf(shm_path, sizeof(shm_path), "/dev/shm/s3d-fake-%ld.bin", (long)getpid());
+        int sfd = open(shm_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        CHECK(sfd >= 0 && write(sfd, data, fsz) == (ssize_t)fsz);
+        int efd = open(path, O_RDONLY);
+        CHECK(efd >= 0);
+        struct s3d_cufile *cfe, *cfs;
+        /* ext4 on a disk that is not NVMe (a VM's virtio disk): compatibility mode too. */
+        setenv("S3D_CUFILE_BLOCK", "other", 1);
+        CHECK_OK(s3d_cufile_open(dev, 1, efd, &cfe));
+        CHECK(s3d_cufile_file_mode(cfe) == S3D_CUFILE_MODE_COMPAT);
+        s3d_cufile_close(cfe);
+        setenv("S3D_CUFILE_BLOCK", "nvme", 1); /* as if the test folder were on NVMe */
+        CHECK_OK(s3d_cufile_open(dev, 1, efd, &cfe));
+        CHECK_OK(s3d_cufile_open(dev, 1, sfd, &cfs));
+        CHECK(s3d_cufile_file_mode(cfe) == S3D_CUFILE_MODE_NVFS);
+        CHECK(s3d_cufile_file_mode(cfs) == S3D_CUFILE_MODE_COMPAT);
+        s3d_cufile_close(cfe);
+        s3d_cufile_close(cfs);
+        o.mode = S3D_FILE_IO_AUTO;
+        int reads0 = cf_reads();
+        struct s3d_file_range sr = {4097, 3u << 20, (void *)(uintptr_t)(d1 + 8), 1, &crc[0]};
+        memset((void *)(uintptr_t)d1, 0, 8u << 20);
+        CHECK_OK(s3d_file_read_ranges(dev, pool, shm_path, &sr, 1, &o));
+        CHECK(cf_reads() == reads0); /* tmpfs: the staged path */
+        CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 4097, 3u << 20) == 0);
+        CHECK(crc[0] == s3d_crc32c(0, data + 4097, 3u << 20));
+        CHECK_OK(s3d_file_read_ranges(dev, pool, path, &sr, 1, &o));
+        CHECK(cf_reads() > reads0); /* ext4: cuFile */
+        /* CUFILE mode uses cuFile even in compatibility mode (the user asked for it). */
+        reads0 = cf_reads();
+        o.mode = S3D_FILE_IO_CUFILE;
+        CHECK_OK(s3d_file_read_ranges(dev, pool, shm_path, &sr, 1, &o));
+        CHECK(cf_reads() > reads0);
+        close(efd);
+        close(sfd);
+        unsetenv("S3D_NVFS_PATH");
+        /* cuFile 1.15's P2PDMA (no nvidia-fs): AUTO opens cuFile when cufile.json turns
+         * use_pcip2pdma on, the driver reports it, and ext4 goes direct, tmpfs not. Forced
+         * compatibility mode: not GDS even with nvidia-fs. Each in a child, which opens its
+         * own driver. */
+        char json[600];
+        snprintf(json, sizeof(json), "%s/cufile.json", t_tmpdir());
+        FILE *jf = fopen(json, "w");
+        CHECK(jf != NULL);
+        fputs("{\n  \"properties\": {\n    // \"use_pcip2pdma\": false,\n"
+              "    \"use_pcip2pdma\" : true\n  }\n}\n",
+              jf);
+        fclose(jf);
+        for (int m = 0; m < 2; m++) {
+            pid = fork();
+            CHECK(pid >= 0);
+            if (pid == 0) {
+                /* A new process image: a forked child would not reopen the parent's cuFile. */
+                execl("/proc/self/exe", "test_cuda_fake", "cufile-mode",
+                      m == 0 ? "p2pdma" : "compat", path, shm_path, json, (char *)NULL);
+                _exit(9);
+            }
+            CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+            if (WEXITSTATUS(status) != 0)
+                t_fail(__FILE__, __LINE__, "cuFile mode %s: child exit %d",
+                       m == 0 ? "p2pdma" : "compat", WEXITSTATUS(status));
+        }
+        unlink(json);
+        unlink(shm_path);
+
         /* A child forked after this process opened cuFile does not reopen it. */
         pid = fork();
         CHECK(pid >= 0);
@@ -494,6 +648,7 @@ int main(void)
             _exit(0);
         }
         CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        unsetenv("S3D_CUFILE_BLOCK");
     } else {
         printf("a real libcufile.so.0 is found first: cuFile part skipped\n");
     }
@@ -504,10 +659,10 @@ int main(void)
     CHECK(st.bad_context == 0);
     CHECK(st.stream_flags_seen >= 2); /* ours were CU_STREAM_NON_BLOCKING */
     /* 1 + 2 above, + each read waiting for the caller stream once per device (2 for the
-     * staged read, 1 for each of the 5 cuFile-mode reads), + the 2 writers waiting on it, + 4
-     * for each of the 2 checkpoint round trips (a save and a load on 2 devices), + 2 for each
-     * of the 2 round trips on device 1 of load_into_dev1. */
-    CHECK(st.wait_events == 1 + 4 + 8 + (7 + 4) * fake_cufile);
+     * staged read, 1 for each of the 15 cuFile-mode reads and the staged read of a tmpfs file), +
+     * the 2 writers waiting on it, + 4 for each of the 2 checkpoint round trips (a save and a load
+     * on 2 devices), + 2 for each of the 2 round trips on device 1 of load_into_dev1. */
+    CHECK(st.wait_events == 1 + 4 + 8 + (18 + 4) * fake_cufile);
     CHECK(st.copies > 6);
 
     unlink(path);

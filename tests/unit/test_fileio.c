@@ -20,6 +20,7 @@
 #include "common/crc32c.h"
 #include "device/device.h"
 #include "engine/fileio.h"
+#include "engine/fileio_stage.h"
 #include "engine/pool.h"
 #include "testutil.h"
 
@@ -183,6 +184,49 @@ static void many_ranges(const char *path, int mode, uint64_t chunk)
     }
     CHECK(s3d_pool_free_count(pool) == 3);
     free(host);
+    s3d_device_mem_free(g_emu, 0, dmem);
+    s3d_pool_free(pool);
+}
+
+/* Staged reads keep more than one pread in flight while copies run (the hold makes the first
+ * pread wait for a second, so the overlap is seen on a loaded machine), with the right bytes
+ * for many offsets and lengths and every chunk back in the pool. */
+static void read_depth(const char *path, int mode)
+{
+    static const uint64_t doffs[] = {0, 8, 4096, 4104, 65536 + 8, 1000000};
+    static const uint64_t dlens[] = {8,          4096,     65536,          65536 + 8,
+                                     200000 + 8, 1u << 20, (1u << 20) + 8, (2u << 20) + 777};
+    struct s3d_pool *pool;
+    struct s3d_file_io_opts o = {.mode = mode};
+    uint64_t dmem;
+    CHECK_OK(s3d_pool_new(g_emu, 4 * 65536, 65536, &pool));
+    CHECK_OK(s3d_device_mem_alloc(g_emu, 0, FILE_SIZE + 64, &dmem));
+    unsigned char *view = s3d_device_emu_view(dmem);
+    for (size_t i = 0; i < S3D_ARRAY_LEN(doffs); i++) {
+        for (size_t j = 0; j < S3D_ARRAY_LEN(dlens); j++) {
+            uint64_t off = doffs[i], len = dlens[j];
+            uint32_t crc = 0;
+            if (off + len > FILE_SIZE)
+                continue;
+            memset(view, 0xee, len + 16);
+            s3d_fileio_read_hold = len >= 3 * 65536; /* a second read is queued at once */
+            s3d_fileio_reads_peak = 0;
+            struct s3d_file_range r = {off, len, (void *)(uintptr_t)(dmem + 8), 0, &crc};
+            CHECK_OK(s3d_file_read_ranges(g_emu, pool, path, &r, 1, &o));
+            s3d_fileio_read_hold = 0;
+            if (memcmp(view + 8, g_data + off, len) != 0 || view[7] != 0xee ||
+                view[8 + len] != 0xee)
+                t_fail(__FILE__, __LINE__, "depth mode %d off %llu len %llu: wrong bytes", mode,
+                       (unsigned long long)off, (unsigned long long)len);
+            CHECK(crc == s3d_crc32c(0, g_data + off, len));
+            /* Three windows or more: reads overlapped. */
+            if (len >= 3 * 65536 && s3d_fileio_reads_peak < 2)
+                t_fail(__FILE__, __LINE__, "mode %d off %llu len %llu: %d read(s) at once", mode,
+                       (unsigned long long)off, (unsigned long long)len, s3d_fileio_reads_peak);
+            CHECK(s3d_fileio_reads_peak <= 3);
+            CHECK(s3d_pool_free_count(pool) == 4);
+        }
+    }
     s3d_device_mem_free(g_emu, 0, dmem);
     s3d_pool_free(pool);
 }
@@ -365,6 +409,7 @@ static void run_in(const char *dir)
         device_alignment(path, modes[m]);
         many_ranges(path, modes[m], 16384);
         many_ranges(path, modes[m], 1u << 20);
+        read_depth(path, modes[m]);
     }
     /* The buffered fallback when the file system refuses O_DIRECT at open or at read. */
     for (int refuse = 1; refuse <= 2; refuse++) {
@@ -372,6 +417,7 @@ static void run_in(const char *dir)
         host_alignment(path, S3D_FILE_IO_DIRECT);
         device_alignment(path, S3D_FILE_IO_DIRECT);
         many_ranges(path, S3D_FILE_IO_AUTO, 16384);
+        read_depth(path, S3D_FILE_IO_AUTO);
         s3d_fileio_refuse_direct = 0;
     }
     errors(dir, path);
