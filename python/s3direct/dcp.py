@@ -2,14 +2,23 @@
 S3DirectStorageReader, for ``dcp.save(state_dict, storage_writer=...)`` and
 ``dcp.load(state_dict, storage_reader=...)``.
 
-Layout under ``path`` (``s3://bucket/prefix`` or a local folder), mirroring FileSystemWriter:
+Layout under ``path`` (``s3://bucket/prefix`` or a local folder), as FileSystemWriter's with
+a token of the save in every object name (T: 16 hex digits, the coordinator's, new per save):
 
-    __R_0.safetensors   every tensor item rank R wrote, one safetensors object per rank,
-                        written by the C writer (CUDA tensors streamed from device memory);
-                        tensor names are "<n>:<fqn>" (n: the item's position in the rank's plan)
-    __R_b<n>.bin        each byte item (non-tensor values DCP serializes with torch.save)
-    .metadata           DCP's Metadata object, pickled as FileSystemWriter does; written last
-                        by the coordinator, so a checkpoint is visible only when complete
+    __R_T_0.safetensors  every tensor item rank R wrote, one safetensors object per rank,
+                         written by the C writer (CUDA tensors streamed from device memory);
+                         tensor names are "<n>:<fqn>" (n: the item's position in the rank's plan)
+    __R_T_b<n>.bin       each byte item (non-tensor values DCP serializes with torch.save)
+    .metadata            DCP's Metadata object, pickled as FileSystemWriter does; written last
+                         by the coordinator, so a checkpoint is visible only when complete
+
+Saving again to the same path (the sharded save protocol of the C writer, in Python): the
+ranks upload in parallel under the new save's names, so the previous checkpoint's objects and
+its .metadata stay as they were; the coordinator replaces .metadata (one PUT, atomic) once
+every rank has written, and only then deletes the objects the previous .metadata named. A
+rank that dies mid-save leaves the previous checkpoint loadable and nothing of the new one
+visible (its orphaned objects are not named by any .metadata). Checkpoints written before
+the token (``__R_0.safetensors``) load as before and are cleaned up by the next save.
 
 Reads: each rank opens the objects holding its items once (one header read each) and fetches
 only the byte ranges it needs in one planned transfer per object (s3d_reader_read), up to 8
@@ -46,7 +55,7 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
 from torch.futures import Future
 
-from . import _checkpoint, errors, streams
+from . import _checkpoint, _log, errors, streams
 from ._uri import PathLike
 from .client import Client, resolve
 
@@ -121,6 +130,16 @@ class _Location:
             except FileNotFoundError:
                 pass
 
+    def remove_many(self, names: list[str]) -> None:
+        """Deletes these objects or files (missing ones are not an error)."""
+        if not names:
+            return
+        if self.s3:
+            resolve(self.client).delete([self.join(n) for n in names])
+        else:
+            for n in names:
+                self.remove(n)
+
     def read_bytes(self, name: str) -> bytes:
         if self.s3:
             b, k = streams.split_s3(self.join(name))
@@ -186,6 +205,7 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         self.rank: Optional[int] = None
         self.is_coordinator = False
         self.use_collectives = True
+        self._old: set[str] = set()  # the previous checkpoint's objects (coordinator)
 
     def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
         """Starts a new save (a new save_id).
@@ -230,11 +250,14 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
             raise RuntimeError(f"checkpoint already exists at {self.loc.path} and "
                                f"overwrite=False")
         if self.rank is not None and not self.use_collectives:
-            plan = dataclasses.replace(plan, storage_data=_RankPrefix(f"__{self.rank}_"))
+            self._old = self._previous_objects()
+            plan = dataclasses.replace(plan, storage_data=_RankPrefix(
+                f"__{self.rank}_{self.save_id[:16]}_"))
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
-        """Removes an older .metadata and gives each rank its object name prefix.
+        """Gives each rank its object name prefix, with this save's token; notes the objects
+        of the checkpoint already at the path, which finish() deletes once it is replaced.
 
         Args:
             plans: every rank's plan (on the coordinator).
@@ -242,11 +265,22 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         Returns:
             The plans, each with its rank's prefix.
         """
-        # Runs on the coordinator before any rank writes: an older checkpoint at this path
-        # stops being "complete" before its rank objects are overwritten.
-        self.loc.remove(METADATA_NAME)
-        return [dataclasses.replace(p, storage_data=_RankPrefix(f"__{i}_"))
+        # The previous checkpoint stays complete and untouched while the ranks write: their
+        # names are this save's own, and .metadata is replaced last (finish).
+        self._old = self._previous_objects()
+        tok = self.save_id[:16]
+        return [dataclasses.replace(p, storage_data=_RankPrefix(f"__{i}_{tok}_"))
                 if p.storage_data is None else p for i, p in enumerate(plans)]
+
+    def _previous_objects(self) -> set[str]:
+        """The objects the .metadata at the path names (empty when there is none, or when it
+        cannot be read: then nothing is deleted)."""
+        try:
+            md = pickle.loads(self.loc.read_bytes(self._metadata_name()))
+            return {i.relative_path for i in (md.storage_data or {}).values()
+                    if isinstance(i, S3DirectStorageInfo)}
+        except Exception:
+            return set()
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
         """Writes this rank's tensor items as one safetensors object and each byte item as its
@@ -263,7 +297,7 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
             NoSuchBucket, AccessDenied, TransferError, InvalidArgument: the write failed.
         """
         sd = plan.storage_data
-        prefix = sd.prefix if sd is not None else f"__{self.rank or 0}_"
+        prefix = sd.prefix if sd is not None else f"__{self.rank or 0}_{self.save_id[:16]}_"
         results: list[WriteResult] = []
         srcs: list[_checkpoint._Src] = []
         tensor_obj = f"{prefix}0.safetensors"
@@ -313,6 +347,16 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         if hasattr(metadata, "version"):
             metadata.version = "1.0.0"
         self.loc.write_bytes(self._metadata_name(), pickle.dumps(metadata))
+        # The new checkpoint is complete and visible: the previous one's objects can go. A
+        # failure here leaves garbage, never a broken checkpoint.
+        new = {i.relative_path for i in storage_md.values() if isinstance(i, S3DirectStorageInfo)}
+        stale = sorted(self._old - new)
+        self._old = set()
+        try:
+            self.loc.remove_many(stale)
+        except errors.S3DirectError as e:
+            _log.logger.warning("%s: the previous checkpoint's objects were not all deleted: %s",
+                                self.loc.path, e)
 
     def storage_meta(self) -> StorageMeta | None:
         """The checkpoint id (the path) and this save's id."""
