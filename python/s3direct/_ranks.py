@@ -188,6 +188,7 @@ class Session:
         name = str(getattr(group, "group_name", id(group)))
         seq = _seq.get(name, 0)
         _seq[name] = seq + 1
+        self.seq = seq
         self.prefix = f"s3direct/load/{seq}"
         self.store: Any = group.get_group_store()
         self.posted = 0  # phases this rank has posted
@@ -221,9 +222,12 @@ class Session:
         for r, v in enumerate(vals):
             if v[0] == "fail":
                 self._raise_peer(r, v[1])
-        # Everyone has read the previous phase's keys: this rank's can go.
+        # Everyone has read the previous phase's keys (of this load, or the last phase of the
+        # previous load on this group): this rank's can go.
         if phase > 1:
             self._delete(f"{self.prefix}/{phase - 1}/{self.rank}")
+        elif self.seq > 0:
+            self._delete(f"s3direct/load/{self.seq - 1}/2/{self.rank}")
         return [v[1] for v in vals]
 
     def _delete(self, key: str) -> None:

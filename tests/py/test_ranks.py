@@ -98,6 +98,11 @@ def worker(mode, uri, rank, world, port, endpoint):
         out = s3direct.load(uri, group=group, client=client)
         assert out["step"] == 7 and isinstance(out["model"]["layers"], list)
         _check(_flat(out), want)
+        if mode == "nodes":
+            # Loads follow one another on one group and beside another.
+            for _ in range(2):
+                out = s3direct.load(uri, keys="shared", group=dist.group.WORLD, client=client)
+                _check(out, want, ["shared"])
     elif mode == "load_into":
         target = {"model": {k: torch.zeros_like(v) for k, v in _flat(ref["model"]).items()}}
         out = s3direct.load_into(target, uri, group=group, client=client, strict=False)
@@ -197,11 +202,11 @@ PROBE = 256 << 10
 SLACK = 64 << 10
 
 
-def _served(relay, size, world, copies=1):
+def _served(relay, size, world, copies=1, opens=1):
     """The server served `copies` checkpoints: the tensor bytes that many times, plus one
-    header read per rank."""
+    header read per rank and open."""
     got = relay.bytes_down
-    assert copies * (size - PROBE) <= got <= copies * size + world * PROBE + SLACK, \
+    assert copies * (size - PROBE) <= got <= copies * size + opens * world * PROBE + SLACK, \
         f"the server served {got} bytes: {got / size:.3f}x the checkpoint, not {copies}x"
 
 
@@ -284,10 +289,11 @@ def test_keys_subsets_exchange_only_what_is_asked(ckpt, relay):
 
 
 def test_node_local_subgroups(ckpt, relay):
-    """Two "nodes" of two ranks (new_subgroups): one read per node, shared inside it."""
+    """Two "nodes" of two ranks (new_subgroups): one read per node, shared inside it. Then
+    two loads of one small tensor over the whole world: each read once."""
     uri, size = ckpt
     _ok(run_world("nodes", uri, 4, relay.url), "two nodes of two ranks")
-    _served(relay, size, 4, copies=2)
+    _served(relay, size, 4, copies=2, opens=3)
 
 
 @pytest.mark.parametrize("mode", ["openfail", "fetchfail"])
