@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import pickle
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Sequence, Tuple
 
 import torch
 
@@ -123,6 +123,11 @@ def plan(sizes: Sequence[int], needers: Sequence[Tuple[int, ...]], world: int,
             load[owner] += sizes[i]
             out.append(Piece(i, 0, sizes[i], owner, tuple(who)))
     return out
+
+
+def byte_view(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of a contiguous tensor as a flat uint8 tensor sharing its memory."""
+    return t.detach().reshape(-1).view(torch.uint8)
 
 
 # ---- the group ------------------------------------------------------------------------------
@@ -287,8 +292,7 @@ class Session:
             need[i // 8] |= 1 << (i % 8)
         fp = hashlib.sha256(repr([(e.name, e.dtype, e.shape, e.nbytes) for e in r.tensors]
                                  + [r.shards()]).encode()).hexdigest()
-        self._post(1, pickle.dumps(("ok", (fp, bytes(need)))))
-        got = self._gather(1)
+        got = self.agree((fp, bytes(need)))
         fps = [g[0] for g in got]
         if any(f != fp for f in fps):
             odd = [q for q, f in enumerate(fps) if f != fps[0]]
@@ -310,24 +314,51 @@ class Session:
                 mine.append((e, by_entry[p.i][0], 0, 0))
             else:
                 mine.append((e, views[id(p)], p.off, p.length))
+        self.fetch_and_share(pieces, views,
+                             lambda: r.read(mine, progress=progress, verify=verify))
+        # A stored tensor read into several destinations (tied names in load_into).
+        for ts in by_entry.values():
+            for t in ts[1:]:
+                t.copy_(ts[0])
+
+    def agree(self, info: Any) -> list[Any]:
+        """Phase 1: posts this rank's info (picklable) and returns every rank's, in group
+        rank order.
+
+        Raises:
+            Timeout: a rank did not post within the group's timeout (named).
+            S3DirectError: a rank posted a failure (named, with its text).
+        """
+        self._post(1, pickle.dumps(("ok", info)))
+        return self._gather(1)
+
+    def fetch_and_share(self, pieces: Sequence[Piece], views: dict[int, torch.Tensor],
+                        fetch: Callable[[], None]) -> None:
+        """Runs this rank's fetch (of the pieces it owns, into views), agrees that every rank's
+        succeeded (phase 2), then moves the pieces between the ranks that need them.
+
+        Args:
+            pieces: the plan, the same on every rank.
+            views: id(piece) -> this rank's contiguous uint8 destination of the piece, for
+                every piece whose needers include this rank.
+            fetch: reads this rank's pieces into their views.
+
+        Raises:
+            The fetch's own error on this rank; on the others as agree() raises.
+        """
         try:
-            r.read(mine, progress=progress, verify=verify)
+            fetch()
         except BaseException as ex:
             self.fail(ex)
             raise
         self._post(2, pickle.dumps(("ok", b"")))
         self._gather(2)
         self._exchange(pieces, views)
-        # A stored tensor read into several destinations (tied names in load_into).
-        for ts in by_entry.values():
-            for t in ts[1:]:
-                t.copy_(ts[0])
 
     @staticmethod
     def _view(by_entry: dict[int, list[torch.Tensor]], r: "CheckpointReader",
               p: Piece) -> torch.Tensor:
-        t = by_entry[p.i][0]
-        flat = t.detach().reshape(-1).view(torch.uint8)
+        flat = byte_view(by_entry[p.i][0])
         assert flat.numel() == r.tensors[p.i].nbytes
         return flat.narrow(0, p.off, p.length)
 
