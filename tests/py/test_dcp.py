@@ -32,6 +32,7 @@ def reference(version=1):
         "c": (torch.randn(8, 24, generator=g) * version).to(torch.bfloat16),
         "b": torch.randn(5, generator=g) * version,
         "ids": torch.arange(6, dtype=torch.int64) * version,
+        "big": torch.randn(1024, 1024, generator=g) * version,  # 4 MiB, replicated
     }
 
 
@@ -67,7 +68,7 @@ def worker(mode, path, rank, world, port):
         return {
             "model": {"w": distribute_tensor(src["w"], mesh, [Shard(0)]),
                       "c": distribute_tensor(src["c"], mesh, [Shard(1)]),
-                      "b": src["b"].clone()},
+                      "b": src["b"].clone(), "big": src["big"].clone()},
             "ids": src["ids"].clone(),
             "step": 41 + version if fill else 0,
             "meta": {"name": "run" if fill else ""},
@@ -77,7 +78,10 @@ def worker(mode, path, rank, world, port):
         dcp.save(state(True), storage_writer=S3DirectStorageWriter(path))
     else:
         sd = state(False)
-        dcp.load(sd, storage_reader=S3DirectStorageReader(path))
+        shared = os.environ.get("S3D_TEST_DCP_SHARED") == "1"
+        dcp.load(sd, storage_reader=S3DirectStorageReader(
+            path, group=dist.group.WORLD if shared else None))
+        assert torch.equal(sd["model"]["big"], ref["big"])
         assert torch.equal(sd["model"]["w"].full_tensor(), ref["w"])
         assert torch.equal(sd["model"]["c"].full_tensor(), ref["c"])
         assert torch.equal(sd["model"]["b"], ref["b"])
@@ -123,6 +127,28 @@ def test_dcp_s3_save4_load2(bucket, boto3_client):
     assert "ckpt/step42/.metadata" in keys
     assert any(k.endswith("_0.safetensors") for k in keys)
     run_world("load", path, 2)
+
+
+def test_dcp_replicated_read_once(bucket, boto3_client):
+    """Loaded at world 4 with group=: the replicated 4 MiB tensor every rank needs is served
+    once by the server (counted at a relay), not four times; every rank has all of it."""
+    from _slowproxy import SlowProxy
+
+    pytest.importorskip("torch.distributed.checkpoint")
+    path = f"s3://{bucket}/rep"
+    run_world("save", path, 2)
+    pages = boto3_client.list_objects_v2(Bucket=bucket, Prefix="rep/")["Contents"]
+    total, nobj = sum(o["Size"] for o in pages), len(pages)
+    m = re.match(r"https?://([^:/]+):(\d+)", os.environ["AWS_ENDPOINT_URL"])
+    with SlowProxy(m.group(1), int(m.group(2)), rate=0) as relay:
+        run_world("load", path, 4, env={"S3D_TEST_DCP_SHARED": "1",
+                                         "AWS_ENDPOINT_URL": relay.url})
+    big = 4 << 20
+    # Each object once at most, plus a header read (256 KiB) per rank and object; without
+    # group= it is at least total + 3 * big.
+    assert relay.bytes_down <= total + 4 * nobj * (256 << 10) + (64 << 10), \
+        (relay.bytes_down, total)
+    assert relay.bytes_down < total + big, (relay.bytes_down, total)
 
 
 def test_dcp_local_save2_load4(tmp_path, lib_path):
