@@ -25,7 +25,9 @@ only the byte ranges it needs in one planned transfer per object (s3d_reader_rea
 objects at once on the client's one request budget (a resharded load reads many): straight
 into the destination tensor when the requested chunk is a contiguous byte range of the stored
 tensor and the destination is contiguous with the same dtype; otherwise the stored tensor is
-read into a temporary and the chunk copied into the (narrowed) destination.
+read into a temporary and the chunk copied into the (narrowed) destination. With group=, a
+byte range several ranks need (a replicated tensor) is fetched by one of them and sent to the
+others over the group (_ranks.Session, as load(group=) does).
 
 The .metadata file is a pickle, as in every torch DCP storage: load checkpoints you trust.
 """
