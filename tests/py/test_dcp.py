@@ -79,8 +79,8 @@ def worker(mode, path, rank, world, port):
     else:
         sd = state(False)
         shared = os.environ.get("S3D_TEST_DCP_SHARED") == "1"
-        dcp.load(sd, storage_reader=S3DirectStorageReader(
-            path, group=dist.group.WORLD if shared else None))
+        kw = {"group": dist.group.WORLD} if shared else {}
+        dcp.load(sd, storage_reader=S3DirectStorageReader(path, **kw))
         assert torch.equal(sd["model"]["big"], ref["big"])
         assert torch.equal(sd["model"]["w"].full_tensor(), ref["w"])
         assert torch.equal(sd["model"]["c"].full_tensor(), ref["c"])
@@ -195,8 +195,11 @@ def test_dcp_s3_world8_save_load4(bucket, boto3_client):
     objs = _objects(boto3_client, bucket, "ckpt8/")
     _, named = _metadata_objects(boto3_client, bucket, "ckpt8/")
     assert [o for o in objs if o != ".metadata"] == named, (objs, named)
-    tensor_objs = [n for n in named if n.endswith(".safetensors")]
-    assert sorted(int(n.split("_")[2]) for n in tensor_objs) == list(range(8)), tensor_objs
+    # One tensor object per rank, all under the save's one token.
+    tensor_objs = [re.fullmatch(r"__(\d)_([0-9a-f]{16})_0\.safetensors", n)
+                   for n in named if n.endswith(".safetensors")]
+    assert all(tensor_objs) and len({m.group(2) for m in tensor_objs}) == 1, named
+    assert sorted(int(m.group(1)) for m in tensor_objs) == list(range(8)), named
     run_world("load", path, 4)
 
 
