@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 # buffers of this size, so a checkpoint of many small tensors takes few collectives.
 BUCKET = 32 << 20
 
+# Seconds the process hosting the store waits, before it raises a failure, for the other
+# ranks to have read it (Session._leave).
+LINGER = 10.0
+
 # The load count of each group in this process: the store keys of one load(group=) are the
 # same on every rank as long as every rank calls load/load_into with the group in the same
 # order, which collectives require anyway.
@@ -197,6 +201,7 @@ class Session:
         self.prefix = f"s3direct/load/{seq}"
         self.store: Any = group.get_group_store()
         self.posted = 0  # phases this rank has posted
+        self.left = False  # _leave() done
 
     def _global(self, r: int) -> int:
         g: int = _dist().get_global_rank(self.pg, r)
@@ -214,18 +219,28 @@ class Session:
     def _gather(self, phase: int) -> list[Any]:
         keys = [f"{self.prefix}/{phase}/{r}" for r in range(self.world)]
         try:
-            self.store.wait(keys, self.timeout)
+            try:
+                self.store.wait(keys, self.timeout)
+            except Exception as e:
+                missing = [r for r in range(self.world) if not self.store.check([keys[r]])]
+                if missing:
+                    self._leave(skip=missing)
+                    raise errors.Timeout(
+                        errors._CODES["ETIMEDOUT"],
+                        f"{self.what}: {self._ranks_str(missing)} did not report within "
+                        f"{self.timeout.total_seconds():g} s (the process group's timeout): "
+                        f"died, hangs, or did not call it with this group") from e
+            vals = [pickle.loads(self.store.get(k)) for k in keys]
+        except errors.S3DirectError:
+            raise
         except Exception as e:
-            missing = [r for r in range(self.world) if not self.store.check([keys[r]])]
-            if missing:
-                raise errors.Timeout(
-                    errors._CODES["ETIMEDOUT"],
-                    f"{self.what}: {self._ranks_str(missing)} did not report within "
-                    f"{self.timeout.total_seconds():g} s (the process group's timeout): "
-                    f"died, hangs, or did not call it with this group") from e
-        vals = [pickle.loads(self.store.get(k)) for k in keys]
+            raise errors.TransferError(
+                errors._CODES["ENETWORK"],
+                f"{self.what}: lost the process group's store ({e}): the process that hosts "
+                f"it (global rank 0, with env:// rendezvous) failed or exited") from e
         for r, v in enumerate(vals):
             if v[0] == "fail":
+                self._leave()
                 self._raise_peer(r, v[1])
         # Everyone has read the previous phase's keys (of this load, or the last phase of the
         # previous load on this group): this rank's can go.
@@ -234,6 +249,26 @@ class Session:
         elif self.seq > 0:
             self._delete(f"s3direct/load/{self.seq - 1}/2/{self.rank}")
         return [v[1] for v in vals]
+
+    def _leave(self, skip: Sequence[int] = ()) -> None:
+        """Before this rank raises: says it is done with the store, and if this process hosts
+        the store (global rank 0 with env:// rendezvous: its exit takes the store, and a
+        failure's text, away from the ranks still reading it), waits a little for the other
+        ranks (not those in skip) to say the same. Once per load. Never raises."""
+        if self.left:
+            return
+        self.left = True
+        try:
+            self.store.set(f"{self.prefix}/done/{self.rank}", b"1")
+            if _dist().get_rank() != 0:
+                return
+            keys = [f"{self.prefix}/done/{r}" for r in range(self.world)
+                    if r != self.rank and r not in skip]
+            if keys:
+                wait = min(LINGER, self.timeout.total_seconds())
+                self.store.wait(keys, datetime.timedelta(seconds=wait))
+        except Exception:
+            pass
 
     def _delete(self, key: str) -> None:
         try:
@@ -265,6 +300,7 @@ class Session:
                 self._post(phase, blob)
         except Exception:
             pass
+        self._leave()
 
     # ---- the read --------------------------------------------------------------------------
     def read(self, r: "CheckpointReader", dests: Sequence["Dest"], *, progress: ProgressArg,
