@@ -255,18 +255,28 @@ def test_plan_subsets_go_to_their_needers():
 
 
 # ---- spawned ranks against the server -------------------------------------------------------
-@pytest.mark.parametrize("world,checksum", [(2, True), (4, False)])
-def test_load_shared_read_once(world, checksum, bucket, s3_env, relay):
+@pytest.mark.parametrize("world,checksum,sharded", [(2, True, False), (4, False, False),
+                                                     (2, True, True)])
+def test_load_shared_read_once(world, checksum, sharded, bucket, s3_env, relay):
     """Every rank byte-identical to the reference; the server serves the checkpoint once.
-    Without CRC32Cs (world 4) the 2 MiB tensor is cut over the ranks by byte ranges."""
+    Without CRC32Cs (world 4) the 32 MiB tensor is cut over the ranks by byte ranges. A
+    sharded checkpoint (an index and its shards) is planned over all its shards at once."""
     import s3direct
 
-    uri = f"s3://{bucket}/ranks/model.safetensors"
-    s3direct.save(reference(), uri, checksum=checksum)
-    size = s3direct.default_client().head(bucket, "ranks/model.safetensors").size
+    name = "ranks/model.safetensors.index.json" if sharded else "ranks/model.safetensors"
+    uri = f"s3://{bucket}/{name}"
+    s3direct.save(reference(), uri, checksum=checksum,
+                  shard_size=(512 << 10) if sharded else None)
+    client = s3direct.default_client()
+    objs = [o for o in client.list(f"s3://{bucket}/ranks/") if o.key.endswith(".safetensors")]
+    assert len(objs) >= 3 if sharded else len(objs) == 1, [o.key for o in objs]
+    size = sum(o.size for o in objs)
+    index = client.head(bucket, name).size if sharded else 0
     _ok(run_world("load", uri, world, relay.url), f"load at world {world}")
-    _served(relay, size, world)
-    assert relay.bytes_down <= 1.05 * size, relay.bytes_down / size
+    # The index is read by every rank too (a few KiB).
+    _served(relay, size + world * index, world, opens=len(objs))
+    if not sharded:
+        assert relay.bytes_down <= 1.05 * size, relay.bytes_down / size
 
 
 def test_load_into_shared(ckpt, relay):
