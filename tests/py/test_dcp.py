@@ -204,12 +204,12 @@ def test_dcp_s3_world8_save_load4(bucket, boto3_client):
 
 
 def test_dcp_s3_world8_rank_killed_mid_save(bucket, boto3_client):
-    """Saved at world 8, then saved again at the same path while rank 5 dies at the end of its
-    write_data: the save fails, the first checkpoint stays complete and loads (at world 2),
+    """Saved (at world 2), then saved again at the same path at world 8 while rank 5 dies at
+    the end of its write_data: the save fails, the first checkpoint stays complete and loads,
     and no .metadata names the second save's objects."""
     pytest.importorskip("torch.distributed.checkpoint")
     path = f"s3://{bucket}/ckpt8"
-    run_world("save", path, 8)
+    run_world("save", path, 2)
     md1, named1 = _metadata_objects(boto3_client, bucket, "ckpt8/")
     outs = run_world("save2", path, 8, env={"S3D_TEST_DCP_KILL_RANK": "5"}, check=False)
     assert outs[5][0] == 1 and any(rc != 0 for i, (rc, _) in enumerate(outs) if i != 5), \
@@ -224,7 +224,6 @@ def test_dcp_s3_world8_rank_killed_mid_save(bucket, boto3_client):
     _, named3 = _metadata_objects(boto3_client, bucket, "ckpt8/")
     left = set(_objects(boto3_client, bucket, "ckpt8/"))
     assert set(named3) <= left and not set(named1) & left
-    run_world("load", path, 4, env={"S3D_TEST_DCP_VERSION": "2"})
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])
