@@ -13,16 +13,19 @@ import ctypes
 import gc
 import os
 import threading
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
-                    Union, cast)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional,
+                    Sequence, Tuple, Union, cast)
 
 import torch
 
-from . import _capi, _dtypes, _interrupt, _log, _tree, _uri, errors
+from . import _capi, _dtypes, _interrupt, _log, _ranks, _tree, _uri, errors
 from ._capi import enc
 from ._progress import Progress, ProgressArg
 from ._uri import PathLike
 from .client import Client, Handle, resolve
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
 DeviceArg = Union[str, int, torch.device, None]
 # A destination for CheckpointReader.read: (entry, tensor, src_offset, length); length 0: all.
@@ -400,14 +403,16 @@ def _gc_paused() -> Iterator[None]:
 
 
 class TensorEntry:
-    """One tensor of an open checkpoint: index, name, s3d dtype, shape, nbytes."""
+    """One tensor of an open checkpoint: index, name, s3d dtype, shape, nbytes, and whether
+    the writer stored a CRC32C for it (has_crc)."""
 
-    __slots__ = ("index", "name", "dtype", "shape", "nbytes")
+    __slots__ = ("index", "name", "dtype", "shape", "nbytes", "has_crc")
 
     def __init__(self, index: int, name: str, dtype: int, shape: Tuple[int, ...],
-                 nbytes: int) -> None:
+                 nbytes: int, has_crc: bool = False) -> None:
         self.index, self.name, self.dtype, self.shape, self.nbytes = (index, name, dtype, shape,
                                                                       nbytes)
+        self.has_crc = has_crc
 
     def torch_dtype(self, uri: str) -> torch.dtype:
         dt = _dtypes.to_torch(self.dtype)
@@ -509,7 +514,7 @@ class CheckpointReader:
             self._lib.check(self._lib.s3d_reader_tensor(h, i, ctypes.byref(info)))
             name = info.name.decode("utf-8")
             e = TensorEntry(i, name, info.dtype, tuple(info.shape[d] for d in range(info.ndim)),
-                            info.nbytes)
+                            info.nbytes, bool(info.has_crc32c))
             self.tensors.append(e)
             self.by_name[name] = e
 
@@ -698,7 +703,7 @@ def _map_location(device: DeviceArg, map_location: Any) -> Any:
 def load(uri: PathLike, *, device: DeviceArg = None,
          keys: Union[str, Sequence[str], None] = None, progress: ProgressArg = False,
          client: Optional[Client] = None, allow_pickle: bool = False, verify: bool = True,
-         map_location: DeviceArg = None) -> Any:
+         map_location: DeviceArg = None, group: Optional["ProcessGroup"] = None) -> Any:
     """Loads what save() stored: the same structure, tensors allocated on device.
 
     Args:
@@ -709,6 +714,11 @@ def load(uri: PathLike, *, device: DeviceArg = None,
             fetched, returned as a flat dict name -> tensor.
         progress: True (bar or summary line) or a callable(done_bytes, total_bytes).
         client: the Client to use. allow_pickle: accept pickled leaves. verify: check CRC32C.
+        group: a torch.distributed process group whose ranks all call load() with it: each
+            rank fetches its share of the bytes (whole tensors, balanced) and the group's
+            backend (gloo, NCCL) moves the rest between ranks, so the checkpoint is read from
+            storage once per group. keys may differ between ranks: only what some rank asks
+            for is read, and sent only to the ranks that asked (see docs/python.md).
 
     Returns:
         The saved structure; a plain safetensors file (no s3direct tree) gives a dict
@@ -717,18 +727,41 @@ def load(uri: PathLike, *, device: DeviceArg = None,
     Raises:
         NoSuchKey / NoSuchFile, FormatError (a torch.save file says so), ChecksumMismatch,
         PickleRefused, KeyError (keys not in the checkpoint).
+        With group: the error of a rank that failed, on every rank, naming it; Timeout when a
+        rank does not report within the group's timeout.
     """
     device = _map_location(device, map_location)
     dev = _device("cpu" if device is None else device)
     alloc_dev = dev if dev.type in ("cpu", "cuda") else torch.device("cpu")
+    sess = None if group is None else _ranks.Session(group, f"load {os.fspath(uri)}")
     with _gc_paused():
-        return _load(uri, dev, alloc_dev, keys, progress, client, allow_pickle, verify)
+        return _load(uri, dev, alloc_dev, keys, progress, client, allow_pickle, verify, sess)
+
+
+@contextlib.contextmanager
+def _shared(sess: Optional[_ranks.Session]) -> Iterator[None]:
+    """With group=: a failure on this rank is posted for the other ranks before it propagates,
+    so that they raise with its text instead of waiting for the group's timeout."""
+    try:
+        yield
+    except BaseException as e:
+        if sess is not None:
+            sess.fail(e)
+        raise
+
+
+def _read(r: CheckpointReader, dests: Sequence[Dest], sess: Optional[_ranks.Session],
+          progress: ProgressArg, verify: bool) -> None:
+    if sess is None:
+        r.read(dests, progress=progress, verify=verify)
+    else:
+        sess.read(r, dests, progress=progress, verify=verify)
 
 
 def _load(uri: PathLike, dev: torch.device, alloc_dev: torch.device,
           keys: Union[str, Sequence[str], None], progress: ProgressArg, client: Optional[Client],
-          allow_pickle: bool, verify: bool) -> Any:
-    with CheckpointReader(uri, client) as r:
+          allow_pickle: bool, verify: bool, sess: Optional[_ranks.Session]) -> Any:
+    with _shared(sess), CheckpointReader(uri, client) as r:
         doc = _tree_doc(r)
         if doc is not None:
             tree_names: list[str] = []
@@ -763,7 +796,7 @@ def _load(uri: PathLike, dev: torch.device, alloc_dev: torch.device,
                 stored[sname] = t
                 dests.append((e, t, 0, 0))
             out[name] = t
-        r.read(dests, progress=progress, verify=verify)
+        _read(r, dests, sess, progress, verify)
     if alloc_dev != dev:
         out = {k: v.to(dev) for k, v in out.items()}
     if doc is None or keys is not None:
@@ -838,7 +871,8 @@ def _opt_device(opt: torch.optim.Optimizer) -> torch.device:
 
 def load_into(target: Any, uri: PathLike, *, strict: bool = True,
               progress: ProgressArg = False, client: Optional[Client] = None,
-              allow_pickle: bool = False, verify: bool = True) -> Any:
+              allow_pickle: bool = False, verify: bool = True,
+              group: Optional["ProcessGroup"] = None) -> Any:
     """Loads a checkpoint into existing tensors, without allocating new ones.
 
     Optimizers: their state tensors do not exist before the first step, so for an optimizer the
@@ -856,6 +890,8 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
         strict: missing and unexpected tensors are errors; shape and dtype differences always
             are.
         progress, client, allow_pickle, verify: as for load().
+        group: as for load(): the checkpoint is read once per group and shared; the targets
+            may differ between ranks (each gets what its target names).
 
     Returns:
         The checkpoint's structure with the target's tensors in it and everything else (step
@@ -864,10 +900,12 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
     Raises:
         StateMismatch: every missing / unexpected / mismatched tensor, in one exception.
         NoSuchKey / NoSuchFile, FormatError, ChecksumMismatch, PickleRefused: as for load().
+        With group: as for load().
     """
     found, optims, modules = _target_tensors(target)
     opt_prefixes = [(".".join(str(p) for p in path), path, opt) for path, opt in optims]
-    with CheckpointReader(uri, client) as r:
+    sess = None if group is None else _ranks.Session(group, f"load_into {os.fspath(uri)}")
+    with _shared(sess), CheckpointReader(uri, client) as r:
         doc = _tree_doc(r)
         if doc is not None:
             file_names = [n["t"] for _, tag, n in _tree.walk(doc["tree"]) if tag == "t"]
@@ -981,7 +1019,7 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
                         errors.S3D_EINVAL,
                         f"{r.uri}: leaf at {_tree.path_str(path)} is pickled; pass "
                         f"allow_pickle=True only if you trust the checkpoint")
-        r.read(dests, progress=progress, verify=verify)
+        _read(r, dests, sess, progress, verify)
     for dst, tmp in copies:
         with torch.no_grad():
             dst.copy_(tmp)

@@ -2,21 +2,32 @@
 S3DirectStorageReader, for ``dcp.save(state_dict, storage_writer=...)`` and
 ``dcp.load(state_dict, storage_reader=...)``.
 
-Layout under ``path`` (``s3://bucket/prefix`` or a local folder), mirroring FileSystemWriter:
+Layout under ``path`` (``s3://bucket/prefix`` or a local folder), as FileSystemWriter's with
+a token of the save in every object name (T: 16 hex digits, the coordinator's, new per save):
 
-    __R_0.safetensors   every tensor item rank R wrote, one safetensors object per rank,
-                        written by the C writer (CUDA tensors streamed from device memory);
-                        tensor names are "<n>:<fqn>" (n: the item's position in the rank's plan)
-    __R_b<n>.bin        each byte item (non-tensor values DCP serializes with torch.save)
-    .metadata           DCP's Metadata object, pickled as FileSystemWriter does; written last
-                        by the coordinator, so a checkpoint is visible only when complete
+    __R_T_0.safetensors  every tensor item rank R wrote, one safetensors object per rank,
+                         written by the C writer (CUDA tensors streamed from device memory);
+                         tensor names are "<n>:<fqn>" (n: the item's position in the rank's plan)
+    __R_T_b<n>.bin       each byte item (non-tensor values DCP serializes with torch.save)
+    .metadata            DCP's Metadata object, pickled as FileSystemWriter does; written last
+                         by the coordinator, so a checkpoint is visible only when complete
+
+Saving again to the same path (the sharded save protocol of the C writer, in Python): the
+ranks upload in parallel under the new save's names, so the previous checkpoint's objects and
+its .metadata stay as they were; the coordinator replaces .metadata (one PUT, atomic) once
+every rank has written, and only then deletes the objects the previous .metadata named. A
+rank that dies mid-save leaves the previous checkpoint loadable and nothing of the new one
+visible (its orphaned objects are not named by any .metadata). Checkpoints written before
+the token (``__R_0.safetensors``) load as before and are cleaned up by the next save.
 
 Reads: each rank opens the objects holding its items once (one header read each) and fetches
 only the byte ranges it needs in one planned transfer per object (s3d_reader_read), up to 8
 objects at once on the client's one request budget (a resharded load reads many): straight
 into the destination tensor when the requested chunk is a contiguous byte range of the stored
 tensor and the destination is contiguous with the same dtype; otherwise the stored tensor is
-read into a temporary and the chunk copied into the (narrowed) destination.
+read into a temporary and the chunk copied into the (narrowed) destination. With group=, a
+byte range several ranks need (a replicated tensor) is fetched by one of them and sent to the
+others over the group (_ranks.Session, as load(group=) does).
 
 The .metadata file is a pickle, as in every torch DCP storage: load checkpoints you trust.
 """
@@ -30,10 +41,10 @@ import pickle
 import uuid
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Optional, Tuple, Union, cast
 
 import torch
-from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta, TensorStorageMetadata
 from torch.distributed.checkpoint.planner import (
     LoadItemType,
     LoadPlan,
@@ -46,11 +57,16 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
 from torch.futures import Future
 
-from . import _checkpoint, errors, streams
+from . import _checkpoint, _log, _ranks, errors, streams
 from ._uri import PathLike
 from .client import Client, resolve
 
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
 METADATA_NAME = ".metadata"
+# A byte range of a stored tensor: (object, tensor name, byte offset, byte length).
+_Unit = Tuple[str, str, int, int]
 
 __all__ = ["S3DirectStorageWriter", "S3DirectStorageReader"]
 
@@ -121,6 +137,16 @@ class _Location:
             except FileNotFoundError:
                 pass
 
+    def remove_many(self, names: list[str]) -> None:
+        """Deletes these objects or files (missing ones are not an error)."""
+        if not names:
+            return
+        if self.s3:
+            resolve(self.client).delete([self.join(n) for n in names])
+        else:
+            for n in names:
+                self.remove(n)
+
     def read_bytes(self, name: str) -> bytes:
         if self.s3:
             b, k = streams.split_s3(self.join(name))
@@ -186,6 +212,7 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         self.rank: Optional[int] = None
         self.is_coordinator = False
         self.use_collectives = True
+        self._old: set[str] = set()  # the previous checkpoint's objects (coordinator)
 
     def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
         """Starts a new save (a new save_id).
@@ -230,11 +257,14 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
             raise RuntimeError(f"checkpoint already exists at {self.loc.path} and "
                                f"overwrite=False")
         if self.rank is not None and not self.use_collectives:
-            plan = dataclasses.replace(plan, storage_data=_RankPrefix(f"__{self.rank}_"))
+            self._old = self._previous_objects()
+            plan = dataclasses.replace(plan, storage_data=_RankPrefix(
+                f"__{self.rank}_{self.save_id[:16]}_"))
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
-        """Removes an older .metadata and gives each rank its object name prefix.
+        """Gives each rank its object name prefix, with this save's token; notes the objects
+        of the checkpoint already at the path, which finish() deletes once it is replaced.
 
         Args:
             plans: every rank's plan (on the coordinator).
@@ -242,11 +272,22 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         Returns:
             The plans, each with its rank's prefix.
         """
-        # Runs on the coordinator before any rank writes: an older checkpoint at this path
-        # stops being "complete" before its rank objects are overwritten.
-        self.loc.remove(METADATA_NAME)
-        return [dataclasses.replace(p, storage_data=_RankPrefix(f"__{i}_"))
+        # The previous checkpoint stays complete and untouched while the ranks write: their
+        # names are this save's own, and .metadata is replaced last (finish).
+        self._old = self._previous_objects()
+        tok = self.save_id[:16]
+        return [dataclasses.replace(p, storage_data=_RankPrefix(f"__{i}_{tok}_"))
                 if p.storage_data is None else p for i, p in enumerate(plans)]
+
+    def _previous_objects(self) -> set[str]:
+        """The objects the .metadata at the path names (empty when there is none, or when it
+        cannot be read: then nothing is deleted)."""
+        try:
+            md = pickle.loads(self.loc.read_bytes(self._metadata_name()))
+            return {i.relative_path for i in (md.storage_data or {}).values()
+                    if isinstance(i, S3DirectStorageInfo)}
+        except Exception:
+            return set()
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
         """Writes this rank's tensor items as one safetensors object and each byte item as its
@@ -263,7 +304,7 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
             NoSuchBucket, AccessDenied, TransferError, InvalidArgument: the write failed.
         """
         sd = plan.storage_data
-        prefix = sd.prefix if sd is not None else f"__{self.rank or 0}_"
+        prefix = sd.prefix if sd is not None else f"__{self.rank or 0}_{self.save_id[:16]}_"
         results: list[WriteResult] = []
         srcs: list[_checkpoint._Src] = []
         tensor_obj = f"{prefix}0.safetensors"
@@ -313,6 +354,16 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         if hasattr(metadata, "version"):
             metadata.version = "1.0.0"
         self.loc.write_bytes(self._metadata_name(), pickle.dumps(metadata))
+        # The new checkpoint is complete and visible: the previous one's objects can go. A
+        # failure here leaves garbage, never a broken checkpoint.
+        new = {i.relative_path for i in storage_md.values() if isinstance(i, S3DirectStorageInfo)}
+        stale = sorted(self._old - new)
+        self._old = set()
+        try:
+            self.loc.remove_many(stale)
+        except errors.S3DirectError as e:
+            _log.logger.warning("%s: the previous checkpoint's objects were not all deleted: %s",
+                                self.loc.path, e)
 
     def storage_meta(self) -> StorageMeta | None:
         """The checkpoint id (the path) and this save's id."""
@@ -350,6 +401,10 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         path: s3://bucket/prefix or a local folder written by S3DirectStorageWriter.
         client: an s3direct.Client (default: the process's).
         verify: check the stored CRC32C of tensors read whole.
+        group: the process group dcp.load runs on (torch.distributed.group.WORLD when it is
+            given none), to read each stored byte range that several ranks need (replicated
+            tensors) once and share it over the group, as load(group=) does. Every rank of the
+            group must use a reader with it. None: every rank reads what it needs.
 
     Raises:
         FileNotFoundError (NoSuchKey on S3): no .metadata at path (from read_metadata).
@@ -357,11 +412,13 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
     """
 
     def __init__(self, path: PathLike, *, client: Optional[Client] = None,
-                 verify: bool = True) -> None:
+                 verify: bool = True, group: Optional["ProcessGroup"] = None) -> None:
         super().__init__()
         self._client = client
         self.loc = _Location(path, client)
         self.verify = verify
+        self.group = group
+        self._md: Optional[Metadata] = None
         self.storage_data: dict[Any, Any] = {}
         self.load_id = uuid.uuid4().hex
         self.rank: Optional[int] = None
@@ -410,6 +467,7 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
             FormatError: the metadata has no storage_data.
         """
         self.storage_data = metadata.storage_data
+        self._md = metadata
         self.rank = kwargs.get("rank")
         if self.storage_data is None:
             raise errors.FormatError(errors._CODES["EFMT_METADATA"],
@@ -453,6 +511,8 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
             StateMismatch: a destination's shape differs from the requested chunk.
             ChecksumMismatch, TransferError: the read failed.
         """
+        if self.group is not None:
+            return self._read_shared(plan, planner, self.group)
         per_obj: dict[str, list[ReadItem]] = {}
         for req in plan.items:
             info = self.storage_data[req.storage_index]
@@ -491,16 +551,117 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         fut.set_result(None)
         return fut
 
-    def _read_object(self, rel: str, items: list[tuple[ReadItem, torch.Tensor]]
+    def _unit(self, req: ReadItem, target: torch.Tensor) -> Optional[_Unit]:
+        """(object, tensor, byte offset, byte length) of a tensor item that is one contiguous
+        byte range read straight into its destination, from the checkpoint's metadata (no
+        header read); None for the others (read through a temporary)."""
+        info = self.storage_data[req.storage_index]
+        md = self._md.state_dict_metadata.get(req.storage_index.fqn) if self._md else None
+        if not isinstance(md, TensorStorageMetadata) or info.tensor is None:
+            return None
+        chunk = next((c for c in md.chunks
+                      if tuple(c.offsets) == tuple(req.storage_index.offset or ())), None)
+        if chunk is None and len(md.chunks) == 1:
+            chunk = md.chunks[0]
+        dt = md.properties.dtype
+        if (chunk is None or not target.is_contiguous() or target.dtype != dt
+                or target.device.type not in ("cpu", "cuda")
+                or tuple(target.shape) != tuple(req.lengths)):
+            return None
+        rng = _contiguous_range(tuple(chunk.sizes), list(req.storage_offsets),
+                                list(req.lengths), _dtypes_elem_size(dt))
+        if rng is None or rng[1] == 0:
+            return None
+        return (info.relative_path, info.tensor, rng[0], rng[1])
+
+    def _read_shared(self, plan: LoadPlan, planner: LoadPlanner,
+                     group: "ProcessGroup") -> Future[None]:
+        """read_data with group: byte ranges several ranks need are fetched by one of them
+        (the least loaded, _ranks.plan) and sent to the others over the group; the rest as
+        without a group. Every rank of the group runs it once per dcp.load."""
+        sess = _ranks.Session(group, f"dcp.load {self.loc.path}")
+        try:
+            shared: list[tuple[_Unit, ReadItem, torch.Tensor]] = []
+            local: dict[str, list[tuple[ReadItem, torch.Tensor]]] = {}
+            for req in plan.items:
+                info = self.storage_data[req.storage_index]
+                if req.type == LoadItemType.BYTE_IO:
+                    planner.load_bytes(req, io.BytesIO(self.loc.read_bytes(info.relative_path)))
+                    continue
+                target = planner.resolve_tensor(req).detach()
+                unit = self._unit(req, target)
+                if unit is None:
+                    local.setdefault(info.relative_path, []).append((req, target))
+                else:
+                    shared.append((unit, req, target))
+            first: dict[_Unit, torch.Tensor] = {}
+            for unit, _, target in shared:
+                first.setdefault(unit, target)
+            got = sess.agree(sorted(first))
+            units = sorted({tuple(u) for us in got for u in us})
+            needers: dict[tuple[Any, ...], list[int]] = {u: [] for u in units}
+            for q, us in enumerate(got):
+                for u in us:
+                    needers[tuple(u)].append(q)
+            pieces = _ranks.plan([u[3] for u in units], [tuple(needers[u]) for u in units],
+                                 sess.world, [False] * len(units))
+            views = {id(p): _ranks.byte_view(first[cast(_Unit, units[p.i])])
+                     for p in pieces if sess.rank in p.needers}
+            ranges: dict[str, list[tuple[str, int, int, torch.Tensor]]] = {}
+            for p in pieces:
+                if p.owner == sess.rank:
+                    u = cast(_Unit, units[p.i])
+                    ranges.setdefault(u[0], []).append((u[1], u[2], u[3], first[u]))
+            posts: list[list[tuple[ReadItem, torch.Tensor,
+                                   Optional[tuple[torch.Tensor, list[int], list[int]]]]]] = []
+
+            def fetch() -> None:
+                rels = sorted(set(local) | set(ranges))
+                with ThreadPoolExecutor(max_workers=max(1, min(len(rels), _OBJECTS_AT_ONCE)),
+                                        thread_name_prefix="s3direct-dcp-read") as ex:
+                    futs = [ex.submit(self._read_object, rel, local.get(rel, []),
+                                      ranges.get(rel, [])) for rel in rels]
+                    try:
+                        posts.extend(f.result() for f in futs)
+                    except BaseException:
+                        for f in futs:
+                            f.cancel()
+                        raise
+
+            sess.fetch_and_share(pieces, views, fetch)
+        except BaseException as e:
+            sess.fail(e)
+            raise
+        for unit, req, target in shared:
+            if target is not first[unit]:
+                target.copy_(first[unit])  # one range asked for twice on this rank
+            planner.commit_tensor(req, target)
+        for post in posts:
+            self._commit(post, planner)
+        fut: Future[None] = Future()
+        fut.set_result(None)
+        return fut
+
+    def _read_object(self, rel: str, items: list[tuple[ReadItem, torch.Tensor]],
+                     ranges: Optional[list[tuple[str, int, int, torch.Tensor]]] = None,
                      ) -> list[tuple[ReadItem, torch.Tensor,
                                      Optional[tuple[torch.Tensor, list[int], list[int]]]]]:
-        """Opens one object, reads the items' bytes into their destinations (or temporaries);
-        returns what _commit needs. Runs on any thread; never calls the planner."""
+        """Opens one object, reads the items' bytes into their destinations (or temporaries)
+        and each (tensor, byte offset, byte length, destination) of ranges; returns what
+        _commit needs for the items. Runs on any thread; never calls the planner."""
         uri = self.loc.join(rel)
         with _checkpoint.CheckpointReader(uri, resolve(self._client)) as r:
             dests: list[_checkpoint.Dest] = []
             post: list[tuple[ReadItem, torch.Tensor,
                              Optional[tuple[torch.Tensor, list[int], list[int]]]]] = []
+            for name, off, length, dst in ranges or []:
+                e = r.by_name.get(name)
+                if e is None or off + length > e.nbytes:
+                    raise errors.FormatError(errors._CODES["ENOTENSOR"],
+                                             f"{uri}: no tensor {name!r} of {off + length} "
+                                             f"bytes or more")
+                whole = off == 0 and length == e.nbytes
+                dests.append((e, dst, 0 if whole else off, 0 if whole else length))
             for req, target in items:
                 info = self.storage_data[req.storage_index]
                 e = r.by_name.get(info.tensor)

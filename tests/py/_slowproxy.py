@@ -6,7 +6,8 @@ it is running. Not a test module (the name starts with an underscore).
 
 Each accepted connection gets two threads: server -> client throttled to `rate` bytes per
 second per connection, client -> server to `up_rate` (0: full speed). `listen_port` picks the
-port to listen on (0: any free one)."""
+port to listen on (0: any free one). `bytes_down` and `bytes_up` count what went each way
+(with rate=0 it is a counting relay: the bytes the server served)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ class SlowProxy:
         self.url = f"http://127.0.0.1:{self.port}"
         self.closed = False
         self.conns: list[socket.socket] = []
+        self.bytes_down = 0  # server -> client
+        self.bytes_up = 0
+        self._count_lock = threading.Lock()
         self.thread = threading.Thread(target=self._accept, daemon=True)
 
     def __enter__(self) -> "SlowProxy":
@@ -59,10 +63,11 @@ class SlowProxy:
                 c.close()
                 continue
             self.conns += [c, s]
-            threading.Thread(target=self._pipe, args=(c, s, self.up_rate), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(s, c, self.rate), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(c, s, self.up_rate, False),
+                             daemon=True).start()
+            threading.Thread(target=self._pipe, args=(s, c, self.rate, True), daemon=True).start()
 
-    def _pipe(self, src: socket.socket, dst: socket.socket, rate: int) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket, rate: int, down: bool) -> None:
         chunk = 16 * 1024 if rate else 256 * 1024
         try:
             while True:
@@ -70,6 +75,11 @@ class SlowProxy:
                 if not b:
                     break
                 dst.sendall(b)
+                with self._count_lock:
+                    if down:
+                        self.bytes_down += len(b)
+                    else:
+                        self.bytes_up += len(b)
                 if rate:
                     time.sleep(len(b) / rate)
         except OSError:

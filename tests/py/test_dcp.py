@@ -1,13 +1,20 @@
 """torch.distributed.checkpoint through S3DirectStorageWriter / S3DirectStorageReader: gloo
-process groups of 2 and 4 ranks on this machine, saved with one world size and loaded with
-the other, to S3 and to a local folder. Tensors are DTensors sharded by rows and by columns
+process groups of 2, 4 and 8 ranks on this machine, saved with one world size and loaded with
+another, to S3 and to a local folder. Tensors are DTensors sharded by rows and by columns
 (column chunks are not contiguous byte ranges), plus a replicated tensor and non-tensor values.
+A save at world 8 in which one rank dies must leave the previous checkpoint at the path
+loadable and nothing of the new one visible.
 
-Run as a script, this file is one rank: test_dcp.py MODE PATH RANK WORLD PORT."""
+Run as a script, this file is one rank: test_dcp.py MODE PATH RANK WORLD PORT. MODE is save,
+save2 (the second version: every value times 2, step 43) or load; S3D_TEST_DCP_VERSION tells
+load which version to expect (default 1); S3D_TEST_DCP_KILL_RANK=R makes rank R os._exit(1)
+at the end of its write_data (its objects written, its results never reported)."""
 
 from __future__ import annotations
 
 import os
+import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -15,15 +22,17 @@ import sys
 import pytest
 
 
-def reference():
+def reference(version=1):
     import torch
 
     g = torch.Generator().manual_seed(11)
+    # 24 columns, 8 rows: shardable over 2, 4 and 8 ranks both ways.
     return {
-        "w": torch.arange(8 * 12, dtype=torch.float32).reshape(8, 12),
-        "c": torch.randn(4, 12, generator=g).to(torch.bfloat16),
-        "b": torch.randn(5, generator=g),
-        "ids": torch.arange(6, dtype=torch.int64),
+        "w": torch.arange(8 * 24, dtype=torch.float32).reshape(8, 24) * version,
+        "c": (torch.randn(8, 24, generator=g) * version).to(torch.bfloat16),
+        "b": torch.randn(5, generator=g) * version,
+        "ids": torch.arange(6, dtype=torch.int64) * version,
+        "big": torch.randn(1024, 1024, generator=g) * version,  # 4 MiB, replicated
     }
 
 
@@ -36,32 +45,49 @@ def worker(mode, path, rank, world, port):
 
     from s3direct.dcp import S3DirectStorageReader, S3DirectStorageWriter
 
+    import datetime
+
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
     mesh = init_device_mesh("cpu", (world,))
-    ref = reference()
+    version = 2 if mode == "save2" else int(os.environ.get("S3D_TEST_DCP_VERSION", "1"))
+    ref = reference(version)
+    kill = os.environ.get("S3D_TEST_DCP_KILL_RANK")
+    if kill is not None and int(kill) == rank:
+        real = S3DirectStorageWriter.write_data
+
+        def write_data(self, plan, planner):
+            real(self, plan, planner)
+            os._exit(1)  # killed mid-save: written, never reported
+
+        S3DirectStorageWriter.write_data = write_data
 
     def state(fill):
         src = {k: (v if fill else torch.zeros_like(v)) for k, v in ref.items()}
         return {
             "model": {"w": distribute_tensor(src["w"], mesh, [Shard(0)]),
                       "c": distribute_tensor(src["c"], mesh, [Shard(1)]),
-                      "b": src["b"].clone()},
+                      "b": src["b"].clone(), "big": src["big"].clone()},
             "ids": src["ids"].clone(),
-            "step": 42 if fill else 0,
+            "step": 41 + version if fill else 0,
             "meta": {"name": "run" if fill else ""},
         }
 
-    if mode == "save":
+    if mode in ("save", "save2"):
         dcp.save(state(True), storage_writer=S3DirectStorageWriter(path))
     else:
         sd = state(False)
-        dcp.load(sd, storage_reader=S3DirectStorageReader(path))
+        shared = os.environ.get("S3D_TEST_DCP_SHARED") == "1"
+        kw = {"group": dist.group.WORLD} if shared else {}
+        dcp.load(sd, storage_reader=S3DirectStorageReader(path, **kw))
+        assert torch.equal(sd["model"]["big"], ref["big"])
         assert torch.equal(sd["model"]["w"].full_tensor(), ref["w"])
         assert torch.equal(sd["model"]["c"].full_tensor(), ref["c"])
         assert torch.equal(sd["model"]["b"], ref["b"])
         assert torch.equal(sd["ids"], ref["ids"])
-        assert sd["step"] == 42 and sd["meta"]["name"] == "run", (sd["step"], sd["meta"])
+        assert sd["step"] == 41 + version and sd["meta"]["name"] == "run", (sd["step"],
+                                                                           sd["meta"])
     dist.barrier()
     dist.destroy_process_group()
 
@@ -72,11 +98,12 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def run_world(mode, path, world):
+def run_world(mode, path, world, env=None, check=True):
     port = _free_port()
+    e = dict(os.environ, **(env or {}))
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), mode, path, str(r),
                                str(world), str(port)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in range(world)]
+                              stderr=subprocess.STDOUT, text=True, env=e) for r in range(world)]
     outs = []
     for p in procs:
         try:
@@ -87,7 +114,9 @@ def run_world(mode, path, world):
             raise
         outs.append((p.returncode, out))
     bad = [(i, rc, out[-3000:]) for i, (rc, out) in enumerate(outs) if rc != 0]
-    assert not bad, f"{mode} with world {world} failed: {bad}"
+    if check:
+        assert not bad, f"{mode} with world {world} failed: {bad}"
+    return outs
 
 
 def test_dcp_s3_save4_load2(bucket, boto3_client):
@@ -100,17 +129,101 @@ def test_dcp_s3_save4_load2(bucket, boto3_client):
     run_world("load", path, 2)
 
 
+def test_dcp_replicated_read_once(bucket, boto3_client):
+    """Loaded at world 4 with group=: the replicated 4 MiB tensor every rank needs is served
+    once by the server (counted at a relay), not four times; every rank has all of it."""
+    from _slowproxy import SlowProxy
+
+    pytest.importorskip("torch.distributed.checkpoint")
+    path = f"s3://{bucket}/rep"
+    run_world("save", path, 2)
+    pages = boto3_client.list_objects_v2(Bucket=bucket, Prefix="rep/")["Contents"]
+    total, nobj = sum(o["Size"] for o in pages), len(pages)
+    m = re.match(r"https?://([^:/]+):(\d+)", os.environ["AWS_ENDPOINT_URL"])
+    with SlowProxy(m.group(1), int(m.group(2)), rate=0) as relay:
+        run_world("load", path, 4, env={"S3D_TEST_DCP_SHARED": "1",
+                                         "AWS_ENDPOINT_URL": relay.url})
+    big = 4 << 20
+    # Each object once at most, plus a header read (256 KiB) per rank and object; without
+    # group= it is at least total + 3 * big.
+    assert relay.bytes_down <= total + 4 * nobj * (256 << 10) + (64 << 10), \
+        (relay.bytes_down, total)
+    assert relay.bytes_down < total + big, (relay.bytes_down, total)
+
+
 def test_dcp_local_save2_load4(tmp_path, lib_path):
     pytest.importorskip("torch.distributed.checkpoint")
     path = os.path.join(tmp_path, "ckpt")
     run_world("save", path, 2)
     names = sorted(os.listdir(path))
-    assert ".metadata" in names and "__0_0.safetensors" in names
+    rank0 = [n for n in names if re.fullmatch(r"__0_[0-9a-f]{16}_0\.safetensors", n)]
+    assert ".metadata" in names and len(rank0) == 1, names
     assert not any(".tmp" in n for n in names)
     # The rank files are plain safetensors.
     st = pytest.importorskip("safetensors.torch")
-    assert st.load_file(os.path.join(path, "__0_0.safetensors"))
+    assert st.load_file(os.path.join(path, rank0[0]))
     run_world("load", path, 4)
+    # Saved again at the same path: the first save's objects are gone once the second is
+    # complete.
+    run_world("save2", path, 2)
+    names2 = sorted(os.listdir(path))
+    assert rank0[0] not in names2 and len(names2) == len(names), (names, names2)
+    run_world("load", path, 2, env={"S3D_TEST_DCP_VERSION": "2"})
+
+
+def _objects(boto3_client, bucket, prefix):
+    pages = boto3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"][len(prefix):] for page in pages for o in page.get("Contents", []))
+
+
+def _metadata_objects(boto3_client, bucket, prefix):
+    """The objects the checkpoint's .metadata names."""
+    from s3direct.dcp import S3DirectStorageInfo
+
+    body = boto3_client.get_object(Bucket=bucket, Key=prefix + ".metadata")["Body"].read()
+    md = pickle.loads(body)
+    return md, sorted({i.relative_path for i in md.storage_data.values()
+                       if isinstance(i, S3DirectStorageInfo)})
+
+
+def test_dcp_s3_world8_save_load4(bucket, boto3_client):
+    """Eight ranks write their objects in parallel, the coordinator one .metadata naming every
+    object; loaded back resharded at world 4."""
+    pytest.importorskip("torch.distributed.checkpoint")
+    path = f"s3://{bucket}/ckpt8"
+    run_world("save", path, 8)
+    objs = _objects(boto3_client, bucket, "ckpt8/")
+    _, named = _metadata_objects(boto3_client, bucket, "ckpt8/")
+    assert [o for o in objs if o != ".metadata"] == named, (objs, named)
+    # One tensor object per rank, all under the save's one token.
+    tensor_objs = [re.fullmatch(r"__(\d)_([0-9a-f]{16})_0\.safetensors", n)
+                   for n in named if n.endswith(".safetensors")]
+    assert all(tensor_objs) and len({m.group(2) for m in tensor_objs}) == 1, named
+    assert sorted(int(m.group(1)) for m in tensor_objs) == list(range(8)), named
+    run_world("load", path, 4)
+
+
+def test_dcp_s3_world8_rank_killed_mid_save(bucket, boto3_client):
+    """Saved (at world 2), then saved again at the same path at world 8 while rank 5 dies at
+    the end of its write_data: the save fails, the first checkpoint stays complete and loads,
+    and no .metadata names the second save's objects."""
+    pytest.importorskip("torch.distributed.checkpoint")
+    path = f"s3://{bucket}/ckpt8"
+    run_world("save", path, 2)
+    md1, named1 = _metadata_objects(boto3_client, bucket, "ckpt8/")
+    outs = run_world("save2", path, 8, env={"S3D_TEST_DCP_KILL_RANK": "5"}, check=False)
+    assert outs[5][0] == 1 and any(rc != 0 for i, (rc, _) in enumerate(outs) if i != 5), \
+        [(rc, out[-500:]) for rc, out in outs]
+    md2, named2 = _metadata_objects(boto3_client, bucket, "ckpt8/")
+    assert named2 == named1 and md2.storage_meta.save_id == md1.storage_meta.save_id
+    assert set(named1) <= set(_objects(boto3_client, bucket, "ckpt8/"))
+    run_world("load", path, 2)
+    # The next complete save replaces it and deletes the previous objects; the dead save's
+    # orphans are not named by any .metadata.
+    run_world("save2", path, 2)
+    _, named3 = _metadata_objects(boto3_client, bucket, "ckpt8/")
+    left = set(_objects(boto3_client, bucket, "ckpt8/"))
+    assert set(named3) <= left and not set(named1) & left
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])
@@ -141,7 +254,9 @@ def test_dcp_single_process_and_async_save(where, request, tmp_path, lib_path):
         assert out["step"] == 5
 
 
-def test_overwrite_drops_old_metadata_first(tmp_path, lib_path):
+def test_overwrite_keeps_old_metadata_until_finish(tmp_path, lib_path):
+    """The ranks write under this save's own names while the old .metadata stays: a save that
+    dies before finish() leaves the previous checkpoint as it was."""
     from torch.distributed.checkpoint.planner import SavePlan
 
     from s3direct.dcp import METADATA_NAME, S3DirectStorageWriter
@@ -152,8 +267,9 @@ def test_overwrite_drops_old_metadata_first(tmp_path, lib_path):
     w = S3DirectStorageWriter(path)
     w.set_up_storage_writer(True, rank=0, use_collectives=True)
     plans = w.prepare_global_plan([w.prepare_local_plan(SavePlan([])), SavePlan([])])
-    assert [p.storage_data.prefix for p in plans] == ["__0_", "__1_"]
-    assert not os.path.exists(os.path.join(path, METADATA_NAME))
+    tok = w.save_id[:16]
+    assert [p.storage_data.prefix for p in plans] == [f"__0_{tok}_", f"__1_{tok}_"]
+    assert open(os.path.join(path, METADATA_NAME), "rb").read() == b"old"
 
 
 @pytest.mark.parametrize("shape,offsets,lengths,expect", [
