@@ -14,10 +14,11 @@
 #   BENCH_TIMEOUT=300   seconds before one client invocation is killed (counted as failed)
 #   BENCH_CKPT_MIB=2048 size of the checkpoint for the tensor-pipeline section (BENCH_SKIP=ckpt
 #                       leaves it out)
-#   BENCH_ONLY="sweep peers path"  only the sweep (bench/sweep/), the peers side by side
-#                       (bench/peers/) and/or the simulated paths (bench/path/), in the order
-#                       given; all three also run at the end of the full run
-#                       (BENCH_SKIP="sweep peers path" leaves them out)
+#   BENCH_ONLY="sweep peers path ranks"  only the sweep (bench/sweep/), the peers side by
+#                       side (bench/peers/), the simulated paths (bench/path/) and/or many
+#                       ranks loading one checkpoint (bench/ranks/), in the order given; all
+#                       four also run at the end of the full run
+#                       (BENCH_SKIP="sweep peers path ranks" leaves them out)
 #
 # How each client is measured:
 #   s3direct-mem / -put-mem  bench/s3d_bench.c (s3direct-bench): the public API to and from a
@@ -219,7 +220,23 @@ run_path() {
   gc
   return $rc
 }
-# BENCH_ONLY="sweep", "peers", "path" or several: only those parts, in that order.
+# The ranks part (issue 22): W gloo ranks loading one checkpoint, each on its own or once for
+# the group (load(group=)), through s3d-pathsim as a counting relay; RANKS_GIB (1),
+# RANKS_WORLDS (1,2,4,8), RANKS_ROUNDS (2). Rows, table and chart into $ranks_out.
+ranks_out=${BENCH_KEEP:-$work}/ranks
+run_ranks() {
+  local rc=0 py
+  fresh_server || return 1
+  py=$("$here/peers/setup.sh") || return 1  # a Python with torch and matplotlib
+  say "Ranks benchmark (one checkpoint, 1-8 gloo ranks), results in $ranks_out"
+  PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} S3D_BUILD_DIR=$build \
+    "$py" "$here/ranks/run.py" --pathsim "$build/bench/s3d-pathsim" --out "$ranks_out" \
+    --gib "${RANKS_GIB:-1}" --worlds "${RANKS_WORLDS:-1,2,4,8}" --rounds "${RANKS_ROUNDS:-2}" \
+    || rc=1
+  gc
+  return $rc
+}
+# BENCH_ONLY="sweep", "peers", "path", "ranks" or several: only those parts, in that order.
 if [ -n "${BENCH_ONLY:-}" ]; then
   rc=0
   for part in $BENCH_ONLY; do
@@ -227,7 +244,8 @@ if [ -n "${BENCH_ONLY:-}" ]; then
       sweep) run_sweep || rc=1 ;;
       peers) run_peers || rc=1 ;;
       path) run_path || rc=1 ;;
-      *) say "bench: BENCH_ONLY=$part: not a part (sweep, peers, path)"; exit 2 ;;
+      ranks) run_ranks || rc=1 ;;
+      *) say "bench: BENCH_ONLY=$part: not a part (sweep, peers, path, ranks)"; exit 2 ;;
     esac
   done
   exit $rc
@@ -341,4 +359,8 @@ fi
 if ! skipped path; then
   echo
   run_path
+fi
+if ! skipped ranks; then
+  echo
+  run_ranks
 fi
