@@ -521,6 +521,7 @@ static int refresh_locked(struct s3d_credcache *c)
             rc = s3d_creds_imds(c->http, &fresh);
         else
             rc = fetch(c, src, &fresh);
+        S3D_ASSERT(rc != 0 || fresh != NULL); /* every provider returns 0 only with *out set */
         if (rc == 0 && fresh->expiration != 0 && fresh->expiration <= (int64_t)time(NULL)) {
             /* Already expired when handed over (a credential_process printing a stale
              * Expiration): refused, as botocore refuses credentials still expired after a
