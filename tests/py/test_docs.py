@@ -54,6 +54,12 @@ obj = {"weights": model.state_dict(), "step": step}
 state_dict = {"model": model.state_dict()}
 uri = "s3://bucket/run1/step1000.safetensors"
 s3direct.save(model, "s3://bucket/model.safetensors")
+# What S3DirectCheckpointIO writes for a module (s3direct.save of Lightning's dict); the
+# docs' LightningModule is a plain module here: its state_dict() is what the block loads.
+lit_model = model
+s3direct.save({"epoch": 3, "global_step": 16, "state_dict": lit_model.state_dict(),
+               "optimizer_states": [opt.state_dict()], "hyper_parameters": {"lr": 1e-3}},
+              "s3://bucket/ckpts/last.ckpt")
 s3direct.save({"model.embed_tokens.weight": torch.randn(16, 4),
                "lm_head.weight": torch.randn(16, 4)}, "s3://bucket/llama/")
 rank, n = 1, 4

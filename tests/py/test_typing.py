@@ -86,6 +86,11 @@ def _public_api():
     out = []
     classes = [TensorSlice, S3Reader, S3Writer, s3direct.dcp.S3DirectStorageWriter,
                s3direct.dcp.S3DirectStorageReader]
+    try:  # the Lightning plugin, where lightning is installed
+        from s3direct.lightning import S3DirectCheckpointIO
+        classes.append(S3DirectCheckpointIO)
+    except ImportError:
+        pass
     for name in s3direct.__all__:
         obj = getattr(s3direct, name)
         if not callable(obj):
