@@ -97,5 +97,6 @@ if [ ! -f "$b/CMakeCache.txt" ]; then
     -DCMAKE_FIND_ROOT_PATH="$out/prefix" -DOPENSSL_ROOT_DIR="$out/prefix" \
     -DOPENSSL_USE_STATIC_LIBS=ON -DCMAKE_C_FLAGS="-O2 -fPIC" >/dev/null
 fi
-cmake --build "$b" -j"$jobs" --target s3direct s3direct_cli ${S3D_G228_TARGETS:-} >/dev/null
-echo "build-glibc228: libs3direct.so and the CLI $(( $(date +%s) - t0 ))s"
+cmake --build "$b" -j"$jobs" --target s3direct s3direct_cli test_gpu_device test_gpu_fileio \
+  bench_gpu test_cuda_rules test_cuda_fake test_device_emu s3origin_get >/dev/null
+echo "build-glibc228: libs3direct.so, the CLI and the bundle's test programs $(( $(date +%s) - t0 ))s"
