@@ -59,7 +59,7 @@ if [ ! -f "$out/prefix/lib/libcurl.a" ]; then
      --enable-static --with-pic --without-ssl --disable-ldap --disable-ldaps --disable-rtsp \
      --disable-dict --disable-telnet --disable-tftp --disable-pop3 --disable-imap --disable-smb \
      --disable-smtp --disable-gopher --disable-mqtt --disable-ftp --disable-file \
-     --disable-manual --disable-docs --without-librtmp --without-libssh2 --without-libssh \
+     --disable-manual --without-librtmp --without-libssh2 --without-libssh \
      --without-libidn2 --without-libpsl --without-brotli --without-zstd --without-nghttp2 \
      --without-nghttp3 --without-ngtcp2 --without-zlib --without-libgsasl --disable-ntlm-wb \
      --disable-alt-svc --without-ca-bundle --without-ca-path --disable-threaded-resolver \
