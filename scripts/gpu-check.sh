@@ -40,7 +40,7 @@ manifest_need() {
 older() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" != "$1" ]; }  # $2 < $1
 have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
 need=$(manifest_need "$bundle")
-set_name=native
+set_name="native set"
 glibc_refused() {
   echo "glibc: $*: refusing to run the bundle"
   printf '{"emulate": false, "seconds": 0, "failed": 1, "steps": [{"step": "glibc", "status": "fail", "detail": "%s"}]}\n' \
