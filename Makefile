@@ -5,7 +5,7 @@ JOBS ?= 2
 CMAKE_FLAGS ?= -DS3D_WERROR=ON
 
 .PHONY: all deps build test test-unit demo bench sanitize fuzz format-check typecheck install \
-        clean gpu-check gpu-bundle werror-release tsan analyze
+        clean gpu-check gpu-bundle gpu-check-glibc228 werror-release tsan analyze
 
 all: build
 
@@ -83,6 +83,10 @@ gpu-bundle: build
 
 gpu-check:
 	@scripts/gpu-check.sh gpu-bundle
+
+# The bundle's glibc 2.28 set (g228/): symbol versions and the emulated check on it (no GPU).
+gpu-check-glibc228:
+	@tests/gpu/check-glibc228.sh gpu-bundle
 
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')

@@ -9,7 +9,17 @@ apt_pkgs+=(time)  # /usr/bin/time: client CPU seconds in bench/run.sh
 apt_pkgs+=(openssl)  # the openssl binary: self-signed certificate in tests/integ/test_tls.c
 apt_pkgs+=(clang-format)  # make format-check, run by .ci/run
 apt_pkgs+=(clang libclang-rt-dev)  # make fuzz: libFuzzer, ASan, UBSan (scripts/fuzz.sh)
+apt_pkgs+=(dpkg-dev)  # apt-get source: scripts/build-glibc228.sh (the GPU bundle's 2.28 set)
 apt_pkgs+=(clang-tools-14)  # make analyze: scan-build (scripts/analyze.sh)
+# apt-get source (scripts/build-glibc228.sh) needs a deb-src line for Debian's own archive.
+if ! grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  echo "deps: adding deb-src for Debian's archive (/etc/apt/sources.list.d/debian-src.sources)"
+  printf '%s\n' 'Types: deb-src' 'URIs: http://deb.debian.org/debian' \
+    'Suites: bookworm bookworm-updates' 'Components: main' \
+    'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+    >/etc/apt/sources.list.d/debian-src.sources
+  apt-get update -qq
+fi
 need=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
@@ -32,6 +42,8 @@ python3 -c 'import boto3' 2>/dev/null || py_missing+=(boto3)
 command -v aws >/dev/null 2>&1 || py_missing+=(awscli)
 python3 -c 'import safetensors' 2>/dev/null || py_missing+=(safetensors)
 python3 -c 'import tqdm' 2>/dev/null || py_missing+=(tqdm)
+# zig cc: the glibc 2.28 build of the GPU bundle (scripts/build-glibc228.sh).
+python3 -c 'import ziglang' 2>/dev/null || py_missing+=(ziglang)
 python3 -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
 # atheris: the coverage-guided fuzzer for tests/fuzz/fuzz_tree.py (the s3direct_tree JSON).
 python3 -c 'import atheris' 2>/dev/null || py_missing+=(atheris)

@@ -14,6 +14,10 @@
 #              machine; scripts/gpu-check.sh puts on the library path only those the GPU
 #              machine's ldconfig does not know (its own libssl/libcurl win where present)
 #   MANIFEST   commit, build date, glibc symbol versions required, sizes and sha256 of files
+#   g228/      the same bundle built for glibc 2.28 (torch's floor) by scripts/build-glibc228.sh
+#              (zig cc; static HTTP-only libcurl, jansson, libcrypto): gpu-check.sh runs it
+#              where the host glibc is older than MANIFEST's (GPU_CHECK_GLIBC228=1 forces it);
+#              S3D_GLIBC228=0 leaves it out
 # Then `scripts/gpu-check.sh` (which finds the bundle) is the one command to run there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +47,13 @@ for f in "$out"/tests/bin/* "$out"/gpu/s3origin_get; do
   fi
 done
 cp tests/run-tests.sh "$out/tests/"
+# The 2.28 set is RelWithDebInfo; its debug info would double the bundle the device tool carries.
+if [ -n "${S3D_BUNDLE_STRIP:-}" ]; then
+  for f in "$out"/lib/* "$out"/bin/* "$out"/tests/bin/* "$out"/gpu/s3origin_get \
+           "$out"/tests/fakecuda/lib*.so.*; do
+    [ -L "$f" ] || strip --strip-debug "$f"
+  done
+fi
 
 # Shared libraries: all that ldd resolves, but glibc's own (the GPU machine has its own).
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so)'
@@ -68,3 +79,9 @@ glibc=$(for f in "$out"/lib/* "$out"/bin/* "$out"/deps/* "$out"/tests/bin/* "$ou
   (cd "$out" && find . -type f ! -name MANIFEST | sort | xargs sha256sum)
 } >"$out/MANIFEST"
 echo "gpu-bundle: $out ($(du -sh "$out" | cut -f1), $(ls "$out/deps" | wc -l) libraries in deps/, needs $glibc)"
+if [ "${S3D_GLIBC228:-1}" != 0 ]; then
+  t0=$(date +%s)
+  scripts/build-glibc228.sh build/g228
+  S3D_GLIBC228=0 S3D_BUNDLE_STRIP=1 "$0" build/g228/build "$out/g228"
+  echo "gpu-bundle: the glibc 2.28 set in $(( $(date +%s) - t0 ))s"
+fi

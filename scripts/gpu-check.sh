@@ -31,26 +31,41 @@ out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
 exec > >(tee "$out/gpu-check.log") 2>&1
 
-# Before anything else: can this machine's glibc run the bundle at all?
-need=$(sed -n 's/^newest glibc symbol version required: GLIBC_//p' "$bundle/MANIFEST" 2>/dev/null)
+# Before anything else: can this machine's glibc run the bundle at all? The native set needs
+# MANIFEST's newest GLIBC_ version; where the host's is older (or GPU_CHECK_GLIBC228=1), the
+# set built for glibc 2.28 in g228/ (a whole bundle of its own) runs instead.
+manifest_need() {
+  sed -n 's/^newest glibc symbol version required: GLIBC_//p' "$1/MANIFEST" 2>/dev/null
+}
+older() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" != "$1" ]; }  # $2 < $1
 have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+need=$(manifest_need "$bundle")
+set_name="native set"
 glibc_refused() {
   echo "glibc: $*: refusing to run the bundle"
   printf '{"emulate": false, "seconds": 0, "failed": 1, "steps": [{"step": "glibc", "status": "fail", "detail": "%s"}]}\n' \
     "$*" >"$out/summary.json"
   exit 3
 }
+if [ -n "${GPU_CHECK_GLIBC228:-}" ] || { [ -n "$need" ] && [ -n "$have" ] && older "$need" "$have"; }; then
+  if [ -f "$bundle/g228/MANIFEST" ]; then
+    native_need=$need
+    bundle=$bundle/g228
+    need=$(manifest_need "$bundle")
+    set_name="glibc 2.28 set (g228/${GPU_CHECK_GLIBC228:+, forced by GPU_CHECK_GLIBC228}${native_need:+; the native one needs $native_need})"
+  fi
+fi
 if [ -z "$need" ] || [ -z "$have" ]; then
   glibc_refused "cannot tell (host glibc ${have:-unknown}, bundle needs ${need:-unknown}: no MANIFEST line)"
-elif [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+elif older "$need" "$have"; then
   glibc_refused "host glibc $have is older than the $need the bundle needs (build it where glibc <= $have)"
 fi
-echo "glibc: host $have, the bundle needs $need or newer: ok"
+echo "glibc: host $have, the $set_name needs $need or newer: ok"
 emulate=${GPU_CHECK_EMULATE:-}
 if [ -n "$emulate" ]; then gib=${GPU_CHECK_GIB:-0.25}; else gib=${GPU_CHECK_GIB:-4}; fi
 t_start=$(date +%s)
 say() { printf '\n== %s (%ss)\n' "$*" "$(( $(date +%s) - t_start ))"; }
-steps=("{\"step\": \"glibc\", \"status\": \"ok\", \"detail\": \"host $have, needs $need\"}")
+steps=("{\"step\": \"glibc\", \"status\": \"ok\", \"detail\": \"host $have, ${set_name%% (*} needs $need\"}")
 step() {
   local d=${3:-}
   steps+=("{\"step\": \"$1\", \"status\": \"$2\", \"detail\": \"${d//\"/\'}\"}")

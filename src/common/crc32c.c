@@ -126,10 +126,17 @@ static uint32_t raw_table(uint32_t crc, const unsigned char *p, size_t n)
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 
+/* Newer clang (zig cc, the glibc 2.28 build of the GPU bundle) keeps crc32 apart from SSE4.2. */
+#if defined(__clang__) && __clang_major__ >= 14
+#define S3D_CRC_TARGET "sse4.2,crc32"
+#else
+#define S3D_CRC_TARGET "sse4.2"
+#endif
+
 /* One pass of the three-stream loop: the CRCs of three adjacent blocks of block bytes are
  * computed side by side (the crc32 instruction has a latency of three and a throughput of one)
  * and joined by shifting with the block's table. Inlined with a constant block size. */
-__attribute__((target("sse4.2"), always_inline)) static inline uint64_t
+__attribute__((target(S3D_CRC_TARGET), always_inline)) static inline uint64_t
 three_blocks(uint64_t crc0, const unsigned char *p, size_t block, const uint32_t t[4][256])
 {
     uint64_t crc1 = 0, crc2 = 0;
@@ -148,8 +155,8 @@ three_blocks(uint64_t crc0, const unsigned char *p, size_t block, const uint32_t
     return shift(t, (uint32_t)crc0) ^ crc2;
 }
 
-__attribute__((target("sse4.2"))) static uint64_t raw_hw(uint64_t crc0, const unsigned char *p,
-                                                         size_t n)
+__attribute__((target(S3D_CRC_TARGET))) static uint64_t raw_hw(uint64_t crc0,
+                                                               const unsigned char *p, size_t n)
 {
     while (n && ((uintptr_t)p & 7)) {
         crc0 = _mm_crc32_u8((uint32_t)crc0, *p++);

@@ -47,6 +47,13 @@ static const char *env_get(const char *name)
     return getenv(name);
 }
 
+/* A libcurl built without TLS (the glibc 2.28 set of the GPU bundle) has no SSL session cache
+ * to share: CURLSHE_NOT_BUILT_IN is not a failure there. */
+static int share_ssl_ok(CURLSHcode c)
+{
+    return c == CURLSHE_OK || c == CURLSHE_NOT_BUILT_IN;
+}
+
 int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts, uint32_t max_conns)
 {
     int rc, i;
@@ -71,7 +78,7 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
         curl_share_setopt(ctx->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
         curl_share_setopt(ctx->share, CURLSHOPT_USERDATA, ctx) != CURLSHE_OK ||
         curl_share_setopt(ctx->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
-        curl_share_setopt(ctx->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
+        !share_ssl_ok(curl_share_setopt(ctx->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION))) {
         rc = s3d_fail(S3D_ENOMEM, "setting up the curl share failed");
         goto fail;
     }
