@@ -39,10 +39,10 @@ if [ -z "${S3D_NO_PYTEST:-}" ] && [ -d "$here/py" ] && ls "$here"/py/test_*.py >
   rm -f "$junit"
   pyfilter=()
   [ -n "$filter" ] && pyfilter=(-k "$filter")
-  S3D_BUILD_DIR="$build" python3 -m pytest -q -rs "$here/py" --junitxml="$junit" \
+  S3D_BUILD_DIR="$build" python3 -m pytest -q -rfEs "$here/py" --junitxml="$junit" \
       -p no:cacheprovider "${pyfilter[@]}" 2>&1 | tee "$logdir/pytest.log" | tail -n 40
   if [ -f "$junit" ]; then
-    read -r pt pf pe ps < <(python3 - "$junit" <<'PY'
+    read -r pt pf pe ps < <(python3 - "$junit" "$logdir/pytest-failed.txt" <<'PY'
 import sys, xml.etree.ElementTree as ET
 r = ET.parse(sys.argv[1]).getroot()
 suites = [r] if r.tag == "testsuite" else list(r)
@@ -51,10 +51,17 @@ f = sum(int(s.get("failures", 0)) for s in suites)
 e = sum(int(s.get("errors", 0)) for s in suites)
 s = sum(int(s.get("skipped", 0)) for s in suites)
 print(t, f, e, s)
+# name each failure (and its first message line) so a log tail shows what broke
+with open(sys.argv[2], "w") as out:
+    for case in r.iter("testcase"):
+        for bad in list(case.findall("failure")) + list(case.findall("error")):
+            msg = (bad.get("message") or "").splitlines()[:1]
+            out.write("FAIL  %s::%s  %s\n" % (case.get("classname"), case.get("name"),
+                                            msg[0][:200] if msg else ""))
 PY
 )
     pass=$((pass + pt - pf - pe - ps)); fail=$((fail + pf + pe)); skip=$((skip + ps))
-    [ $((pf + pe)) -gt 0 ] && failed+=("pytest ($((pf + pe)))")
+    [ $((pf + pe)) -gt 0 ] && failed+=("pytest ($((pf + pe)))") && cat "$logdir/pytest-failed.txt"
   else
     fail=$((fail+1)); failed+=("pytest (did not run)")
   fi

@@ -178,6 +178,7 @@ DOCS_GLOBS = ["README.md", "CONTRIBUTING.md", "bench/README.md", "docs/**/*.md"]
 # Names the docs use for something that is not a file of this tree, each with its reason.
 NOT_TREE_PATHS = {
     ("docs/gpu-check.md", "tests/bin/"): "a folder of the GPU bundle (make gpu-bundle)",
+    ("docs/gpu-check.md", "tests/fakecuda/"): "a folder of the GPU bundle (make gpu-bundle)",
     ("docs/internals/staging-pool.md", "./cufile.log"): "cuFile's log in the working folder",
 }
 _TICKED = re.compile(r"`([^`\n]+)`")
