@@ -38,6 +38,7 @@ from measure import log, pyplot  # noqa: E402
 COMMAND = "BENCH_ONLY=ranks make bench"
 BUCKET = "s3d-bench-ranks"
 KEY = "ranks/model.safetensors"
+MODES = ("independent", "shared", "exchange")
 
 
 def tensors(gib: float):
@@ -102,12 +103,28 @@ def rank_main(mode: str, rank: int, world: int, port: int, endpoint: str, spec: 
     t0 = time.monotonic()
     if mode == "shared":
         state = s3direct.load(uri, client=client, group=dist.group.WORLD)
+    elif mode == "exchange":
+        # No S3: only the exchange a shared load ends with (each rank broadcasts its share
+        # of the checkpoint's bytes to the others), the floor gloo sets on this machine.
+        import torch
+
+        with open(spec) as f:
+            size = int(json.load(f)["size"])
+        buf = torch.empty(size, dtype=torch.uint8)
+        dist.barrier()
+        t0 = time.monotonic()
+        share = -(-size // world)
+        for src in range(world):
+            part = buf[src * share:min(size, (src + 1) * share)]
+            if part.numel():
+                dist.broadcast(part, src=src)
+        state = None
     else:
         state = s3direct.load(uri, client=client)
     dist.barrier()
     secs = time.monotonic() - t0
     ok = None
-    if verify:
+    if verify and state is not None:
         with open(spec) as f:
             want = json.load(f)["crc"]
         ok = crcs(state) == want
@@ -208,12 +225,12 @@ def main() -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     try:
         for rnd in range(args.rounds):
-            order = [(w, m) for w in worlds for m in ("independent", "shared")]
+            order = [(w, m) for w in worlds for m in MODES]
             order = order[rnd % len(order):] + order[:rnd % len(order)]  # rotated
             for w, m in order:
-                if w == 1 and m == "shared":
+                if w == 1 and m != "independent":
                     continue  # one rank: the same as a plain load
-                r = measure(m, w, relay, spec, rnd == 0, args.out)
+                r = measure(m, w, relay, spec, rnd == 0 and m != "exchange", args.out)
                 r.update(world=w, mode=m, round=rnd + 1)
                 rows.append(r)
                 log(f"ranks: round {rnd + 1} world {w} {m}: {r}")
@@ -232,7 +249,7 @@ def main() -> int:
              "|---|---|---|---|---|---|"]
     summary = {}
     for w in worlds:
-        for m in ("independent", "shared"):
+        for m in MODES:
             rs = [r for r in rows if r["world"] == w and r["mode"] == m and "secs" in r]
             if not rs:
                 continue
@@ -244,6 +261,9 @@ def main() -> int:
             lines.append(f"| {w} | {m if w > 1 else 'one rank'} | {statistics.median(secs):.2f} "
                          f"({min(secs):.2f}–{max(secs):.2f}) | {served:.3f}× | {conns:.0f} | "
                          f"{ {True: 'yes', False: '**MISMATCH**', None: 'n/a'}[ver] } |")
+    lines += ["", "exchange: no S3, each rank broadcasts 1/W of the checkpoint's bytes to the "
+              "others over gloo (what a shared load ends with): the floor this machine's cores "
+              "set under the shared rows."]
     errs = [r for r in rows if "error" in r]
     if errs:
         lines += ["", "Failed measurements:"] + [f"- world {r['world']} {r['mode']} round "
@@ -256,9 +276,9 @@ def main() -> int:
     plt = pyplot("ranks")
     if plt is not None:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-        for m, mark in (("independent", "o-"), ("shared", "s-")):
-            ws = [w for w in worlds if (w, m) in summary or (w == 1 and (1, "independent")
-                                                               in summary)]
+        for m, mark in (("independent", "o-"), ("shared", "s-"), ("exchange", "^:")):
+            ws = [w for w in worlds if (w, m) in summary or (w == 1 and m != "exchange" and
+                                                               (1, "independent") in summary)]
             key = [(w, m if w > 1 else "independent") for w in ws]
             a1.plot(ws, [summary[k][1] for k in key], mark, label=m)
             a2.plot(ws, [summary[k][0] for k in key], mark, label=m)
