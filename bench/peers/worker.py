@@ -143,7 +143,7 @@ def prep_load(tool, into=None, names=None):
 
     if tool.endswith("-dcp"):
         return prep_dcp_load(tool, into=into, names=names)
-    if tool == "s3direct" or fixed_concurrency(tool):
+    if is_s3direct(tool):
         import s3direct
 
         c = s3direct_client(tool)
@@ -316,7 +316,7 @@ def prep_save(tool, state, key):
         import torch.distributed.checkpoint as dcp
 
         return lambda: dcp.save(state, storage_writer=dcp_storage(tool, u, True))
-    if tool == "s3direct" or fixed_concurrency(tool):
+    if is_s3direct(tool):
         import s3direct
 
         c = s3direct_client(tool)
@@ -367,10 +367,19 @@ def fixed_concurrency(tool):
     return None
 
 
+def is_s3direct(tool):
+    """s3direct through its Python API: at its defaults, -cN, or -unsigned."""
+    return tool in ("s3direct", "s3direct-unsigned") or fixed_concurrency(tool) is not None
+
+
 def s3direct_client(tool):
     import s3direct
 
     n = fixed_concurrency(tool)
+    if tool == "s3direct-unsigned":
+        # The defaults but UNSIGNED-PAYLOAD over http, as the CRT sends: no SHA-256 of every
+        # byte on the client, none for the server to check.
+        return s3direct.Client(endpoint_url=EP, payload_signing="unsigned")
     if n is None:
         return s3direct.Client(endpoint_url=EP)  # the defaults: adaptive concurrency
     return s3direct.Client(endpoint_url=EP, max_concurrency=n, min_concurrency=n)
@@ -475,7 +484,7 @@ def main():
         nbytes = SPEC["sizes"]["tensors"]
         extra = {}
         if WORKLOAD in ("load", "sharded"):
-            if WORKLOAD == "sharded" and TOOL != "s3direct" and not fixed_concurrency(TOOL):
+            if WORKLOAD == "sharded" and not is_s3direct(TOOL):
                 raise CannotRun("sharded load: s3direct only")
             run = prep_load(TOOL)
         elif WORKLOAD == "load_into":
