@@ -55,8 +55,9 @@ analyze:
 fuzz:
 	@scripts/fuzz.sh
 
-# The manylinux wheel (dist/s3direct-*.whl): pip wheel + auditwheel repair, which bundles
-# libcurl, OpenSSL, jansson and their dependencies. See scripts/build-wheel.sh.
+# The manylinux_2_28 wheel (dist/s3direct-*.whl): zig cc for glibc 2.28, libcurl, OpenSSL and
+# jansson built from Debian's source packages and linked in statically, auditwheel repair.
+# See scripts/build-wheel.sh.
 wheel:
 	@scripts/build-wheel.sh dist
 
