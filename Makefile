@@ -5,7 +5,7 @@ JOBS ?= 2
 CMAKE_FLAGS ?= -DS3D_WERROR=ON
 
 .PHONY: all deps build test test-unit demo bench sanitize fuzz format-check typecheck install \
-        clean gpu-check gpu-bundle gpu-check-glibc228 werror-release tsan analyze
+        clean gpu-check gpu-bundle gpu-check-glibc228 werror-release tsan analyze test-aarch64
 
 all: build
 
@@ -88,6 +88,11 @@ gpu-check:
 # The bundle's glibc 2.28 set (g228/): symbol versions and the emulated check on it (no GPU).
 gpu-check-glibc228:
 	@tests/gpu/check-glibc228.sh gpu-bundle
+
+# The library and its C unit tests cross-built for aarch64 (zig cc, glibc 2.28) and run under
+# qemu-aarch64: the ARMv8 CRC-32C path among them. See scripts/test-aarch64.sh.
+test-aarch64:
+	@scripts/test-aarch64.sh
 
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')

@@ -14,7 +14,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mkdir -p "${1:-build/g228}" && cd "${1:-build/g228}" && pwd)
 only_deps=${2:-}
-target=x86_64-linux-gnu.2.28
+# S3D_G228_ARCH=aarch64: the same set cross-built for aarch64 (scripts/test-aarch64.sh; with
+# `deps` only: the GPU bundle's programs are x86-64's).
+arch=${S3D_G228_ARCH:-x86_64}
+target=$arch-linux-gnu.2.28
 jobs=$(nproc)
 # What the set is built with: changing a configure line below changes this, so a cached set
 # from before (the HTTP-only one of issue 20) is not reused.
@@ -77,7 +80,7 @@ fi
 t0=$(date +%s)
 if [ ! -f "$out/prefix/lib/libssl.a" ] || [ ! -f "$out/prefix/lib/libcrypto.a" ]; then
   d=$(src openssl)
-  (cd "$d" && ./Configure linux-x86_64 --prefix="$out/prefix" --libdir=lib no-shared no-module \
+  (cd "$d" && ./Configure "linux-$arch" --prefix="$out/prefix" --libdir=lib no-shared no-module \
      no-dso no-engine no-tests no-async no-comp no-ui-console no-autoload-config \
      no-dtls no-srp no-ct no-cms no-ts no-rfc3779 no-ssl3 no-weak-ssl-ciphers \
      no-aria no-bf no-blake2 no-camellia no-cast no-des no-dsa no-idea no-md4 no-mdc2 \
@@ -93,7 +96,7 @@ fi
 t0=$(date +%s)
 if [ ! -f "$out/prefix/lib/libcurl.a" ]; then
   d=$(src curl)
-  (cd "$d" && LIBS="-ldl -lpthread" ./configure -q --host=x86_64-linux-gnu \
+  (cd "$d" && LIBS="-ldl -lpthread" ./configure -q --host="$arch-linux-gnu" \
      --prefix="$out/prefix" --disable-shared --enable-static --with-pic \
      --with-openssl="$out/prefix" --disable-ldap --disable-ldaps --disable-rtsp \
      --disable-dict --disable-telnet --disable-tftp --disable-pop3 --disable-imap --disable-smb \
