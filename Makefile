@@ -5,7 +5,8 @@ JOBS ?= 2
 CMAKE_FLAGS ?= -DS3D_WERROR=ON
 
 .PHONY: all deps build test test-unit demo bench sanitize fuzz format-check typecheck install \
-        clean gpu-check gpu-bundle gpu-check-glibc228 werror-release tsan analyze test-aarch64
+        clean gpu-check gpu-bundle gpu-check-glibc228 werror-release tsan analyze test-aarch64 \
+        wheel-aarch64 test-wheel-aarch64
 
 all: build
 
@@ -60,6 +61,14 @@ fuzz:
 # See scripts/build-wheel.sh.
 wheel:
 	@scripts/build-wheel.sh dist
+
+# The same wheel cross-built for aarch64 (dist/s3direct-*_aarch64.whl), and its check: the
+# file checks, then its CLI under qemu-aarch64 (TLS, an S3 round trip). tests/wheel/aarch64.sh.
+wheel-aarch64:
+	@S3D_WHEEL_ARCH=aarch64 scripts/build-wheel.sh dist
+
+test-wheel-aarch64: deps
+	@scripts/with-rgw.sh tests/wheel/aarch64.sh
 
 # The wheel installed into a fresh venv, and the Python tests run against that install (no
 # build tree, no source package), against a Ceph RGW started for the run. See tests/wheel/run.sh.

@@ -13,11 +13,9 @@
 # Needs the S3 server's environment (run under scripts/with-rgw.sh) for the tests that talk to
 # it; without one they skip, as in `make test-unit`.
 #
-# Before installing, the wheel file itself is held to what issue 24 asks (each check prints
-# ok or FAIL, and any FAIL stops the run): its platform tag is manylinux_2_28 or older; no ELF
-# file in it needs a GLIBC_ symbol version above 2.28 (objdump -T); it carries at most 6
-# libraries in s3direct.libs/; it is at most 5 MB (5,000,000 bytes); libs3direct.so exports
-# only s3d_* (the static libcurl/OpenSSL/jansson in it stay local: nm -D).
+# Before installing, the wheel file itself is held to what issue 24 asks
+# (tests/wheel/check-file.sh: tag, glibc symbol versions, carried libraries, size, exports);
+# any FAIL stops the run.
 #
 # By default it runs the tests that exercise what the install changes (the bundled libraries,
 # TLS and the CA search, the CLI, the version, the struct layouts, tensors through the
@@ -41,54 +39,7 @@ cat "$work/build-wheel.log"
 whl=$(tail -n 1 "$work/build-wheel.log")
 t_build=$(($(date +%s) - t0))
 
-fail=0
-check() {  # check OK_OR_NOT WHAT
-  if [ "$1" = ok ]; then echo "ok   $2"; else echo "FAIL $2"; fail=1; fi
-}
-older_eq() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -1)" = "$2" ]; }  # $1 <= $2
-# The tag's glibc: manylinux_X_Y_arch, or the legacy names (PEP 600). Of several compressed
-# tags (a.b.c) the oldest is the floor pip on an old system matches.
-floor=
-for t in $(basename "$whl" .whl | sed 's/.*-//; s/\./ /g'); do
-  case $t in
-    manylinux_*) v=$(echo "$t" | sed -n 's/^manylinux_\([0-9]*\)_\([0-9]*\)_.*/\1.\2/p') ;;
-    manylinux2014_*) v=2.17 ;;
-    manylinux2010_*) v=2.12 ;;
-    manylinux1_*) v=2.5 ;;
-    *) v= ;;
-  esac
-  [ -n "$v" ] && { [ -z "$floor" ] || older_eq "$v" "$floor"; } && floor=$v
-done
-if [ -n "$floor" ] && older_eq "$floor" 2.28; then r=ok; else r=no; fi
-check $r "tag $(basename "$whl" .whl | sed 's/.*-//'): glibc floor ${floor:-none} <= 2.28"
-mkdir "$work/unzipped"
-python3 -m zipfile -e "$whl" "$work/unzipped"
-newest=
-n_elf=0
-while IFS= read -r f; do
-  head -c4 "$f" | grep -q 'ELF' || continue
-  n_elf=$((n_elf + 1))
-  v=$(objdump -T "$f" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
-  older_eq "$v" 2.28 || echo "     ${f#"$work/unzipped/"} needs GLIBC_$v"
-  [ -z "$v" ] || { [ -n "$newest" ] && older_eq "$v" "$newest"; } || newest=$v
-done < <(find "$work/unzipped" -type f)
-if [ "$n_elf" -gt 0 ] && older_eq "${newest:-0}" 2.28; then r=ok; else r=no; fi
-check $r "$n_elf ELF files, the newest GLIBC_ version any needs: ${newest:-none} (<= 2.28)"
-n_libs=$(find "$work/unzipped" -path '*/s3direct.libs/*' -type f | wc -l)
-if [ "$n_libs" -le 6 ]; then r=ok; else r=no; fi
-check $r "$n_libs carried libraries in s3direct.libs/ (<= 6)"
-size=$(stat -c %s "$whl")
-if [ "$size" -le 5000000 ]; then r=ok; else r=no; fi
-check $r "size $size bytes (<= 5,000,000)"
-so=$(find "$work/unzipped" -name libs3direct.so -type f | head -1)
-exported=$(nm -D --defined-only "$so" | awk '$2 != "A" {print $3}' | sed 's/@.*//')
-others=$(printf '%s\n' "$exported" | grep -v '^s3d_' | head -5 | tr '\n' ' ' || true)
-if [ -n "$exported" ] && [ -z "$others" ]; then r=ok; else r=no; fi
-check $r "libs3direct.so exports $(printf '%s\n' "$exported" | grep -c .) symbols, all s3d_*${others:+ (not: $others)}"
-if [ "$fail" != 0 ]; then
-  echo "test-wheel: $(basename "$whl") is not the wheel issue 24 asks for" >&2
-  exit 1
-fi
+"$repo/tests/wheel/check-file.sh" "$whl"
 
 cd "$work"
 if (cd / && env -u PYTHONPATH python3 -c 'import s3direct' 2>/dev/null); then
