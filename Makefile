@@ -5,7 +5,8 @@ JOBS ?= 2
 CMAKE_FLAGS ?= -DS3D_WERROR=ON
 
 .PHONY: all deps build test test-unit demo bench sanitize fuzz format-check typecheck install \
-        clean gpu-check gpu-bundle gpu-check-glibc228 werror-release tsan analyze
+        clean gpu-check gpu-bundle gpu-check-glibc228 werror-release tsan analyze test-aarch64 \
+        wheel-aarch64 test-wheel-aarch64
 
 all: build
 
@@ -55,10 +56,19 @@ analyze:
 fuzz:
 	@scripts/fuzz.sh
 
-# The manylinux wheel (dist/s3direct-*.whl): pip wheel + auditwheel repair, which bundles
-# libcurl, OpenSSL, jansson and their dependencies. See scripts/build-wheel.sh.
+# The manylinux_2_28 wheel (dist/s3direct-*.whl): zig cc for glibc 2.28, libcurl, OpenSSL and
+# jansson built from Debian's source packages and linked in statically, auditwheel repair.
+# See scripts/build-wheel.sh.
 wheel:
 	@scripts/build-wheel.sh dist
+
+# The same wheel cross-built for aarch64 (dist/s3direct-*_aarch64.whl), and its check: the
+# file checks, then its CLI under qemu-aarch64 (TLS, an S3 round trip). tests/wheel/aarch64.sh.
+wheel-aarch64:
+	@S3D_WHEEL_ARCH=aarch64 scripts/build-wheel.sh dist
+
+test-wheel-aarch64: deps
+	@scripts/with-rgw.sh tests/wheel/aarch64.sh
 
 # The wheel installed into a fresh venv, and the Python tests run against that install (no
 # build tree, no source package), against a Ceph RGW started for the run. See tests/wheel/run.sh.
@@ -87,6 +97,11 @@ gpu-check:
 # The bundle's glibc 2.28 set (g228/): symbol versions and the emulated check on it (no GPU).
 gpu-check-glibc228:
 	@tests/gpu/check-glibc228.sh gpu-bundle
+
+# The library and its C unit tests cross-built for aarch64 (zig cc, glibc 2.28) and run under
+# qemu-aarch64: the ARMv8 CRC-32C path among them. See scripts/test-aarch64.sh.
+test-aarch64:
+	@scripts/test-aarch64.sh
 
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')

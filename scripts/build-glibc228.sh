@@ -1,23 +1,43 @@
 #!/usr/bin/env bash
-# build-glibc228.sh [OUT] - the static dependency set for the glibc 2.28 build of the GPU bundle
-# (issue 20: torch's own glibc floor), built with zig cc -target x86_64-linux-gnu.2.28 from
-# Debian's source packages into OUT (default build/g228): OUT/prefix/{include,lib} with
-# libcurl.a (HTTP only: no TLS, LDAP, RTMP, SSH, IDN, PSL, brotli, zstd, nghttp2; the GPU
-# machine has no network and gpu-check's S3 origin is plain http on loopback), libjansson.a and
-# libcrypto.a (SHA-256/HMAC/MD5/SHA-1/base64 of sigv4.c, ops.c, creds_sts.c), all static PIC.
-# Idempotent: each part is skipped when its archive is there (rm -rf OUT to rebuild).
+# build-glibc228.sh [OUT] [deps] - the static dependency set for glibc 2.28 (issue 20: torch's
+# own glibc floor; issue 24: the manylinux_2_28 wheel), built with zig cc -target
+# x86_64-linux-gnu.2.28 from Debian's source packages into OUT (default build/g228):
+# OUT/prefix/{include,lib} with libcurl.a (HTTP and HTTPS over OpenSSL, with the threaded
+# resolver; no LDAP, RTMP, SSH, IDN, PSL, brotli, zstd, zlib, nghttp2, and no protocol but
+# HTTP), libssl.a and libcrypto.a (TLS 1.2/1.3 with the usual ciphers; the SHA-256/HMAC/MD5
+# of sigv4.c, ops.c, creds_sts.c) and libjansson.a, all static PIC. One set for both users:
+# the wheel (scripts/build-wheel.sh, `deps`: stop there) and the GPU bundle's g228/ (then the
+# library, CLI and test programs in OUT/build). Idempotent: each part is skipped when its
+# archive is there; a set built by an older recipe (OUT/prefix/RECIPE) is rebuilt whole.
 # Needs: ziglang (PyPI), dpkg-dev (apt-get source), a deb-src line for Debian's archive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mkdir -p "${1:-build/g228}" && cd "${1:-build/g228}" && pwd)
-target=x86_64-linux-gnu.2.28
+only_deps=${2:-}
+# S3D_G228_ARCH=aarch64: the same set cross-built for aarch64 (scripts/test-aarch64.sh; with
+# `deps` only: the GPU bundle's programs are x86-64's).
+arch=${S3D_G228_ARCH:-x86_64}
+target=$arch-linux-gnu.2.28
 jobs=$(nproc)
+# What the set is built with: changing a configure line below changes this, so a cached set
+# from before (the HTTP-only one of issue 20) is not reused.
+recipe="2: curl with OpenSSL (libssl), threaded resolver"
+if [ -d "$out/prefix" ] && [ "$(cat "$out/prefix/RECIPE" 2>/dev/null)" != "$recipe" ]; then
+  echo "build-glibc228: $out/prefix is from another recipe: rebuilding the set"
+  rm -rf "$out/prefix" "$out/jansson-build" "$out/build" "$out/wheel"
+  find "$out/src" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} + 2>/dev/null || true
+fi
 mkdir -p "$out/bin" "$out/src" "$out/prefix/lib" "$out/prefix/include"
-# Wrappers: configure scripts want one word for CC/AR/RANLIB.
+echo "$recipe" >"$out/prefix/RECIPE"
+# Wrappers: configure scripts want one word for CC/AR/RANLIB. They call the zig binary of the
+# ziglang package directly (not python3 -m ziglang: a Python start per compile).
+zig=$(python3 -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))' \
+      2>/dev/null) && [ -x "$zig" ] ||
+  { echo "build-glibc228: no zig: pip install ziglang (scripts/deps.sh)" >&2; exit 1; }
 for t in cc ar ranlib; do
   case $t in
-    cc) body="exec python3 -m ziglang cc -target $target \"\$@\"" ;;
-    *)  body="exec python3 -m ziglang $t \"\$@\"" ;;
+    cc) body="exec \"$zig\" cc -target $target \"\$@\"" ;;
+    *)  body="exec \"$zig\" $t \"\$@\"" ;;
   esac
   printf '#!/bin/sh\n%s\n' "$body" >"$out/bin/z$t"
   chmod +x "$out/bin/z$t"
@@ -52,50 +72,55 @@ if [ ! -f "$out/prefix/lib/libjansson.a" ]; then
   echo "build-glibc228: jansson $(( $(date +%s) - t0 ))s"
 fi
 
+# OpenSSL for TLS 1.2/1.3 clients: libssl and libcrypto with what the usual cipher suites and
+# certificates need (AES-GCM, ChaCha20-Poly1305, RSA, ECDSA, ECDHE/X25519, DHE, SHA-1/2); off
+# are DTLS, SRP, engines and modules, the apps and tests, and the ciphers and digests no TLS
+# 1.2+ suite or web PKI certificate uses. no-autoload-config: the host's openssl.cnf (written
+# for its own OpenSSL) is never read.
+t0=$(date +%s)
+if [ ! -f "$out/prefix/lib/libssl.a" ] || [ ! -f "$out/prefix/lib/libcrypto.a" ]; then
+  d=$(src openssl)
+  (cd "$d" && ./Configure "linux-$arch" --prefix="$out/prefix" --libdir=lib no-shared no-module \
+     no-dso no-engine no-tests no-async no-comp no-ui-console no-autoload-config \
+     no-dtls no-srp no-ct no-cms no-ts no-rfc3779 no-ssl3 no-weak-ssl-ciphers \
+     no-aria no-bf no-blake2 no-camellia no-cast no-des no-dsa no-idea no-md4 no-mdc2 \
+     no-rc2 no-rc4 no-rc5 no-rmd160 no-scrypt no-seed no-siphash no-sm2 no-sm3 no-sm4 \
+     no-whirlpool no-srtp no-ocb no-siv -fPIC >/dev/null &&
+   make -s -j"$jobs" build_libs >/dev/null && make -s install_dev >/dev/null)
+  echo "build-glibc228: openssl (libssl, libcrypto) $(( $(date +%s) - t0 ))s"
+fi
+
+# libcurl: HTTP and HTTPS only, OpenSSL from the set above (pkg-config finds it in prefix/).
+# No NTLM (it needs DES, left out of OpenSSL; S3 signs with SigV4). No CA path is compiled
+# in: the library chooses the CA file at run time (src/s3/cabundle.c).
 t0=$(date +%s)
 if [ ! -f "$out/prefix/lib/libcurl.a" ]; then
   d=$(src curl)
-  (cd "$d" && ./configure -q --host=x86_64-linux-gnu --prefix="$out/prefix" --disable-shared \
-     --enable-static --with-pic --without-ssl --disable-ldap --disable-ldaps --disable-rtsp \
+  (cd "$d" && LIBS="-ldl -lpthread" ./configure -q --host="$arch-linux-gnu" \
+     --prefix="$out/prefix" --disable-shared --enable-static --with-pic \
+     --with-openssl="$out/prefix" --disable-ldap --disable-ldaps --disable-rtsp \
      --disable-dict --disable-telnet --disable-tftp --disable-pop3 --disable-imap --disable-smb \
      --disable-smtp --disable-gopher --disable-mqtt --disable-ftp --disable-file \
      --disable-manual --without-librtmp --without-libssh2 --without-libssh \
      --without-libidn2 --without-libpsl --without-brotli --without-zstd --without-nghttp2 \
-     --without-nghttp3 --without-ngtcp2 --without-zlib --without-libgsasl --disable-ntlm-wb \
-     --disable-alt-svc --without-ca-bundle --without-ca-path --disable-threaded-resolver \
-     >/dev/null &&
+     --without-nghttp3 --without-ngtcp2 --without-zlib --without-libgsasl --disable-ntlm \
+     --disable-ntlm-wb \
+     --disable-alt-svc --without-ca-bundle --without-ca-path >/dev/null &&
    make -s -C lib -j"$jobs" >/dev/null && make -s -C lib install >/dev/null &&
    make -s -C include install >/dev/null && install -m644 libcurl.pc "$out/prefix/lib/pkgconfig/")
   echo "build-glibc228: curl $(( $(date +%s) - t0 ))s"
 fi
-
-# libcrypto only: no libssl, no apps, no tests, no engines/modules, only the digests and
-# HMAC the library calls (EVP_sha256/sha1/md5, HMAC, EVP_EncodeBlock) among the algorithms.
-t0=$(date +%s)
-if [ ! -f "$out/prefix/lib/libcrypto.a" ]; then
-  d=$(src openssl)
-  (cd "$d" && ./Configure linux-x86_64 --prefix="$out/prefix" --libdir=lib no-shared no-module \
-     no-dso no-engine no-tests no-async no-comp no-ui-console no-autoload-config \
-     no-sock no-ssl no-tls no-dtls no-srp no-psk no-ct no-ocsp no-cms no-ts no-rfc3779 \
-     no-aria no-bf no-blake2 no-camellia no-cast no-chacha no-poly1305 no-des no-dh no-dsa \
-     no-ec no-ecdh no-ecdsa no-idea no-md4 no-mdc2 no-rc2 no-rc4 no-rc5 no-rmd160 no-scrypt \
-     no-seed no-siphash no-sm2 no-sm3 no-sm4 no-whirlpool no-cmac no-srtp no-ocb no-siv \
-     -fPIC >/dev/null &&
-   make -s -j"$jobs" build_generated >/dev/null && make -s -j"$jobs" libcrypto.a >/dev/null &&
-   install -m644 libcrypto.a "$out/prefix/lib/" && mkdir -p "$out/prefix/include/openssl" &&
-   cp include/openssl/*.h "$out/prefix/include/openssl/")
-  echo "build-glibc228: openssl (libcrypto) $(( $(date +%s) - t0 ))s"
-fi
+[ -z "$only_deps" ] || exit 0
 
 # The library, the CLI and the bundle's test programs, with the same compiler against that set
-# (static: libs3direct.so needs only glibc, libm, libdl, libpthread).
+# (S3D_STATIC_DEPS: libs3direct.so needs only glibc, libm, libdl, libpthread).
 t0=$(date +%s)
 b="$out/build"
 if [ ! -f "$b/CMakeCache.txt" ]; then
   cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$CC" \
     -DCMAKE_AR="$AR" -DCMAKE_RANLIB="$RANLIB" -DCMAKE_PREFIX_PATH="$out/prefix" \
     -DCMAKE_FIND_ROOT_PATH="$out/prefix" -DOPENSSL_ROOT_DIR="$out/prefix" \
-    -DOPENSSL_USE_STATIC_LIBS=ON -DCMAKE_C_FLAGS="-O2 -fPIC" >/dev/null
+    -DS3D_STATIC_DEPS=ON -DCMAKE_C_FLAGS="-O2 -fPIC" >/dev/null
 fi
 cmake --build "$b" -j"$jobs" --target s3direct s3direct_cli test_gpu_device test_gpu_fileio \
   bench_gpu test_cuda_rules test_cuda_fake test_device_emu s3origin_get >/dev/null

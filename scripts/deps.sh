@@ -11,6 +11,7 @@ apt_pkgs+=(clang-format)  # make format-check, run by .ci/run
 apt_pkgs+=(clang libclang-rt-dev)  # make fuzz: libFuzzer, ASan, UBSan (scripts/fuzz.sh)
 apt_pkgs+=(dpkg-dev)  # apt-get source: scripts/build-glibc228.sh (the GPU bundle's 2.28 set)
 apt_pkgs+=(clang-tools-14)  # make analyze: scan-build (scripts/analyze.sh)
+apt_pkgs+=(qemu-user libc6-arm64-cross)  # make test-aarch64: the unit tests under qemu-aarch64
 # apt-get source (scripts/build-glibc228.sh) needs a deb-src line for Debian's own archive.
 if ! grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
   echo "deps: adding deb-src for Debian's archive (/etc/apt/sources.list.d/debian-src.sources)"

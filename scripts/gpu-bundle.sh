@@ -15,7 +15,7 @@
 #              machine's ldconfig does not know (its own libssl/libcurl win where present)
 #   MANIFEST   commit, build date, glibc symbol versions required, sizes and sha256 of files
 #   g228/      the same bundle built for glibc 2.28 (torch's floor) by scripts/build-glibc228.sh
-#              (zig cc; static HTTP-only libcurl, jansson, libcrypto): gpu-check.sh runs it
+#              (zig cc; static libcurl with OpenSSL, jansson): gpu-check.sh runs it
 #              where the host glibc is older than MANIFEST's (GPU_CHECK_GLIBC228=1 forces it);
 #              S3D_GLIBC228=0 leaves it out
 # Then `scripts/gpu-check.sh` (which finds the bundle) is the one command to run there.

@@ -1,10 +1,13 @@
-/* crc32c.c - CRC-32C in software (slicing-by-8) and with the SSE4.2 crc32 instruction.
+/* crc32c.c - CRC-32C in software (slicing-by-8) and with the CRC instructions of the CPU:
+ * SSE4.2's crc32 on x86-64, ARMv8's crc32c[bd] on aarch64 (Grace, Graviton: an optional
+ * ARMv8.0 feature, so checked at run time through HWCAP_CRC32).
  *
  * The hardware path follows the structure of Mark Adler's crc32c.c: the crc32 instruction has
- * a latency of 3 cycles and a throughput of 1 per cycle, so three independent streams over
- * three adjacent blocks run at full rate; the three partial CRCs are then merged by shifting
- * the earlier ones over the later blocks' length (a multiplication by x^(8*len) modulo the
- * polynomial, done with four 256-entry tables per block length).
+ * a latency of 3 cycles and a throughput of 1 per cycle (on ARM cores alike), so three
+ * independent streams over three adjacent blocks run at full rate; the three partial CRCs are
+ * then merged by shifting the earlier ones over the later blocks' length (a multiplication by
+ * x^(8*len) modulo the polynomial, done with four 256-entry tables per block length). The
+ * loop is written once over two per-architecture primitives, crc_u64 and crc_u8.
  *
  * "Raw" CRC below means the register without the initial and final inversion: raw CRCs are
  * linear, which is what makes shifting and combining work. */
@@ -13,6 +16,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
 
 #include "common/compiler.h"
 
@@ -27,7 +33,7 @@ static uint32_t tab8[8][256];        /* slicing-by-8 tables */
 static uint32_t x2n[32];             /* x^(2^k) mod P */
 static uint32_t shift_long[4][256];  /* raw CRC times x^(8*LONG_BLOCK) */
 static uint32_t shift_short[4][256]; /* raw CRC times x^(8*SHORT_BLOCK) */
-static bool have_sse42;
+static bool have_hw;                 /* the CPU has the instructions of the hardware path below */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 /* a(x) * b(x) mod P, both reflected (bit 31 is x^0). */
@@ -91,9 +97,14 @@ static void crc_init(void)
         x2n[k] = p = multmodp(p, p);
     make_shift_table(shift_long, LONG_BLOCK);
     make_shift_table(shift_short, SHORT_BLOCK);
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
     __builtin_cpu_init();
-    have_sse42 = __builtin_cpu_supports("sse4.2");
+    have_hw = __builtin_cpu_supports("sse4.2");
+#elif defined(__aarch64__)
+#ifndef HWCAP_CRC32
+#define HWCAP_CRC32 (1 << 7) /* asm/hwcap.h, which older C libraries do not include */
+#endif
+    have_hw = (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
 #endif
 }
 
@@ -125,13 +136,28 @@ static uint32_t raw_table(uint32_t crc, const unsigned char *p, size_t n)
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
-
+#define S3D_CRC_HW "sse4.2"
 /* Newer clang (zig cc, the glibc 2.28 build of the GPU bundle) keeps crc32 apart from SSE4.2. */
 #if defined(__clang__) && __clang_major__ >= 14
 #define S3D_CRC_TARGET "sse4.2,crc32"
 #else
 #define S3D_CRC_TARGET "sse4.2"
 #endif
+#define crc_u64(crc, w) _mm_crc32_u64(crc, w)
+#define crc_u8(crc, b)  _mm_crc32_u8((uint32_t)(crc), b)
+#elif defined(__aarch64__)
+#include <arm_acle.h>
+#define S3D_CRC_HW "armv8"
+#if defined(__clang__)
+#define S3D_CRC_TARGET "crc"
+#else
+#define S3D_CRC_TARGET "+crc"
+#endif
+#define crc_u64(crc, w) __crc32cd((uint32_t)(crc), w)
+#define crc_u8(crc, b)  __crc32cb((uint32_t)(crc), b)
+#endif
+
+#if defined(S3D_CRC_HW)
 
 /* One pass of the three-stream loop: the CRCs of three adjacent blocks of block bytes are
  * computed side by side (the crc32 instruction has a latency of three and a throughput of one)
@@ -146,9 +172,9 @@ three_blocks(uint64_t crc0, const unsigned char *p, size_t block, const uint32_t
         memcpy(&a, p, 8);
         memcpy(&b, p + block, 8);
         memcpy(&c, p + 2 * block, 8);
-        crc0 = _mm_crc32_u64(crc0, a);
-        crc1 = _mm_crc32_u64(crc1, b);
-        crc2 = _mm_crc32_u64(crc2, c);
+        crc0 = crc_u64(crc0, a);
+        crc1 = crc_u64(crc1, b);
+        crc2 = crc_u64(crc2, c);
         p += 8;
     } while (p < end);
     crc0 = shift(t, (uint32_t)crc0) ^ crc1;
@@ -159,7 +185,7 @@ __attribute__((target(S3D_CRC_TARGET))) static uint64_t raw_hw(uint64_t crc0,
                                                                const unsigned char *p, size_t n)
 {
     while (n && ((uintptr_t)p & 7)) {
-        crc0 = _mm_crc32_u8((uint32_t)crc0, *p++);
+        crc0 = crc_u8(crc0, *p++);
         n--;
     }
     /* Three streams over LONG blocks, then over SHORT blocks. */
@@ -170,12 +196,12 @@ __attribute__((target(S3D_CRC_TARGET))) static uint64_t raw_hw(uint64_t crc0,
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        crc0 = _mm_crc32_u64(crc0, w);
+        crc0 = crc_u64(crc0, w);
         p += 8;
         n -= 8;
     }
     while (n--)
-        crc0 = _mm_crc32_u8((uint32_t)crc0, *p++);
+        crc0 = crc_u8(crc0, *p++);
     return crc0;
 }
 #endif
@@ -193,8 +219,8 @@ uint32_t s3d_crc32c(uint32_t crc, const void *p, size_t n)
     pthread_once(&init_once, crc_init);
     if (n == 0)
         return crc;
-#if defined(__x86_64__)
-    if (have_sse42)
+#if defined(S3D_CRC_HW)
+    if (have_hw)
         return ~(uint32_t)raw_hw(~crc, p, n);
 #endif
     return ~raw_table(~crc, p, n);
@@ -203,9 +229,9 @@ uint32_t s3d_crc32c(uint32_t crc, const void *p, size_t n)
 const char *s3d_crc32c_impl(void)
 {
     pthread_once(&init_once, crc_init);
-#if defined(__x86_64__)
-    if (have_sse42)
-        return "sse4.2";
+#if defined(S3D_CRC_HW)
+    if (have_hw)
+        return S3D_CRC_HW;
 #endif
     return "table";
 }

@@ -34,7 +34,7 @@ int main(void)
     CHECK(((uintptr_t)h1 & 4095) == 0);
     CHECK_OK(s3d_device_pointer_info(dev, h1, &is_dev, &ord));
     CHECK(is_dev == 0 && ord == -1);
-    char stack_var;
+    char stack_var = 0; /* only its address is looked up */
     CHECK_OK(s3d_device_pointer_info(dev, &stack_var, &is_dev, &ord));
     CHECK(is_dev == 0 && ord == -1);
 

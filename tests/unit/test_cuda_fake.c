@@ -247,7 +247,7 @@ int main(int argc, char **argv)
     int isd, ord;
     CHECK_OK(s3d_device_pointer_info(dev, h, &isd, &ord));
     CHECK(isd == 0 && ord == -1);
-    int local;
+    int local = 0;
     CHECK_OK(s3d_device_pointer_info(dev, &local, &isd, &ord)); /* unknown to CUDA */
     CHECK(isd == 0 && ord == -1);
 

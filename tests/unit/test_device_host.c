@@ -18,7 +18,7 @@ static void host_backend(void)
     CHECK_STREQ(s3d_device_why_host(dev), "forced");
 
     int is_dev = 7, ord = 7;
-    int x;
+    int x = 0; /* only its address is looked up */
     CHECK_OK(s3d_device_pointer_info(dev, &x, &is_dev, &ord));
     CHECK(is_dev == 0 && ord == -1);
 

@@ -108,7 +108,7 @@ int main(void)
     CHECK(s3d_pool_try_get(p) == NULL); /* empty: returns at once */
     CHECK(s3d_pool_free_count(p) == 0);
     CHECK(s3d_pool_high_water(p) == n);
-    int local;
+    int local = 0; /* only its address is looked up */
     CHECK(!s3d_pool_owns(p, &local));
 
     /* A blocked get wakes when another thread puts. */

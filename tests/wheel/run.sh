@@ -13,6 +13,10 @@
 # Needs the S3 server's environment (run under scripts/with-rgw.sh) for the tests that talk to
 # it; without one they skip, as in `make test-unit`.
 #
+# Before installing, the wheel file itself is held to what issue 24 asks
+# (tests/wheel/check-file.sh: tag, glibc symbol versions, carried libraries, size, exports);
+# any FAIL stops the run.
+#
 # By default it runs the tests that exercise what the install changes (the bundled libraries,
 # TLS and the CA search, the CLI, the version, the struct layouts, tensors through the
 # library): `make test` runs all of them from the build tree already, and all of them again
@@ -34,6 +38,8 @@ t0=$(date +%s)
 cat "$work/build-wheel.log"
 whl=$(tail -n 1 "$work/build-wheel.log")
 t_build=$(($(date +%s) - t0))
+
+"$repo/tests/wheel/check-file.sh" "$whl"
 
 cd "$work"
 if (cd / && env -u PYTHONPATH python3 -c 'import s3direct' 2>/dev/null); then
