@@ -52,6 +52,7 @@ python3 -m venv --system-site-packages "$work/venv"
 # A checkout-free copy of the tests and the source files they compare against.
 mkdir -p "$work/src/tests"
 cp -r "$repo/tests/py" "$work/src/tests/py"
+cp -r "$repo/tests/gpu" "$work/src/tests/gpu"  # s3origin.py, which test_gpu_origin*.py import
 cp -r "$repo/include" "$work/src/include"
 cp "$repo/pyproject.toml" "$work/src/"
 
