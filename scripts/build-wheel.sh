@@ -27,10 +27,11 @@ for tool in auditwheel patchelf; do
     exit 1
   }
 done
-arch=${S3D_WHEEL_ARCH:-$(uname -m)}
+host=$(uname -m)
+arch=${S3D_WHEEL_ARCH:-$host}
 if [ "${S3D_WHEEL_NATIVE:-}" = 1 ]; then
-  [ "$arch" = "$(uname -m)" ] ||
-    { echo "build-wheel: S3D_WHEEL_NATIVE=1 builds for $(uname -m) only" >&2; exit 1; }
+  [ "$arch" = "$host" ] ||
+    { echo "build-wheel: S3D_WHEEL_NATIVE=1 builds for $host only" >&2; exit 1; }
   build_dir=build-wheel
   plat=()
 else
@@ -41,18 +42,18 @@ else
     exit 1
   }
   set_dir=build/g228
-  [ "$arch" = "$(uname -m)" ] || set_dir=build/g228-$arch
+  [ "$arch" = "$host" ] || set_dir=build/g228-$arch
   S3D_G228_ARCH=$arch scripts/build-glibc228.sh "$set_dir" deps
   g=$(cd "$set_dir" && pwd)
   build_dir=$g/wheel
   plat=(--plat "manylinux_2_28_$arch")
-  [ "$arch" = "$(uname -m)" ] || plat=(--plat auto)
+  [ "$arch" = "$host" ] || plat=(--plat auto)
   # CMAKE_ARGS is added to pyproject.toml's cmake.args. pkg-config sees only the static set:
   # the system's libcurl.pc would bring Debian's headers and its libcurl.a.
   export CC=$g/bin/zcc PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$g/prefix/lib/pkgconfig
   export CMAKE_ARGS="-DS3D_STATIC_DEPS=ON -DCMAKE_AR=$g/bin/zar -DCMAKE_RANLIB=$g/bin/zranlib
     -DCMAKE_PREFIX_PATH=$g/prefix -DOPENSSL_ROOT_DIR=$g/prefix"
-  if [ "$arch" != "$(uname -m)" ]; then
+  if [ "$arch" != "$host" ]; then
     # A cross build: CMake must not run what it compiles, and the wheel is tagged for the
     # target (scikit-build-core reads _PYTHON_HOST_PLATFORM).
     CMAKE_ARGS+=" -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=$arch"

@@ -64,17 +64,19 @@ tls() {  # tls CA_FILE: the CLI's stderr for a HEAD to the https server
   run env AWS_ACCESS_KEY_ID=AK AWS_SECRET_ACCESS_KEY=SK AWS_CONFIG_FILE=/nonexistent \
     S3D_DEFAULT_CA_BUNDLE="$1" "${q[@]}" --endpoint-url "$url" stat s3://bucket/key 2>&1 || true
 }
-if tls "$work/cert.pem" | grep -q 'HTTP 404'; then
+said=$(tls "$work/cert.pem")
+if grep -q 'HTTP 404' <<<"$said"; then
   echo "ok   TLS handshake with the certificate's CA (HTTP 404 from the server)"
 else
-  echo "FAIL TLS with the certificate's CA: $(tls "$work/cert.pem" | tail -n 1)"; fail=1
+  echo "FAIL TLS with the certificate's CA: $(tail -n 1 <<<"$said")"; fail=1
 fi
 other=$(python3 -c 'import certifi; print(certifi.where())' 2>/dev/null ||
         echo /etc/ssl/certs/ca-certificates.crt)
-if tls "$other" | grep -q 'HTTP 404'; then
+said=$(tls "$other")
+if grep -q 'HTTP 404' <<<"$said"; then
   echo "FAIL TLS with another CA file passed"; fail=1
 else
-  echo "ok   TLS refused with another CA file: $(tls "$other" | tail -n 1)"
+  echo "ok   TLS refused with another CA file: $(tail -n 1 <<<"$said")"
 fi
 
 # S3 round trip, CRC-32C checked on the way down.
