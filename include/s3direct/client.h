@@ -108,7 +108,7 @@ struct s3d_client_options {
      * "10Gb/s", "1.5GB/s", or bytes per second ("1250000000"); prefixes are powers of 1024,
      * b is bits, B bytes. The level starts at target / 50 MB/s (aws-c-s3's 0.4 Gbit/s per
      * connection) and stops growing once the target is reached. Default: the profile's s3
-     * target_bandwidth, else none (the level starts at 8 and follows the path). */
+     * target_bandwidth, else none (the level starts at 24 and follows the path). */
     const char *target_throughput;
 };
 

@@ -70,11 +70,16 @@ __attribute__((format(printf, 4, 5))) static int
 set_level(struct s3d_conc_ctl *c, uint64_t n, const struct s3d_conc_sample *s, const char *fmt, ...)
 {
     uint32_t to = clamp_level(c, n), settle = ttfb_of(s) + 20;
+    /* Uploads: a new connection's first bytes fill the buffers on the way (up to a whole
+     * part) faster than the server takes them; after one upload's time they are full and
+     * what the path acknowledges is what the server takes. */
+    if (s->uploads > 0)
+        settle = S3D_MAX(settle, s->put_ms);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->why, sizeof(c->why), fmt, ap);
     va_end(ap);
-    settle = S3D_MAX(SETTLE_MIN_MS, S3D_MIN(SETTLE_MAX_MS, settle));
+    settle = S3D_MAX(SETTLE_MIN_MS, S3D_MIN(s->uploads > 0 ? WIN_MAX_MS : SETTLE_MAX_MS, settle));
     c->settle_until = s->now_ms + settle;
     c->have_window = 0;
     c->news = 1;
@@ -259,8 +264,12 @@ int s3d_conc_update(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
     if (c->phase == S3D_CONC_FIXED)
         return 0;
     win = S3D_MAX(WIN_MIN_MS, S3D_MIN(WIN_MAX_MS, 5 * ttfb));
+    if (s->uploads > 0)
+        win = S3D_MAX(win, S3D_MIN(WIN_MAX_MS, s->put_ms));
+    /* Uploads before the first one finished: what the path acknowledged so far is mostly
+     * buffers filling (a rate far above the path's), not a rate to grow from. */
     if (!c->have_window || s->now_ms < c->settle_until || s->now_ms < c->win_t0 ||
-        s->bytes < c->win_b0) {
+        s->bytes < c->win_b0 || (s->uploads > 0 && s->put_ms == 0)) {
         window_start(c, s);
         return 0;
     }
@@ -360,6 +369,8 @@ void s3d_conc_shared_init(struct s3d_conc *s, uint32_t min, uint32_t max, uint64
     atomic_init(&s->draining, 0);
     atomic_init(&s->bytes, 0);
     atomic_init(&s->ttfb_ms, 0);
+    atomic_init(&s->uploads, 0);
+    atomic_init(&s->put_ms, 0);
     atomic_init(&s->throttled, 0);
     S3D_DEBUG("concurrency: %s (between %u and %u)", s->ctl.why, s->ctl.p.min, s->ctl.p.max);
 }
@@ -375,14 +386,18 @@ int s3d_conc_may_start(struct s3d_conc *s)
            atomic_load_explicit(&s->cur, memory_order_relaxed);
 }
 
-void s3d_conc_started(struct s3d_conc *s)
+void s3d_conc_started(struct s3d_conc *s, int upload)
 {
     atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
+    if (upload)
+        atomic_fetch_add_explicit(&s->uploads, 1, memory_order_relaxed);
 }
 
-void s3d_conc_finished(struct s3d_conc *s)
+void s3d_conc_finished(struct s3d_conc *s, int upload)
 {
     atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
+    if (upload)
+        atomic_fetch_sub_explicit(&s->uploads, 1, memory_order_relaxed);
 }
 
 void s3d_conc_draining(struct s3d_conc *s, int delta)
@@ -403,6 +418,14 @@ void s3d_conc_ttfb(struct s3d_conc *s, uint32_t ms)
     uint32_t old = atomic_load_explicit(&s->ttfb_ms, memory_order_relaxed);
     uint32_t v = old == 0 ? ms : (uint32_t)(((uint64_t)old * 7 + ms) / 8);
     atomic_store_explicit(&s->ttfb_ms, v ? v : 1, memory_order_relaxed);
+}
+
+void s3d_conc_put_time(struct s3d_conc *s, uint32_t ms)
+{
+    /* Smoothed as the first-byte time. */
+    uint32_t old = atomic_load_explicit(&s->put_ms, memory_order_relaxed);
+    uint32_t v = old == 0 ? ms : (uint32_t)(((uint64_t)old * 7 + ms) / 8);
+    atomic_store_explicit(&s->put_ms, v ? v : 1, memory_order_relaxed);
 }
 
 void s3d_conc_note_throttle(struct s3d_conc *s)
@@ -438,6 +461,8 @@ void s3d_conc_tick(struct s3d_conc *s)
         smp.in_flight = dr <= 0 ? inf : (unsigned)dr >= inf ? 0 : inf - (unsigned)dr;
     }
     smp.ttfb_ms = atomic_load_explicit(&s->ttfb_ms, memory_order_relaxed);
+    smp.uploads = atomic_load_explicit(&s->uploads, memory_order_relaxed);
+    smp.put_ms = atomic_load_explicit(&s->put_ms, memory_order_relaxed);
     changed |= s3d_conc_update(&s->ctl, &smp);
     if (changed)
         atomic_store_explicit(&s->cur, s->ctl.cur, memory_order_relaxed);

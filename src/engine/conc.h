@@ -17,7 +17,11 @@
  * level before and hold. While holding, probe a quarter more now and then (paths change
  * during a long transfer) and keep it only if the rate rises. Windows in which fewer
  * requests were in flight than the level (the transfer is ending, staging buffers are full)
- * decide nothing. The client's own CPU near all its cores stops growth; a throttling answer
+ * decide nothing. Uploads are measured by the bytes the path acknowledged, which arrive in
+ * bursts (a new connection's first megabytes fill buffers on the way at once; a server
+ * takes a part in spurts): while uploads run, nothing is decided before one of them has
+ * finished, and both the settling after a change and a window last at least one upload's
+ * time. The client's own CPU near all its cores stops growth; a throttling answer
  * (503 SlowDown) takes a quarter off. A target throughput, when given, starts at
  * target / 50 MB/s (aws-c-s3's 0.4 Gbit/s per connection) and stops growth once reached. */
 #ifndef S3D_ENGINE_CONC_H
@@ -28,8 +32,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The level when nothing is known of the path: the loopback optimum (docs/internals). */
-#define S3D_CONC_INITIAL 8u
+/* The level when nothing is known of the path. Measured (docs/internals/performance.md,
+ * "Where the controller starts"): starting at 24 rather than 8 costs nothing on loopback RGW
+ * and saves the ramp on slow paths, where a transfer of a few seconds spent much of its time
+ * below the level it needed; aws-c-s3 starts at 25 for its default 10 Gbit/s. */
+#define S3D_CONC_INITIAL 24u
 /* What a target throughput assumes one connection carries, bytes/s (0.4 Gbit/s). */
 #define S3D_CONC_PER_CONN_GUESS 50000000ull
 
@@ -54,6 +61,8 @@ struct s3d_conc_sample {
     uint64_t cpu_us;    /* this process's CPU time so far */
     uint32_t in_flight; /* requests in flight now */
     uint32_t ttfb_ms;   /* typical time to a response's first byte; 0 = unknown */
+    uint32_t uploads;   /* of in_flight, the uploads (PUT, UploadPart) */
+    uint32_t put_ms;    /* typical time of a whole upload request; 0 = none has finished */
 };
 
 struct s3d_conc_ctl {
@@ -106,6 +115,8 @@ struct s3d_conc {
                                    filling it */
     atomic_uint_fast64_t bytes; /* moved by every transfer */
     atomic_uint ttfb_ms;        /* smoothed time to first byte of ranged GETs */
+    atomic_uint uploads;        /* of in_flight, the uploads */
+    atomic_uint put_ms;         /* smoothed time of a whole upload request */
     atomic_int throttled;       /* a throttling answer not yet told to the controller */
 };
 
@@ -114,14 +125,18 @@ void s3d_conc_shared_init(struct s3d_conc *s, uint32_t min, uint32_t max, uint64
 void s3d_conc_shared_cleanup(struct s3d_conc *s);
 /* 1 when one more request may start now (in flight below the level). */
 int s3d_conc_may_start(struct s3d_conc *s);
-void s3d_conc_started(struct s3d_conc *s);
-void s3d_conc_finished(struct s3d_conc *s);
+/* upload: the request sends a body (PUT, UploadPart), whose bytes the controller sees as they
+ * are acknowledged. */
+void s3d_conc_started(struct s3d_conc *s, int upload);
+void s3d_conc_finished(struct s3d_conc *s, int upload);
 /* A transfer's requests that count as draining changed by delta (engine/xfer.c). */
 void s3d_conc_draining(struct s3d_conc *s, int delta);
 /* Bytes moved since the caller's last report. */
 void s3d_conc_add_bytes(struct s3d_conc *s, uint64_t n);
 /* A GET's time to first byte, for the window lengths. */
 void s3d_conc_ttfb(struct s3d_conc *s, uint32_t ms);
+/* An upload request's whole time (sent to answered), for the window lengths of uploads. */
+void s3d_conc_put_time(struct s3d_conc *s, uint32_t ms);
 /* A throttling answer (503 SlowDown, 429). */
 void s3d_conc_note_throttle(struct s3d_conc *s);
 /* Feeds the controller when its last sample is older than a few milliseconds and nobody else

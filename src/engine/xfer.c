@@ -156,7 +156,7 @@ static int start_attempt(struct engine *g, struct item *it)
     S3D_ASSERT(it->state != ITEM_RUNNING && g->in_flight < g->n_items);
     it->state = ITEM_RUNNING;
     g->in_flight++;
-    s3d_conc_started(g->budget);
+    s3d_conc_started(g->budget, g->kind != KIND_GET);
     return 0;
 }
 
@@ -460,6 +460,16 @@ static void tell_ttfb(struct engine *g, struct item *it)
     s3d_conc_ttfb(g->budget, (uint32_t)S3D_MIN((start - pre) / 1000, (curl_off_t)60000));
 }
 
+/* An upload's time from request sent to answer, for the controller's upload windows. */
+static void tell_put_time(struct engine *g, struct item *it)
+{
+    curl_off_t pre = 0, total = 0;
+    if (curl_easy_getinfo(it->e, CURLINFO_PRETRANSFER_TIME_T, &pre) != CURLE_OK ||
+        curl_easy_getinfo(it->e, CURLINFO_TOTAL_TIME_T, &total) != CURLE_OK || total <= pre)
+        return;
+    s3d_conc_put_time(g->budget, (uint32_t)S3D_MIN((total - pre) / 1000, (curl_off_t)60000));
+}
+
 static int check_range_status(struct engine *g, struct item *it)
 {
     /* A server that ignores Range answers 200 with the whole object: right only when we
@@ -493,11 +503,13 @@ static int drain(struct engine *g)
         curl_multi_remove_handle(g->mm->m, it->e);
         S3D_ASSERT(it->state == ITEM_RUNNING && g->in_flight > 0);
         g->in_flight--;
-        s3d_conc_finished(g->budget);
+        s3d_conc_finished(g->budget, g->kind != KIND_GET);
         it->state = ITEM_FREE;
         rc = s3d_s3_op_result(&g->c->s3, &it->op, it->e, cc);
         if (rc == 0 && g->kind == KIND_GET)
             tell_ttfb(g, it);
+        else if (rc == 0)
+            tell_put_time(g, it);
         if (rc == 0)
             rc = check_range_status(g, it);
         if (rc == 0 && g->kind == KIND_GET) {
@@ -637,7 +649,7 @@ static void loop_close(struct engine *g)
         struct item *it = &g->items[i];
         if (it->state == ITEM_RUNNING) {
             curl_multi_remove_handle(g->mm->m, it->e);
-            s3d_conc_finished(g->budget);
+            s3d_conc_finished(g->budget, g->kind != KIND_GET);
         }
         s3d_s3_op_cleanup(&it->op);
         if (it->e != NULL)

@@ -1,10 +1,10 @@
 """The adaptive concurrency through a simulated path (issue 19).
 
 s3d-pathsim (bench/pathsim.c) sits in front of the test server and caps each connection at
-1 MB/s in each direction, with 5 ms added to each request: a path where the starting 8
-requests move 8 MB/s and more requests move more. At its defaults the CLI must find that out
-itself: the first window always doubles the start (8 -> 16, blind), so the test asserts the
-level went past 16 on a measured rise (a fixed concurrency, or a controller that stops after
+1 MB/s in each direction, with 5 ms added to each request: a path where the starting 24
+requests move 24 MB/s and more requests move more. At its defaults the CLI must find that out
+itself: the first window always doubles the start (24 -> 48, blind), so the test asserts the
+level went past that on a measured rise (a fixed concurrency, or a controller that stops after
 its first step, fails it), that --concurrency 8 still means exactly 8, that uploads grow
 too, and that every byte arrives intact both ways.
 """
@@ -92,14 +92,15 @@ def test_adaptive_concurrency_follows_a_capped_path(path, s3_env, bucket, boto3_
     env = dict(os.environ, AWS_ENDPOINT_URL=url)
     out = tmp_path / "big.out"
 
-    # Defaults: the level starts at 8 and, after the blind double, quadruples because the rate
-    # rose in proportion to the requests.
+    # Defaults: the level starts at 24 and, after the blind double, quadruples because the
+    # rate rose in proportion to the requests.
     counters(reset=True)
     r = _run(cli, env, "--debug", "--part-size", "1MiB", "cp", f"s3://{bucket}/big", str(out))
     got = counters()
     assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(data).digest()
-    assert "concurrency 16 -> 64" in r.stderr, r.stderr[-2000:]
-    assert got["peak_open"] >= 48, (got, r.stderr[-2000:])
+    assert "concurrency 24 -> 48" in r.stderr, r.stderr[-2000:]
+    assert "concurrency 48 -> 192" in r.stderr, r.stderr[-2000:]
+    assert got["peak_open"] >= 64, (got, r.stderr[-2000:])
     del data
     boto3_client.delete_object(Bucket=bucket, Key="big")
 
@@ -114,19 +115,23 @@ def test_adaptive_concurrency_follows_a_capped_path(path, s3_env, bucket, boto3_
     assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(small).digest()
     assert fixed["peak_open"] <= 9, fixed  # 8 + the first GET's connection at most
 
-    # Uploads: the parts in flight follow too. 20 parts of the 5 MiB minimum keep more than 16
-    # connections open only if a step past the blind 8 -> 16 followed a measured rise in
-    # acknowledged bytes.
+    # Uploads: the parts in flight follow too. A target of 400 MB/s (never reached here) starts
+    # the level at 8 (400 / 50 MB/s per connection), so that 40 parts of the 5 MiB minimum
+    # outnumber it: more than 16 connections open only if a step past the blind 8 -> 16
+    # followed a measured rise in acknowledged bytes. Each part takes 5 s at 1 MB/s: the
+    # windows wait for the first part and last one part's time (capped at 1 s).
     src = tmp_path / "up.bin"
-    up_data = os.urandom(100 * MiB)
+    up_data = os.urandom(200 * MiB)
     src.write_bytes(up_data)
     counters(reset=True)
-    r = _run(cli, env, "--debug", "--part-size", "5MiB", "cp", str(src), f"s3://{bucket}/up")
+    r = _run(cli, env, "--debug", "--target-throughput", "400000000", "--part-size", "5MiB", "cp",
+             str(src), f"s3://{bucket}/up")
     up = counters()
     body = boto3_client.get_object(Bucket=bucket, Key="up")["Body"].read()
     assert hashlib.sha256(body).digest() == hashlib.sha256(up_data).digest()
+    assert "concurrency 8 -> 16" in r.stderr, r.stderr[-2000:]
     assert "concurrency 16 -> " in r.stderr, r.stderr[-2000:]
-    assert up["peak_open"] >= 18, (up, r.stderr[-2000:])
+    assert up["peak_open"] >= 20, (up, r.stderr[-2000:])
     boto3_client.delete_object(Bucket=bucket, Key="up")
 
 
@@ -178,7 +183,7 @@ def test_python_client_options(s3_env):
         assert c.config()["target_throughput"] == 1_250_000_000
     with s3direct.Client() as c:
         cfg = c.config()
-        assert cfg["concurrency"] == 8 and cfg["target_throughput"] == 0
+        assert cfg["concurrency"] == 24 and cfg["target_throughput"] == 0
     with pytest.raises(s3direct.ConfigError, match="target_throughput"):
         s3direct.Client(target_throughput="fast")
     with pytest.raises(ValueError):
