@@ -23,6 +23,9 @@
  * them: a first-byte time plus a margin, within these bounds (ms). */
 #define SETTLE_MIN_MS 30u
 #define SETTLE_MAX_MS 300u
+/* A window during which nothing was in flight longer than this (no transfer ran) starts
+ * again (ms). */
+#define IDLE_MAX_MS 10u
 /* A window with more than a quarter of its samples below the level decides nothing. */
 #define UNDER_SHARE 4u
 /* Of the proportional gain a step up must bring: to quadruple (the rate still grows with the
@@ -61,6 +64,7 @@ static void window_start(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s
     c->win_t0 = s->now_ms;
     c->win_b0 = s->bytes;
     c->win_cpu0 = s->cpu_us;
+    c->win_idle0 = s->idle_ms;
     c->samples = c->under = 0;
     c->have_window = 1;
 }
@@ -269,7 +273,8 @@ int s3d_conc_update(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
     /* Uploads before the first one finished: what the path acknowledged so far is mostly
      * buffers filling (a rate far above the path's), not a rate to grow from. */
     if (!c->have_window || s->now_ms < c->settle_until || s->now_ms < c->win_t0 ||
-        s->bytes < c->win_b0 || (s->uploads > 0 && s->put_ms == 0)) {
+        s->bytes < c->win_b0 || (s->uploads > 0 && s->put_ms == 0) ||
+        s->idle_ms < c->win_idle0 || s->idle_ms - c->win_idle0 > IDLE_MAX_MS) {
         window_start(c, s);
         return 0;
     }
@@ -371,6 +376,8 @@ void s3d_conc_shared_init(struct s3d_conc *s, uint32_t min, uint32_t max, uint64
     atomic_init(&s->ttfb_ms, 0);
     atomic_init(&s->uploads, 0);
     atomic_init(&s->put_ms, 0);
+    atomic_init(&s->idle_since, s3d_now_ms());
+    atomic_init(&s->idle_ms, 0);
     atomic_init(&s->throttled, 0);
     S3D_DEBUG("concurrency: %s (between %u and %u)", s->ctl.why, s->ctl.p.min, s->ctl.p.max);
 }
@@ -388,14 +395,21 @@ int s3d_conc_may_start(struct s3d_conc *s)
 
 void s3d_conc_started(struct s3d_conc *s, int upload)
 {
-    atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed) == 0) {
+        /* The end of an idle spell (two threads racing here may lose one: a sample at worst). */
+        uint64_t since = atomic_exchange_explicit(&s->idle_since, 0, memory_order_relaxed);
+        uint64_t now = s3d_now_ms();
+        if (since != 0 && now > since)
+            atomic_fetch_add_explicit(&s->idle_ms, now - since, memory_order_relaxed);
+    }
     if (upload)
         atomic_fetch_add_explicit(&s->uploads, 1, memory_order_relaxed);
 }
 
 void s3d_conc_finished(struct s3d_conc *s, int upload)
 {
-    atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
+    if (atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed) == 1)
+        atomic_store_explicit(&s->idle_since, s3d_now_ms(), memory_order_relaxed);
     if (upload)
         atomic_fetch_sub_explicit(&s->uploads, 1, memory_order_relaxed);
 }
@@ -463,6 +477,7 @@ void s3d_conc_tick(struct s3d_conc *s)
     smp.ttfb_ms = atomic_load_explicit(&s->ttfb_ms, memory_order_relaxed);
     smp.uploads = atomic_load_explicit(&s->uploads, memory_order_relaxed);
     smp.put_ms = atomic_load_explicit(&s->put_ms, memory_order_relaxed);
+    smp.idle_ms = atomic_load_explicit(&s->idle_ms, memory_order_relaxed);
     changed |= s3d_conc_update(&s->ctl, &smp);
     if (changed)
         atomic_store_explicit(&s->cur, s->ctl.cur, memory_order_relaxed);

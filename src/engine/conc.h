@@ -21,7 +21,8 @@
  * bursts (a new connection's first megabytes fill buffers on the way at once; a server
  * takes a part in spurts): while uploads run, nothing is decided before one of them has
  * finished, and both the settling after a change and a window last at least one upload's
- * time. The client's own CPU near all its cores stops growth; a throttling answer
+ * time. A window that spans a spell with nothing in flight (a checkpoint parsing a header
+ * between its header's GET and its data's) starts again after it: the pause is not a rate. The client's own CPU near all its cores stops growth; a throttling answer
  * (503 SlowDown) takes a quarter off. A target throughput, when given, starts at
  * target / 50 MB/s (aws-c-s3's 0.4 Gbit/s per connection) and stops growth once reached. */
 #ifndef S3D_ENGINE_CONC_H
@@ -63,6 +64,7 @@ struct s3d_conc_sample {
     uint32_t ttfb_ms;   /* typical time to a response's first byte; 0 = unknown */
     uint32_t uploads;   /* of in_flight, the uploads (PUT, UploadPart) */
     uint32_t put_ms;    /* typical time of a whole upload request; 0 = none has finished */
+    uint64_t idle_ms;   /* running total of the time nothing was in flight (between transfers) */
 };
 
 struct s3d_conc_ctl {
@@ -70,7 +72,7 @@ struct s3d_conc_ctl {
     uint32_t cur;
     int phase;
     /* The window being measured at cur: its start, and how full it has been. */
-    uint64_t win_t0, win_b0, win_cpu0;
+    uint64_t win_t0, win_b0, win_cpu0, win_idle0;
     uint64_t settle_until; /* a level just changed: the window starts after this */
     uint32_t samples, under;
     int have_window;
@@ -117,6 +119,8 @@ struct s3d_conc {
     atomic_uint ttfb_ms;        /* smoothed time to first byte of ranged GETs */
     atomic_uint uploads;        /* of in_flight, the uploads */
     atomic_uint put_ms;         /* smoothed time of a whole upload request */
+    atomic_uint_fast64_t idle_since; /* when in_flight last fell to 0 (ms); 0 = busy */
+    atomic_uint_fast64_t idle_ms;    /* the total of those idle spells, for the samples */
     atomic_int throttled;       /* a throttling answer not yet told to the controller */
 };
 

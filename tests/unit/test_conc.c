@@ -406,6 +406,43 @@ static void test_idle_gap(void)
     CHECK(c.cur == before && c.decisions == decisions);
 }
 
+/* A checkpoint load, as logged in a real one through s3d-pathsim: one request reads the
+ * header (two samples, 15 ms), nothing is in flight for 95 ms while the header is parsed and
+ * the reads planned, then the level's requests start and, after 30 ms to their first bytes,
+ * move 480 MB/s. The first window must measure the data, not the header and the pause: a
+ * window across them read 6.7 MB/s at 24 in that load, and the next window's rise then looked
+ * like a path far from its limit. */
+static void test_pause_between_transfers(void)
+{
+    struct s3d_conc_ctl c;
+    struct s3d_conc_params prm = params(1, 512, 0);
+    struct s3d_conc_sample s = {.ttfb_ms = 10, .in_flight = 1};
+    uint64_t t;
+    double bytes = 0;
+    s3d_conc_init(&c, &prm, 0);
+    s.now_ms = 0;
+    s3d_conc_update(&c, &s);
+    s.now_ms = 15;
+    s.bytes = 262144;
+    s3d_conc_update(&c, &s);
+    bytes = 262144;
+    s.idle_ms = 95;
+    for (t = 110; t <= 700 && c.decisions == 0; t += 5) {
+        s.now_ms = t;
+        s.in_flight = c.cur;
+        if (t >= 140)
+            bytes += 480 * MB * 0.005;
+        s.bytes = (uint64_t)bytes;
+        s3d_conc_update(&c, &s);
+    }
+    printf("pause between transfers: first decision at %llu ms, %.1f MB/s\n",
+           (unsigned long long)t, c.last_rate / MB);
+    CHECK(c.decisions == 1);
+    /* The window opens with the data requests: their first 30 ms without bytes are in it,
+     * as in any transfer's first window, but not the header or the pause. */
+    CHECK(c.last_rate >= 0.75 * 480 * MB && c.last_rate <= 1.05 * 480 * MB);
+}
+
 int main(void)
 {
     test_capped_path(0);
@@ -421,6 +458,7 @@ int main(void)
     test_bounds_and_throttle();
     test_idle_gap();
     test_upload_server_bound();
+    test_pause_between_transfers();
     printf("test_conc: ok\n");
     return 0;
 }
