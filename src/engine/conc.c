@@ -273,8 +273,8 @@ int s3d_conc_update(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
     /* Uploads before the first one finished: what the path acknowledged so far is mostly
      * buffers filling (a rate far above the path's), not a rate to grow from. */
     if (!c->have_window || s->now_ms < c->settle_until || s->now_ms < c->win_t0 ||
-        s->bytes < c->win_b0 || (s->uploads > 0 && s->put_ms == 0) ||
-        s->idle_ms < c->win_idle0 || s->idle_ms - c->win_idle0 > IDLE_MAX_MS) {
+        s->bytes < c->win_b0 || (s->uploads > 0 && s->put_ms == 0) || s->idle_ms < c->win_idle0 ||
+        s->idle_ms - c->win_idle0 > IDLE_MAX_MS) {
         window_start(c, s);
         return 0;
     }

@@ -22,9 +22,10 @@
  * takes a part in spurts): while uploads run, nothing is decided before one of them has
  * finished, and both the settling after a change and a window last at least one upload's
  * time. A window that spans a spell with nothing in flight (a checkpoint parsing a header
- * between its header's GET and its data's) starts again after it: the pause is not a rate. The client's own CPU near all its cores stops growth; a throttling answer
- * (503 SlowDown) takes a quarter off. A target throughput, when given, starts at
- * target / 50 MB/s (aws-c-s3's 0.4 Gbit/s per connection) and stops growth once reached. */
+ * between its header's GET and its data's) starts again after it: the pause is not a rate. The
+ * client's own CPU near all its cores stops growth; a throttling answer (503 SlowDown) takes a
+ * quarter off. A target throughput, when given, starts at target / 50 MB/s (aws-c-s3's 0.4 Gbit/s
+ * per connection) and stops growth once reached. */
 #ifndef S3D_ENGINE_CONC_H
 #define S3D_ENGINE_CONC_H
 
@@ -106,22 +107,22 @@ int s3d_conc_throttled(struct s3d_conc_ctl *c, uint64_t now_ms);
 
 struct s3d_conc {
     pthread_mutex_t mu;
-    int fixed;                  /* min == max (ctl.phase FIXED): written once at init, read
-                                   without the lock */
-    struct s3d_conc_ctl ctl;    /* under mu */
-    uint64_t last_tick_ms;      /* under mu */
-    atomic_uint cur;            /* ctl.cur, read without the lock */
-    atomic_uint in_flight;      /* requests in flight, every transfer of the client */
-    atomic_int draining;        /* of those, the ones of transfers with nothing left to start:
-                                   they cannot use a higher level, so they do not count as
-                                   filling it */
-    atomic_uint_fast64_t bytes; /* moved by every transfer */
-    atomic_uint ttfb_ms;        /* smoothed time to first byte of ranged GETs */
-    atomic_uint uploads;        /* of in_flight, the uploads */
-    atomic_uint put_ms;         /* smoothed time of a whole upload request */
+    int fixed;                       /* min == max (ctl.phase FIXED): written once at init, read
+                                        without the lock */
+    struct s3d_conc_ctl ctl;         /* under mu */
+    uint64_t last_tick_ms;           /* under mu */
+    atomic_uint cur;                 /* ctl.cur, read without the lock */
+    atomic_uint in_flight;           /* requests in flight, every transfer of the client */
+    atomic_int draining;             /* of those, the ones of transfers with nothing left to start:
+                                        they cannot use a higher level, so they do not count as
+                                        filling it */
+    atomic_uint_fast64_t bytes;      /* moved by every transfer */
+    atomic_uint ttfb_ms;             /* smoothed time to first byte of ranged GETs */
+    atomic_uint uploads;             /* of in_flight, the uploads */
+    atomic_uint put_ms;              /* smoothed time of a whole upload request */
     atomic_uint_fast64_t idle_since; /* when in_flight last fell to 0 (ms); 0 = busy */
     atomic_uint_fast64_t idle_ms;    /* the total of those idle spells, for the samples */
-    atomic_int throttled;       /* a throttling answer not yet told to the controller */
+    atomic_int throttled;            /* a throttling answer not yet told to the controller */
 };
 
 /* min/max/target as the client resolved them. */

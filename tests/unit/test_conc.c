@@ -258,11 +258,11 @@ static void test_path_change(void)
  * fill: a controller that trusts its first window at 8 (fill included) sees no gain at 16
  * and holds at 8, at about two thirds of what the server takes. */
 struct upath {
-    double per_conn;  /* the path's rate per connection, bytes/s */
-    double per_part;  /* what the server takes per part it works on, bytes/s */
-    double ceiling;   /* the server's total, bytes/s */
-    double buf;       /* bytes buffered on the way per connection */
-    double part;      /* bytes per part */
+    double per_conn; /* the path's rate per connection, bytes/s */
+    double per_part; /* what the server takes per part it works on, bytes/s */
+    double ceiling;  /* the server's total, bytes/s */
+    double buf;      /* bytes buffered on the way per connection */
+    double part;     /* bytes per part */
 };
 
 static struct run simulate_upload(const struct upath *p, struct s3d_conc_params prm, uint64_t ms)
@@ -353,7 +353,7 @@ static void upload_case(double ceiling, uint32_t initial, uint32_t lo, uint32_t 
 
 static void test_upload_server_bound(void)
 {
-    upload_case(260 * MB, 8, 13, 64); /* 13 parts fill it */
+    upload_case(260 * MB, 8, 13, 64);  /* 13 parts fill it */
     upload_case(900 * MB, 0, 45, 180); /* 45 parts fill it */
 }
 
@@ -435,8 +435,8 @@ static void test_pause_between_transfers(void)
         s.bytes = (uint64_t)bytes;
         s3d_conc_update(&c, &s);
     }
-    printf("pause between transfers: first decision at %llu ms, %.1f MB/s\n",
-           (unsigned long long)t, c.last_rate / MB);
+    printf("pause between transfers: first decision at %llu ms, %.1f MB/s\n", (unsigned long long)t,
+           c.last_rate / MB);
     CHECK(c.decisions == 1);
     /* The window opens with the data requests: their first 30 ms without bytes are in it,
      * as in any transfer's first window, but not the header or the pause. */
