@@ -426,20 +426,23 @@ void s3d_conc_add_bytes(struct s3d_conc *s, uint64_t n)
         atomic_fetch_add_explicit(&s->bytes, n, memory_order_relaxed);
 }
 
+/* A smoothed time (7/8 old, 1/8 new; 0 = none yet, so a stored value is at least 1); races
+ * between threads lose a sample at worst. */
+static void smooth_ms(atomic_uint *slot, uint32_t ms)
+{
+    uint32_t old = atomic_load_explicit(slot, memory_order_relaxed);
+    uint32_t v = old == 0 ? ms : (uint32_t)(((uint64_t)old * 7 + ms) / 8);
+    atomic_store_explicit(slot, v ? v : 1, memory_order_relaxed);
+}
+
 void s3d_conc_ttfb(struct s3d_conc *s, uint32_t ms)
 {
-    /* A smoothed value (7/8 old, 1/8 new); races between threads lose a sample at worst. */
-    uint32_t old = atomic_load_explicit(&s->ttfb_ms, memory_order_relaxed);
-    uint32_t v = old == 0 ? ms : (uint32_t)(((uint64_t)old * 7 + ms) / 8);
-    atomic_store_explicit(&s->ttfb_ms, v ? v : 1, memory_order_relaxed);
+    smooth_ms(&s->ttfb_ms, ms);
 }
 
 void s3d_conc_put_time(struct s3d_conc *s, uint32_t ms)
 {
-    /* Smoothed as the first-byte time. */
-    uint32_t old = atomic_load_explicit(&s->put_ms, memory_order_relaxed);
-    uint32_t v = old == 0 ? ms : (uint32_t)(((uint64_t)old * 7 + ms) / 8);
-    atomic_store_explicit(&s->put_ms, v ? v : 1, memory_order_relaxed);
+    smooth_ms(&s->put_ms, ms);
 }
 
 void s3d_conc_note_throttle(struct s3d_conc *s)

@@ -450,24 +450,29 @@ static int finish_err(struct engine *g, struct item *it, int err)
     return 0;
 }
 
-/* A GET's time from request sent to first byte, for the controller's window lengths. */
-static void tell_ttfb(struct engine *g, struct item *it)
+/* The time from the request sent (libcurl's pretransfer) to the timer `until` of a finished
+ * request, in ms (at most 60 s): 1 with *ms set, 0 when libcurl has no such times. */
+static int ms_after_send(struct item *it, CURLINFO until, uint32_t *ms)
 {
-    curl_off_t pre = 0, start = 0;
+    curl_off_t pre = 0, end = 0;
     if (curl_easy_getinfo(it->e, CURLINFO_PRETRANSFER_TIME_T, &pre) != CURLE_OK ||
-        curl_easy_getinfo(it->e, CURLINFO_STARTTRANSFER_TIME_T, &start) != CURLE_OK || start <= pre)
-        return;
-    s3d_conc_ttfb(g->budget, (uint32_t)S3D_MIN((start - pre) / 1000, (curl_off_t)60000));
+        curl_easy_getinfo(it->e, until, &end) != CURLE_OK || end <= pre)
+        return 0;
+    *ms = (uint32_t)S3D_MIN((end - pre) / 1000, (curl_off_t)60000);
+    return 1;
 }
 
-/* An upload's time from request sent to answer, for the controller's upload windows. */
-static void tell_put_time(struct engine *g, struct item *it)
+/* For the controller's window lengths: a GET's time to its first byte, an upload's time to
+ * its answer. */
+static void tell_times(struct engine *g, struct item *it)
 {
-    curl_off_t pre = 0, total = 0;
-    if (curl_easy_getinfo(it->e, CURLINFO_PRETRANSFER_TIME_T, &pre) != CURLE_OK ||
-        curl_easy_getinfo(it->e, CURLINFO_TOTAL_TIME_T, &total) != CURLE_OK || total <= pre)
-        return;
-    s3d_conc_put_time(g->budget, (uint32_t)S3D_MIN((total - pre) / 1000, (curl_off_t)60000));
+    uint32_t ms;
+    if (g->kind == KIND_GET) {
+        if (ms_after_send(it, CURLINFO_STARTTRANSFER_TIME_T, &ms))
+            s3d_conc_ttfb(g->budget, ms);
+    } else if (ms_after_send(it, CURLINFO_TOTAL_TIME_T, &ms)) {
+        s3d_conc_put_time(g->budget, ms);
+    }
 }
 
 static int check_range_status(struct engine *g, struct item *it)
@@ -506,10 +511,8 @@ static int drain(struct engine *g)
         s3d_conc_finished(g->budget, g->kind != KIND_GET);
         it->state = ITEM_FREE;
         rc = s3d_s3_op_result(&g->c->s3, &it->op, it->e, cc);
-        if (rc == 0 && g->kind == KIND_GET)
-            tell_ttfb(g, it);
-        else if (rc == 0)
-            tell_put_time(g, it);
+        if (rc == 0)
+            tell_times(g, it);
         if (rc == 0)
             rc = check_range_status(g, it);
         if (rc == 0 && g->kind == KIND_GET) {

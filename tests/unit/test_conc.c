@@ -58,6 +58,15 @@ static double noise01(void)
     return (double)((rnd_state >> 8) & 0xffff) / 65535.0;
 }
 
+/* One sample to the controller, and what the run records of it. */
+static void feed(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s, struct run *r)
+{
+    if (s3d_conc_update(c, s))
+        r->changes++;
+    if (c->cur > r->max_level)
+        r->max_level = c->cur;
+}
+
 /* Runs the controller over the path for ms milliseconds. */
 static struct run simulate(const struct path *p, struct s3d_conc_params prm, uint64_t ms)
 {
@@ -98,10 +107,7 @@ static struct run simulate(const struct path *p, struct s3d_conc_params prm, uin
         s.cpu_us = (uint64_t)cpu_us;
         s.in_flight = inf;
         s.ttfb_ms = p->ttfb_ms;
-        if (s3d_conc_update(&c, &s))
-            r.changes++;
-        if (c.cur > r.max_level)
-            r.max_level = c.cur;
+        feed(&c, &s, &r);
     }
     r.level = c.cur;
     return r;
@@ -320,10 +326,7 @@ static struct run simulate_upload(const struct upath *p, struct s3d_conc_params 
         s.uploads = inf;
         s.put_ms = (uint32_t)put_ms;
         s.ttfb_ms = 0; /* no GET has told it */
-        if (s3d_conc_update(&c, &s))
-            r.changes++;
-        if (c.cur > r.max_level)
-            r.max_level = c.cur;
+        feed(&c, &s, &r);
     }
     r.level = c.cur;
     return r;
