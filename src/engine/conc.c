@@ -69,23 +69,35 @@ static void window_start(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s
     c->have_window = 1;
 }
 
+/* Uploads: a new measurement starts now; the budget counts only the uploads started from here
+ * (s3d_conc_sample.up_n). */
+static void up_reset(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
+{
+    c->up_epoch_ms = s->now_ms;
+    c->up_cpu_ms0 = 0; /* at the next sample (a throttle's has no CPU time) */
+    c->up_samples = c->up_under = 0;
+    c->up_lsum = 0;
+}
+
+static void up_epoch(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
+{
+    up_reset(c, s);
+    c->up_epoch++;
+}
+
 /* Moves to level n (clamped) with the reason fmt; 1 when the level changed. */
 __attribute__((format(printf, 4, 5))) static int
 set_level(struct s3d_conc_ctl *c, uint64_t n, const struct s3d_conc_sample *s, const char *fmt, ...)
 {
     uint32_t to = clamp_level(c, n), settle = ttfb_of(s) + 20;
-    /* Uploads: a new connection's first bytes fill the buffers on the way (up to a whole
-     * part) faster than the server takes them; after one upload's time they are full and
-     * what the path acknowledges is what the server takes. */
-    if (s->uploads > 0)
-        settle = S3D_MAX(settle, s->put_ms);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->why, sizeof(c->why), fmt, ap);
     va_end(ap);
-    settle = S3D_MAX(SETTLE_MIN_MS, S3D_MIN(s->uploads > 0 ? WIN_MAX_MS : SETTLE_MAX_MS, settle));
+    settle = S3D_MAX(SETTLE_MIN_MS, S3D_MIN(SETTLE_MAX_MS, settle));
     c->settle_until = s->now_ms + settle;
     c->have_window = 0;
+    up_epoch(c, s);
     c->news = 1;
     if (to == c->cur)
         return 0;
@@ -258,22 +270,34 @@ static int decide_probe(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s,
     }
 }
 
+static int update_uploads(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s);
+static int decide(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s, double rate, double cpu);
+
 int s3d_conc_update(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
 {
     uint32_t ttfb = ttfb_of(s), win;
     uint64_t dt;
     double rate, cpu;
-    int under, cpu_bound, target_met;
+    int under;
 
     if (c->phase == S3D_CONC_FIXED)
         return 0;
+    if (s->uploads > 0 || (c->up_mode && s->in_flight == 0)) {
+        if (!c->up_mode) {
+            /* The uploads since the last decision count (the first ones started just
+             * before this sample). */
+            c->up_mode = 1;
+            up_reset(c, s);
+        }
+        return update_uploads(c, s);
+    }
+    if (c->up_mode) {
+        c->up_mode = 0;
+        c->have_window = 0;
+    }
     win = S3D_MAX(WIN_MIN_MS, S3D_MIN(WIN_MAX_MS, 5 * ttfb));
-    if (s->uploads > 0)
-        win = S3D_MAX(win, S3D_MIN(WIN_MAX_MS, s->put_ms));
-    /* Uploads before the first one finished: what the path acknowledged so far is mostly
-     * buffers filling (a rate far above the path's), not a rate to grow from. */
     if (!c->have_window || s->now_ms < c->settle_until || s->now_ms < c->win_t0 ||
-        s->bytes < c->win_b0 || (s->uploads > 0 && s->put_ms == 0) || s->idle_ms < c->win_idle0 ||
+        s->bytes < c->win_b0 || s->idle_ms < c->win_idle0 ||
         s->idle_ms - c->win_idle0 > IDLE_MAX_MS) {
         window_start(c, s);
         return 0;
@@ -296,6 +320,54 @@ int s3d_conc_update(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
     window_start(c, s);
     if (under)
         return 0; /* fewer requests than the level were running: says nothing of the level */
+    return decide(c, s, rate, cpu);
+}
+
+/* Uploads, measured by whole answered parts (Little's law): with L requests in flight on
+ * average, each taking W from its start to its answer and carrying B bytes, the path moves
+ * L x B / W. What the path acknowledges while a part is sent is no measure: a new
+ * connection's first megabytes fill the buffers on the way at once, and the server takes a
+ * part in spurts, so windows of acknowledged bytes read 0 or twice the rate when parts run in
+ * step (as a save's first parts do: they start together). Only uploads started since the
+ * last decision count, so W is the time of a part at this level. A decision waits for a
+ * quarter of the level's parts (at most 16) and for as long as they took on average. */
+static int update_uploads(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
+{
+    uint32_t need = S3D_MAX(1u, S3D_MIN(c->cur / 4, 16u));
+    double rate, cpu, load;
+    uint64_t dt;
+    if (s->now_ms < c->up_epoch_ms)
+        up_epoch(c, s);
+    if (c->up_cpu_ms0 == 0) {
+        c->up_cpu0 = s->cpu_us;
+        c->up_cpu_ms0 = S3D_MAX(s->now_ms, 1u);
+    }
+    if (s->uploads > 0) {
+        c->up_samples++;
+        c->up_lsum += s->in_flight;
+        c->up_under += s->in_flight < c->cur;
+    }
+    if (s->up_n < need || s->up_ms == 0 || c->up_samples == 0)
+        return 0;
+    dt = s->now_ms - c->up_epoch_ms;
+    if (dt == 0 || dt < s->up_ms / s->up_n)
+        return 0; /* only the fastest parts have been answered yet */
+    load = (double)c->up_lsum / (double)c->up_samples;
+    rate = load * (double)s->up_bytes * 1000.0 / (double)s->up_ms;
+    cpu = s->cpu_us >= c->up_cpu0 && s->now_ms > c->up_cpu_ms0
+              ? (double)(s->cpu_us - c->up_cpu0) / (1000.0 * (double)(s->now_ms - c->up_cpu_ms0))
+              : 0;
+    if (c->up_under * UNDER_SHARE > c->up_samples) {
+        up_epoch(c, s);
+        return 0; /* fewer requests than the level were running */
+    }
+    up_epoch(c, s);
+    return decide(c, s, rate, cpu);
+}
+
+static int decide(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s, double rate, double cpu)
+{
+    int cpu_bound, target_met;
     c->last_rate = rate;
     c->last_cpu = cpu;
     c->decisions++;
@@ -375,7 +447,11 @@ void s3d_conc_shared_init(struct s3d_conc *s, uint32_t min, uint32_t max, uint64
     atomic_init(&s->bytes, 0);
     atomic_init(&s->ttfb_ms, 0);
     atomic_init(&s->uploads, 0);
-    atomic_init(&s->put_ms, 0);
+    atomic_init(&s->up_epoch_ms, 0);
+    atomic_init(&s->up_n, 0);
+    atomic_init(&s->up_bytes, 0);
+    atomic_init(&s->up_ms, 0);
+    s->up_epoch_seen = s->ctl.up_epoch;
     atomic_init(&s->idle_since, s3d_now_ms());
     atomic_init(&s->idle_ms, 0);
     atomic_init(&s->throttled, 0);
@@ -440,9 +516,17 @@ void s3d_conc_ttfb(struct s3d_conc *s, uint32_t ms)
     smooth_ms(&s->ttfb_ms, ms);
 }
 
-void s3d_conc_put_time(struct s3d_conc *s, uint32_t ms)
+void s3d_conc_upload_done(struct s3d_conc *s, uint64_t started_ms, uint64_t bytes)
 {
-    smooth_ms(&s->put_ms, ms);
+    uint64_t now = s3d_now_ms();
+    /* One that started before the controller's last decision ran partly at another level (a
+     * race with a decision in progress counts one upload at worst). */
+    if (started_ms < atomic_load_explicit(&s->up_epoch_ms, memory_order_relaxed) ||
+        now < started_ms)
+        return;
+    atomic_fetch_add_explicit(&s->up_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->up_ms, S3D_MAX(now - started_ms, 1u), memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->up_n, 1, memory_order_relaxed);
 }
 
 void s3d_conc_note_throttle(struct s3d_conc *s)
@@ -479,9 +563,19 @@ void s3d_conc_tick(struct s3d_conc *s)
     }
     smp.ttfb_ms = atomic_load_explicit(&s->ttfb_ms, memory_order_relaxed);
     smp.uploads = atomic_load_explicit(&s->uploads, memory_order_relaxed);
-    smp.put_ms = atomic_load_explicit(&s->put_ms, memory_order_relaxed);
+    smp.up_n = atomic_load_explicit(&s->up_n, memory_order_relaxed);
+    smp.up_bytes = atomic_load_explicit(&s->up_bytes, memory_order_relaxed);
+    smp.up_ms = atomic_load_explicit(&s->up_ms, memory_order_relaxed);
     smp.idle_ms = atomic_load_explicit(&s->idle_ms, memory_order_relaxed);
     changed |= s3d_conc_update(&s->ctl, &smp);
+    if (s->ctl.up_epoch != s->up_epoch_seen) {
+        /* A decision: the uploads that count start again from now. */
+        s->up_epoch_seen = s->ctl.up_epoch;
+        atomic_store_explicit(&s->up_epoch_ms, now, memory_order_relaxed);
+        atomic_store_explicit(&s->up_n, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->up_bytes, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->up_ms, 0, memory_order_relaxed);
+    }
     if (changed)
         atomic_store_explicit(&s->cur, s->ctl.cur, memory_order_relaxed);
     if (s->ctl.news) {

@@ -17,15 +17,15 @@
  * level before and hold. While holding, probe a quarter more now and then (paths change
  * during a long transfer) and keep it only if the rate rises. Windows in which fewer
  * requests were in flight than the level (the transfer is ending, staging buffers are full)
- * decide nothing. Uploads are measured by the bytes the path acknowledged, which arrive in
- * bursts (a new connection's first megabytes fill buffers on the way at once; a server
- * takes a part in spurts): while uploads run, nothing is decided before one of them has
- * finished, and both the settling after a change and a window last at least one upload's
- * time. A window that spans a spell with nothing in flight (a checkpoint parsing a header
- * between its header's GET and its data's) starts again after it: the pause is not a rate. The
- * client's own CPU near all its cores stops growth; a throttling answer (503 SlowDown) takes a
- * quarter off. A target throughput, when given, starts at target / 50 MB/s (aws-c-s3's 0.4 Gbit/s
- * per connection) and stops growth once reached. */
+ * decide nothing. Uploads are measured by whole answered parts (Little's law: requests in
+ * flight x bytes per part / a part's time, over the uploads started since the last decision),
+ * not by the bytes the path acknowledges, which run ahead of the server while buffers on the
+ * way fill and stop while a save's parts, started together, wait for their answers. A window that
+ * spans a spell with nothing in flight (a checkpoint parsing a header between its header's GET and
+ * its data's) starts again after it: the pause is not a rate. The client's own CPU near all its
+ * cores stops growth; a throttling answer (503 SlowDown) takes a quarter off. A target throughput,
+ * when given, starts at target / 50 MB/s (aws-c-s3's 0.4 Gbit/s per connection) and stops growth
+ * once reached. */
 #ifndef S3D_ENGINE_CONC_H
 #define S3D_ENGINE_CONC_H
 
@@ -64,8 +64,13 @@ struct s3d_conc_sample {
     uint32_t in_flight; /* requests in flight now */
     uint32_t ttfb_ms;   /* typical time to a response's first byte; 0 = unknown */
     uint32_t uploads;   /* of in_flight, the uploads (PUT, UploadPart) */
-    uint32_t put_ms;    /* typical time of a whole upload request; 0 = none has finished */
-    uint64_t idle_ms;   /* running total of the time nothing was in flight (between transfers) */
+    /* Uploads answered that started at or after the controller's last decision
+     * (s3d_conc_ctl.up_epoch): how many, their bytes, and their times from start to answer
+     * summed (ms). */
+    uint32_t up_n;
+    uint64_t up_bytes;
+    uint64_t up_ms;
+    uint64_t idle_ms; /* running total of the time nothing was in flight (between transfers) */
 };
 
 struct s3d_conc_ctl {
@@ -90,8 +95,16 @@ struct s3d_conc_ctl {
     double last_rate;   /* of the last window that decided, bytes/s */
     double last_cpu;    /* cores used in that window */
     uint32_t decisions; /* windows that decided something (for tests and logs) */
-    char why[160];      /* the reason of the last decision */
-    int news;           /* why is new (a change, or the reason for holding): log it */
+    /* Uploads (measured by whole parts, conc.c update_uploads): in that mode; the decision
+     * count whose uploads the samples' up_* fields count (the budget starts them again when
+     * it changes), when it began, and the in-flight samples since. */
+    int up_mode;
+    uint32_t up_epoch;
+    uint64_t up_epoch_ms, up_cpu0, up_cpu_ms0;
+    uint32_t up_samples, up_under;
+    uint64_t up_lsum;
+    char why[160]; /* the reason of the last decision */
+    int news;      /* why is new (a change, or the reason for holding): log it */
 };
 
 /* Starts a controller at its initial level (phase FIXED when min == max). */
@@ -107,19 +120,24 @@ int s3d_conc_throttled(struct s3d_conc_ctl *c, uint64_t now_ms);
 
 struct s3d_conc {
     pthread_mutex_t mu;
-    int fixed;                       /* min == max (ctl.phase FIXED): written once at init, read
-                                        without the lock */
-    struct s3d_conc_ctl ctl;         /* under mu */
-    uint64_t last_tick_ms;           /* under mu */
-    atomic_uint cur;                 /* ctl.cur, read without the lock */
-    atomic_uint in_flight;           /* requests in flight, every transfer of the client */
-    atomic_int draining;             /* of those, the ones of transfers with nothing left to start:
-                                        they cannot use a higher level, so they do not count as
-                                        filling it */
-    atomic_uint_fast64_t bytes;      /* moved by every transfer */
-    atomic_uint ttfb_ms;             /* smoothed time to first byte of ranged GETs */
-    atomic_uint uploads;             /* of in_flight, the uploads */
-    atomic_uint put_ms;              /* smoothed time of a whole upload request */
+    int fixed;                  /* min == max (ctl.phase FIXED): written once at init, read
+                                   without the lock */
+    struct s3d_conc_ctl ctl;    /* under mu */
+    uint64_t last_tick_ms;      /* under mu */
+    atomic_uint cur;            /* ctl.cur, read without the lock */
+    atomic_uint in_flight;      /* requests in flight, every transfer of the client */
+    atomic_int draining;        /* of those, the ones of transfers with nothing left to start:
+                                   they cannot use a higher level, so they do not count as
+                                   filling it */
+    atomic_uint_fast64_t bytes; /* moved by every transfer */
+    atomic_uint ttfb_ms;        /* smoothed time to first byte of ranged GETs */
+    atomic_uint uploads;        /* of in_flight, the uploads */
+    /* Uploads answered that started at or after up_epoch_ms (the controller's last decision):
+     * the samples' up_n, up_bytes, up_ms. */
+    atomic_uint_fast64_t up_epoch_ms;
+    atomic_uint up_n;
+    atomic_uint_fast64_t up_bytes, up_ms;
+    uint32_t up_epoch_seen;          /* ctl.up_epoch when up_epoch_ms was set; under mu */
     atomic_uint_fast64_t idle_since; /* when in_flight last fell to 0 (ms); 0 = busy */
     atomic_uint_fast64_t idle_ms;    /* the total of those idle spells, for the samples */
     atomic_int throttled;            /* a throttling answer not yet told to the controller */
@@ -140,8 +158,9 @@ void s3d_conc_draining(struct s3d_conc *s, int delta);
 void s3d_conc_add_bytes(struct s3d_conc *s, uint64_t n);
 /* A GET's time to first byte, for the window lengths. */
 void s3d_conc_ttfb(struct s3d_conc *s, uint32_t ms);
-/* An upload request's whole time (sent to answered), for the window lengths of uploads. */
-void s3d_conc_put_time(struct s3d_conc *s, uint32_t ms);
+/* An upload request that started at started_ms (s3d_now_ms) was answered now, having sent
+ * bytes: the measure of uploads. */
+void s3d_conc_upload_done(struct s3d_conc *s, uint64_t started_ms, uint64_t bytes);
 /* A throttling answer (503 SlowDown, 429). */
 void s3d_conc_note_throttle(struct s3d_conc *s);
 /* Feeds the controller when its last sample is older than a few milliseconds and nobody else

@@ -43,6 +43,7 @@ struct item {
     struct s3d_s3_op op;
     uint32_t attempts;
     uint64_t retry_at;
+    uint64_t started_ms; /* this attempt's start, for the controller's measure of uploads */
     struct s3d_retry_policy pol;
     /* GET */
     struct s3d_get_job *job;
@@ -156,6 +157,7 @@ static int start_attempt(struct engine *g, struct item *it)
     S3D_ASSERT(it->state != ITEM_RUNNING && g->in_flight < g->n_items);
     it->state = ITEM_RUNNING;
     g->in_flight++;
+    it->started_ms = s3d_now_ms();
     s3d_conc_started(g->budget, g->kind != KIND_GET);
     return 0;
 }
@@ -462,16 +464,18 @@ static int ms_after_send(struct item *it, CURLINFO until, uint32_t *ms)
     return 1;
 }
 
-/* For the controller's window lengths: a GET's time to its first byte, an upload's time to
- * its answer. */
+/* For the controller: a GET's time to its first byte (its window lengths), an upload's time
+ * and bytes (its measure of uploads). */
 static void tell_times(struct engine *g, struct item *it)
 {
     uint32_t ms;
     if (g->kind == KIND_GET) {
         if (ms_after_send(it, CURLINFO_STARTTRANSFER_TIME_T, &ms))
             s3d_conc_ttfb(g->budget, ms);
-    } else if (ms_after_send(it, CURLINFO_TOTAL_TIME_T, &ms)) {
-        s3d_conc_put_time(g->budget, ms);
+    } else {
+        curl_off_t sent = 0;
+        if (curl_easy_getinfo(it->e, CURLINFO_SIZE_UPLOAD_T, &sent) == CURLE_OK && sent > 0)
+            s3d_conc_upload_done(g->budget, it->started_ms, (uint64_t)sent);
     }
 }
 

@@ -116,12 +116,13 @@ def test_adaptive_concurrency_follows_a_capped_path(path, s3_env, bucket, boto3_
     assert fixed["peak_open"] <= 9, fixed  # 8 + the first GET's connection at most
 
     # Uploads: the parts in flight follow too. A target of 400 MB/s (never reached here) starts
-    # the level at 8 (400 / 50 MB/s per connection), so that 40 parts of the 5 MiB minimum
+    # the level at 8 (400 / 50 MB/s per connection), so that 60 parts of the 5 MiB minimum
     # outnumber it: more than 16 connections open only if a step past the blind 8 -> 16
-    # followed a measured rise in acknowledged bytes. Each part takes 5 s at 1 MB/s: the
-    # windows wait for the first part and last one part's time (capped at 1 s).
+    # followed a measured rise. Uploads are measured by whole answered parts: each takes 5 s
+    # at 1 MB/s, so 8 -> 16 comes when the first 8 are answered (5 s) and the next step when
+    # those started at 16 are (10 s), with 36 parts still to start.
     src = tmp_path / "up.bin"
-    up_data = os.urandom(200 * MiB)
+    up_data = os.urandom(300 * MiB)
     src.write_bytes(up_data)
     counters(reset=True)
     r = _run(cli, env, "--debug", "--target-throughput", "400000000", "--part-size", "5MiB", "cp",

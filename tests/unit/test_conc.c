@@ -48,7 +48,10 @@ struct run {
     double bytes_late;  /* bytes moved in the last quarter of the run */
     double ideal_late;  /* what the ceiling would have moved then */
     uint32_t changes;
-    uint64_t t90; /* simulated ms until a step first ran at 0.9 of the ceiling (0 = never) */
+    uint64_t t90;       /* simulated ms until a step first ran at 0.9 of the ceiling (0 = never) */
+    uint64_t t_dec[2];  /* simulated ms of the controller's first two decisions (0 = none) */
+    double rate_dec[2]; /* the rates they read, bytes/s */
+    uint64_t t_first_put; /* uploads: when the first part was answered (0 = none) */
 };
 
 static uint32_t rnd_state = 12345;
@@ -61,10 +64,17 @@ static double noise01(void)
 /* One sample to the controller, and what the run records of it. */
 static void feed(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s, struct run *r)
 {
-    if (s3d_conc_update(c, s))
+    if (s3d_conc_update(c, s)) {
         r->changes++;
+        if (getenv("S3D_TEST_CONC_LOG")) /* each change and why, for a failing case */
+            printf("  %llu ms: %s\n", (unsigned long long)s->now_ms, c->why);
+    }
     if (c->cur > r->max_level)
         r->max_level = c->cur;
+    if (c->decisions >= 1 && c->decisions <= 2 && r->t_dec[c->decisions - 1] == 0) {
+        r->t_dec[c->decisions - 1] = s->now_ms;
+        r->rate_dec[c->decisions - 1] = c->last_rate;
+    }
 }
 
 /* Runs the controller over the path for ms milliseconds. */
@@ -276,12 +286,13 @@ static struct run simulate_upload(const struct upath *p, struct s3d_conc_params 
     struct s3d_conc_ctl c;
     struct s3d_conc_sample s;
     struct run r;
-    double sent[1024], taken[1024], acked = 0, put_ms = 0;
-    uint64_t started[1024];
-    uint32_t inf = 0, i;
+    double sent[1024], taken[1024], acked = 0;
+    uint64_t started[1024], epoch_t = 0, up_bytes = 0, up_ms = 0;
+    uint32_t inf = 0, i, up_n = 0, epoch_seen;
     memset(&r, 0, sizeof(r));
     memset(&s, 0, sizeof(s));
     s3d_conc_init(&c, &prm, 0);
+    epoch_seen = c.up_epoch;
     for (uint64_t t = 0; t <= ms; t += 5) {
         uint32_t busy = 0;
         double take, before = 0, after = 0;
@@ -304,8 +315,13 @@ static struct run simulate_upload(const struct upath *p, struct s3d_conc_params 
             taken[i] = fmin(sent[i], taken[i] + take);
             after += taken[i];
             if (taken[i] >= p->part) {
-                double d = (double)(t + 5 - started[i]);
-                put_ms = put_ms == 0 ? d : (put_ms * 7 + d) / 8;
+                if (r.t_first_put == 0)
+                    r.t_first_put = t + 5;
+                if (started[i] >= epoch_t) { /* as the budget counts them */
+                    up_n++;
+                    up_bytes += (uint64_t)p->part;
+                    up_ms += t + 5 - started[i];
+                }
                 /* Answered: the slot goes to a new part while the level allows. */
                 sent[i] = sent[inf - 1];
                 taken[i] = taken[inf - 1];
@@ -324,9 +340,17 @@ static struct run simulate_upload(const struct upath *p, struct s3d_conc_params 
         s.cpu_us = t * 300; /* 0.3 cores */
         s.in_flight = inf;
         s.uploads = inf;
-        s.put_ms = (uint32_t)put_ms;
+        s.up_n = up_n;
+        s.up_bytes = up_bytes;
+        s.up_ms = up_ms;
         s.ttfb_ms = 0; /* no GET has told it */
         feed(&c, &s, &r);
+        if (c.up_epoch != epoch_seen) {
+            epoch_seen = c.up_epoch;
+            epoch_t = t;
+            up_n = 0;
+            up_bytes = up_ms = 0;
+        }
     }
     r.level = c.cur;
     return r;
@@ -358,6 +382,36 @@ static void test_upload_server_bound(void)
 {
     upload_case(260 * MB, 8, 13, 64);  /* 13 parts fill it */
     upload_case(900 * MB, 0, 45, 180); /* 45 parts fill it */
+}
+
+/* A save through 12 MB/s per connection + 15 ms in front of RGW, as measured on 2026-12-06
+ * (docs/internals/performance.md, "The 12 MB/s save"): at 24 parts in flight the server takes
+ * about 200 MB/s, so each 8 MiB part takes a second; a 0.5 GiB checkpoint is 64 parts, under
+ * three seconds in all, and its parts run in step (they start together). The first decision
+ * (a blind double) comes when the first parts are answered, and each decision reads the
+ * server's rate: a window one part long after the first answer left that save at 24 for 2.3
+ * of its 3.4 s (0.154 GB/s; 0.188 deciding at the first answer), and windows of acknowledged
+ * bytes read 0 or twice the rate while parts run in step (in a real 2 GiB save: "48 requests
+ * moved 103.6 MB/s", then 114 at 24, with the server taking about 200). */
+static void test_short_save(void)
+{
+    struct upath p = {.per_conn = 12 * MB,
+                      .per_part = 8.4 * MB,
+                      .ceiling = 220 * MB,
+                      .buf = 3 * MB,
+                      .part = 8 * 1048576.0};
+    struct s3d_conc_params prm = params(1, 512, 0);
+    struct run r = simulate_upload(&p, prm, 4000);
+    printf("save in step at 12 MB/s per connection: first part answered at %llu ms; decisions "
+           "at %llu ms (%.1f MB/s at 24), %llu ms (%.1f MB/s at 48)\n",
+           (unsigned long long)r.t_first_put, (unsigned long long)r.t_dec[0], r.rate_dec[0] / MB,
+           (unsigned long long)r.t_dec[1], r.rate_dec[1] / MB);
+    CHECK(r.t_first_put > 0 && r.t_dec[0] > 0 && r.t_dec[1] > 0);
+    CHECK(r.t_dec[0] + 5 >= r.t_first_put); /* the sample of the step that answered it */
+    CHECK(r.t_dec[0] <= r.t_first_put + 50);
+    /* What the server took: 24 parts at 8.4 MB/s each; 48 parts share its 220 MB/s. */
+    CHECK(r.rate_dec[0] >= 0.9 * 24 * 8.4 * MB && r.rate_dec[0] <= 1.1 * 24 * 8.4 * MB);
+    CHECK(r.rate_dec[1] >= 0.9 * 220 * MB && r.rate_dec[1] <= 1.1 * 220 * MB);
 }
 
 /* Bounds: min == max is fixed; the cap holds; the floor holds under throttling. */
@@ -461,6 +515,7 @@ int main(void)
     test_bounds_and_throttle();
     test_idle_gap();
     test_upload_server_bound();
+    test_short_save();
     test_pause_between_transfers();
     printf("test_conc: ok\n");
     return 0;
