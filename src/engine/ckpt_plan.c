@@ -143,3 +143,17 @@ void s3d_rplan_free(struct s3d_rplan *plan)
     free(plan->segs);
     memset(plan, 0, sizeof(*plan));
 }
+
+void s3d_rplan_start_order(const struct s3d_rplan *plan, size_t *order)
+{
+    uint64_t long_len = 0;
+    size_t k = 0;
+    for (size_t j = 0; j < plan->njobs; j++)
+        long_len = S3D_MAX(long_len, (plan->jobs[j].len + 1) / 2);
+    for (size_t j = 0; j < plan->njobs; j++)
+        if (plan->jobs[j].len >= long_len)
+            order[k++] = j;
+    for (size_t j = 0; j < plan->njobs; j++)
+        if (plan->jobs[j].len < long_len)
+            order[k++] = j;
+}

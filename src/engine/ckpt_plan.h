@@ -58,4 +58,13 @@ S3D_NODISCARD int s3d_rplan_build(struct s3d_rpiece *pieces, size_t n, uint64_t 
                                   uint64_t direct_min, struct s3d_rplan *out);
 void s3d_rplan_free(struct s3d_rplan *plan);
 
+/* The order in which to start the plan's jobs, order[k] = a job index, every job once: those
+ * of at least half the longest job's bytes first, then the others, each group in plan order.
+ * Where each connection is capped, a request's time grows with its bytes: a load whose few
+ * whole 8 MiB tensors (embeddings, the output layer) came last ended with them alone in
+ * flight, 210 ms each at 40 MB/s per connection, the level's other connections idle
+ * (docs/internals/performance.md, "The tail of a load"). The rest keep the plan's order
+ * (each object read front to back). */
+void s3d_rplan_start_order(const struct s3d_rplan *plan, size_t *order);
+
 #endif

@@ -229,7 +229,7 @@ static int read_s3(struct s3d_reader *r, struct dest *dests, const struct s3d_te
 {
     struct s3read s;
     struct s3d_get_hooks hooks;
-    size_t np = 0, chunks_total;
+    size_t np = 0, chunks_total, *order = NULL;
     int first_device = -1, rc, sync_rc;
 
     memset(&s, 0, sizeof(s));
@@ -278,19 +278,24 @@ static int read_s3(struct s3d_reader *r, struct dest *dests, const struct s3d_te
     s.jobs = s3d_calloc(s.plan.njobs, sizeof(*s.jobs));
     s.chunks = s3d_calloc(s.plan.njobs, sizeof(*s.chunks));
     s.inflight = s3d_calloc(chunks_total, sizeof(*s.inflight));
-    if (s.jobs == NULL || s.chunks == NULL || s.inflight == NULL) {
+    order = s3d_calloc(s.plan.njobs, sizeof(*order));
+    if (s.jobs == NULL || s.chunks == NULL || s.inflight == NULL || order == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory planning %zu reads", s.plan.njobs);
         goto out;
     }
-    for (size_t j = 0; j < s.plan.njobs; j++) {
+    /* The long jobs start first (s3d_rplan_start_order); the hooks find a job's plan entry
+     * through user. */
+    s3d_rplan_start_order(&s.plan, order);
+    for (size_t k = 0; k < s.plan.njobs; k++) {
+        size_t j = order[k];
         const struct shard *sh = &r->shards[s.plan.jobs[j].shard];
-        s.jobs[j].bucket = sh->loc.bucket;
-        s.jobs[j].key = sh->loc.key;
-        s.jobs[j].if_match = sh->etag;
-        s.jobs[j].object_size = sh->object_size;
-        s.jobs[j].offset = s.plan.jobs[j].obj_off;
-        s.jobs[j].length = s.plan.jobs[j].len;
-        s.jobs[j].user = (void *)(uintptr_t)j;
+        s.jobs[k].bucket = sh->loc.bucket;
+        s.jobs[k].key = sh->loc.key;
+        s.jobs[k].if_match = sh->etag;
+        s.jobs[k].object_size = sh->object_size;
+        s.jobs[k].offset = s.plan.jobs[j].obj_off;
+        s.jobs[k].length = s.plan.jobs[j].len;
+        s.jobs[k].user = (void *)(uintptr_t)j;
     }
     hooks.prepare = read_prepare;
     hooks.done = read_done;
@@ -314,6 +319,7 @@ out:
         for (size_t j = 0; j < s.plan.njobs; j++)
             s3d_pool_put(s.pool, s.chunks[j]);
     s3d_stream_set_free(&s.streams);
+    free(order);
     free(s.inflight);
     free(s.chunks);
     free(s.jobs);

@@ -1,5 +1,7 @@
 /* test_ckpt_plan.c - the read planner: direct jobs for big host pieces, staged coalescing of
  * adjacent small or device pieces, never joining ranges that are not adjacent. */
+#include <string.h>
+
 #include "engine/ckpt_plan.h"
 #include "testutil.h"
 
@@ -111,6 +113,56 @@ int main(void)
         CHECK_EQ_U64(plan.jobs[0].nseg, 2);      /* host 1000 B + device up to 8 MiB */
         CHECK(plan.jobs[plan.njobs - 1].direct); /* the 2 MiB host piece */
         check_cover(p, 3, &plan, 8 * MiB);
+        s3d_rplan_free(&plan);
+    }
+    /* Start order: the jobs of at least half the longest's bytes first, then the others,
+     * each group in plan order; every job once. Small tensors (one staged job of 3 MB) come
+     * before a 20 MiB one (direct 8, 8 and 4 MiB) in the object, and one more small tensor
+     * after it. */
+    {
+        struct s3d_rpiece p[12];
+        size_t order[8];
+        for (size_t i = 0; i < 10; i++)
+            p[i] = (struct s3d_rpiece){.shard = 0,
+                                       .obj_off = i * 300000,
+                                       .len = 300000,
+                                       .dst = host,
+                                       .device = -1,
+                                       .dest = i};
+        p[10] = (struct s3d_rpiece){
+            .shard = 0, .obj_off = 3000000, .len = 20 * MiB, .dst = host, .device = -1, .dest = 10};
+        p[11] = (struct s3d_rpiece){.shard = 0,
+                                    .obj_off = 3000000 + 20 * MiB + 64,
+                                    .len = 1000,
+                                    .dst = host,
+                                    .device = -1,
+                                    .dest = 11};
+        CHECK_OK(s3d_rplan_build(p, 12, 8 * MiB, 1 * MiB, &plan));
+        CHECK_EQ_U64(plan.njobs, 5);
+        CHECK_EQ_U64(plan.jobs[0].len, 3000000);
+        CHECK_EQ_U64(plan.jobs[3].len, 4 * MiB);
+        memset(order, 0xff, sizeof(order));
+        s3d_rplan_start_order(&plan, order);
+        CHECK_EQ_U64(order[0], 1);          /* 8 MiB */
+        CHECK_EQ_U64(order[1], 2);          /* 8 MiB */
+        CHECK_EQ_U64(order[2], 3);          /* 4 MiB: half the longest */
+        CHECK_EQ_U64(order[3], 0);          /* 3 MB */
+        CHECK_EQ_U64(order[4], 4);          /* 1000 B */
+        CHECK_EQ_U64(order[5], (size_t)-1); /* nothing written past njobs */
+        check_cover(p, 12, &plan, 8 * MiB);
+        s3d_rplan_free(&plan);
+        /* Equal jobs keep the plan's order. */
+        for (size_t i = 0; i < 3; i++)
+            p[i] = (struct s3d_rpiece){.shard = (uint32_t)(2 - i),
+                                       .obj_off = 0,
+                                       .len = 2 * MiB,
+                                       .dst = host,
+                                       .device = -1,
+                                       .dest = i};
+        CHECK_OK(s3d_rplan_build(p, 3, 8 * MiB, 1 * MiB, &plan));
+        s3d_rplan_start_order(&plan, order);
+        for (size_t j = 0; j < 3; j++)
+            CHECK(order[j] == j && plan.jobs[j].shard == j);
         s3d_rplan_free(&plan);
     }
     /* Errors. */
