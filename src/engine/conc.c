@@ -74,6 +74,7 @@ static void window_start(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s
 static void up_reset(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
 {
     c->up_epoch_ms = s->now_ms;
+    c->up_idle0 = s->idle_ms;
     c->up_cpu_ms0 = 0; /* at the next sample (a throttle's has no CPU time) */
     c->up_samples = c->up_under = 0;
     c->up_lsum = 0;
@@ -338,6 +339,17 @@ static int update_uploads(struct s3d_conc_ctl *c, const struct s3d_conc_sample *
     uint64_t dt;
     if (s->now_ms < c->up_epoch_ms)
         up_epoch(c, s);
+    if (s->idle_ms < c->up_idle0 || s->idle_ms - c->up_idle0 > IDLE_MAX_MS) {
+        /* A spell with nothing in flight: what was counted before it belongs to another
+         * transfer (the last save), and is no measure of this one. The uploads started since
+         * the last sample count: this transfer's first. */
+        uint64_t from = S3D_MIN(c->up_last_ms, s->now_ms);
+        up_epoch(c, s);
+        c->up_epoch_ms = from;
+        c->up_last_ms = s->now_ms;
+        return 0; /* this sample still carries the old counts */
+    }
+    c->up_last_ms = s->now_ms;
     if (c->up_cpu_ms0 == 0) {
         c->up_cpu0 = s->cpu_us;
         c->up_cpu_ms0 = S3D_MAX(s->now_ms, 1u);
@@ -569,9 +581,10 @@ void s3d_conc_tick(struct s3d_conc *s)
     smp.idle_ms = atomic_load_explicit(&s->idle_ms, memory_order_relaxed);
     changed |= s3d_conc_update(&s->ctl, &smp);
     if (s->ctl.up_epoch != s->up_epoch_seen) {
-        /* A decision: the uploads that count start again from now. */
+        /* A decision, or a new transfer after a pause: the uploads that count start again
+         * (from now, or from the sample before the pause ended). */
         s->up_epoch_seen = s->ctl.up_epoch;
-        atomic_store_explicit(&s->up_epoch_ms, now, memory_order_relaxed);
+        atomic_store_explicit(&s->up_epoch_ms, s->ctl.up_epoch_ms, memory_order_relaxed);
         atomic_store_explicit(&s->up_n, 0, memory_order_relaxed);
         atomic_store_explicit(&s->up_bytes, 0, memory_order_relaxed);
         atomic_store_explicit(&s->up_ms, 0, memory_order_relaxed);

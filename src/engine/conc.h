@@ -101,6 +101,7 @@ struct s3d_conc_ctl {
     int up_mode;
     uint32_t up_epoch;
     uint64_t up_epoch_ms, up_cpu0, up_cpu_ms0;
+    uint64_t up_idle0, up_last_ms; /* the samples' idle_ms at the epoch; the last sample */
     uint32_t up_samples, up_under;
     uint64_t up_lsum;
     char why[160]; /* the reason of the last decision */

@@ -414,6 +414,61 @@ static void test_short_save(void)
     CHECK(r.rate_dec[1] >= 0.9 * 220 * MB && r.rate_dec[1] <= 1.1 * 220 * MB);
 }
 
+/* Two saves on one client with a pause between them: the parts the first one had answered
+ * since the controller's last decision are no measure of the second. The samples carry what
+ * the budget counts; after the pause the controller starts its count again (up_epoch moves,
+ * from the last sample before the pause, so the second save's first parts count) and decides
+ * nothing until the second save's own parts are answered. */
+static void test_uploads_after_pause(void)
+{
+    struct s3d_conc_ctl c;
+    struct s3d_conc_params prm = params(1, 512, 0);
+    struct s3d_conc_sample s;
+    uint32_t epoch;
+    uint64_t t;
+    memset(&s, 0, sizeof(s));
+    s3d_conc_init(&c, &prm, 0);
+    /* The first save: 24 parts of 8 MiB answered after a second: 24 -> 48. */
+    for (t = 0; t <= 1000; t += 5) {
+        s.now_ms = t;
+        s.in_flight = s.uploads = c.cur;
+        if (t == 1000) {
+            s.up_n = 24;
+            s.up_bytes = 24ull << 23;
+            s.up_ms = 24 * 1000;
+        }
+        s3d_conc_update(&c, &s);
+    }
+    CHECK(c.decisions == 1 && c.cur == 48);
+    /* At 48 until the save ends at 1500 ms; 13 parts started at 48 answered (2 s each, as
+     * the budget counts them after the decision). */
+    s.up_n = 0;
+    s.up_bytes = s.up_ms = 0;
+    for (t = 1005; t < 1500; t += 5) {
+        s.now_ms = t;
+        s.in_flight = s.uploads = 48;
+        if (t == 1400) {
+            s.up_n = 13;
+            s.up_bytes = 13ull << 23;
+            s.up_ms = 13 * 2000;
+        }
+        CHECK(s3d_conc_update(&c, &s) == 0);
+    }
+    s.now_ms = 1500;
+    s.in_flight = s.uploads = 0;
+    s3d_conc_update(&c, &s);
+    CHECK(c.decisions == 1);
+    /* 7.5 s later the second save starts its 48 parts; the budget still holds the first
+     * save's 13 until the controller tells it otherwise. */
+    epoch = c.up_epoch;
+    s.now_ms = 9000;
+    s.idle_ms = 7500;
+    s.in_flight = s.uploads = 48;
+    CHECK(s3d_conc_update(&c, &s) == 0);
+    CHECK(c.decisions == 1);
+    CHECK(c.up_epoch != epoch && c.up_epoch_ms == 1500);
+}
+
 /* Bounds: min == max is fixed; the cap holds; the floor holds under throttling. */
 static void test_bounds_and_throttle(void)
 {
@@ -516,6 +571,7 @@ int main(void)
     test_idle_gap();
     test_upload_server_bound();
     test_short_save();
+    test_uploads_after_pause();
     test_pause_between_transfers();
     printf("test_conc: ok\n");
     return 0;
