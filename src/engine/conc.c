@@ -69,8 +69,8 @@ static void window_start(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s
     c->have_window = 1;
 }
 
-/* Uploads: a new measurement starts now; the budget counts only the uploads started from here
- * (s3d_conc_sample.up_n). */
+/* Uploads: the controller's own part of a measurement (its time, CPU and in-flight samples)
+ * starts now; the budget's counts of answered uploads go on. */
 static void up_reset(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
 {
     c->up_epoch_ms = s->now_ms;
@@ -80,6 +80,8 @@ static void up_reset(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
     c->up_lsum = 0;
 }
 
+/* Uploads: a new measurement starts now, the budget's counts too (it counts only the uploads
+ * started from here when it sees up_epoch change, s3d_conc_tick). */
 static void up_epoch(struct s3d_conc_ctl *c, const struct s3d_conc_sample *s)
 {
     up_reset(c, s);
@@ -337,6 +339,7 @@ static int update_uploads(struct s3d_conc_ctl *c, const struct s3d_conc_sample *
     uint32_t need = S3D_MAX(1u, S3D_MIN(c->cur / 4, 16u));
     double rate, cpu, load;
     uint64_t dt;
+    int under;
     if (s->now_ms < c->up_epoch_ms)
         up_epoch(c, s);
     if (s->idle_ms < c->up_idle0 || s->idle_ms - c->up_idle0 > IDLE_MAX_MS) {
@@ -361,19 +364,19 @@ static int update_uploads(struct s3d_conc_ctl *c, const struct s3d_conc_sample *
     }
     if (s->up_n < need || s->up_ms == 0 || c->up_samples == 0)
         return 0;
+    /* Each answered upload adds at least 1 ms to up_ms, so dt > 0 past this. */
     dt = s->now_ms - c->up_epoch_ms;
-    if (dt == 0 || dt < s->up_ms / s->up_n)
+    if (dt < s->up_ms / s->up_n)
         return 0; /* only the fastest parts have been answered yet */
     load = (double)c->up_lsum / (double)c->up_samples;
     rate = load * (double)s->up_bytes * 1000.0 / (double)s->up_ms;
     cpu = s->cpu_us >= c->up_cpu0 && s->now_ms > c->up_cpu_ms0
               ? (double)(s->cpu_us - c->up_cpu0) / (1000.0 * (double)(s->now_ms - c->up_cpu_ms0))
               : 0;
-    if (c->up_under * UNDER_SHARE > c->up_samples) {
-        up_epoch(c, s);
-        return 0; /* fewer requests than the level were running */
-    }
+    under = c->up_under * UNDER_SHARE > c->up_samples;
     up_epoch(c, s);
+    if (under)
+        return 0; /* fewer requests than the level were running */
     return decide(c, s, rate, cpu);
 }
 

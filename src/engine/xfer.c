@@ -515,10 +515,10 @@ static int drain(struct engine *g)
         s3d_conc_finished(g->budget, g->kind != KIND_GET);
         it->state = ITEM_FREE;
         rc = s3d_s3_op_result(&g->c->s3, &it->op, it->e, cc);
-        if (rc == 0)
+        if (rc == 0) {
             tell_times(g, it);
-        if (rc == 0)
             rc = check_range_status(g, it);
+        }
         if (rc == 0 && g->kind == KIND_GET) {
             rc = check_version(it);
             if (rc < 0)
