@@ -188,6 +188,35 @@ struct s3d_write_options {
      * cuda_streams[k] when k < n_cuda_streams, else for cuda_stream. */
     const uint64_t *cuda_streams;
     uint32_t n_cuda_streams;
+    /* Incremental save: a previous checkpoint (an object, a file or a sharded index; NULL =
+     * none). Tensors whose name, dtype, shape and CRC-32C equal the base's (its stored CRC)
+     * are not sent again: on S3 their byte ranges become UploadPartCopy parts of the base
+     * (each copied part proved against the bytes the client holds: the part's checksum or
+     * MD5 ETag the server returns; a part that cannot be proved, or that the server refuses,
+     * is sent instead); in a folder they are copied from the base file with
+     * copy_file_range (checked by reading them back). The result is an ordinary, complete
+     * checkpoint with no reference to the base. A base that is missing, on other storage,
+     * without CRCs, or shares nothing usable gives a full save and one info log line
+     * saying why; it never fails the save. Needs per-tensor checksums (not no_checksum). */
+    const char *base;
+    /* Filled with what the save did when it succeeds (NULL = not wanted). */
+    struct s3d_write_stats *stats;
+};
+
+/* What a save did (s3d_write_options.stats). An output struct that can grow (version.h). */
+struct s3d_write_stats {
+    uint32_t struct_size;    /* sizeof(struct s3d_write_stats); 0 = the first version's size */
+    uint64_t bytes_total;    /* bytes of every object or file written, headers included */
+    uint64_t bytes_sent;     /* bytes the client uploaded or wrote itself (a part sent again
+                                after a refused copy counts here) */
+    uint64_t bytes_copied;   /* bytes copied from the base without passing through the client
+                                (UploadPartCopy, copy_file_range) */
+    uint64_t tensors_total;  /* tensors written */
+    uint64_t tensors_reused; /* of those, equal in the base (name, dtype, shape, CRC-32C) */
+    uint32_t parts_copied;   /* UploadPartCopy parts kept (S3), or copied ranges (files) */
+    uint32_t copies_refused; /* copies the server refused or that could not be proved, sent
+                                instead */
+    int32_t base_used;       /* 1 when the base served at least one range; 0: a full save */
 };
 
 /* Writes tensors and metadata as a safetensors checkpoint. Tensors are laid out in the order

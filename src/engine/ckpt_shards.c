@@ -323,6 +323,7 @@ struct par {
     const struct s3d_metadata_entry *meta;
     size_t n_meta;
     const char *generation;
+    struct s3d_ckpt_base *base;
     struct s3d_write_options so; /* progress and cancel replaced (below) */
     struct s3d_cancel *cancel;   /* ours: set on the first failure, or the caller's cancel */
 
@@ -380,7 +381,7 @@ static void *par_worker(void *arg)
         so.cancel = p->cancel;
         rc = s3d_ckpt_write_one(p->c, p->dev, p->pool, p->uris[k], p->t + p->first[k],
                                 p->first[k + 1] - p->first[k], p->meta, p->n_meta, p->generation,
-                                &so);
+                                p->base, &so);
         pthread_mutex_lock(&p->mu);
         if (rc < 0 && (!p->failed || k < p->fail_shard)) {
             /* A shard that fails because another failed first is canceled: keep the first. */
@@ -490,7 +491,7 @@ out:
 int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
                            const char *uri, const struct s3d_tensor_src *t, size_t n,
                            const struct s3d_metadata_entry *meta, size_t n_meta,
-                           const struct s3d_write_options *o)
+                           struct s3d_ckpt_base *base, const struct s3d_write_options *o)
 {
     size_t *first =
         s3d_calloc(n + 1, sizeof(*first)); /* shard k = tensors [first[k], first[k+1]) */
@@ -549,6 +550,7 @@ int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct 
                         .meta = meta,
                         .n_meta = n_meta,
                         .generation = generation,
+                        .base = base,
                         .so = *o};
         uris = s3d_calloc(nshards, sizeof(*uris));
         if (uris == NULL) {
@@ -582,7 +584,7 @@ int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct 
             if (rc < 0)
                 goto fail_shards;
             rc = s3d_ckpt_write_one(c, dev, pool, path.data, t + first[k], cnt, meta, n_meta,
-                                    generation, &so);
+                                    generation, base, &so);
             if (rc < 0)
                 goto fail_shards;
             for (size_t i = first[k]; i < first[k + 1]; i++) {

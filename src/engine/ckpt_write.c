@@ -34,11 +34,16 @@
 #include "common/crc32c.h"
 #include "common/dynbuf.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/opts.h"
 #include "device/device.h"
 #include "engine/ckpt_common.h"
+#include "engine/ckpt_delta.h"
+#include "engine/ckpt_reader.h"
 #include "engine/ckpt_write.h"
+#include "engine/ckpt_write_int.h"
 #include "engine/client_impl.h"
+#include "engine/delta_plan.h"
 #include "engine/fileio.h"
 #include "engine/part_size.h"
 #include "engine/pool.h"
@@ -46,71 +51,9 @@
 #include "engine/xfer.h"
 #include "format/index.h"
 #include "format/safetensors.h"
+#include "s3/ops.h"
 #include "s3direct/checkpoint.h"
 #include "s3direct/transfer.h"
-
-/* One source of bytes of the object: the header (tensor = -1) or a tensor. */
-struct src {
-    const char *ptr; /* host pointer, or device address */
-    uint64_t len;
-    int32_t device; /* -1 host */
-    long tensor;    /* index in the shard's tensors, -1 for the header */
-};
-
-/* The CRC of one piece of a tensor, in object order. */
-struct crcrec {
-    size_t tensor;
-    uint64_t len;
-    uint32_t crc;
-};
-
-struct part {
-    uint32_t number;
-    uint64_t length;
-    struct iovec *iov;
-    int iovcnt;
-    void **chunks; /* staging chunks holding this part's device bytes */
-    size_t nchunks;
-    struct s3d_event *ev; /* completes when the device-to-host copies are done */
-    int ev_ordinal;
-    /* Device pieces whose CRC is computed once the copy is done: (record, host address). */
-    struct pending_crc {
-        size_t rec;
-        const char *host;
-    } * pend;
-    size_t npend;
-};
-
-struct shard_writer {
-    struct s3d_client *c;
-    struct s3d_device *dev;
-    struct s3d_pool *pool; /* NULL when no tensor is on a device */
-    const struct s3d_write_options *o;
-    int with_crc;
-    struct s3d_stream_set streams; /* each waits for the caller's stream once */
-
-    struct src *srcs;
-    size_t nsrcs;
-    size_t ntensors;
-    uint64_t total; /* object bytes */
-    uint64_t part_size;
-    uint32_t nparts;
-
-    /* producer cursor: the next byte of the object to put in a part */
-    size_t cur_src;
-    uint64_t cur_off;
-
-    struct crcrec *recs;
-    size_t nrecs, cap_recs;
-    uint32_t *crcs; /* per tensor, after combine */
-
-    /* multipart state */
-    uint32_t next_number; /* next part to build */
-    struct part *parts;   /* indexed by number - 1 */
-    struct part *pending; /* built, copies in flight */
-    int part1_held;
-    int part1_sent;
-};
 
 static int add_rec(struct shard_writer *w, size_t tensor, uint64_t len, uint32_t crc, size_t *idx)
 {
@@ -131,7 +74,7 @@ static int add_rec(struct shard_writer *w, size_t tensor, uint64_t len, uint32_t
     return 0;
 }
 
-static void part_release(struct shard_writer *w, struct part *p)
+void s3d_cw_part_release(struct shard_writer *w, struct part *p)
 {
     for (size_t i = 0; i < p->nchunks; i++)
         s3d_pool_put(w->pool, p->chunks[i]);
@@ -172,7 +115,7 @@ static uint64_t device_bytes_at_cursor(const struct shard_writer *w, uint64_t le
     size_t s = w->cur_src;
     uint64_t off = w->cur_off, left = len, dev_bytes = 0;
     while (left > 0) {
-        const struct src *sr = &w->srcs[s];
+        const struct s3d_wsrc *sr = &w->srcs[s];
         uint64_t take = S3D_MIN(sr->len - off, left);
         if (sr->device >= 0)
             dev_bytes += take;
@@ -225,11 +168,11 @@ static int part_reserve(struct shard_writer *w, struct part *p, uint64_t len, in
 }
 
 /* Adds take host bytes of sr at the cursor to p, referenced where they are, with their CRC. */
-static int part_add_host(struct shard_writer *w, struct part *p, int *cap, const struct src *sr,
-                         uint64_t take)
+static int part_add_host(struct shard_writer *w, struct part *p, int *cap,
+                         const struct s3d_wsrc *sr, uint64_t take)
 {
     int rc = iov_push(p, cap, sr->ptr + w->cur_off, take);
-    if (rc < 0 || !w->with_crc || sr->tensor < 0)
+    if (rc < 0 || !w->with_crc || w->crc_known || sr->tensor < 0)
         return rc;
     return add_rec(w, (size_t)sr->tensor, take, s3d_crc32c(0, sr->ptr + w->cur_off, take), NULL);
 }
@@ -256,7 +199,7 @@ static int part_pend_crc(struct shard_writer *w, struct part *p, size_t tensor, 
  * where they are; device bytes are copied into chunks. Returns 0 when built (p->ev set if
  * copies are in flight), 1 when no chunk is free (nothing consumed: the chunks taken so far
  * are kept in p and the call is repeated later), <0 on error. */
-static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int blocking)
+int s3d_cw_part_build(struct shard_writer *w, struct part *p, uint64_t len, int blocking)
 {
     size_t cs = w->pool ? s3d_pool_chunk_size(w->pool) : 0;
     uint64_t left;
@@ -271,7 +214,7 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
     p->length = len;
     left = len;
     while (left > 0) {
-        const struct src *sr = &w->srcs[w->cur_src];
+        const struct s3d_wsrc *sr = &w->srcs[w->cur_src];
         uint64_t take = S3D_MIN(sr->len - w->cur_off, left);
         if (sr->device < 0) {
             rc = part_add_host(w, p, &cap, sr, take);
@@ -303,7 +246,7 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
                 rc = iov_push(p, &cap, host, piece);
                 if (rc < 0)
                     return rc;
-                if (w->with_crc) {
+                if (w->with_crc && !w->crc_known) {
                     rc = part_pend_crc(w, p, (size_t)sr->tensor, piece, host);
                     if (rc < 0)
                         return rc;
@@ -339,7 +282,7 @@ static int part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
 }
 
 /* 1 when the part's copies are done (and its device CRCs computed), 0 while pending. */
-static int part_ready(struct shard_writer *w, struct part *p, int blocking)
+int s3d_cw_part_ready(struct shard_writer *w, struct part *p, int blocking)
 {
     int rc;
     if (p->ev != NULL) {
@@ -363,7 +306,10 @@ static int part_ready(struct shard_writer *w, struct part *p, int blocking)
 /* Combines the CRC records per tensor (they are in object order) and patches the header. */
 static void finish_crcs(struct shard_writer *w, char *header, const size_t *crc_pos)
 {
-    uint64_t *seen = calloc(w->ntensors ? w->ntensors : 1, sizeof(*seen));
+    uint64_t *seen;
+    if (w->crc_known)
+        return; /* computed, patched and sealed before the upload (delta_prepare) */
+    seen = calloc(w->ntensors ? w->ntensors : 1, sizeof(*seen));
     for (size_t t = 0; t < w->ntensors; t++)
         w->crcs[t] = 0;
     for (size_t i = 0; i < w->nrecs; i++) {
@@ -383,12 +329,6 @@ static void finish_crcs(struct shard_writer *w, char *header, const size_t *crc_
 
 /* ---- multipart hooks --------------------------------------------------------------------- */
 
-struct mp_ctx {
-    struct shard_writer *w;
-    char *header;
-    const size_t *crc_pos;
-};
-
 static uint64_t part_len(const struct shard_writer *w, uint32_t number)
 {
     uint64_t start = (uint64_t)(number - 1) * w->part_size;
@@ -396,7 +336,7 @@ static uint64_t part_len(const struct shard_writer *w, uint32_t number)
 }
 
 /* Hands the built part p out to the engine as part number. */
-static int part_hand_out(struct part *p, uint32_t number, struct s3d_put_part *out)
+int s3d_cw_part_hand_out(struct part *p, uint32_t number, struct s3d_put_part *out)
 {
     out->part_number = number;
     out->iov = p->iov;
@@ -415,7 +355,7 @@ static int mp_next(void *ctx, struct s3d_put_part *out)
     for (;;) {
         if (w->pending != NULL) {
             struct part *p = w->pending;
-            rc = part_ready(w, p, 0);
+            rc = s3d_cw_part_ready(w, p, 0);
             if (rc <= 0)
                 return rc < 0 ? rc : S3D_FEED_NOT_YET;
             w->pending = NULL;
@@ -423,12 +363,12 @@ static int mp_next(void *ctx, struct s3d_put_part *out)
                 w->part1_held = 1; /* goes last, once the header is patched */
                 continue;
             }
-            return part_hand_out(p, p->number, out);
+            return s3d_cw_part_hand_out(p, p->number, out);
         }
         if (w->next_number <= w->nparts) {
             struct part *p = &w->parts[w->next_number - 1];
             p->number = w->next_number;
-            rc = part_build(w, p, part_len(w, p->number), 0);
+            rc = s3d_cw_part_build(w, p, part_len(w, p->number), 0);
             if (rc != 0)
                 return rc; /* S3D_FEED_NOT_YET: no chunk free yet (kept in p, retried) */
             w->next_number++;
@@ -440,16 +380,16 @@ static int mp_next(void *ctx, struct s3d_put_part *out)
             if (w->with_crc)
                 finish_crcs(w, m->header, m->crc_pos);
             w->part1_sent = 1;
-            return part_hand_out(p, 1, out);
+            return s3d_cw_part_hand_out(p, 1, out);
         }
         return S3D_FEED_DONE;
     }
 }
 
-static int mp_release(void *ctx, const struct s3d_put_part *part)
+int s3d_cw_mp_release(void *ctx, const struct s3d_put_part *part)
 {
     struct mp_ctx *m = ctx;
-    part_release(m->w, part->user);
+    s3d_cw_part_release(m->w, part->user);
     return 0;
 }
 
@@ -478,6 +418,15 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
                         "pool has: raise staging_bytes",
                         loc->path, (unsigned long long)w->part_size, s3d_pool_chunk_count(w->pool));
 
+    if (w->base->r != NULL && w->with_crc) {
+        rc = s3d_cw_delta_prepare(w, loc, header, crc_pos, w->t);
+        if (rc < 0)
+            return rc;
+        if (w->plan != NULL)
+            return s3d_cw_write_s3_planned(w, loc, &po);
+    }
+    S3D_DELTA_ADD(&w->base->bytes_sent, w->total);
+
     /* One PutObject holds the whole object's device bytes in staging chunks at once: only
      * when they fit in the pool (2 * chunks of a part + 1 fit, checked above), else the
      * object goes as a multipart upload whatever multipart_threshold says (an object below
@@ -489,9 +438,9 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
         struct part p;
         memset(&p, 0, sizeof(p));
         p.number = 1;
-        rc = part_build(w, &p, w->total, 1);
+        rc = s3d_cw_part_build(w, &p, w->total, 1);
         if (rc == 0)
-            rc = part_ready(w, &p, 1);
+            rc = s3d_cw_part_ready(w, &p, 1);
         if (rc >= 0) {
             if (w->with_crc)
                 finish_crcs(w, header, crc_pos);
@@ -504,13 +453,13 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
          * first error stands. */
         if (rc < 0)
             s3d_ignore_rc(s3d_stream_set_sync(&w->streams));
-        part_release(w, &p);
+        s3d_cw_part_release(w, &p);
         return rc;
     }
 
     {
         struct mp_ctx m = {.w = w, .header = header, .crc_pos = crc_pos};
-        struct s3d_put_hooks hooks = {.next = mp_next, .release = mp_release, .ctx = &m};
+        struct s3d_put_hooks hooks = {.next = mp_next, .release = s3d_cw_mp_release, .ctx = &m};
         w->parts = s3d_calloc(w->nparts, sizeof(*w->parts));
         if (w->parts == NULL)
             return s3d_fail(S3D_ENOMEM, "out of memory for %u parts", w->nparts);
@@ -520,7 +469,7 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
          * upload's rc stands: after a success every copy was already waited for. */
         s3d_ignore_rc(s3d_stream_set_sync(&w->streams));
         for (uint32_t i = 0; i < w->nparts; i++)
-            part_release(w, &w->parts[i]);
+            s3d_cw_part_release(w, &w->parts[i]);
         free(w->parts);
         w->parts = NULL;
     }
@@ -544,6 +493,11 @@ static int write_shard_file(struct shard_writer *w, const struct s3d_loc *loc, c
     fo.cuda_stream = w->o->cuda_stream;
     fo.cuda_streams = w->o->cuda_streams;
     fo.n_cuda_streams = w->o->n_cuda_streams;
+    if (w->base->r != NULL && w->with_crc) {
+        rc = s3d_cw_delta_prepare(w, loc, header, crc_pos, w->t);
+        if (rc < 0)
+            return rc;
+    }
     segs = s3d_calloc(w->ntensors, sizeof(*segs));
     if (segs == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory writing %s", loc->path);
@@ -555,10 +509,17 @@ static int write_shard_file(struct shard_writer *w, const struct s3d_loc *loc, c
     rc = s3d_file_writer_open(w->dev, w->pool, loc->path, &fo, &fw);
     if (rc < 0)
         goto out;
-    rc = s3d_file_writer_write(fw, header_len, segs, w->ntensors, w->with_crc ? w->crcs : NULL);
+    if (w->plan != NULL) {
+        rc = s3d_cw_write_file_planned(w, fw, loc);
+    } else {
+        rc = s3d_file_writer_write(fw, header_len, segs, w->ntensors,
+                                   w->with_crc && !w->crc_known ? w->crcs : NULL);
+        if (rc == 0)
+            S3D_DELTA_ADD(&w->base->bytes_sent, w->total);
+    }
     if (rc < 0)
         goto out;
-    if (w->with_crc) {
+    if (w->with_crc && !w->crc_known) {
         for (size_t t = 0; t < w->ntensors; t++)
             s3d_st_patch_crc(header, crc_pos[t], w->crcs[t]);
         s3d_st_seal(header); /* the header's own CRC, over the final bytes */
@@ -578,12 +539,13 @@ out:
 int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
                        const char *uri, const struct s3d_tensor_src *t, size_t n,
                        const struct s3d_metadata_entry *meta, size_t n_meta, const char *generation,
-                       const struct s3d_write_options *o)
+                       struct s3d_ckpt_base *base, const struct s3d_write_options *o)
 {
     struct shard_writer w;
     struct s3d_dynbuf hdr;
     struct s3d_loc loc;
     size_t *crc_pos = NULL;
+    uint64_t *start = NULL;
     int rc;
 
     memset(&w, 0, sizeof(w));
@@ -602,6 +564,13 @@ int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_
     w.ntensors = n;
     crc_pos = s3d_calloc(n, sizeof(*crc_pos));
     w.crcs = s3d_calloc(n, sizeof(*w.crcs));
+    if (base->r != NULL) {
+        w.copy_source = s3d_calloc(s3d_reader_num_shards(base->r), sizeof(*w.copy_source));
+        if (w.copy_source == NULL) {
+            rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+            goto out;
+        }
+    }
     w.srcs = s3d_calloc(n + 1, sizeof(*w.srcs));
     if (crc_pos == NULL || w.crcs == NULL || w.srcs == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
@@ -625,12 +594,38 @@ int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_
         w.total += t[i].nbytes;
     }
     w.nsrcs = n + 1;
+    w.t = t;
+    w.base = base;
+    w.io.start = start = s3d_calloc(n + 1, sizeof(*start));
+    if (start == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+        goto out;
+    }
+    for (size_t i = 1; i < w.nsrcs; i++)
+        start[i] = start[i - 1] + w.srcs[i - 1].len;
+    w.io.dev = dev;
+    w.io.pool = pool;
+    w.io.streams = &w.streams;
+    w.io.cancel = o->cancel;
+    w.io.srcs = w.srcs;
+    w.io.nsrcs = w.nsrcs;
     if (loc.is_s3)
         rc = write_shard_s3(&w, &loc, hdr.data, crc_pos);
     else
         rc = write_shard_file(&w, &loc, hdr.data, hdr.len, crc_pos);
+    if (rc == 0) {
+        S3D_DELTA_ADD(&base->bytes_total, w.total);
+        S3D_DELTA_ADD(&base->tensors_total, (uint64_t)n);
+    }
 out:
     s3d_stream_set_free(&w.streams);
+    if (w.copy_source != NULL)
+        for (size_t i = 0; i < s3d_reader_num_shards(base->r); i++)
+            free(w.copy_source[i]);
+    free(w.copy_source);
+    free(w.plan);
+    free(w.plan_crc);
+    free(start);
     free(w.recs);
     free(w.crcs);
     free(w.srcs);
@@ -678,8 +673,11 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
     struct s3d_write_options o;
     struct s3d_device *dev = NULL;
     struct s3d_pool *pool = NULL;
+    struct s3d_ckpt_base base;
     struct s3d_loc loc;
     int need_pool = 0, first_device = -1, rc;
+
+    memset(&base, 0, sizeof(base));
 
     rc = s3d_client_check(c);
     if (rc < 0)
@@ -725,7 +723,38 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
         if (rc < 0)
             return rc;
     }
+    if (o.base != NULL && o.no_checksum)
+        S3D_INFO("base %s: not used, a full save: a save without checksums cannot tell "
+                 "unchanged tensors",
+                 o.base);
+    else if ((rc = s3d_delta_base_open(c, o.base, loc.is_s3, &base)) < 0)
+        return rc;
     if (o.max_shard_size > 0)
-        return s3d_ckpt_write_sharded(c, dev, pool, uri, tensors, n, metadata, n_metadata, &o);
-    return s3d_ckpt_write_one(c, dev, pool, uri, tensors, n, metadata, n_metadata, NULL, &o);
+        rc = s3d_ckpt_write_sharded(c, dev, pool, uri, tensors, n, metadata, n_metadata, &base, &o);
+    else
+        rc = s3d_ckpt_write_one(c, dev, pool, uri, tensors, n, metadata, n_metadata, NULL, &base,
+                                &o);
+    if (base.r != NULL)
+        S3D_INFO("%s: %llu of %llu tensors unchanged in the base %s; %llu bytes copied from it "
+                 "(%u parts, %u sent instead), %llu sent",
+                 uri, (unsigned long long)base.tensors_reused,
+                 (unsigned long long)base.tensors_total, o.base,
+                 (unsigned long long)base.bytes_copied, base.parts_copied, base.copies_refused,
+                 (unsigned long long)base.bytes_sent);
+    s3d_delta_base_close(&base);
+    if (rc == 0 && o.stats != NULL) {
+        struct s3d_write_stats st;
+        memset(&st, 0, sizeof(st));
+        st.struct_size = sizeof(st);
+        st.bytes_total = base.bytes_total;
+        st.bytes_sent = base.bytes_sent;
+        st.bytes_copied = base.bytes_copied;
+        st.tensors_total = base.tensors_total;
+        st.tensors_reused = base.tensors_reused;
+        st.parts_copied = base.parts_copied;
+        st.copies_refused = base.copies_refused;
+        st.base_used = base.base_used;
+        s3d_out_copy(o.stats, &st, sizeof(st), S3D_WRITE_STATS_SIZE_V1);
+    }
+    return rc;
 }

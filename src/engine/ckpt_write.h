@@ -12,15 +12,18 @@
 
 struct s3d_device;
 struct s3d_pool;
+struct s3d_ckpt_base;
 
 /* Writes tensors t[0..n) with the metadata as one safetensors object or file at uri, atomically
  * (checkpoint.h); generation (NULL for a lone object) is the id of the sharded save this shard
- * belongs to. dev and pool may be NULL when no tensor is on a device. */
+ * belongs to. dev and pool may be NULL when no tensor is on a device. base: the save's base
+ * (base->r NULL: none) and the sums of what it did (ckpt_delta.h), never NULL. */
 S3D_NODISCARD int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev,
                                      struct s3d_pool *pool, const char *uri,
                                      const struct s3d_tensor_src *t, size_t n,
                                      const struct s3d_metadata_entry *meta, size_t n_meta,
-                                     const char *generation, const struct s3d_write_options *o);
+                                     const char *generation, struct s3d_ckpt_base *base,
+                                     const struct s3d_write_options *o);
 
 /* Writes data[0..len) (an index) to uri atomically: one PutObject, or a temporary file
  * renamed over the path. */
@@ -33,6 +36,7 @@ S3D_NODISCARD int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device
                                          struct s3d_pool *pool, const char *uri,
                                          const struct s3d_tensor_src *t, size_t n,
                                          const struct s3d_metadata_entry *meta, size_t n_meta,
+                                         struct s3d_ckpt_base *base,
                                          const struct s3d_write_options *o);
 
 #endif

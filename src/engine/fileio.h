@@ -106,6 +106,12 @@ S3D_NODISCARD int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offs
 /* Writes len bytes of host memory at offset (the safetensors header, written last). */
 S3D_NODISCARD int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset,
                                          const void *buf, size_t len);
+/* Copies len bytes at src_off of the file src_fd to offset of the temporary file
+ * (copy_file_range: a reflink where the file system shares blocks, XFS and btrfs; an
+ * in-kernel copy elsewhere; reads and writes where it cannot), then reads them back and
+ * stores their CRC-32C in *crc, for the caller to compare with the bytes it meant. */
+S3D_NODISCARD int s3d_file_writer_copy(struct s3d_file_writer *w, uint64_t offset, int src_fd,
+                                       uint64_t src_off, uint64_t len, uint32_t *crc);
 /* Makes the file durable and visible: s3d_tmpfile_commit (fsync, rename over path, fsync of
  * the folder). After a commit that failed before the rename the previous file at path is
  * intact and the temporary file is removed. The writer must still be freed. */

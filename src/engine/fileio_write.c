@@ -280,6 +280,87 @@ int s3d_file_writer_pwrite(struct s3d_file_writer *w, uint64_t offset, const voi
     return 0;
 }
 
+/* Plain reads and writes through a buffer, where copy_file_range cannot copy. */
+static int copy_by_hand(struct s3d_file_writer *w, uint64_t offset, int src_fd, uint64_t src_off,
+                        uint64_t len)
+{
+    size_t cap = (size_t)S3D_MIN(len, (uint64_t)4 << 20);
+    char *buf = malloc(cap ? cap : 1);
+    int rc = 0;
+    if (buf == NULL)
+        return s3d_fail(S3D_ENOMEM, "write %s: out of memory", w->path);
+    while (rc == 0 && len > 0) {
+        uint64_t n = S3D_MIN(len, (uint64_t)cap), got = 0;
+        rc = s3d_pread_full(src_fd, buf, n, src_off, &got);
+        if (rc < 0) {
+            rc = fio_io_fail(-rc, "read the base of", w->path, src_off);
+        } else if (got != n) {
+            rc = s3d_fail(S3D_EIO, "write %s: the base ends at %llu", w->path,
+                          (unsigned long long)(src_off + got));
+        } else if ((rc = s3d_pwrite_full(w->tmp.fd, buf, n, offset)) < 0) {
+            rc = fio_io_fail(-rc, "write", w->tmp.path, offset);
+        }
+        offset += n;
+        src_off += n;
+        len -= n;
+    }
+    free(buf);
+    return rc;
+}
+
+int s3d_file_writer_copy(struct s3d_file_writer *w, uint64_t offset, int src_fd, uint64_t src_off,
+                         uint64_t len, uint32_t *crc)
+{
+    loff_t in = (loff_t)src_off, out = (loff_t)offset;
+    uint64_t left = len, at = offset;
+    char *buf = NULL;
+    int rc = 0;
+
+    if (w->committed || w->tmp.fd < 0)
+        return s3d_fail(S3D_EINVAL, "write %s: writer already committed or aborted", w->path);
+    while (left > 0) {
+        ssize_t n = copy_file_range(src_fd, &in, w->tmp.fd, &out,
+                                    (size_t)S3D_MIN(left, (uint64_t)1 << 30), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
+                      errno == EBADF)) {
+            rc = copy_by_hand(w, (uint64_t)out, src_fd, (uint64_t)in, left);
+            break;
+        }
+        if (n < 0)
+            return fio_io_fail(errno, "copy into", w->tmp.path, (uint64_t)out);
+        if (n == 0)
+            return s3d_fail(S3D_EIO, "write %s: the base ends at %llu", w->path,
+                            (unsigned long long)in);
+        left -= (uint64_t)n;
+    }
+    if (rc < 0)
+        return rc;
+    /* What the new file holds now, read back: the copy is kept only if it is the bytes the
+     * caller saves (the base may have been changed in place since its header was read). */
+    *crc = 0;
+    buf = malloc((size_t)S3D_MIN(len, (uint64_t)4 << 20) + 1);
+    if (buf == NULL)
+        return s3d_fail(S3D_ENOMEM, "write %s: out of memory", w->path);
+    left = len;
+    while (rc == 0 && left > 0) {
+        uint64_t n = S3D_MIN(left, (uint64_t)4 << 20), got = 0;
+        rc = s3d_pread_full(w->tmp.fd, buf, n, at, &got);
+        if (rc < 0)
+            rc = fio_io_fail(-rc, "read back", w->tmp.path, at);
+        else if (got != n)
+            rc = s3d_fail(S3D_EIO, "write %s: %llu bytes copied, fewer read back", w->path,
+                          (unsigned long long)len);
+        else
+            *crc = s3d_crc32c(*crc, buf, (size_t)n);
+        at += n;
+        left -= n;
+    }
+    free(buf);
+    return rc;
+}
+
 /* cuFile's handle and the O_DIRECT descriptor; the temporary file's own stays with w->tmp. */
 static void writer_close_direct(struct s3d_file_writer *w)
 {

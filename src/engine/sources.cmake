@@ -16,8 +16,11 @@ set(S3D_ENGINE_SOURCES
   src/engine/resources.c
   src/engine/ckpt_common.c
   src/engine/ckpt_plan.c
+  src/engine/delta_plan.c
   src/engine/ckpt_open.c
   src/engine/ckpt_read.c
   src/engine/ckpt_write.c
   src/engine/ckpt_shards.c
+  src/engine/ckpt_delta.c
+  src/engine/ckpt_write_delta.c
 )

@@ -53,7 +53,8 @@ struct item {
     int synthetic; /* the empty part 1 of an upload that got no parts */
     char number[12];
     char crc[S3D_CRC32C_B64_LEN];
-    uint32_t crc_v; /* the CRC32C crc holds */
+    uint32_t crc_v;      /* the CRC32C crc holds */
+    char copy_range[64]; /* a copy part's x-amz-copy-source-range */
 };
 
 struct engine {
@@ -92,7 +93,8 @@ struct engine {
     struct s3d_op_part *parts; /* accepted parts */
     size_t n_parts, cap_parts;
     size_t handed_out;
-    unsigned char *seen; /* part numbers handed out, 1..10000 */
+    unsigned char *seen;   /* part numbers handed out, 1..10000 */
+    uint64_t copied_bytes; /* of copy parts kept: progress, never the controller's bytes */
     const struct iovec *single_iov;
     int single_iovcnt;
     uint64_t single_len;
@@ -231,6 +233,25 @@ static int feed_get(struct engine *g, struct item *it)
     return start_attempt(g, it);
 }
 
+/* A part the server copies from another object (p->copy_source): UploadPartCopy. */
+static int feed_copy_part(struct engine *g, struct item *it, const struct s3d_put_part *p)
+{
+    if (p->iovcnt != 0 || p->length == 0 || g->ph->check_copy == NULL)
+        return s3d_fail(S3D_EINVAL,
+                        "UploadPartCopy s3://%s/%s: part %u: a copy part has no iovec, a "
+                        "length and a check_copy hook",
+                        g->bucket, g->key, p->part_number);
+    g->seen[p->part_number] = 1;
+    g->handed_out++;
+    it->part = *p;
+    it->crc_v = p->copy_crc;
+    s3d_crc32c_base64(p->copy_crc, it->crc);
+    s3d_op_upload_part_copy_init(&it->op, g->bucket, g->key, g->upload_id, p->part_number,
+                                 it->number, p->copy_source, p->copy_offset, p->length,
+                                 it->copy_range, p->copy_if_match);
+    return start_attempt(g, it);
+}
+
 static int feed_part(struct engine *g, struct item *it)
 {
     struct s3d_put_part p;
@@ -258,6 +279,8 @@ static int feed_part(struct engine *g, struct item *it)
         if (g->seen[p.part_number])
             return s3d_fail(S3D_EINVAL, "UploadPart s3://%s/%s: part number %u handed out twice",
                             g->bucket, g->key, p.part_number);
+        if (p.copy_source != NULL)
+            return feed_copy_part(g, it, &p);
         for (i = 0; i < p.iovcnt; i++)
             sum += p.iov[i].iov_len;
         if (sum != p.length)
@@ -330,6 +353,32 @@ static int part_cmp(const void *a, const void *b)
     return x->part_number < y->part_number ? -1 : x->part_number > y->part_number;
 }
 
+/* A copy part dropped (check_copy answered 1): its number is free again, and the feed asks
+ * next() once more, which hands it out as a sent part. */
+static int forget_part(struct engine *g, struct item *it)
+{
+    S3D_ASSERT(g->seen[it->part.part_number] && g->handed_out > 0);
+    g->seen[it->part.part_number] = 0;
+    g->handed_out--;
+    g->feed_done = 0;
+    return 0;
+}
+
+/* A copy part the server refused (err, recorded) or answered with a body that does not fit:
+ * the producer decides (check_copy with etag NULL): send the part instead, or fail. */
+static int copy_dropped(struct engine *g, struct item *it, int err)
+{
+    char why[256];
+    int keep;
+    snprintf(why, sizeof(why), "%s", s3d_last_error_message());
+    keep = g->ph->check_copy(g->ph->ctx, &it->part, NULL, NULL, why);
+    if (keep < 0)
+        return keep;
+    if (keep == 0)
+        return err; /* a refused copy cannot be kept */
+    return forget_part(g, it);
+}
+
 static int finish_ok(struct engine *g, struct item *it)
 {
     int rc = 0;
@@ -354,7 +403,19 @@ static int finish_ok(struct engine *g, struct item *it)
         break;
     case KIND_PART: {
         struct s3d_op_part *p;
-        if (it->op.req.resp.etag[0] == '\0') {
+        char copy_etag[80];
+        if (it->part.copy_source != NULL) {
+            char crc[16];
+            int keep;
+            rc = s3d_op_copy_part_result(&it->op, copy_etag, crc);
+            if (rc < 0)
+                return copy_dropped(g, it, rc);
+            keep = g->ph->check_copy(g->ph->ctx, &it->part, copy_etag, crc, NULL);
+            if (keep < 0)
+                return keep;
+            if (keep == 1)
+                return forget_part(g, it);
+        } else if (it->op.req.resp.etag[0] == '\0') {
             struct s3d_err_s3 d = {.operation = "UploadPart",
                                    .bucket = g->bucket,
                                    .key = g->key,
@@ -376,10 +437,19 @@ static int finish_ok(struct engine *g, struct item *it)
         p = &g->parts[g->n_parts++];
         memset(p, 0, sizeof(*p));
         p->part_number = it->part.part_number;
-        snprintf(p->etag, sizeof(p->etag), "%s", it->op.req.resp.etag);
         snprintf(p->crc32c, sizeof(p->crc32c), "%s", it->crc);
         p->crc = it->crc_v;
         p->length = it->part.length;
+        if (it->part.copy_source != NULL) {
+            /* Quoted as UploadPart's header ETag is (the XML may carry it bare). */
+            if (copy_etag[0] == '"')
+                snprintf(p->etag, sizeof(p->etag), "%s", copy_etag);
+            else
+                snprintf(p->etag, sizeof(p->etag), "\"%.77s\"", copy_etag);
+            g->copied_bytes += it->part.length;
+            break;
+        }
+        snprintf(p->etag, sizeof(p->etag), "%s", it->op.req.resp.etag);
         g->done_bytes += it->part.length;
         if (!it->synthetic && g->ph->release != NULL)
             rc = g->ph->release(g->ph->ctx, &it->part);
@@ -442,6 +512,8 @@ static int finish_err(struct engine *g, struct item *it, int err)
                           s3d_retry_random(), &delay)) {
         if (it->attempts > 1 && s3d_s3_op_transient(&it->op, err))
             s3d_fail_prefix(err, "after %u attempts", it->attempts);
+        if (g->kind == KIND_PART && it->part.copy_source != NULL && err != S3D_ECANCELED)
+            return copy_dropped(g, it, err);
         return err;
     }
     S3D_DEBUG("%s s3://%s/%s: attempt %u failed (%s); retry in %" PRIu64 " ms", it->op.operation,
@@ -573,7 +645,7 @@ static uint64_t bytes_carried(const struct engine *g)
 
 static uint64_t bytes_so_far(const struct engine *g)
 {
-    uint64_t b = bytes_moved(g);
+    uint64_t b = bytes_moved(g) + g->copied_bytes;
     return g->total && b > g->total ? g->total : b;
 }
 

@@ -122,6 +122,15 @@ struct s3d_put_part {
     int iovcnt;
     uint64_t length; /* sum of the iov lengths; >= 5 MiB except for the last part */
     void *user;      /* the producer's, handed back in release */
+    /* A part the server copies (UploadPartCopy) instead of one sent: copy_source non-NULL
+     * (s3d_op_copy_source), iov NULL, the bytes [copy_offset, copy_offset + length) of it,
+     * guarded with copy_if_match (NULL = none). copy_crc is the CRC-32C of the bytes the
+     * producer expects there: the server's ChecksumCRC32C must match it, and it counts in the
+     * object's CRC-32C. The answer is judged by the check_copy hook. */
+    const char *copy_source;
+    uint64_t copy_offset;
+    const char *copy_if_match;
+    uint32_t copy_crc;
 };
 
 struct s3d_put_hooks {
@@ -134,6 +143,14 @@ struct s3d_put_hooks {
     int (*release)(void *ctx, const struct s3d_put_part *part);
     /* As in s3d_get_hooks. May be NULL. */
     int (*poll)(void *ctx);
+    /* Judges the answer to a copy part (copy_source set): etag and crc32c (base64, "" when
+     * the server sent none) of the copied part, or etag NULL when the server refused the
+     * copy (why: its error). Returns 0 when the part is proved to hold the expected bytes
+     * (it is kept), 1 to drop it: the engine forgets the part number and asks next() again,
+     * which hands the same number out as a sent part (S3 keeps the last part uploaded under
+     * a number); < 0 fails the upload. Required when copy parts are handed out. */
+    int (*check_copy)(void *ctx, const struct s3d_put_part *part, const char *etag,
+                      const char *crc32c, const char *why);
     void *ctx;
 };
 

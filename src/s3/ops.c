@@ -13,6 +13,7 @@
 #include "common/compiler.h"
 #include "common/error.h"
 #include "s3/timefmt.h"
+#include "s3/uri.h"
 #include "s3/s3doc.h"
 
 #define CT_OCTET "application/octet-stream"
@@ -381,6 +382,65 @@ static int error_in_body(struct s3d_s3_op *op, const struct s3d_xml_error *xe)
     return s3d_fail_s3(err, &d, "%s s3://%s/%s: HTTP %ld with an error body: %s%s%s", op->operation,
                        op->bucket, op->key ? op->key : "", op->req.resp.status, op->s3_code,
                        xe->message && xe->message[0] ? ": " : "", xe->message ? xe->message : "");
+}
+
+int s3d_op_copy_source(struct s3d_dynbuf *out, const char *bucket, const char *key)
+{
+    int rc;
+    s3d_dynbuf_reset(out);
+    rc = s3d_dynbuf_append(out, "/", 1);
+    if (rc == 0)
+        rc = s3d_uri_encode(out, bucket, strlen(bucket), 1);
+    if (rc == 0)
+        rc = s3d_dynbuf_append(out, "/", 1);
+    if (rc == 0)
+        rc = s3d_uri_encode(out, key, strlen(key), 0);
+    if (rc == 0)
+        rc = s3d_dynbuf_append(out, "", 1); /* the NUL, not counted */
+    if (rc == 0)
+        out->len--;
+    return rc;
+}
+
+void s3d_op_upload_part_copy_init(struct s3d_s3_op *op, const char *bucket, const char *key,
+                                  const char *upload_id, uint32_t part_number, char *number_buf,
+                                  const char *copy_source, uint64_t offset, uint64_t length,
+                                  char *range_buf, const char *if_match)
+{
+    op_init(op, "UploadPartCopy", "PUT", bucket, key);
+    snprintf(number_buf, 12, "%u", part_number);
+    s3d_s3_op_add_query(op, "partNumber", number_buf);
+    s3d_s3_op_add_query(op, "uploadId", upload_id);
+    snprintf(range_buf, 64, "bytes=%" PRIu64 "-%" PRIu64, offset, offset + length - 1);
+    s3d_s3_op_add_header(op, "x-amz-copy-source", copy_source);
+    s3d_s3_op_add_header(op, "x-amz-copy-source-range", range_buf);
+    if (if_match != NULL && if_match[0] != '\0')
+        s3d_s3_op_add_header(op, "x-amz-copy-source-if-match", if_match);
+}
+
+int s3d_op_copy_part_result(struct s3d_s3_op *op, char etag[80], char crc32c[16])
+{
+    struct s3d_xml_copy_part res;
+    struct s3d_xml_error xe;
+    int rc;
+    memset(&xe, 0, sizeof(xe));
+    etag[0] = crc32c[0] = '\0';
+    rc = s3d_xml_parse_copy_part(op->req.resp.body.data ? op->req.resp.body.data : "",
+                                 op->req.resp.body.len, &res, &xe);
+    if (rc == 1) {
+        rc = error_in_body(op, &xe);
+        s3d_xml_error_free(&xe);
+        return rc;
+    }
+    if (rc < 0) {
+        s3d_fail_prefix(rc, "UploadPartCopy s3://%s/%s", op->bucket, op->key);
+        return rc;
+    }
+    snprintf(etag, 80, "%s", res.etag);
+    if (res.crc32c != NULL)
+        snprintf(crc32c, 16, "%s", res.crc32c);
+    s3d_xml_copy_part_free(&res);
+    return 0;
 }
 
 /* A Complete whose response was lost (connection reset after the server finished) is sent

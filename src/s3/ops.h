@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "common/dynbuf.h"
 #include "s3/s3ctx.h"
 #include "s3direct/object.h"
 #include "common/compiler.h"
@@ -68,6 +69,25 @@ void s3d_op_upload_part_init(struct s3d_s3_op *op, const char *bucket, const cha
                              const char *upload_id, uint32_t part_number, char *number_buf,
                              const struct iovec *iov, int iovcnt, uint64_t length,
                              const char *crc_b64);
+
+/* The x-amz-copy-source value for bucket/key: "/" bucket "/" key, percent-encoded with '/'
+ * kept in the key, NUL-terminated in out (reset first). */
+S3D_NODISCARD int s3d_op_copy_source(struct s3d_dynbuf *out, const char *bucket, const char *key);
+
+/* Fills a zeroed op for UploadPartCopy of [offset, offset + length) (length > 0) of
+ * copy_source (s3d_op_copy_source) as part part_number, guarded with
+ * x-amz-copy-source-if-match: if_match (NULL or "" = none; Ceph RGW 16 ignores it, so the
+ * caller proves the copied bytes from the answer). number_buf (>= 12 bytes), range_buf (>= 64
+ * bytes) and the strings must outlive the op. */
+void s3d_op_upload_part_copy_init(struct s3d_s3_op *op, const char *bucket, const char *key,
+                                  const char *upload_id, uint32_t part_number, char *number_buf,
+                                  const char *copy_source, uint64_t offset, uint64_t length,
+                                  char *range_buf, const char *if_match);
+
+/* Reads a 2xx UploadPartCopy answer: the part's ETag (quotes as sent) into etag and its
+ * ChecksumCRC32C (base64, "" when the server sent none) into crc32c. A 200 carrying an
+ * <Error> document fails with that error (recorded); a body without an ETag is S3D_EPROTO. */
+S3D_NODISCARD int s3d_op_copy_part_result(struct s3d_s3_op *op, char etag[80], char crc32c[16]);
 
 /* CreateMultipartUpload: stores the malloc'ed upload id in *upload_id. */
 S3D_NODISCARD int s3d_op_create_multipart(struct s3d_s3ctx *ctx, const char *bucket,

@@ -383,6 +383,80 @@ int s3d_xml_parse_complete(const char *body, size_t len, struct s3d_xml_complete
     return 0;
 }
 
+/* ---- UploadPartCopy ------------------------------------------------------------------- */
+
+#define DOC_COPY_PART "UploadPartCopy"
+
+struct copy_part_ctx {
+    struct s3d_xml_copy_part *out;
+    struct s3d_xml_error *err;
+    int is_error;
+};
+
+static int copy_part_start(void *ctx, const struct s3d_xml_name *stack, int depth)
+{
+    struct copy_part_ctx *c = ctx;
+    if (depth != 0)
+        return 0;
+    if (s3d_xml_name_is(&stack[0], "Error")) {
+        c->is_error = 1;
+        return 0;
+    }
+    return want_root(DOC_COPY_PART, stack, depth, "CopyPartResult");
+}
+
+static int copy_part_end(void *ctx, const struct s3d_xml_name *stack, int depth, const char *t,
+                         size_t len)
+{
+    struct copy_part_ctx *c = ctx;
+    const struct s3d_xml_name *n = &stack[1];
+    if (depth != 1)
+        return 0;
+    if (c->is_error)
+        return err_fields(c->err, n, t, len);
+    if (s3d_xml_name_is(n, "ETag"))
+        return dup_text(&c->out->etag, t, len);
+    if (s3d_xml_name_is(n, "ChecksumCRC32C"))
+        return dup_text(&c->out->crc32c, t, len);
+    return 0;
+}
+
+int s3d_xml_parse_copy_part(const char *body, size_t len, struct s3d_xml_copy_part *out,
+                            struct s3d_xml_error *err)
+{
+    struct s3d_xml_error tmp = {0};
+    struct copy_part_ctx c = {out, &tmp, 0};
+    struct s3d_xml_handler h = {copy_part_start, copy_part_end, &c};
+    int rc;
+    if ((rc = check_args(DOC_COPY_PART, body, out)) < 0 ||
+        (rc = check_args(DOC_COPY_PART, body, err)) < 0)
+        return rc;
+    memset(out, 0, sizeof(*out));
+    if ((rc = s3d_xml_walk(DOC_COPY_PART, body, len, &h)) < 0) {
+        s3d_xml_copy_part_free(out);
+        s3d_xml_error_free(&tmp);
+        return rc;
+    }
+    if (c.is_error) {
+        *err = tmp;
+        return 1;
+    }
+    if (out->etag == NULL || out->etag[0] == '\0') {
+        s3d_xml_copy_part_free(out);
+        return s3d_fail(S3D_EPROTO, "%s response: no <ETag>", DOC_COPY_PART);
+    }
+    return 0;
+}
+
+void s3d_xml_copy_part_free(struct s3d_xml_copy_part *c)
+{
+    if (c == NULL)
+        return;
+    free(c->etag);
+    free(c->crc32c);
+    memset(c, 0, sizeof(*c));
+}
+
 /* ---- ListMultipartUploads -------------------------------------------------------------- */
 
 #define DOC_UPLOADS "ListMultipartUploads"

@@ -86,6 +86,18 @@ S3D_NODISCARD int s3d_xml_parse_complete(const char *body, size_t len, struct s3
                                          struct s3d_xml_error *err);
 void s3d_xml_complete_free(struct s3d_xml_complete *c);
 
+/* An UploadPartCopy response: <CopyPartResult> with the copied part's ETag (S3 and Ceph RGW:
+ * the hex MD5 of the part's bytes, quotes optional) and, where the server computes it, its
+ * ChecksumCRC32C (base64). As Complete, a 200 may carry an <Error> document: then this
+ * returns 1 and fills *err. 0 for a result with a non-empty ETag, S3D_EPROTO otherwise. */
+struct s3d_xml_copy_part {
+    char *etag;
+    char *crc32c; /* NULL when absent */
+};
+S3D_NODISCARD int s3d_xml_parse_copy_part(const char *body, size_t len,
+                                          struct s3d_xml_copy_part *out, struct s3d_xml_error *err);
+void s3d_xml_copy_part_free(struct s3d_xml_copy_part *c);
+
 struct s3d_xml_upload {
     char *key;
     char *upload_id;

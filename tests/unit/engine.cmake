@@ -1,6 +1,7 @@
 # Engine (src/engine/): the checkpoint pipeline (ckpt_*: planning, local files, S3, device
 # emulation), temporary files, the part-size rule, the buffer slots.
 s3d_test(test_ckpt_plan unit/test_ckpt_plan.c)
+s3d_test(test_delta_plan unit/test_delta_plan.c)
 s3d_test(test_ckpt_local integ/test_ckpt_local.c integ/ckpt_util.c)
 s3d_test(test_ckpt_replaced_local integ/test_ckpt_replaced_local.c integ/ckpt_util.c)
 s3d_test(test_ckpt_header_crc integ/test_ckpt_header_crc.c integ/ckpt_util.c)
