@@ -83,7 +83,8 @@ struct shard_writer {
     uint32_t *plan_crc; /* per copied part: the CRC-32C of the bytes expected there */
     size_t *resend;     /* parts whose copy was dropped, to send (a queue) */
     size_t n_resend;
-    char **copy_source; /* per base shard: its x-amz-copy-source, made on first use */
+    struct s3d_md5_ahead *ahead; /* MD5s of copied parts, computed ahead (a thread) */
+    char **copy_source;          /* per base shard: its x-amz-copy-source, made on first use */
 };
 
 struct mp_ctx {
