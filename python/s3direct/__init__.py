@@ -7,6 +7,8 @@ package's _lib/, $S3D_BUILD_DIR or build/); this package describes tensors and c
     state = s3direct.load("s3://bucket/ckpt.safetensors", device="cuda")
     s3direct.load_into({"model": model, "optim": optimizer}, uri)
     fut = s3direct.save_async(state, uri); ...; fut.result()
+    stats = s3direct.save(state, uri2, base=uri)   (incremental: unchanged tensors copied)
+    mgr = s3direct.CheckpointManager("s3://bucket/run1", keep=3); mgr.save(step, state)
     torch.save(obj, s3direct.writer(uri)); torch.load(s3direct.reader(uri))
     s3direct.dcp.S3DirectStorageWriter / S3DirectStorageReader  (torch.distributed.checkpoint)
     s3direct.lightning.S3DirectCheckpointIO  (a Lightning Trainer's CheckpointIO plugin)
@@ -43,6 +45,7 @@ from .errors import (
     Timeout,
     TransferError,
 )
+from ._stats import SaveStats
 from .streams import reader, writer
 
 
@@ -95,9 +98,11 @@ def library_version() -> str:
 if TYPE_CHECKING:  # the lazily imported tensor API, as type checkers should see it
     from ._checkpoint import load, load_into, save, save_async
     from ._safe_open import safe_open
+    from .manager import CheckpointManager
 
 _TORCH_API = {"save": "._checkpoint", "load": "._checkpoint", "load_into": "._checkpoint",
-              "save_async": "._checkpoint", "safe_open": "._safe_open"}
+              "save_async": "._checkpoint", "safe_open": "._safe_open",
+              "CheckpointManager": ".manager"}
 # Private since safe_open took their place; still reachable, with a DeprecationWarning.
 _DEPRECATED = {"open_checkpoint": "safe_open", "CheckpointReader": "safe_open"}
 
@@ -125,8 +130,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "__version__", "save", "load", "load_into", "save_async", "safe_open",
-    "Client", "default_client", "reader", "writer", "library_version",
+    "__version__", "save", "load", "load_into", "save_async", "safe_open", "SaveStats",
+    "CheckpointManager", "Client", "default_client", "reader", "writer", "library_version",
     "S3DirectError", "NoSuchKey", "NoSuchFile", "NoSuchBucket", "AccessDenied", "SignatureDoesNotMatch",
     "InvalidAccessKeyId", "ChecksumMismatch", "FormatError", "TransferError", "Timeout", "ConfigError",
     "NoCredentials", "DeviceError", "Cancelled", "NotSupported", "BucketAlreadyExists",

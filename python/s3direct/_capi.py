@@ -211,6 +211,22 @@ class MetadataEntry(Structure):
     _fields_ = [("key", c_char_p), ("value", c_char_p)]
 
 
+class WriteStats(_OutStruct):
+    """What a save did (s3d_write_options.stats); filled by the library on success."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("bytes_total", c_uint64),
+        ("bytes_sent", c_uint64),
+        ("bytes_copied", c_uint64),
+        ("tensors_total", c_uint64),
+        ("tensors_reused", c_uint64),
+        ("parts_copied", c_uint32),
+        ("copies_refused", c_uint32),
+        ("base_used", c_int32),
+    ]
+
+
 class WriteOptions(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -223,6 +239,8 @@ class WriteOptions(Structure):
         ("cuda_stream", c_uint64),
         ("cuda_streams", POINTER(c_uint64)),
         ("n_cuda_streams", c_uint32),
+        ("base", c_char_p),
+        ("stats", POINTER(WriteStats)),
     ]
 
 

@@ -21,6 +21,7 @@ import torch
 from . import _capi, _dtypes, _interrupt, _log, _ranks, _tree, _uri, errors
 from ._capi import enc
 from ._progress import Progress, ProgressArg
+from ._stats import SaveStats, from_c
 from ._uri import PathLike
 from .client import Client, Handle, resolve
 
@@ -203,7 +204,9 @@ def _metadata_entries(
 def _write(client: Client, uri: str, srcs: Sequence[_Src], metadata: Optional[Dict[str, str]],
            tree_json: Optional[str], *, shard_size: Optional[int], checksum: bool,
            progress: ProgressArg, cuda_stream: Optional[Iterable[int]],
-           held: bool = False) -> None:
+           held: bool = False, base: Optional[str] = None) -> SaveStats:
+    """One s3d_checkpoint_write. base: an incremental save's previous checkpoint, resolved
+    (_uri.for_base); the library falls back to a full save when it cannot use it."""
     lib = _capi.lib()
     if shard_size and not uri.endswith(INDEX_SUFFIX):
         raise errors.InvalidArgument(
@@ -218,6 +221,12 @@ def _write(client: Client, uri: str, srcs: Sequence[_Src], metadata: Optional[Di
             o.progress = prog.fn
         o.max_shard_size = int(shard_size or 0)
         o.no_checksum = 0 if checksum else 1
+        stats = _capi.WriteStats()
+        o.stats = ctypes.pointer(stats)
+        if base is not None:
+            b = enc(base)
+            keep.append(b)
+            o.base = b
         _set_streams(o, cuda_stream, keep)
         def write() -> None:
             # Counted as a call on the client in the thread that makes it: close() waits.
@@ -230,6 +239,7 @@ def _write(client: Client, uri: str, srcs: Sequence[_Src], metadata: Optional[Di
             o.cancel = cancel.handle
             _interrupt.call(write, cancel=cancel)
     del keep
+    return from_c(stats)
 
 
 def _tie_key(t: torch.Tensor) -> Optional[tuple[Any, ...]]:
@@ -281,11 +291,21 @@ def _with_aliases(metadata: Optional[Dict[str, str]],
     return out
 
 
+def _resolve_base(base: Optional[PathLike], client: Client) -> Optional[str]:
+    return None if base is None else _uri.for_base(base, client)
+
+
 def save(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
          metadata: Optional[Dict[str, str]] = None, checksum: bool = True,
          progress: ProgressArg = False, client: Optional[Client] = None,
-         allow_pickle: bool = False) -> None:
+         allow_pickle: bool = False, base: Optional[PathLike] = None) -> SaveStats:
     """Saves obj as one safetensors object, or as a sharded checkpoint with an index.
+
+    With base (incremental), the tensors whose name, dtype, shape and CRC-32C equal the
+    base's are not sent again: on S3 they are copied from the base by the server
+    (UploadPartCopy, each copied part proved), in a folder with copy_file_range. The result
+    is an ordinary, complete checkpoint that does not refer to the base, which may be
+    deleted afterwards. A base that is missing or unusable gives a full save, never an error.
 
     Args:
         obj: a tensor, a dict of tensors, or nested training state (dicts, lists, tuples, JSON
@@ -297,17 +317,26 @@ def save(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
         progress: True (bar or summary line) or a callable(done_bytes, total_bytes).
         client: the Client to use (default: the process's default client).
         allow_pickle: pickle leaves JSON cannot hold (unsafe to load from untrusted sources).
+        base: the previous checkpoint, in the forms uri takes (a folder: the model file in
+            it; for a sharded checkpoint its index); on the same storage as uri. Needs
+            checksum (the default) here and in the base.
+
+    Returns:
+        A SaveStats: bytes written, sent and copied from the base, tensors reused.
 
     Raises:
         InvalidArgument: a leaf or argument that cannot be stored (its path named).
+        ConfigError: uri or base is not a location s3direct serves.
         NoSuchBucket, NoSuchFile, AccessDenied, TransferError: from the storage.
     """
     uri = _uri.for_save(uri, bool(shard_size))
+    c = resolve(client)
+    b = _resolve_base(base, c)
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
     metadata = _with_aliases(metadata, _untie(flat))
     srcs = [_prepare(t, name, path) for name, path, t in flat.tensors]
-    _write(resolve(client), uri, srcs, metadata, flat.to_json(), shard_size=shard_size,
-           checksum=checksum, progress=progress, cuda_stream=_cuda_stream(srcs))
+    return _write(c, uri, srcs, metadata, flat.to_json(), shard_size=shard_size,
+                  checksum=checksum, progress=progress, cuda_stream=_cuda_stream(srcs), base=b)
 
 
 # ---- save_async ------------------------------------------------------------------------------
@@ -344,20 +373,24 @@ def _snapshot(s: _Src) -> _Src:
 def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
                metadata: Optional[Dict[str, str]] = None, checksum: bool = True,
                progress: ProgressArg = False, client: Optional[Client] = None,
-               allow_pickle: bool = False) -> "concurrent.futures.Future[None]":
+               allow_pickle: bool = False,
+               base: Optional[PathLike] = None) -> "concurrent.futures.Future[SaveStats]":
     """Snapshots the tensors, then saves in a background thread. Snapshot: CPU tensors are
     copied into new (pageable) host memory, so a host-only save never initialises CUDA; CUDA
     tensors into new device memory on the current stream, fenced before this returns: the
     save waits for those copies, not for work queued after it. The caller may modify its
     tensors as soon as this returns.
-    Saves run one at a time, in submission order. The client is held until the save is done:
-    its close() waits for it.
+    Saves run one at a time, in submission order (so a base saved by an earlier save_async is
+    complete when this save starts). The client is held until the save is done: its close()
+    waits for it.
 
     Args:
-        obj, uri, shard_size, metadata, checksum, progress, client, allow_pickle: as for save().
+        obj, uri, shard_size, metadata, checksum, progress, client, allow_pickle, base: as for
+            save().
 
     Returns:
-        A Future whose result() is None once the save is complete, or raises its exception.
+        A Future whose result() is the save's SaveStats once it is complete, or raises its
+        exception.
 
     Raises:
         InvalidArgument: a leaf, tensor or metadata entry that cannot be stored, raised here
@@ -365,6 +398,19 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
     """
     uri = _uri.for_save(uri, bool(shard_size))
     c = resolve(client)
+    b = _resolve_base(base, c)
+    return _submit(obj, uri, shard_size=shard_size, metadata=metadata, checksum=checksum,
+                   progress=progress, client=c, allow_pickle=allow_pickle, base=lambda: b)
+
+
+def _submit(obj: Any, uri: str, *, shard_size: Optional[int],
+            metadata: Optional[Dict[str, str]], checksum: bool, progress: ProgressArg,
+            client: Client, allow_pickle: bool, base: Callable[[], Optional[str]],
+            after: Optional[Callable[[SaveStats], None]] = None,
+            ) -> "concurrent.futures.Future[SaveStats]":
+    """save_async's work, for a resolved uri: snapshot here, then in the save thread the
+    base (base(), called when the save starts: the saves before it are done), the write and
+    after(stats) (CheckpointManager's pruning), all before the Future resolves."""
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
     metadata = _with_aliases(metadata, _untie(flat))
     srcs = [_snapshot(_prepare(t, name, path)) for name, path, t in flat.tensors]
@@ -372,15 +418,23 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
     tree_json = flat.to_json()
     meta = dict(metadata or {})
     _metadata_entries(meta, None)  # validate now, not in the background
-    release = c.hold()  # Client.close() waits for this save, pending or running
+    release = client.hold()  # Client.close() waits for this save, pending or running
+
+    def job() -> SaveStats:
+        stats = _write(client, uri, srcs, meta, tree_json, shard_size=shard_size,
+                       checksum=checksum, progress=progress, cuda_stream=stream, held=True,
+                       base=base())
+        if after is not None:
+            after(stats)
+        return stats
+
     try:
-        fut = _get_executor().submit(_write, c, uri, srcs, meta, tree_json,
-                                     shard_size=shard_size, checksum=checksum,
-                                     progress=progress, cuda_stream=stream, held=True)
+        fut = _get_executor().submit(job)
     except BaseException:
         release()
         raise
-    def done(_: "concurrent.futures.Future[None]") -> None:
+
+    def done(_: "concurrent.futures.Future[SaveStats]") -> None:
         release()
         fences.clear()  # the fence streams lived as long as the save
 

@@ -8,7 +8,7 @@
 - a folder (``s3://bucket/model/`` with its slash, or a local directory) holds a model as
   Hugging Face writes it: load reads ``model.safetensors`` there, else
   ``model.safetensors.index.json``; save writes ``model.safetensors`` (or the index, with
-  shard_size).
+  shard_size); as the base of an incremental save, the model file found there as for load.
 """
 
 from __future__ import annotations
@@ -77,10 +77,9 @@ def for_load(uri: PathLike, client: "Client") -> str:
     u = normalize(uri)
     if not is_folder(u):
         return u
-    for name in (WEIGHTS_NAME, INDEX_NAME):
-        cand = _join(u, name)
-        if _exists(cand, client):
-            return cand
+    found = _model_in(u, client)
+    if found is not None:
+        return found
     cls = errors.NoSuchKey if u.startswith("s3://") else errors.NoSuchFile
     raise cls(errors._CODES["ENOSUCHKEY"] if u.startswith("s3://") else errors._CODES["ENOENT"],
               f"{u}: the folder has neither {WEIGHTS_NAME} nor {INDEX_NAME}")
@@ -93,10 +92,9 @@ def folder_for_missing(uri: str, client: "Client") -> Optional[str]:
     if not uri.startswith("s3://") or uri.endswith("/"):
         return None
     folder = uri + "/"
-    for name in (WEIGHTS_NAME, INDEX_NAME):
-        cand = _join(folder, name)
-        if _exists(cand, client):
-            return cand
+    found = _model_in(folder, client)
+    if found is not None:
+        return found
     try:
         some = client.list(folder, delimiter="/")
     except errors.S3DirectError:
@@ -114,6 +112,30 @@ def for_save(uri: PathLike, sharded: bool) -> str:
     if is_folder(u):
         return _join(u, INDEX_NAME if sharded else WEIGHTS_NAME)
     return u
+
+
+def for_base(uri: PathLike, client: "Client") -> str:
+    """The base of an incremental save: normalize(), and a folder resolved as for_load()
+    resolves it. A folder holding neither model file (or that cannot be looked into) gives
+    its model.safetensors, which the library cannot open: a missing base is never an error,
+    the library then saves everything."""
+    u = normalize(uri)
+    if not is_folder(u):
+        return u
+    try:
+        found = _model_in(u, client)
+    except errors.S3DirectError:  # no such bucket, access denied: no base either
+        found = None
+    return found or _join(u, WEIGHTS_NAME)
+
+
+def _model_in(folder: str, client: "Client") -> Optional[str]:
+    """The folder's model.safetensors, else its model.safetensors.index.json, else None."""
+    for name in (WEIGHTS_NAME, INDEX_NAME):
+        cand = _join(folder, name)
+        if _exists(cand, client):
+            return cand
+    return None
 
 
 def _exists(uri: str, client: "Client") -> bool:

@@ -17,6 +17,10 @@ is pickled unless allow_pickle=True, so a checkpoint from elsewhere cannot run c
 and ``safetensors.safe_open`` reads its tensors. Lightning's hyper-parameter AttributeDict is
 stored as a plain dict (Lightning reads it back as one).
 
+Saves are incremental: each uses the checkpoint the plugin wrote before it in this process
+as its base (s3direct.save(base=)), so the tensors that did not change (frozen weights,
+embeddings) are copied from it, not sent again.
+
 Lightning itself is imported when this module is: ``import s3direct`` never imports it.
 """
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import threading
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Mapping, Optional, cast
 
@@ -97,6 +102,12 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
             load. Off by default: then saving such a leaf raises InvalidArgument naming it,
             and a pickled checkpoint is refused on load (PickleRefused).
         verify: check each tensor's CRC32C on load.
+        incremental: save each checkpoint with the previous one this plugin wrote in this
+            process as its base: the unchanged tensors are copied from it (S3:
+            UploadPartCopy; local: copy_file_range) instead of sent. A checkpoint
+            remove_checkpoint deleted is never a base; remove_checkpoint of the base of a
+            save that is running (AsyncCheckpointIO) waits for that save. False: every save
+            sends everything.
 
     Raises:
         ValueError: client given together with region or endpoint_url.
@@ -104,7 +115,7 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
 
     def __init__(self, region: Optional[str] = None, *, endpoint_url: Optional[str] = None,
                  client: Optional[Client] = None, allow_pickle: bool = False,
-                 verify: bool = True) -> None:
+                 verify: bool = True, incremental: bool = True) -> None:
         super().__init__()
         if client is not None and (region is not None or endpoint_url is not None):
             raise ValueError("S3DirectCheckpointIO: give client, or region / endpoint_url for "
@@ -113,8 +124,35 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
         self.endpoint_url = endpoint_url
         self.allow_pickle = allow_pickle
         self.verify = verify
+        self.incremental = incremental
         self._given = client
         self._own: Optional[Client] = None
+        self._init_bases()
+
+    def _init_bases(self) -> None:
+        # The base of the next save: the last checkpoint saved (its _key), and the bases the
+        # running saves read, which remove_checkpoint waits for. Saves run in Lightning's
+        # thread or AsyncCheckpointIO's, removals in Lightning's: _bases guards both.
+        self._bases = threading.Condition(threading.Lock())
+        self._last: Optional[str] = None
+        self._reading: Dict[str, int] = {}
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """What pickling carries (a spawned strategy's copy): the settings, not the lock
+        or the previous checkpoint (a new process starts with a full save)."""
+        state = dict(self.__dict__)
+        for k in ("_bases", "_last", "_reading"):
+            state.pop(k, None)
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """Restores the settings and starts with no base.
+
+        Args:
+            state: what __getstate__ returned.
+        """
+        self.__dict__.update(state)
+        self._init_bases()
 
     # ---- the client -------------------------------------------------------------------------
     def _client(self) -> Client:
@@ -138,7 +176,8 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
     def save_checkpoint(self, checkpoint: Dict[str, Any], path: PathLike,
                         storage_options: Optional[Any] = None) -> None:
         """Saves Lightning's checkpoint dictionary as one safetensors object or file (parent
-        folders of a local path are made).
+        folders of a local path are made); with incremental, against the previous checkpoint
+        this plugin saved (not one remove_checkpoint deleted since).
 
         Args:
             checkpoint: the dictionary Lightning built (state_dict, optimizer_states, loops,
@@ -161,9 +200,15 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
             if parent:
                 os.makedirs(parent, exist_ok=True)
         state = _plain(checkpoint, set())
+        with self._bases:
+            base = self._last if self.incremental else None
+            if base is not None:
+                self._reading[base] = self._reading.get(base, 0) + 1
         try:
             _checkpoint.save(state, uri, client=self._client(), allow_pickle=self.allow_pickle,
-                             **opts)
+                             base=base, **opts)
+            with self._bases:
+                self._last = _key(uri)
         except errors.InvalidArgument as e:
             if self.allow_pickle or "allow_pickle=True" not in e.message:
                 raise
@@ -171,6 +216,15 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
                 e.code, f"{e.message}; for Lightning that is S3DirectCheckpointIO("
                 f"allow_pickle=True) (then load only checkpoints you trust), or keep the leaf "
                 f"out of the checkpoint, e.g. save_hyperparameters(ignore=[...])") from e
+        finally:
+            if base is not None:
+                with self._bases:
+                    left = self._reading[base] - 1
+                    if left:
+                        self._reading[base] = left
+                    else:
+                        del self._reading[base]
+                    self._bases.notify_all()
 
     @staticmethod
     def _save_options(storage_options: Optional[Any]) -> Dict[str, Any]:
@@ -235,7 +289,9 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
     def remove_checkpoint(self, path: PathLike) -> None:
         """Deletes the checkpoint (a missing one is not an error, as in Lightning's own
         TorchCheckpointIO). A local folder at path (another plugin's sharded checkpoint) is
-        removed whole, as TorchCheckpointIO does.
+        removed whole, as TorchCheckpointIO does. When a save running in another thread
+        (AsyncCheckpointIO) copies from this checkpoint as its base, waits for that save
+        first; a removed checkpoint is never the base of a later save.
 
         Args:
             path: "s3://bucket/key.ckpt" or a local path.
@@ -244,6 +300,12 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
             AccessDenied, TransferError: from S3; OSError from the local file system.
         """
         uri = self._path(path)
+        key = _key(uri)
+        with self._bases:
+            if self._last == key:
+                self._last = None  # never the base of a later save
+            while self._reading.get(key):
+                self._bases.wait()  # a running save copies from it
         if streams.is_s3(uri):
             self._client().delete(uri)
         elif os.path.isdir(uri) and not os.path.islink(uri):
@@ -267,6 +329,12 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
         if self.allow_pickle:
             given["allow_pickle"] = True
         return f"S3DirectCheckpointIO({', '.join(f'{k}={v!r}' for k, v in given.items())})"
+
+
+def _key(uri: str) -> str:
+    """One spelling per checkpoint, for comparing a removed path with the last saved one:
+    S3 URIs as they are, local paths absolute. Also the base passed to s3direct.save."""
+    return uri if streams.is_s3(uri) else os.path.abspath(uri)
 
 
 def _map_storages(state: Dict[str, Any], fn: Callable[[Any, str], Any]) -> Dict[str, Any]:

@@ -30,7 +30,7 @@ def test_save_async_snapshots(uri_base):
         for p in model.parameters():
             p.add_(1000.0)
         extra.zero_()
-    assert fut.result(timeout=120) is None
+    assert isinstance(fut.result(timeout=120), s3direct.SaveStats)
     back = s3direct.load(uri)
     for k, v in expect.items():
         assert torch.equal(back["model"][k], v), k
@@ -63,7 +63,7 @@ def test_save_async_host_only_never_touches_cuda(tmp_path, lib_path, monkeypatch
     uri = os.path.join(tmp_path, "host-only.safetensors")
     fut = s3direct.save_async({"extra": extra, "step": 3}, uri)
     extra.zero_()
-    assert fut.result(timeout=120) is None
+    assert isinstance(fut.result(timeout=120), s3direct.SaveStats)
     assert pinned == []
     monkeypatch.undo()
     back = s3direct.load(uri)
