@@ -14,11 +14,12 @@
 #   BENCH_TIMEOUT=300   seconds before one client invocation is killed (counted as failed)
 #   BENCH_CKPT_MIB=2048 size of the checkpoint for the tensor-pipeline section (BENCH_SKIP=ckpt
 #                       leaves it out)
-#   BENCH_ONLY="sweep peers path ranks"  only the sweep (bench/sweep/), the peers side by
-#                       side (bench/peers/), the simulated paths (bench/path/) and/or many
-#                       ranks loading one checkpoint (bench/ranks/), in the order given; all
-#                       four also run at the end of the full run
-#                       (BENCH_SKIP="sweep peers path ranks" leaves them out)
+#   BENCH_ONLY="sweep peers path ranks incremental"  only the sweep (bench/sweep/), the
+#                       peers side by side (bench/peers/), the simulated paths (bench/path/),
+#                       many ranks loading one checkpoint (bench/ranks/) and/or incremental
+#                       saves (bench/incremental/), in the order given; all five also run at
+#                       the end of the full run
+#                       (BENCH_SKIP="sweep peers path ranks incremental" leaves them out)
 #
 # How each client is measured:
 #   s3direct-mem / -put-mem  bench/s3d_bench.c (s3direct-bench): the public API to and from a
@@ -236,7 +237,27 @@ run_ranks() {
   gc
   return $rc
 }
-# BENCH_ONLY="sweep", "peers", "path", "ranks" or several: only those parts, in that order.
+# The incremental part (issue 33): save(state, uri, base=previous) next to a full save and
+# s3torchconnector's writer, 0/1/10/50/100 % of a llama state's tensors changed and a LoRA
+# step, on loopback and through s3d-pathsim; INCR_SIZE (2G), INCR_DTYPE (bf16), INCR_ROUNDS
+# (3), INCR_PATHS (12M:15,loopback), INCR_CASES, INCR_TOOLS. Table, rows and chart into
+# $incr_out (docs/bench unless INCR_OUT is set).
+incr_out=${INCR_OUT:-$root/docs/bench}
+run_incremental() {
+  local rc=0 py
+  fresh_server || return 1
+  py=$("$here/peers/setup.sh") || return 1  # s3torchconnector and matplotlib
+  say "Incremental saves (base=, issue 33), results in $incr_out"
+  PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} S3D_BUILD_DIR=$build \
+    "$py" "$here/incremental/run.py" --pathsim "$build/bench/s3d-pathsim" --out "$incr_out" \
+    --size "${INCR_SIZE:-2G}" --dtype "${INCR_DTYPE:-bf16}" --rounds "${INCR_ROUNDS:-3}" \
+    --paths "${INCR_PATHS:-12M:15,loopback}" \
+    ${INCR_CASES:+--cases "$INCR_CASES"} ${INCR_TOOLS:+--tools "$INCR_TOOLS"} || rc=1
+  gc
+  return $rc
+}
+# BENCH_ONLY="sweep", "peers", "path", "ranks", "incremental" or several: only those parts, in
+# that order.
 if [ -n "${BENCH_ONLY:-}" ]; then
   rc=0
   for part in $BENCH_ONLY; do
@@ -245,7 +266,9 @@ if [ -n "${BENCH_ONLY:-}" ]; then
       peers) run_peers || rc=1 ;;
       path) run_path || rc=1 ;;
       ranks) run_ranks || rc=1 ;;
-      *) say "bench: BENCH_ONLY=$part: not a part (sweep, peers, path, ranks)"; exit 2 ;;
+      incremental) run_incremental || rc=1 ;;
+      *) say "bench: BENCH_ONLY=$part: not a part (sweep, peers, path, ranks, incremental)"
+        exit 2 ;;
     esac
   done
   exit $rc
@@ -363,4 +386,8 @@ fi
 if ! skipped ranks; then
   echo
   run_ranks
+fi
+if ! skipped incremental; then
+  echo
+  run_incremental
 fi
