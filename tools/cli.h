@@ -33,6 +33,7 @@ enum {
     CLI_F_OLDER_THAN = 1 << 10, /* --older-than */
     CLI_F_FILTER = 1 << 11,     /* --exclude --include */
     CLI_F_SYNC = 1 << 12,       /* --delete --exact-timestamps --size-only */
+    CLI_F_BASE = 1 << 13,       /* --base URI (cp) */
 };
 
 #define CLI_MAX_ARGS    8
@@ -83,6 +84,7 @@ struct cli_opts {
     int exact_timestamps; /* sync */
     int size_only;        /* sync */
     int move;             /* mv: sources are deleted after each copy; lines say "move" */
+    const char *base;     /* cp --base: an earlier checkpoint; NULL = not given */
     /* positional arguments */
     const char *args[CLI_MAX_ARGS];
     int nargs;
@@ -203,6 +205,11 @@ int cli_cp_one(struct cp_ctx *x, const char *src, const char *dst);
  * filters, in path order, with "*.index.json" files last (a Hugging Face index only after
  * the shards it names). With o->move, each source is deleted once its copy succeeded. */
 int cli_cp_recursive(struct cp_ctx *x, const char *src, const char *dst);
+/* cp --base URI SOURCE DEST (o->args): SOURCE, one safetensors file or object, written to DEST
+ * as a checkpoint with o->base as its base (tensors unchanged there are copied, not sent),
+ * then a summary line. Checks the command line, makes its client. 0, or the exit status after
+ * printing the error. (cp_base.c) */
+int cli_cp_base(const struct cli_opts *o);
 /* Deletes the source of a finished move (a no-op with --dryrun). (cmd_cp.c) */
 int cli_delete_source(struct cp_ctx *x, const char *src);
 /* sync SRC DST (cp_recursive.c). */

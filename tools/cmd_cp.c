@@ -1,5 +1,5 @@
 /* cmd_cp.c - s3direct cp: local <-> S3, S3 -> S3, "-" for standard input/output, and
- * --recursive for folders and prefixes. */
+ * --recursive for folders and prefixes (cp_recursive.c); --base in cp_base.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,19 +31,41 @@ static const char usage[] =
     "  --include PATTERN     do not skip paths matching PATTERN; filters apply in order and\n"
     "                        the last one that matches wins, as in the AWS CLI\n"
     "  --dryrun              print what would be copied, copy nothing\n"
+    "  --base URI            write SOURCE, one safetensors file, as a checkpoint whose tensors\n"
+    "                        unchanged in the earlier checkpoint URI are copied from it, not\n"
+    "                        sent (see \"With --base\" below)\n"
     "With --recursive, up to 8 files are copied at once (started in path order, no progress\n"
     "bar, a line per file) and *.index.json files only after all others are done, so a\n"
     "Hugging Face index appears only after the shards it names. As aws s3 does, a file that\n"
     "fails does not stop the others (exit status 1), and a file that cannot be read (a\n"
     "dangling link, a FIFO) is skipped with a warning (exit status 2); an index is then not\n"
     "copied.\n\n"
+    "With --base URI, SOURCE is one safetensors file or object (written by the safetensors\n"
+    "library, Hugging Face, any tool) and DEST becomes a checkpoint holding the same tensors,\n"
+    "in the same order, and the same __metadata__, under a header s3direct writes anew with a\n"
+    "CRC-32C per tensor: DEST's bytes are not SOURCE's (a cp without --base copies bytes\n"
+    "exactly). A tensor with the same name, dtype, shape and CRC-32C in URI is not sent: on S3\n"
+    "it is copied server-side (UploadPartCopy, each part proved), in a folder with\n"
+    "copy_file_range. The line printed says how many bytes were copied from URI and how many\n"
+    "sent. URI is a checkpoint (or a sharded .safetensors.index.json) written by s3direct, on\n"
+    "the same storage as DEST (both s3:// or both local; with --base SOURCE and DEST may both\n"
+    "be local). A URI that is missing, elsewhere, or stores no CRC-32C (a file copied by a\n"
+    "plain cp) gives a full upload, and the line says why: the first upload of a series is a\n"
+    "cp --base too (DEST as its own URI updates it in place). A local SOURCE is mapped\n"
+    "read-only; an s3:// SOURCE is first read whole into host memory (its tensors' size).\n"
+    "Not with --recursive, --content-type, - (standard input or output), or a sharded SOURCE\n"
+    "or DEST (copy each shard with --base, then the index without).\n\n"
     "Examples:\n"
     "  s3direct cp ./model.safetensors s3://bucket/models/\n"
     "  s3direct cp s3://bucket/models/model.safetensors /dev/shm/model.safetensors\n"
     "  tar c data | s3direct cp - s3://bucket/data.tar\n"
     "  s3direct cp s3://bucket/data.tar - | tar x\n"
     "  s3direct cp ./ckpt s3://bucket/ckpt --recursive --concurrency 16 --part-size 32M\n"
-    "  s3direct cp s3://bucket/a.bin s3://other-bucket/a.bin\n";
+    "  s3direct cp s3://bucket/a.bin s3://other-bucket/a.bin\n"
+    "  s3direct cp ./model.safetensors s3://bucket/ft/step2.safetensors \\\n"
+    "      --base s3://bucket/ft/step1.safetensors\n"
+    "  s3direct cp ./model.safetensors s3://bucket/model.safetensors \\\n"
+    "      --base s3://bucket/model.safetensors\n";
 
 /* Writing to a character device or a FIFO (/dev/null, a named pipe): the library writes files
  * under a temporary name and renames them, which must never happen to /dev/null. Such a target
@@ -217,10 +239,12 @@ static int run(const struct cli_opts *o)
     struct cp_ctx x = {o, NULL};
     int rc;
 
-    if (!cli_is_s3(src) && !cli_is_s3(dst))
-        return cli_usage_error("cp", "one of SOURCE and DEST must be an s3:// URI");
     if (o->nfilters > 0 && !o->recursive)
         return cli_usage_error("cp", "--exclude and --include need --recursive");
+    if (o->base != NULL)
+        return cli_cp_base(o); /* cp_base.c */
+    if (!cli_is_s3(src) && !cli_is_s3(dst))
+        return cli_usage_error("cp", "one of SOURCE and DEST must be an s3:// URI");
     if (cli_client(o, &x.c) < 0)
         return CLI_EXIT_FAIL;
     cli_install_sigint();
@@ -233,7 +257,7 @@ const struct cli_command cli_cmd_cp = {
     .name = "cp",
     .summary = "copy files and objects: local <-> s3://, s3:// -> s3://, - for stdin/stdout",
     .usage = usage,
-    .flags = CLI_F_RECURSIVE | CLI_F_CONTENT_TYPE | CLI_F_DRYRUN | CLI_F_FILTER,
+    .flags = CLI_F_RECURSIVE | CLI_F_CONTENT_TYPE | CLI_F_DRYRUN | CLI_F_FILTER | CLI_F_BASE,
     .min_args = 2,
     .max_args = 2,
     .run = run,

@@ -46,6 +46,7 @@ enum opt_id {
     O_DELETE,
     O_EXACT_TIMESTAMPS,
     O_SIZE_ONLY,
+    O_BASE,
 };
 
 struct opt_def {
@@ -90,6 +91,7 @@ static const struct opt_def opt_defs[] = {
     {"--delete", 0, 0, CLI_F_SYNC, O_DELETE},
     {"--exact-timestamps", 0, 0, CLI_F_SYNC, O_EXACT_TIMESTAMPS},
     {"--size-only", 0, 0, CLI_F_SYNC, O_SIZE_ONLY},
+    {"--base", 0, 1, CLI_F_BASE, O_BASE},
 };
 
 const char cli_common_help[] =
@@ -370,6 +372,14 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
         break;
     case O_SIZE_ONLY:
         o->size_only = 1;
+        break;
+    case O_BASE:
+        assert(val != NULL); /* has_arg, as --method */
+        if (val[0] == '\0') {
+            snprintf(err, cap, "--base needs a checkpoint URI");
+            return -1;
+        }
+        o->base = val;
         break;
     case O_OLDER_THAN:
         if (cli_parse_duration(val, &o->older_than) != 0) {
