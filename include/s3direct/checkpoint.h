@@ -212,7 +212,8 @@ struct s3d_write_stats {
     uint64_t bytes_copied;   /* bytes copied from the base without passing through the client
                                 (UploadPartCopy, copy_file_range) */
     uint64_t tensors_total;  /* tensors written */
-    uint64_t tensors_reused; /* of those, equal in the base (name, dtype, shape, CRC-32C) */
+    uint64_t tensors_reused; /* of those, equal in the base (name, dtype, shape, CRC-32C),
+                                copied or not (too small a run is sent) */
     uint32_t parts_copied;   /* UploadPartCopy parts kept (S3), or copied ranges (files) */
     uint32_t copies_refused; /* copies the server refused or that could not be proved, sent
                                 instead */
@@ -220,12 +221,14 @@ struct s3d_write_stats {
 };
 
 /* Writes tensors and metadata as a safetensors checkpoint. Tensors are laid out in the order
- * given. Atomic: on S3 each object appears only when complete (a multipart upload is aborted
- * on failure); for files, each is written under a temporary name in the same folder,
- * fsynced, and renamed. Sharded: the shards go under names of this save's own (several at
- * once to S3), the index replaces the old one last, and only then are the old checkpoint's
- * shards removed (docs/internals/checkpoint.md, "Shards"). On failure the previous checkpoint
- * at uri is left as it was; of two saves at once, the last index written wins, whole. */
+ * given; with a base, the tensors it holds unchanged go after the others, in the base's
+ * order, so that they make long copied ranges (readers never depend on the order). Atomic: on S3
+ * each object appears only when complete (a multipart upload is aborted on failure); for files,
+ * each is written under a temporary name in the same folder, fsynced, and renamed. Sharded: the
+ * shards go under names of this save's own (several at once to S3), the index replaces the old one
+ * last, and only then are the old checkpoint's shards removed (docs/internals/checkpoint.md,
+ * "Shards"). On failure the previous checkpoint at uri is left as it was; of two saves at once, the
+ * last index written wins, whole. */
 S3D_API int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
                                  const struct s3d_tensor_src *tensors, size_t n,
                                  const struct s3d_metadata_entry *metadata, size_t n_metadata,

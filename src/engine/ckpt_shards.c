@@ -38,6 +38,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/ckpt_common.h"
+#include "engine/ckpt_delta.h"
 #include "engine/ckpt_write.h"
 #include "engine/client_impl.h"
 #include "engine/conc.h"
@@ -604,6 +605,8 @@ int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct 
     rc = s3d_ckpt_write_small(c, dev, uri, index.data, index.len, o);
     if (rc < 0)
         goto out;
+    S3D_DELTA_ADD(&base->bytes_total, (uint64_t)index.len);
+    S3D_DELTA_ADD(&base->bytes_sent, (uint64_t)index.len);
     for (size_t i = 0; i < old.n;) {
         if (names_has(&mine, old.v[i])) { /* cannot be (the token is new); never remove it */
             free(old.v[i]);

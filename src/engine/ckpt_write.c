@@ -544,6 +544,7 @@ int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_
     struct shard_writer w;
     struct s3d_dynbuf hdr;
     struct s3d_loc loc;
+    struct s3d_tensor_src *ordered = NULL;
     size_t *crc_pos = NULL;
     uint64_t *start = NULL;
     int rc;
@@ -576,6 +577,18 @@ int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_
         rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
         goto out;
     }
+    w.base = base;
+    w.io.dev = dev;
+    w.io.pool = pool;
+    w.io.streams = &w.streams;
+    w.io.cancel = o->cancel;
+    if (base->r != NULL && w.with_crc && n > 0) {
+        /* Unchanged tensors last, in the base's order (s3d_cw_delta_order). */
+        rc = s3d_cw_delta_order(&w, t, n, &ordered);
+        if (rc < 0)
+            goto out;
+        t = ordered;
+    }
     rc = s3d_st_build_gen(t, n, meta, n_meta, w.with_crc, generation, &hdr, NULL, crc_pos);
     if (rc < 0) {
         s3d_fail_prefix(rc, "%s", uri);
@@ -595,7 +608,6 @@ int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_
     }
     w.nsrcs = n + 1;
     w.t = t;
-    w.base = base;
     w.io.start = start = s3d_calloc(n + 1, sizeof(*start));
     if (start == NULL) {
         rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
@@ -603,10 +615,6 @@ int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_
     }
     for (size_t i = 1; i < w.nsrcs; i++)
         start[i] = start[i - 1] + w.srcs[i - 1].len;
-    w.io.dev = dev;
-    w.io.pool = pool;
-    w.io.streams = &w.streams;
-    w.io.cancel = o->cancel;
     w.io.srcs = w.srcs;
     w.io.nsrcs = w.nsrcs;
     if (loc.is_s3)
@@ -626,6 +634,7 @@ out:
     free(w.plan);
     free(w.plan_crc);
     free(start);
+    free(ordered);
     free(w.recs);
     free(w.crcs);
     free(w.srcs);

@@ -315,6 +315,80 @@ static int mpd_check(void *ctx, const struct s3d_put_part *part, const char *eta
 /* Local files: ranges shorter than this are written, not copied (a system call each). */
 #define DELTA_FILE_MIN_COPY (64ull << 10)
 
+struct order_key {
+    int32_t shard; /* -1: changed */
+    uint64_t offset;
+    size_t i;
+};
+
+static int order_cmp(const void *a, const void *b)
+{
+    const struct order_key *x = a, *y = b;
+    if ((x->shard < 0) != (y->shard < 0))
+        return x->shard < 0 ? -1 : 1;
+    if (x->shard >= 0 && x->shard != y->shard)
+        return x->shard < y->shard ? -1 : 1;
+    if (x->shard >= 0 && x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+int s3d_cw_delta_order(struct shard_writer *w, const struct s3d_tensor_src *t, size_t n,
+                       struct s3d_tensor_src **out)
+{
+    struct s3d_wsrc *srcs = s3d_calloc(n, sizeof(*srcs));
+    uint64_t *start = s3d_calloc(n, sizeof(*start)), *offset = s3d_calloc(n, sizeof(*offset));
+    uint32_t *crcs = s3d_calloc(n, sizeof(*crcs));
+    int32_t *shard = s3d_calloc(n, sizeof(*shard));
+    struct order_key *keys = s3d_calloc(n, sizeof(*keys));
+    struct s3d_tensor_src *pt = s3d_calloc(n, sizeof(*pt));
+    struct s3d_delta_io io = w->io;
+    int rc = 0;
+
+    *out = NULL;
+    if (srcs == NULL || start == NULL || offset == NULL || crcs == NULL || shard == NULL ||
+        keys == NULL || pt == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory planning a save");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        srcs[i].ptr = t[i].ptr;
+        srcs[i].len = t[i].nbytes;
+        srcs[i].device = t[i].device < 0 ? -1 : t[i].device;
+        srcs[i].tensor = (long)i;
+        start[i] = i == 0 ? 0 : start[i - 1] + srcs[i - 1].len;
+    }
+    io.srcs = srcs;
+    io.nsrcs = n;
+    io.start = start;
+    rc = s3d_delta_tensor_crcs(&io, crcs);
+    if (rc < 0)
+        goto out;
+    s3d_delta_match(w->base->r, t, n, crcs, shard, offset);
+    for (size_t i = 0; i < n; i++) {
+        keys[i].shard = shard[i];
+        keys[i].offset = offset[i];
+        keys[i].i = i;
+    }
+    qsort(keys, n, sizeof(*keys), order_cmp);
+    for (size_t j = 0; j < n; j++) {
+        pt[j] = t[keys[j].i];
+        w->crcs[j] = crcs[keys[j].i];
+    }
+    w->crc_known = 1;
+    *out = pt;
+    pt = NULL;
+out:
+    free(srcs);
+    free(start);
+    free(offset);
+    free(crcs);
+    free(shard);
+    free(keys);
+    free(pt);
+    return rc;
+}
+
 /* With a base: every tensor's CRC first (one pass over host bytes, or through staging
  * chunks), then the tensors the base holds unchanged, then the plan (delta_plan.h). Leaves
  * w->plan NULL when nothing can be copied (a full save, with the CRCs already known). The
@@ -327,12 +401,14 @@ int s3d_cw_delta_prepare(struct shard_writer *w, const struct s3d_loc *loc, char
     int32_t *shard = NULL;
     uint64_t *offset = NULL;
     size_t matched, ncopy = 0;
-    int rc;
+    int rc = 0;
 
-    rc = s3d_delta_tensor_crcs(&w->io, w->crcs);
-    if (rc < 0)
-        return rc;
-    w->crc_known = 1;
+    if (!w->crc_known) {
+        rc = s3d_delta_tensor_crcs(&w->io, w->crcs);
+        if (rc < 0)
+            return rc;
+        w->crc_known = 1;
+    }
     for (size_t i = 0; i < w->ntensors; i++)
         s3d_st_patch_crc(header, crc_pos[i], w->crcs[i]);
     s3d_st_seal(header);
@@ -390,10 +466,9 @@ int s3d_cw_delta_prepare(struct shard_writer *w, const struct s3d_loc *loc, char
         S3D_INFO("%s: the %zu unchanged tensors are too small or too scattered to copy (parts "
                  "of at least 5 MiB): a full save",
                  loc->path, matched);
-    if (rc == 0 && ncopy > 0) {
-        S3D_DELTA_ADD(&w->base->tensors_reused, (uint64_t)matched);
+    S3D_DELTA_ADD(&w->base->tensors_reused, (uint64_t)matched);
+    if (rc == 0 && ncopy > 0)
         w->base->base_used = 1;
-    }
 out:
     if (rc < 0 || ncopy == 0) {
         free(w->plan);

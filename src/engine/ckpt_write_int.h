@@ -107,7 +107,15 @@ int s3d_cw_part_hand_out(struct part *p, uint32_t number, struct s3d_put_part *o
 /* The release hook of every multipart upload of the writer. */
 int s3d_cw_mp_release(void *ctx, const struct s3d_put_part *part);
 
-/* ckpt_write_delta.c: with a base, every CRC first, the matching tensors, the plan
+/* ckpt_write_delta.c: the tensors t[0..n) in the order an incremental save lays them out,
+ * into *out (malloc'ed, n entries): the changed ones first, in the caller's order, then those
+ * the base holds unchanged in the base's order (by shard, then offset), so that they make
+ * long copied ranges, and small changed tensors need no bytes borrowed from their unchanged
+ * neighbours to reach S3's part size. Computes every CRC (w->crcs, in that order; w->io's
+ * device, pool, streams and cancel are used). */
+S3D_NODISCARD int s3d_cw_delta_order(struct shard_writer *w, const struct s3d_tensor_src *t,
+                                     size_t n, struct s3d_tensor_src **out);
+/* ckpt_write_delta.c: with a base, every CRC first (unless known), the matching tensors, the plan
  * (w->plan NULL: nothing to copy, a full save with the CRCs known); the header is patched
  * and sealed. */
 S3D_NODISCARD int s3d_cw_delta_prepare(struct shard_writer *w, const struct s3d_loc *loc,
