@@ -58,6 +58,7 @@ from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, W
 from torch.futures import Future
 
 from . import _checkpoint, _log, _ranks, errors, streams
+from ._stats import SaveStats
 from ._uri import PathLike
 from .client import Client, resolve
 
@@ -195,6 +196,10 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         client: an s3direct.Client (default: the process's).
         checksum: store a CRC32C per tensor.
         overwrite: False refuses a path that already holds a complete checkpoint.
+        incremental: each save of this writer (after the first) uses the tensor object this
+            rank wrote in its previous save as its base: tensors whose bytes did not change are
+            copied server-side instead of sent (s3direct.save's ``base``). False: every save
+            is a full one.
 
     Raises:
         RuntimeError: (from prepare_local_plan) overwrite=False and a checkpoint exists.
@@ -202,9 +207,12 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
     """
 
     def __init__(self, path: PathLike, *, client: Optional[Client] = None, checksum: bool = True,
-                 overwrite: bool = True) -> None:
+                 overwrite: bool = True, incremental: bool = True) -> None:
         super().__init__()
         self._client = client
+        self.incremental = incremental
+        self._last_tensor_uri: Optional[str] = None  # this rank's previous save's tensors
+        self.last_stats: Optional[SaveStats] = None  # what its last write_data did
         self.loc = _Location(path, client)
         self.checksum = checksum
         self.overwrite = overwrite
@@ -329,9 +337,13 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
                                        storage_data=S3DirectStorageInfo(tensor_obj, tname,
                                                                         size)))
         if srcs:
-            _checkpoint._write(resolve(self._client), self.loc.join(tensor_obj), srcs, None,
-                               None, shard_size=None, checksum=self.checksum, progress=False,
-                               cuda_stream=_checkpoint._cuda_stream(srcs))
+            uri = self.loc.join(tensor_obj)
+            base = self._last_tensor_uri if self.incremental and self.checksum else None
+            self.last_stats = _checkpoint._write(
+                resolve(self._client), uri, srcs, None, None, shard_size=None,
+                checksum=self.checksum, progress=False,
+                cuda_stream=_checkpoint._cuda_stream(srcs), base=base)
+            self._last_tensor_uri = uri
         fut: Future[list[WriteResult]] = Future()
         fut.set_result(results)
         return fut
