@@ -37,8 +37,8 @@ static struct s3d_err_s3 detail(const struct s3d_s3_op *op)
     return d;
 }
 
-static void op_init(struct s3d_s3_op *op, const char *operation, const char *method,
-                    const char *bucket, const char *key)
+void s3d_op_init(struct s3d_s3_op *op, const char *operation, const char *method,
+                 const char *bucket, const char *key)
 {
     memset(op, 0, sizeof(*op));
     op->operation = operation;
@@ -67,7 +67,7 @@ static int head_404(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
     int brc;
 
     s3d_err_save(&saved, s3d_last_error_code());
-    op_init(&bop, "HeadBucket", "HEAD", op->bucket, NULL);
+    s3d_op_init(&bop, "HeadBucket", "HEAD", op->bucket, NULL);
     brc = s3d_s3_op_run(ctx, &bop);
     s3d_s3_op_cleanup(&bop);
     if (brc == S3D_ENOSUCHBUCKET) {
@@ -129,7 +129,7 @@ static int head_403(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
     int grc, coded;
 
     s3d_err_save(&saved, s3d_last_error_code());
-    op_init(&gop, "GetObject", "GET", op->bucket, op->key);
+    s3d_op_init(&gop, "GetObject", "GET", op->bucket, op->key);
     (void)s3d_s3_op_set_range(&gop, 0, 0);
     gop.dst = &byte;
     gop.dst_cap = 1;
@@ -154,7 +154,7 @@ int s3d_op_head_sums(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
     const struct s3d_http_resp *r;
     int rc;
 
-    op_init(&op, "HeadObject", "HEAD", bucket, key);
+    s3d_op_init(&op, "HeadObject", "HEAD", bucket, key);
     /* Servers that store additional checksums return them only when asked. */
     s3d_s3_op_add_header(&op, "x-amz-checksum-mode", "ENABLED");
     memset(out, 0, sizeof(*out));
@@ -285,7 +285,7 @@ int s3d_op_if_match(struct s3d_s3_op *op, const char *etag)
 void s3d_op_get_init(struct s3d_s3_op *op, const char *bucket, const char *key, uint64_t first,
                      uint64_t last, void *dst)
 {
-    op_init(op, "GetObject", "GET", bucket, key);
+    s3d_op_init(op, "GetObject", "GET", bucket, key);
     (void)s3d_s3_op_set_range(op, first, last);
     op->dst = dst;
     op->dst_cap = last - first + 1;
@@ -316,7 +316,7 @@ int s3d_op_put(struct s3d_s3ctx *ctx, const char *bucket, const char *key, const
     uint64_t len = 0;
     int i, rc;
 
-    op_init(&op, "PutObject", "PUT", bucket, key);
+    s3d_op_init(&op, "PutObject", "PUT", bucket, key);
     for (i = 0; i < iovcnt; i++)
         len += iov[i].iov_len;
     op.iov = iov;
@@ -335,7 +335,7 @@ void s3d_op_upload_part_init(struct s3d_s3_op *op, const char *bucket, const cha
                              const struct iovec *iov, int iovcnt, uint64_t length,
                              const char *crc_b64)
 {
-    op_init(op, "UploadPart", "PUT", bucket, key);
+    s3d_op_init(op, "UploadPart", "PUT", bucket, key);
     snprintf(number_buf, 12, "%u", part_number);
     s3d_s3_op_add_query(op, "partNumber", number_buf);
     s3d_s3_op_add_query(op, "uploadId", upload_id);
@@ -352,7 +352,7 @@ int s3d_op_create_multipart(struct s3d_s3ctx *ctx, const char *bucket, const cha
     struct s3d_s3_op op;
     int rc;
     *upload_id = NULL;
-    op_init(&op, "CreateMultipartUpload", "POST", bucket, key);
+    s3d_op_init(&op, "CreateMultipartUpload", "POST", bucket, key);
     s3d_s3_op_add_query(&op, "uploads", "");
     s3d_s3_op_add_header(&op, "Content-Type", content_type ? content_type : CT_OCTET);
     s3d_s3_op_add_header(&op, "x-amz-checksum-algorithm", "CRC32C");
@@ -407,7 +407,7 @@ void s3d_op_upload_part_copy_init(struct s3d_s3_op *op, const char *bucket, cons
                                   const char *copy_source, uint64_t offset, uint64_t length,
                                   char *range_buf, const char *if_match)
 {
-    op_init(op, "UploadPartCopy", "PUT", bucket, key);
+    s3d_op_init(op, "UploadPartCopy", "PUT", bucket, key);
     snprintf(number_buf, 12, "%u", part_number);
     s3d_s3_op_add_query(op, "partNumber", number_buf);
     s3d_s3_op_add_query(op, "uploadId", upload_id);
@@ -511,7 +511,7 @@ int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const c
         struct s3d_retry_policy pol;
         uint64_t delay;
         int status = 500;
-        op_init(&op, "CompleteMultipartUpload", "POST", bucket, key);
+        s3d_op_init(&op, "CompleteMultipartUpload", "POST", bucket, key);
         s3d_s3_op_add_query(&op, "uploadId", upload_id);
         s3d_s3_op_add_header(&op, "Content-Type", "application/xml");
         set_body(&op, &iov, body.data, body.len);
@@ -569,7 +569,7 @@ int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char
 {
     struct s3d_s3_op op;
     int rc;
-    op_init(&op, "AbortMultipartUpload", "DELETE", bucket, key);
+    s3d_op_init(&op, "AbortMultipartUpload", "DELETE", bucket, key);
     op.ignore_stop = 1; /* the cleanup after a stopped upload: it must still run */
     s3d_s3_op_add_query(&op, "uploadId", upload_id);
     rc = s3d_s3_op_run(ctx, &op);
@@ -577,287 +577,11 @@ int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char
     return rc;
 }
 
-/* ---- paginated listings ------------------------------------------------------------------ */
-
-/* One paginated listing. pager_run() owns the loop: request a page with the markers the last
- * page gave (none on the first), parse it, hand its entries to the caller, and follow the
- * markers until the last page or until the caller stops. Each listing supplies the steps in
- * its pager_ops and embeds the pager as its first member. */
-struct pager;
-
-struct pager_ops {
-    const char *operation; /* S3 operation name, also the prefix of parse errors */
-    /* Adds the listing's query parameters (with the markers) to op. */
-    void (*query)(const struct pager *pg, struct s3d_s3_op *op);
-    int (*parse)(const char *body, size_t len, void *page);
-    /* Hands the page's entries to the caller's function; 1 when it asked to stop. */
-    int (*deliver)(struct pager *pg);
-    /* Moves the next page's markers out of the page into pg->marker: 0, or 1 when this was
-     * the last page, or a negative code (recorded) for a page that cannot be followed. */
-    int (*next)(struct pager *pg);
-    void (*page_free)(void *page);
-};
-
-struct pager {
-    const struct pager_ops *ops;
-    const char *bucket; /* NULL for ListBuckets */
-    void *page;         /* the listing's parsed-page struct, reused for every page */
-    char *marker[2];    /* owned; from the last page, NULL on the first request */
-};
-
-static void pager_drop_markers(struct pager *pg)
-{
-    free(pg->marker[0]);
-    free(pg->marker[1]);
-    pg->marker[0] = pg->marker[1] = NULL;
-}
-
-static int pager_run(struct s3d_s3ctx *ctx, struct pager *pg)
-{
-    int rc = 0, stop = 0;
-
-    while (!stop) {
-        struct s3d_s3_op op;
-        int nx;
-        op_init(&op, pg->ops->operation, "GET", pg->bucket, NULL);
-        pg->ops->query(pg, &op);
-        rc = s3d_s3_op_run(ctx, &op);
-        if (rc == 0) {
-            rc = pg->ops->parse(op.req.resp.body.data ? op.req.resp.body.data : "",
-                                op.req.resp.body.len, pg->page);
-            if (rc < 0 && pg->bucket != NULL)
-                s3d_fail_prefix(rc, "%s s3://%s", pg->ops->operation, pg->bucket);
-            else if (rc < 0)
-                s3d_fail_prefix(rc, "%s", pg->ops->operation);
-        }
-        s3d_s3_op_cleanup(&op);
-        if (rc < 0)
-            break;
-        stop = pg->ops->deliver(pg);
-        pager_drop_markers(pg);
-        nx = pg->ops->next(pg);
-        if (nx != 0)
-            stop = 1;
-        if (nx < 0)
-            rc = nx;
-        pg->ops->page_free(pg->page);
-    }
-    pager_drop_markers(pg);
-    return rc;
-}
-
-struct uploads_pager {
-    struct pager pg;
-    const char *prefix;
-    s3d_upload_entry_fn fn;
-    void *user;
-    struct s3d_xml_uploads_result res;
-};
-
-static void uploads_query(const struct pager *pg, struct s3d_s3_op *op)
-{
-    const struct uploads_pager *u = (const struct uploads_pager *)pg;
-    s3d_s3_op_add_query(op, "uploads", "");
-    if (u->prefix != NULL && u->prefix[0] != '\0')
-        s3d_s3_op_add_query(op, "prefix", u->prefix);
-    if (pg->marker[0] != NULL)
-        s3d_s3_op_add_query(op, "key-marker", pg->marker[0]);
-    if (pg->marker[1] != NULL)
-        s3d_s3_op_add_query(op, "upload-id-marker", pg->marker[1]);
-}
-
-static int uploads_parse(const char *body, size_t len, void *page)
-{
-    return s3d_xml_parse_list_uploads(body, len, page);
-}
-
-static int uploads_deliver(struct pager *pg)
-{
-    struct uploads_pager *u = (struct uploads_pager *)pg;
-    size_t i;
-    for (i = 0; i < u->res.n_uploads; i++) {
-        const struct s3d_xml_upload *x = &u->res.uploads[i];
-        struct s3d_upload_entry ent = {sizeof(ent), x->key, x->upload_id, x->initiated,
-                                       x->storage_class};
-        if (u->fn(u->user, &ent) != 0)
-            return 1;
-    }
-    return 0;
-}
-
-static int uploads_next(struct pager *pg)
-{
-    struct s3d_xml_uploads_result *r = &((struct uploads_pager *)pg)->res;
-    if (!r->is_truncated || r->next_key_marker == NULL)
-        return 1;
-    pg->marker[0] = r->next_key_marker;
-    pg->marker[1] = r->next_upload_id_marker;
-    r->next_key_marker = r->next_upload_id_marker = NULL;
-    return 0;
-}
-
-static void uploads_free(void *page)
-{
-    s3d_xml_uploads_free(page);
-}
-
-static const struct pager_ops uploads_ops = {"ListMultipartUploads", uploads_query, uploads_parse,
-                                             uploads_deliver,        uploads_next,  uploads_free};
-
-int s3d_op_list_uploads(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,
-                        s3d_upload_entry_fn fn, void *user)
-{
-    struct uploads_pager u = {{&uploads_ops, bucket, &u.res, {NULL, NULL}}, prefix, fn, user, {0}};
-    return pager_run(ctx, &u.pg);
-}
-
-struct buckets_pager {
-    struct pager pg;
-    s3d_bucket_fn fn;
-    void *user;
-    struct s3d_xml_buckets_result res;
-};
-
-static void buckets_query(const struct pager *pg, struct s3d_s3_op *op)
-{
-    if (pg->marker[0] != NULL)
-        s3d_s3_op_add_query(op, "continuation-token", pg->marker[0]);
-}
-
-static int buckets_parse(const char *body, size_t len, void *page)
-{
-    return s3d_xml_parse_list_buckets(body, len, page);
-}
-
-static int buckets_deliver(struct pager *pg)
-{
-    struct buckets_pager *b = (struct buckets_pager *)pg;
-    size_t i;
-    for (i = 0; i < b->res.n_buckets; i++) {
-        struct s3d_bucket_entry ent = {sizeof(ent), b->res.buckets[i].name,
-                                       b->res.buckets[i].creation_date};
-        if (b->fn(b->user, &ent) != 0)
-            return 1;
-    }
-    return 0;
-}
-
-static int buckets_next(struct pager *pg)
-{
-    struct s3d_xml_buckets_result *r = &((struct buckets_pager *)pg)->res;
-    /* A page without a token is the last; a server repeating the token would loop. */
-    if (r->continuation_token == NULL || r->continuation_token[0] == '\0' || r->n_buckets == 0)
-        return 1;
-    pg->marker[0] = r->continuation_token;
-    r->continuation_token = NULL;
-    return 0;
-}
-
-static void buckets_free(void *page)
-{
-    s3d_xml_buckets_free(page);
-}
-
-static const struct pager_ops buckets_ops = {"ListBuckets",   buckets_query, buckets_parse,
-                                             buckets_deliver, buckets_next,  buckets_free};
-
-int s3d_op_list_buckets(struct s3d_s3ctx *ctx, s3d_bucket_fn fn, void *user)
-{
-    struct buckets_pager b = {{&buckets_ops, NULL, &b.res, {NULL, NULL}}, fn, user, {0}};
-    return pager_run(ctx, &b.pg);
-}
-
-struct objects_pager {
-    struct pager pg;
-    const char *prefix, *delimiter;
-    s3d_list_fn fn;
-    void *user;
-    struct s3d_xml_list_result res;
-};
-
-static void objects_query(const struct pager *pg, struct s3d_s3_op *op)
-{
-    const struct objects_pager *o = (const struct objects_pager *)pg;
-    s3d_s3_op_add_query(op, "list-type", "2");
-    if (o->prefix != NULL && o->prefix[0] != '\0')
-        s3d_s3_op_add_query(op, "prefix", o->prefix);
-    if (o->delimiter != NULL && o->delimiter[0] != '\0')
-        s3d_s3_op_add_query(op, "delimiter", o->delimiter);
-    if (pg->marker[0] != NULL)
-        s3d_s3_op_add_query(op, "continuation-token", pg->marker[0]);
-}
-
-static int objects_parse(const char *body, size_t len, void *page)
-{
-    return s3d_xml_parse_list_v2(body, len, page);
-}
-
-/* Objects first, then the common prefixes (entries with is_prefix set), as S3 lists them. */
-static int objects_deliver(struct pager *pg)
-{
-    struct objects_pager *o = (struct objects_pager *)pg;
-    const struct s3d_xml_list_result *r = &o->res;
-    struct s3d_list_entry ent;
-    size_t i;
-    for (i = 0; i < r->n_contents; i++) {
-        memset(&ent, 0, sizeof(ent));
-        ent.struct_size = sizeof(ent);
-        ent.key = r->contents[i].key;
-        ent.size = r->contents[i].size;
-        ent.last_modified = r->contents[i].last_modified;
-        ent.etag = r->contents[i].etag ? r->contents[i].etag : "";
-        if (o->fn(o->user, &ent) != 0)
-            return 1;
-    }
-    for (i = 0; i < r->n_prefixes; i++) {
-        memset(&ent, 0, sizeof(ent));
-        ent.struct_size = sizeof(ent);
-        ent.key = r->prefixes[i];
-        ent.etag = "";
-        ent.is_prefix = 1;
-        if (o->fn(o->user, &ent) != 0)
-            return 1;
-    }
-    return 0;
-}
-
-static int objects_next(struct pager *pg)
-{
-    struct s3d_xml_list_result *r = &((struct objects_pager *)pg)->res;
-    if (!r->is_truncated)
-        return 1;
-    if (r->next_continuation_token == NULL) {
-        struct s3d_err_s3 d = {.operation = "ListObjectsV2", .bucket = pg->bucket};
-        return s3d_fail_s3(S3D_EPROTO, &d,
-                           "ListObjectsV2 s3://%s: truncated page without a continuation token",
-                           pg->bucket);
-    }
-    pg->marker[0] = r->next_continuation_token;
-    r->next_continuation_token = NULL;
-    return 0;
-}
-
-static void objects_free(void *page)
-{
-    s3d_xml_list_free(page);
-}
-
-static const struct pager_ops objects_ops = {"ListObjectsV2", objects_query, objects_parse,
-                                             objects_deliver, objects_next,  objects_free};
-
-int s3d_op_list_objects(struct s3d_s3ctx *ctx, const char *bucket, const char *prefix,
-                        const char *delimiter, s3d_list_fn fn, void *user)
-{
-    struct objects_pager o = {
-        {&objects_ops, bucket, &o.res, {NULL, NULL}}, prefix, delimiter, fn, user, {0}};
-    return pager_run(ctx, &o.pg);
-}
-
 int s3d_op_delete_object(struct s3d_s3ctx *ctx, const char *bucket, const char *key)
 {
     struct s3d_s3_op op;
     int rc;
-    op_init(&op, "DeleteObject", "DELETE", bucket, key);
+    s3d_op_init(&op, "DeleteObject", "DELETE", bucket, key);
     rc = s3d_s3_op_run(ctx, &op);
     s3d_s3_op_cleanup(&op);
     return rc;
@@ -889,7 +613,7 @@ int s3d_op_delete_objects(struct s3d_s3ctx *ctx, const char *bucket, const char 
 
         s3d_dynbuf_init(&body, DELETE_BODY_MAX);
         memset(&res, 0, sizeof(res));
-        op_init(&op, "DeleteObjects", "POST", bucket, NULL);
+        s3d_op_init(&op, "DeleteObjects", "POST", bucket, NULL);
         rc = s3d_xml_build_delete(keys + at, batch, 1, &body);
         if (rc == 0)
             rc = content_md5(body.data, body.len, md5);
@@ -946,7 +670,7 @@ int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket)
 
     /* us-east-1 (and Ceph RGW) answer 200 to re-creating a bucket you own: ask first, so
      * that "already exists" is reported the same everywhere. */
-    op_init(&op, "HeadBucket", "HEAD", bucket, NULL);
+    s3d_op_init(&op, "HeadBucket", "HEAD", bucket, NULL);
     rc = s3d_s3_op_run(ctx, &op);
     if (rc == 0 || rc == S3D_EACCESS) {
         struct s3d_err_s3 d = detail(&op);
@@ -958,7 +682,7 @@ int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket)
     if (rc != S3D_ENOSUCHBUCKET)
         return rc;
     s3d_dynbuf_init(&body, 4096);
-    op_init(&op, "CreateBucket", "PUT", bucket, NULL);
+    s3d_op_init(&op, "CreateBucket", "PUT", bucket, NULL);
     if (region != NULL && region[0] != '\0' && strcmp(region, "us-east-1") != 0) {
         rc = s3d_dynbuf_appendf(&body, "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/"
                                        "doc/2006-03-01/\"><LocationConstraint>");
@@ -984,7 +708,7 @@ int s3d_op_delete_bucket(struct s3d_s3ctx *ctx, const char *bucket)
 {
     struct s3d_s3_op op;
     int rc;
-    op_init(&op, "DeleteBucket", "DELETE", bucket, NULL);
+    s3d_op_init(&op, "DeleteBucket", "DELETE", bucket, NULL);
     rc = s3d_s3_op_run(ctx, &op);
     s3d_s3_op_cleanup(&op);
     return rc;
@@ -1038,7 +762,7 @@ int s3d_op_put_crc_tag(struct s3d_s3ctx *ctx, const char *bucket, const char *ke
     int rc;
 
     s3d_dynbuf_init(&body, XML_BODY_SLACK);
-    op_init(&op, "PutObjectTagging", "PUT", bucket, key);
+    s3d_op_init(&op, "PutObjectTagging", "PUT", bucket, key);
     rc = s3d_xml_build_tagging(S3D_OP_CRC_TAG, value, &body);
     if (rc == 0)
         rc = content_md5(body.data, body.len, md5);
@@ -1062,7 +786,7 @@ int s3d_op_get_crc_tag(struct s3d_s3ctx *ctx, const char *bucket, const char *ke
     int rc;
 
     value[0] = '\0';
-    op_init(&op, "GetObjectTagging", "GET", bucket, key);
+    s3d_op_init(&op, "GetObjectTagging", "GET", bucket, key);
     s3d_s3_op_add_query(&op, "tagging", "");
     rc = s3d_s3_op_run(ctx, &op);
     if (rc == 0) {

@@ -1,6 +1,7 @@
 /* ops.h - the S3 operations, each one request (or one paged series) run on the calling thread
- * with retries (s3d_s3_op_run). Internal: the public wrappers are in engine/api_object.c, the
- * parallel data path in engine/xfer.c (which builds its UploadPart / ranged GET ops with the
+ * with retries (s3d_s3_op_run); the listings are in list.c. Internal: the public wrappers are in
+ * engine/api_object.c, the parallel data path in engine/xfer.c (which builds its UploadPart /
+ * ranged GET ops with the
  * *_init helpers here and drives them itself).
  *
  * Strings are NUL-terminated; bucket and key are as the user wrote them (encoded here).
@@ -18,6 +19,11 @@
 #include "s3/s3ctx.h"
 #include "s3direct/object.h"
 #include "common/compiler.h"
+
+/* Zeroes op and sets its operation (for messages), method, bucket and key: the start of
+ * every op built here and in list.c. */
+void s3d_op_init(struct s3d_s3_op *op, const char *operation, const char *method,
+                 const char *bucket, const char *key);
 
 /* HeadObject. A missing key is S3D_ENOSUCHKEY (HEAD 404 has no body). */
 S3D_NODISCARD int s3d_op_head(struct s3d_s3ctx *ctx, const char *bucket, const char *key,

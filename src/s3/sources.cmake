@@ -12,6 +12,7 @@ set(S3D_S3_SOURCES
   src/s3/addrs.c
   src/s3/resolve.c
   src/s3/ops.c
+  src/s3/list.c
   src/s3/retry.c
   src/s3/s3ctx.c
   src/s3/creds.c
