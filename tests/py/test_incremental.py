@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -442,6 +443,8 @@ def _killed_save(prefix, size, shard):
     p = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, prefix, size, __file__,
                           str(shard or 0)], stdout=subprocess.PIPE, text=True)
     try:
+        ready, _, _ = select.select([p.stdout], [], [], 300)
+        assert ready, "the save never reported progress"
         line = p.stdout.readline()
         assert line == "mid\n", line
     finally:
