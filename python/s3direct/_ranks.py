@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import pickle
+import json
 from typing import TYPE_CHECKING, Any, Callable, Sequence, Tuple
 
 import torch
@@ -157,15 +157,39 @@ def _timeout(pg: "ProcessGroup", backend: str) -> datetime.timedelta:
     return t
 
 
-def _describe(e: BaseException) -> bytes:
-    """A rank's failure as its peers will raise it: the S3DirectError itself (it pickles with
-    its detail), else its type name and text."""
+# What a rank posts in the store is data, never code: JSON of {"s3direct": 1, "kind": "ok" or
+# "fail", "value": ...}, read back with a size cap and checked field by field. The store is
+# torch's TCPStore, which listens on every interface without authentication: a pickle read
+# from it ran whatever another client of the store wrote under the key a load waited for.
+_POST_MAX = 64 << 20
+_DETAIL = ("http_status", "operation", "bucket", "key", "s3_code", "s3_message", "request_id",
+           "name")
+
+
+def _encode(kind: str, value: Any) -> bytes:
+    return json.dumps({"s3direct": 1, "kind": kind, "value": value},
+                      separators=(",", ":")).encode()
+
+
+def _decode(blob: bytes) -> Tuple[str, Any]:
+    """(kind, value) of a post; ValueError for anything else."""
+    if not isinstance(blob, (bytes, bytearray)) or len(blob) > _POST_MAX:
+        raise ValueError("not bytes, or over the size cap")
+    d = json.loads(bytes(blob).decode("utf-8"))
+    if (not isinstance(d, dict) or d.get("s3direct") != 1
+            or d.get("kind") not in ("ok", "fail") or "value" not in d):
+        raise ValueError("not an s3direct post")
+    return str(d["kind"]), d["value"]
+
+
+def _describe(e: BaseException) -> dict[str, Any]:
+    """A rank's failure as its peers will raise it: an S3DirectError's class name, code,
+    message and detail, else its type name and text."""
     if isinstance(e, errors.S3DirectError):
-        try:
-            return pickle.dumps(("s3d", e))
-        except Exception:
-            pass
-    return pickle.dumps(("other", f"{type(e).__name__}: {e}"))
+        return {"cls": type(e).__name__, "code": int(e.code), "message": str(e.message),
+                "fields": {k: v for k, v in e.__dict__.items()
+                           if k in _DETAIL and isinstance(v, (str, int))}}
+    return {"cls": "", "code": 0, "message": f"{type(e).__name__}: {e}", "fields": {}}
 
 
 class Session:
@@ -230,7 +254,7 @@ class Session:
                         f"{self.what}: {self._ranks_str(missing)} did not report within "
                         f"{self.timeout.total_seconds():g} s (the process group's timeout): "
                         f"died, hangs, or did not call it with this group") from e
-            vals = [pickle.loads(self.store.get(k)) for k in keys]
+            blobs = [self.store.get(k) for k in keys]
         except errors.S3DirectError:
             raise
         except Exception as e:
@@ -238,6 +262,17 @@ class Session:
                 errors._CODES["ENETWORK"],
                 f"{self.what}: lost the process group's store ({e}): the process that hosts "
                 f"it (global rank 0, with env:// rendezvous) failed or exited") from e
+        vals = []
+        for r, blob in enumerate(blobs):
+            try:
+                vals.append(_decode(blob))
+            except (ValueError, UnicodeDecodeError) as e:
+                self._leave()
+                raise errors.TransferError(
+                    errors._CODES["EPROTO"],
+                    f"{self.what}: {self._ranks_str([r])} posted a value that is not "
+                    f"s3direct's under {keys[r]} ({e}): another client of the process "
+                    f"group's store wrote it; nothing of it was run") from None
         for r, v in enumerate(vals):
             if v[0] == "fail":
                 self._leave()
@@ -276,26 +311,33 @@ class Session:
         except Exception:
             pass  # stores without delete (FileStore on old torch) keep the small key
 
-    def _raise_peer(self, r: int, blob: bytes) -> None:
-        kind, err = pickle.loads(blob)
+    def _raise_peer(self, r: int, err: Any) -> None:
         head = f"{self.what}: {self._ranks_str([r])} failed: "
-        if kind == "s3d" and isinstance(err, errors.S3DirectError):
-            fields = {k: v for k, v in err.__dict__.items()
-                      if k in ("http_status", "operation", "bucket", "key", "s3_code",
-                               "s3_message", "request_id", "name")}
-            cls = type(err)
+        if not isinstance(err, dict):
+            raise errors.S3DirectError(errors._CODES["EIO"], head + "(no detail)")
+        message = str(err.get("message", ""))[:4096]
+        code = err.get("code")
+        name = err.get("cls")
+        found = getattr(errors, name, None) if isinstance(name, str) and name else None
+        if (isinstance(code, int) and isinstance(found, type)
+                and issubclass(found, errors.S3DirectError)):
+            raw = err.get("fields")
+            # Each detail field with its own type (strings; http_status an int).
+            fields: dict[str, Any] = {
+                k: v for k, v in (raw if isinstance(raw, dict) else {}).items()
+                if k in _DETAIL and isinstance(v, str if k != "http_status" else int)}
             try:
-                e = cls(err.code, head + err.message, **fields)
+                e = found(code, head + message, **fields)
             except TypeError:  # a subclass with its own constructor (StateMismatch)
-                e = errors.S3DirectError(err.code, head + err.message, **fields)
+                e = errors.S3DirectError(code, head + message, **fields)
             raise e
-        raise errors.S3DirectError(errors._CODES["EIO"], head + str(err))
+        raise errors.S3DirectError(errors._CODES["EIO"], head + message)
 
     def fail(self, e: BaseException) -> None:
         """Posts this rank's failure to the phases not posted yet, so that every peer raises
         with its text instead of waiting for the timeout. Never raises."""
         try:
-            blob = pickle.dumps(("fail", _describe(e)))
+            blob = _encode("fail", _describe(e))
             for phase in range(self.posted + 1, 3):
                 self._post(phase, blob)
         except Exception:
@@ -328,7 +370,15 @@ class Session:
             need[i // 8] |= 1 << (i % 8)
         fp = hashlib.sha256(repr([(e.name, e.dtype, e.shape, e.nbytes) for e in r.tensors]
                                  + [r.shards()]).encode()).hexdigest()
-        got = self.agree((fp, bytes(need)))
+        got = self.agree([fp, bytes(need).hex()])
+        try:
+            needs = [bytes.fromhex(g[1]) for g in got]
+            if any(len(b) != len(need) for b in needs):
+                raise ValueError("wrong length")
+        except (ValueError, TypeError, IndexError) as bad:
+            raise errors.TransferError(errors._CODES["EPROTO"],
+                                       f"{self.what}: a rank posted a malformed need map ({bad})"
+                                       ) from None
         fps = [g[0] for g in got]
         if any(f != fp for f in fps):
             odd = [q for q, f in enumerate(fps) if f != fps[0]]
@@ -336,7 +386,7 @@ class Session:
                 errors.S3D_EFMT_METADATA,
                 f"{self.what}: the ranks opened different checkpoints ({self._ranks_str(odd)} "
                 f"differ from rank 0 of the group): was it replaced during the load?")
-        needers = [tuple(q for q in range(self.world) if got[q][1][i // 8] >> (i % 8) & 1)
+        needers = [tuple(q for q in range(self.world) if needs[q][i // 8] >> (i % 8) & 1)
                    for i in range(n)]
         pieces = plan([e.nbytes for e in r.tensors], needers, self.world,
                       [not (verify and e.has_crc) for e in r.tensors])
@@ -358,14 +408,14 @@ class Session:
                 t.copy_(ts[0])
 
     def agree(self, info: Any) -> list[Any]:
-        """Phase 1: posts this rank's info (picklable) and returns every rank's, in group
-        rank order.
+        """Phase 1: posts this rank's info (JSON: lists, str, int, float, bool, None; tuples
+        come back as lists) and returns every rank's, in group rank order.
 
         Raises:
             Timeout: a rank did not post within the group's timeout (named).
             S3DirectError: a rank posted a failure (named, with its text).
         """
-        self._post(1, pickle.dumps(("ok", info)))
+        self._post(1, _encode("ok", info))
         return self._gather(1)
 
     def fetch_and_share(self, pieces: Sequence[Piece], views: dict[int, torch.Tensor],
@@ -387,7 +437,7 @@ class Session:
         except BaseException as ex:
             self.fail(ex)
             raise
-        self._post(2, pickle.dumps(("ok", b"")))
+        self._post(2, _encode("ok", ""))
         self._gather(2)
         self._exchange(pieces, views)
 

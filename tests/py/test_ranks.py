@@ -112,8 +112,20 @@ def worker(mode, uri, rank, world, port, endpoint):
         out = s3direct.load(uri, keys=KEYS[rank], group=group, client=client)
         names = [n for n in want if any(n == k or n.startswith(k + ".") for k in KEYS[rank])]
         _check(out, want, sorted(names))
-    elif mode in ("openfail", "fetchfail", "hang"):
-        bad = 1 if mode == "hang" else 2
+    elif mode in ("openfail", "fetchfail", "hang", "storepickle"):
+        bad = 1 if mode in ("hang", "storepickle") else 2
+        if rank == bad and mode == "storepickle":
+            # A plain client of the store writes, under the key this rank would post, a
+            # pickle that runs a command when loaded; then goes away without loading.
+            import pickle
+
+            class Evil:
+                def __reduce__(self):
+                    return (os.system, (f"touch {os.environ['S3D_TEST_MARKER']}",))
+
+            group.get_group_store().set("s3direct/load/0/1/1", pickle.dumps(Evil()))
+            time.sleep(60)
+            return
         if rank == bad and mode == "hang":
             time.sleep(120)  # never calls load: the others must not wait for it forever
             return
@@ -333,6 +345,23 @@ def test_hung_rank_is_named_within_the_timeout(ckpt, relay):
         assert line.startswith("RAISED Timeout") and "rank 1 of the group" in line, line
         secs = float(re.search(r"after ([\d.]+)s", line).group(1))
         assert secs < 30, line
+
+
+def test_store_values_are_never_unpickled(ckpt, relay, tmp_path):
+    """Another client of the process group's store (a TCPStore that listens unauthenticated)
+    writes a pickle under the key a rank's load waits for: the load fails naming that rank,
+    and the pickle's code never runs (it used to run in every rank that read it)."""
+    uri, _ = ckpt
+    marker = tmp_path / "ran"
+    outs = run_world("storepickle", uri, 2, relay.url,
+                     env={"S3D_TEST_MARKER": str(marker), "S3D_TEST_PG_TIMEOUT": "20"},
+                     wait=[0], timeout=90)
+    rc, out = outs[0]
+    line = next((x for x in out.splitlines() if x.startswith("RAISED")), None)
+    assert line is not None, out[-2000:]
+    assert line.startswith("RAISED TransferError") and "rank 1 of the group" in line, line
+    assert "not s3direct's" in line, line
+    assert not marker.exists()
 
 
 if __name__ == "__main__":
