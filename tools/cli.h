@@ -59,8 +59,9 @@ struct cli_opts {
     uint32_t concurrency;     /* --concurrency: fixed; 0 = adaptive */
     uint32_t max_concurrency; /* --max-concurrency: the adaptive cap; 0 = library default */
     const char *target_throughput;
-    uint64_t part_size; /* 0 = library default */
-    int progress;       /* -1 auto (TTY), 0 off, 1 on */
+    uint64_t part_size;    /* 0 = library default */
+    uint32_t max_attempts; /* --max-attempts: 0 = library default */
+    int progress;          /* -1 auto (TTY), 0 off, 1 on */
     int quiet;
     int debug;
     /* per command */

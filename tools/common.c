@@ -42,6 +42,7 @@ int cli_client(const struct cli_opts *o, struct s3d_client **out)
     co.min_concurrency = o->concurrency;
     co.target_throughput = o->target_throughput;
     co.part_size = o->part_size;
+    co.max_attempts = o->max_attempts;
     /* The CLI moves bytes between S3 and files or memory only: no GPU context is needed, and
      * skipping the driver probe keeps start-up quick on GPU machines. */
     co.device = -1;

@@ -23,6 +23,7 @@ enum opt_id {
     O_MAX_CONCURRENCY,
     O_TARGET_THROUGHPUT,
     O_PART_SIZE,
+    O_MAX_ATTEMPTS,
     O_PROGRESS,
     O_NO_PROGRESS,
     O_QUIET,
@@ -68,6 +69,7 @@ static const struct opt_def opt_defs[] = {
     {"--max-concurrency", 0, 1, 0, O_MAX_CONCURRENCY},
     {"--target-throughput", 0, 1, 0, O_TARGET_THROUGHPUT},
     {"--part-size", 0, 1, 0, O_PART_SIZE},
+    {"--max-attempts", 0, 1, 0, O_MAX_ATTEMPTS},
     {"--progress", 0, 0, 0, O_PROGRESS},
     {"--no-progress", 0, 0, 0, O_NO_PROGRESS},
     {"--quiet", 'q', 0, 0, O_QUIET},
@@ -114,6 +116,9 @@ const char cli_common_help[] =
     "                       (the level starts at RATE / 50 MB/s and stops growing there)\n"
     "  --part-size SIZE     bytes per ranged GET / uploaded part: 8M, 64MiB, 1G, 5242880\n"
     "                       (default: the profile's s3 multipart_chunksize, else 8 MiB)\n"
+    "  --max-attempts N     tries per request, the first included, 1..100 (default:\n"
+    "                       AWS_MAX_ATTEMPTS, the profile's max_attempts, else 5); a throttle\n"
+    "                       (503 SlowDown, 429) is retried past them for up to 30 s\n"
     "  --progress           show the progress bar even when stderr is not a terminal\n"
     "  --no-progress        never show the progress bar (default: shown on a terminal)\n"
     "  -q, --quiet          print nothing but errors\n"
@@ -291,6 +296,12 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
     case O_PART_SIZE:
         if (cli_parse_size(val, &o->part_size) != 0 || o->part_size == 0)
             goto bad;
+        break;
+    case O_MAX_ATTEMPTS:
+        if (cli_parse_u32(val, 1, 100, &o->max_attempts) != 0) {
+            snprintf(err, cap, "--max-attempts: \"%s\" is not a count (1..100)", val);
+            return -1;
+        }
         break;
     case O_PROGRESS:
         o->progress = 1;

@@ -407,14 +407,17 @@ int s3d_conc_throttled(struct s3d_conc_ctl *c, uint64_t now_ms)
     int ch;
     if (c->phase == S3D_CONC_FIXED)
         return 0;
-    if (c->last_throttle_ms != 0 && now_ms < c->last_throttle_ms + 1000)
+    /* Halved, as TCP and botocore's adaptive mode back off multiplicatively; at most once per
+     * S3D_CONC_THROTTLE_MS, since one spell answers every request in flight with a throttle.
+     * Dropping a quarter a second took 8 s to come down from 512. */
+    if (c->last_throttle_ms != 0 && now_ms < c->last_throttle_ms + S3D_CONC_THROTTLE_MS)
         return 0;
     c->last_throttle_ms = now_ms;
     memset(&s, 0, sizeof(s));
     s.now_ms = now_ms;
-    ch = set_level(c, from - S3D_MAX(1u, from / 4), &s,
+    ch = set_level(c, from - S3D_MAX(1u, from / 2), &s,
                    "%u -> %u: the server asked to slow down (503 SlowDown)", from,
-                   clamp_level(c, from - S3D_MAX(1u, from / 4)));
+                   clamp_level(c, from - S3D_MAX(1u, from / 2)));
     c->probe_fails = 2; /* the next probe comes later */
     c->prev_conc = 0;
     hold(c, 0, now_ms);
@@ -470,6 +473,7 @@ void s3d_conc_shared_init(struct s3d_conc *s, uint32_t min, uint32_t max, uint64
     atomic_init(&s->idle_since, s3d_now_ms());
     atomic_init(&s->idle_ms, 0);
     atomic_init(&s->throttled, 0);
+    atomic_init(&s->pause_until_ms, 0);
     S3D_DEBUG("concurrency: %s (between %u and %u)", s->ctl.why, s->ctl.p.min, s->ctl.p.max);
 }
 
@@ -480,6 +484,9 @@ void s3d_conc_shared_cleanup(struct s3d_conc *s)
 
 int s3d_conc_may_start(struct s3d_conc *s)
 {
+    uint64_t pause = atomic_load_explicit(&s->pause_until_ms, memory_order_relaxed);
+    if (pause != 0 && s3d_now_ms() < pause)
+        return 0;
     return atomic_load_explicit(&s->in_flight, memory_order_relaxed) <
            atomic_load_explicit(&s->cur, memory_order_relaxed);
 }
@@ -547,6 +554,10 @@ void s3d_conc_upload_done(struct s3d_conc *s, uint64_t started_ms, uint64_t byte
 void s3d_conc_note_throttle(struct s3d_conc *s)
 {
     atomic_store_explicit(&s->throttled, 1, memory_order_relaxed);
+    /* Fixed levels too: no new request starts for a while (a transfer with nothing in flight
+     * still runs one, which finds out when the spell is over). */
+    atomic_store_explicit(&s->pause_until_ms, s3d_now_ms() + S3D_CONC_THROTTLE_PAUSE_MS,
+                          memory_order_relaxed);
 }
 
 void s3d_conc_tick(struct s3d_conc *s)

@@ -138,10 +138,12 @@ struct s3d_conc {
     atomic_uint_fast64_t up_epoch_ms;
     atomic_uint up_n;
     atomic_uint_fast64_t up_bytes, up_ms;
-    uint32_t up_epoch_seen;          /* ctl.up_epoch when up_epoch_ms was set; under mu */
-    atomic_uint_fast64_t idle_since; /* when in_flight last fell to 0 (ms); 0 = busy */
-    atomic_uint_fast64_t idle_ms;    /* the total of those idle spells, for the samples */
-    atomic_int throttled;            /* a throttling answer not yet told to the controller */
+    uint32_t up_epoch_seen;              /* ctl.up_epoch when up_epoch_ms was set; under mu */
+    atomic_uint_fast64_t idle_since;     /* when in_flight last fell to 0 (ms); 0 = busy */
+    atomic_uint_fast64_t idle_ms;        /* the total of those idle spells, for the samples */
+    atomic_int throttled;                /* a throttling answer not yet told to the controller */
+    atomic_uint_fast64_t pause_until_ms; /* after a throttling answer: no request starts
+                                            before (ms; 0 = none) */
 };
 
 /* min/max/target as the client resolved them. */
@@ -162,7 +164,13 @@ void s3d_conc_ttfb(struct s3d_conc *s, uint32_t ms);
 /* An upload request that started at started_ms (s3d_now_ms) was answered now, having sent
  * bytes: the measure of uploads. */
 void s3d_conc_upload_done(struct s3d_conc *s, uint64_t started_ms, uint64_t bytes);
-/* A throttling answer (503 SlowDown, 429). */
+/* A throttle halves the adaptive level at most this often (ms). */
+#define S3D_CONC_THROTTLE_MS 500u
+/* After a throttling answer no new request starts for this long (ms), whatever the level. */
+#define S3D_CONC_THROTTLE_PAUSE_MS 500u
+
+/* A throttling answer (503 SlowDown, 429): the adaptive level is halved at the next tick, and
+ * new requests pause for S3D_CONC_THROTTLE_PAUSE_MS. */
 void s3d_conc_note_throttle(struct s3d_conc *s);
 /* Feeds the controller when its last sample is older than a few milliseconds and nobody else
  * is feeding it (trylock); logs a change at info level. Any thread. */

@@ -22,6 +22,7 @@ struct prof {
     char *payload_signing, *services;
     char *max_requests, *chunksize, *threshold; /* the AWS CLI's s3 transfer settings */
     char *target_bandwidth;
+    char *max_attempts, *retry_mode; /* the AWS CLI's retry settings */
 };
 
 static void prof_free(struct prof *p)
@@ -34,6 +35,8 @@ static void prof_free(struct prof *p)
     free(p->s3_endpoint);
     free(p->addressing);
     free(p->ca_bundle);
+    free(p->max_attempts);
+    free(p->retry_mode);
     free(p->payload_signing);
     free(p->services);
     free(p->max_requests);
@@ -115,6 +118,10 @@ static int prof_cb(void *user, const char *section, const char *sub, const char 
             dst = &p->ca_bundle;
         else if (c->config_file && strcmp(key, "services") == 0)
             dst = &p->services;
+        else if (c->config_file && strcmp(key, "max_attempts") == 0)
+            dst = &p->max_attempts;
+        else if (c->config_file && strcmp(key, "retry_mode") == 0)
+            dst = &p->retry_mode;
     } else if (c->config_file && strcmp(sub, "s3") == 0) {
         if (strcmp(key, "endpoint_url") == 0)
             dst = &p->s3_endpoint;
@@ -575,6 +582,53 @@ static int resolve_transfer(struct resolve *r)
     return 0;
 }
 
+/* Retries as the AWS CLI reads them: max_attempts (the tries, the first included) from
+ * AWS_MAX_ATTEMPTS, else the profile's max_attempts; retry_mode from AWS_RETRY_MODE, else
+ * the profile's: "legacy" (5 tries), "standard" or "adaptive" (3 tries, as botocore) when
+ * max_attempts is not set. The options' max_attempts wins over all (the client applies it).
+ * Throttles are retried past the tries in every mode (retry.h). */
+static int resolve_retries(struct resolve *r)
+{
+    const char *v = env("AWS_MAX_ATTEMPTS");
+    const char *from = "AWS_MAX_ATTEMPTS";
+    uint64_t x;
+    if (v == NULL || v[0] == '\0') {
+        v = r->conf.max_attempts;
+        from = "max_attempts";
+    }
+    if (v != NULL && v[0] != '\0') {
+        if (v[strspn(v, "0123456789")] != '\0' || s3d_config_parse_size(v, &x) < 0 || x == 0 ||
+            x > S3D_MAX_ATTEMPTS_LIMIT)
+            return s3d_fail(S3D_ECONFIG, "%s \"%.40s\" is not a whole number from 1 to %u%s%s%s",
+                            from, v, S3D_MAX_ATTEMPTS_LIMIT,
+                            v == r->conf.max_attempts ? " (profile \"" : "",
+                            v == r->conf.max_attempts ? r->profile : "",
+                            v == r->conf.max_attempts ? "\")" : "");
+        r->out->max_attempts = (uint32_t)x;
+    }
+    v = env("AWS_RETRY_MODE");
+    from = "AWS_RETRY_MODE";
+    if (v == NULL || v[0] == '\0') {
+        v = r->conf.retry_mode;
+        from = "retry_mode";
+    }
+    if (v != NULL && v[0] != '\0') {
+        if (strcmp(v, "legacy") == 0)
+            r->out->retry_mode = "legacy";
+        else if (strcmp(v, "standard") == 0)
+            r->out->retry_mode = "standard";
+        else if (strcmp(v, "adaptive") == 0)
+            r->out->retry_mode = "adaptive";
+        else
+            return s3d_fail(S3D_ECONFIG,
+                            "%s \"%.40s\" is not a retry mode: legacy, standard or adaptive", from,
+                            v);
+        if (r->out->max_attempts == 0 && strcmp(v, "legacy") != 0)
+            r->out->max_attempts = 3;
+    }
+    return 0;
+}
+
 static void resolve_cleanup(struct resolve *r)
 {
     prof_free(&r->cred);
@@ -595,9 +649,9 @@ int s3d_config_resolve(const struct s3d_client_options *opts, struct s3d_config 
 {
     static const struct s3d_client_options zero_opts;
     static int (*const steps[])(struct resolve *) = {
-        check_options,           resolve_profile, load_shared_files,  resolve_credentials,
-        resolve_region,          resolve_tls,     resolve_addressing, resolve_endpoint,
-        resolve_payload_signing, resolve_transfer};
+        check_options,           resolve_profile,  load_shared_files,  resolve_credentials,
+        resolve_region,          resolve_tls,      resolve_addressing, resolve_endpoint,
+        resolve_payload_signing, resolve_transfer, resolve_retries};
     struct resolve r;
     size_t i;
     int rc = 0;

@@ -79,7 +79,14 @@ struct s3d_config {
     /* Where ca_bundle came from (s3/cabundle.h): "configured", "SSL_CERT_FILE",
      * "default_ca_bundle", "system" or "curl-default" (ca_bundle NULL). */
     const char *ca_bundle_source;
+    /* Retries (0 / NULL = not set): AWS_MAX_ATTEMPTS or the profile's max_attempts, else 3
+     * when retry_mode (AWS_RETRY_MODE or the profile's) is standard or adaptive. */
+    uint32_t max_attempts;
+    const char *retry_mode; /* "legacy", "standard", "adaptive" (static) or NULL */
 };
+
+/* The most tries per request a setting may ask for. */
+#define S3D_MAX_ATTEMPTS_LIMIT 100u
 
 /* The most parallel requests a client or one transfer may ask for (more is S3D_EINVAL, or
  * S3D_ECONFIG from the profile); s3d_fd_clamp may lower what is asked further. */

@@ -34,6 +34,24 @@ int s3d_retry_is_transient(int err, int http_status, const char *s3_code)
     }
 }
 
+int s3d_retry_is_throttle(int err, int http_status, const char *s3_code)
+{
+    static const char *const codes[] = {"SlowDown",
+                                        "Throttling",
+                                        "ThrottlingException",
+                                        "RequestLimitExceeded",
+                                        "TooManyRequestsException",
+                                        "RequestThrottled",
+                                        "ServiceUnavailable"};
+    if (http_status == 429 || http_status == 503 || err == S3D_ESLOWDOWN)
+        return 1;
+    if (s3_code != NULL)
+        for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+            if (strcmp(s3_code, codes[i]) == 0)
+                return 1;
+    return 0;
+}
+
 uint64_t s3d_retry_backoff_cap(const struct s3d_retry_policy *p, uint32_t retry)
 {
     uint64_t b = p->base_ms;
@@ -58,9 +76,15 @@ int s3d_retry_decide(const struct s3d_retry_policy *p, uint32_t attempts_done, i
         return 0;
     d = s3d_retry_backoff_ms(p, attempts_done, rnd);
     if (attempts_done >= p->max_attempts) {
-        uint64_t end = p->start_ms + p->connect_budget_ms;
-        if (err != S3D_ECONNECT || p->max_attempts < 2 || p->connect_budget_ms == 0 ||
-            now_ms >= end)
+        /* Past the tries: only a refused connection or a throttle, within its budget. */
+        uint32_t budget = 0;
+        uint64_t end;
+        if (err == S3D_ECONNECT)
+            budget = p->connect_budget_ms;
+        else if (s3d_retry_is_throttle(err, http_status, s3_code))
+            budget = p->throttle_budget_ms;
+        end = p->start_ms + budget;
+        if (budget == 0 || p->max_attempts < 2 || now_ms >= end)
             return 0;
         if (now_ms + d > end)
             d = end - now_ms;

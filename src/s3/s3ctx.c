@@ -82,7 +82,9 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
         rc = s3d_fail(S3D_ENOMEM, "setting up the curl share failed");
         goto fail;
     }
-    ctx->max_attempts = opts && opts->max_attempts ? opts->max_attempts : S3D_DEFAULT_MAX_ATTEMPTS;
+    ctx->max_attempts = opts && opts->max_attempts ? opts->max_attempts
+                        : ctx->cfg.max_attempts    ? ctx->cfg.max_attempts
+                                                   : S3D_DEFAULT_MAX_ATTEMPTS;
     ctx->deadline_ms = opts ? opts->deadline_ms : 0;
     ctx->retry_base_ms = S3D_RETRY_BASE_MS;
     {
@@ -253,6 +255,7 @@ void s3d_s3ctx_retry_policy(const struct s3d_s3ctx *ctx, struct s3d_retry_policy
     out->start_ms = s3d_now_ms();
     out->deadline_ms = ctx->deadline_ms ? out->start_ms + ctx->deadline_ms : 0;
     out->connect_budget_ms = S3D_RETRY_CONNECT_BUDGET_MS;
+    out->throttle_budget_ms = S3D_RETRY_THROTTLE_BUDGET_MS;
 }
 
 /* ---- ops ---------------------------------------------------------------------------------- */

@@ -483,15 +483,15 @@ static void test_bounds_and_throttle(void)
     prm = params(4, 512, 0);
     s3d_conc_init(&c, &prm, 0);
     CHECK(c.cur == S3D_CONC_INITIAL); /* nothing given: the default start */
-    prm.initial = 8;
+    prm.initial = 32;
     s3d_conc_init(&c, &prm, 0);
-    CHECK(c.cur == 8);
-    CHECK(s3d_conc_throttled(&c, 1000) == 1 && c.cur == 6);
+    CHECK(c.cur == 32);
+    CHECK(s3d_conc_throttled(&c, 1000) == 1 && c.cur == 16); /* halved */
     CHECK(strstr(c.why, "SlowDown") != NULL);
-    CHECK(s3d_conc_throttled(&c, 1500) == 0 && c.cur == 6); /* once a second at most */
-    CHECK(s3d_conc_throttled(&c, 2100) == 1 && c.cur == 5);
-    CHECK(s3d_conc_throttled(&c, 3200) == 1 && c.cur == 4);
-    CHECK(s3d_conc_throttled(&c, 4300) == 0 && c.cur == 4); /* the floor */
+    CHECK(s3d_conc_throttled(&c, 1300) == 0 && c.cur == 16); /* once per 500 ms at most */
+    CHECK(s3d_conc_throttled(&c, 1600) == 1 && c.cur == 8);
+    CHECK(s3d_conc_throttled(&c, 2200) == 1 && c.cur == 4);
+    CHECK(s3d_conc_throttled(&c, 2800) == 0 && c.cur == 4); /* the floor */
     CHECK(c.phase == S3D_CONC_HOLD);
 }
 

@@ -115,6 +115,37 @@ int main(void)
     CHECK(s3d_retry_decide(&p, 6, S3D_ECONNECT, 0, NULL, 2000, 1000, &delay) == 0);
     p.deadline_ms = 0;
 
+    /* A throttle (503 SlowDown, 429, the SDKs' throttling codes): retried past max_attempts
+     * until throttle_budget_ms after start_ms; a 10 s spell is outlived; other 5xx stop. */
+    CHECK(s3d_retry_is_throttle(S3D_ESLOWDOWN, 503, "SlowDown"));
+    CHECK(s3d_retry_is_throttle(S3D_ESERVER, 503, ""));
+    CHECK(s3d_retry_is_throttle(S3D_EHTTP, 429, NULL));
+    CHECK(s3d_retry_is_throttle(S3D_EHTTP, 400, "ThrottlingException"));
+    CHECK(s3d_retry_is_throttle(S3D_ESERVER, 500, "InternalError") == 0);
+    CHECK(s3d_retry_is_throttle(S3D_ENETWORK, 0, NULL) == 0);
+    CHECK(s3d_retry_decide(&p, 5, S3D_ESLOWDOWN, 503, "SlowDown", 2000, 7, &delay) == 0);
+    p.throttle_budget_ms = 30000;
+    CHECK(s3d_retry_decide(&p, 5, S3D_ESLOWDOWN, 503, "SlowDown", 2000, 7, &delay) == 1);
+    CHECK(s3d_retry_decide(&p, 12, S3D_ESERVER, 503, "", 11000, 7, &delay) == 1);
+    CHECK(s3d_retry_decide(&p, 12, S3D_EHTTP, 429, NULL, 30990, 1000000, &delay) == 1);
+    CHECK_EQ_U64(delay, 10); /* ends at start_ms + budget */
+    CHECK(s3d_retry_decide(&p, 12, S3D_ESLOWDOWN, 503, "SlowDown", 31000, 0, &delay) == 0);
+    CHECK(s3d_retry_decide(&p, 5, S3D_ESERVER, 500, "InternalError", 2000, 7, &delay) == 0);
+    {
+        /* Waits drawn at their mean: the tries of a request throttled from 0 ms still run
+         * after 10 s (the spell a default must outlive). */
+        uint64_t now = p.start_ms;
+        uint32_t n = 1;
+        while (s3d_retry_decide(&p, n, S3D_ESLOWDOWN, 503, "SlowDown", now,
+                                s3d_retry_backoff_cap(&p, n) / 2, &delay)) {
+            now += delay + 20; /* each answer takes 20 ms */
+            n++;
+        }
+        CHECK(now - p.start_ms >= 10000);
+        CHECK(now - p.start_ms <= 30000 + 20);
+    }
+    p.throttle_budget_ms = 0;
+
     /* max_attempts 1: never retried, refused connections included. */
     p.max_attempts = 1;
     CHECK(s3d_retry_decide(&p, 1, S3D_ESLOWDOWN, 503, "SlowDown", 0, 7, &delay) == 0);
