@@ -468,7 +468,7 @@ int s3d_cw_delta_prepare(struct shard_writer *w, const struct s3d_loc *loc, char
                  loc->path, matched);
     S3D_DELTA_ADD(&w->base->tensors_reused, (uint64_t)matched);
     if (rc == 0 && ncopy > 0)
-        w->base->base_used = 1;
+        __atomic_store_n(&w->base->base_used, 1, __ATOMIC_RELAXED); /* shards on threads */
 out:
     if (rc < 0 || ncopy == 0) {
         free(w->plan);

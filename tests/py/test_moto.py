@@ -128,6 +128,46 @@ def test_python_sharded_save_and_load(moto_env, moto_bucket):
         c.close()
 
 
+def test_incremental_save(moto_env, moto_bucket):
+    """Incremental saves on a second S3 implementation (issue 33): moto answers UploadPartCopy
+    in its own XML; the copies are proved, and the result loads bit-exact in s3direct and in
+    the safetensors library, single object and sharded."""
+    import boto3
+    from safetensors.torch import load as st_load
+
+    c = _client(moto_env)
+    s3 = boto3.client("s3", endpoint_url=moto_env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")
+    try:
+        g = torch.Generator().manual_seed(11)
+        sd = {f"w{i}": torch.randn(6 * MiB // 4, generator=g) for i in range(4)}
+        sd["bias"] = torch.randn(100, generator=g)
+        base = f"s3://{moto_bucket}/inc/base.safetensors"
+        s3direct.save(sd, base, client=c)
+        sd["w2"] = sd["w2"] + 1
+        sd["bias"] = sd["bias"] * 2
+        st = s3direct.save(sd, f"s3://{moto_bucket}/inc/next.safetensors", base=base, client=c)
+        assert st.base_used and st.bytes_copied >= 3 * 6 * MiB - 5 * MiB
+        assert st.copies_refused == 0 and st.tensors_reused == 3
+        raw = s3.get_object(Bucket=moto_bucket, Key="inc/next.safetensors")["Body"].read()
+        for got in (st_load(raw), s3direct.load(f"s3://{moto_bucket}/inc/next.safetensors",
+                                                client=c)):
+            assert sorted(got) == sorted(sd)
+            for k in sd:
+                assert torch.equal(got[k], sd[k]), k
+        idx = f"s3://{moto_bucket}/inc/m.safetensors.index.json"
+        s3direct.save(sd, idx, shard_size=13 * MiB, client=c)
+        sd["w0"] = sd["w0"] - 1
+        st = s3direct.save(sd, f"s3://{moto_bucket}/inc2/m.safetensors.index.json",
+                           shard_size=13 * MiB, base=idx, client=c)
+        assert st.base_used and st.bytes_copied > 0
+        back = s3direct.load(f"s3://{moto_bucket}/inc2/m.safetensors.index.json", client=c)
+        for k in sd:
+            assert torch.equal(back[k], sd[k]), k
+    finally:
+        c.close()
+
+
 class _BadCompleteRelay(http.server.ThreadingHTTPServer):
     """Forwards every request to moto, and answers CompleteMultipartUpload (carried out by moto)
     with a root element s3direct does not know: a Complete that worked, whose answer failed."""
