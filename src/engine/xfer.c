@@ -403,8 +403,9 @@ static int finish_ok(struct engine *g, struct item *it)
         break;
     case KIND_PART: {
         struct s3d_op_part *p;
-        char copy_etag[80];
-        if (it->part.copy_source != NULL) {
+        char copy_etag[80] = "";
+        const int is_copy = it->part.copy_source != NULL;
+        if (is_copy) {
             char crc[16];
             int keep;
             rc = s3d_op_copy_part_result(&it->op, copy_etag, crc);
@@ -440,7 +441,7 @@ static int finish_ok(struct engine *g, struct item *it)
         snprintf(p->crc32c, sizeof(p->crc32c), "%s", it->crc);
         p->crc = it->crc_v;
         p->length = it->part.length;
-        if (it->part.copy_source != NULL) {
+        if (is_copy) {
             /* Quoted as UploadPart's header ETag is (the XML may carry it bare). */
             if (copy_etag[0] == '"')
                 snprintf(p->etag, sizeof(p->etag), "%s", copy_etag);
