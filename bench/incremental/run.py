@@ -40,7 +40,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -76,37 +75,20 @@ def parse_size(s):
     return int(float(m.group(1)) * (1 << (10 * " KMGT".index(m.group(2).upper() or " "))))
 
 
-def parse_path(p):
-    if p == "loopback":
-        return "loopback (no proxy)", None, None
-    rate, delay = p.split(":")
-    return f"{rate}B/s per connection + {delay} ms", rate, delay
+def _bench_path():
+    """bench/path/run.py, whose path labels and s3d-pathsim runner this part shares."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "s3d_bench_path", os.path.join(os.path.dirname(HERE), "path", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-class Relay:
-    """s3d-pathsim in front of the server, as bench/path/run.py starts it."""
-
-    def __init__(self, pathsim, upstream, rate, delay, stats):
-        from urllib.parse import urlsplit
-
-        u = urlsplit(upstream)
-        self.stats = stats
-        self.proc = subprocess.Popen(
-            [pathsim, "--listen", "127.0.0.1:0", "--upstream", f"{u.hostname}:{u.port or 80}",
-             "--rate", rate, "--delay-ms", delay, "--stats", stats],
-            stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("pathsim: listening on "):
-            raise RuntimeError(f"pathsim did not start: {line!r}")
-        self.endpoint = "http://" + line.rsplit(" ", 1)[1]
-
-    def reset(self):
-        self.proc.send_signal(signal.SIGUSR1)  # connection counts to 0 (bytes keep counting)
-        time.sleep(0.2)
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait()
+_PATH = _bench_path()
+parse_path = _PATH.parse_path
+Relay = _PATH.Path  # s3d-pathsim in front of the server: endpoint, stats, reset(), close()
 
 
 def gc_server():

@@ -9,13 +9,9 @@ a multipart object failed with a false CRC32C mismatch. Skipped without moto[ser
 
 from __future__ import annotations
 
-import http.client
-import http.server
 import os
 import socket
 import subprocess
-import threading
-from urllib.parse import urlparse
 
 import pytest
 
@@ -24,6 +20,7 @@ torch = pytest.importorskip("torch")
 
 import s3direct  # noqa: E402
 
+from _relay import HttpRelay  # noqa: E402
 from test_cli import _cli_path  # noqa: E402
 
 MiB = 1 << 20
@@ -168,47 +165,14 @@ def test_incremental_save(moto_env, moto_bucket):
         c.close()
 
 
-class _BadCompleteRelay(http.server.ThreadingHTTPServer):
-    """Forwards every request to moto, and answers CompleteMultipartUpload (carried out by moto)
-    with a root element s3direct does not know: a Complete that worked, whose answer failed."""
-
-    def __init__(self, target: str):
-        u = urlparse(target)
-        self.target = (u.hostname, u.port)
-        super().__init__(("127.0.0.1", 0), _RelayHandler)
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-
-class _RelayHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *a):
-        pass
-
-    def _relay(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
-        conn = http.client.HTTPConnection(*self.server.target, timeout=60)
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "expect"}
-        conn.request(self.command, self.path, body=body, headers=headers)
-        r = conn.getresponse()
-        data = r.read()
-        if (self.command == "POST" and "uploadId=" in self.path
-                and b"<CompleteMultipartUpload" in data):
-            data = data.replace(b"CompleteMultipartUploadResponse", b"CompleteMultipartUploadOops")
-            data = data.replace(b"CompleteMultipartUploadResult", b"CompleteMultipartUploadOops")
-        self.send_response(r.status)
-        for k, v in r.getheaders():
-            if k.lower() not in ("content-length", "transfer-encoding", "connection"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-        conn.close()
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
+def _spoil_complete(handler, status, data):
+    """moto carried out CompleteMultipartUpload; its answer gets a root element s3direct does
+    not know: a Complete that worked, whose answer failed."""
+    if (handler.command == "POST" and "uploadId=" in handler.path
+            and b"<CompleteMultipartUpload" in data):
+        data = data.replace(b"CompleteMultipartUploadResponse", b"CompleteMultipartUploadOops")
+        data = data.replace(b"CompleteMultipartUploadResult", b"CompleteMultipartUploadOops")
+    return data
 
 
 def test_failed_complete_answer_does_not_claim_an_open_upload(cli, moto_env, moto_bucket,
@@ -216,7 +180,7 @@ def test_failed_complete_answer_does_not_claim_an_open_upload(cli, moto_env, mot
     """The answer to a CompleteMultipartUpload that was carried out cannot be read, so the
     upload is aborted, and the abort finds no such upload: the error says that none is left
     open (before, it said the upload was left open and gave the command to remove it)."""
-    relay = _BadCompleteRelay(moto_env["AWS_ENDPOINT_URL"])
+    relay = HttpRelay(moto_env["AWS_ENDPOINT_URL"], rewrite=_spoil_complete)
     try:
         src = tmp_path / "src.bin"
         src.write_bytes(os.urandom(11 * MiB))
@@ -229,5 +193,4 @@ def test_failed_complete_answer_does_not_claim_an_open_upload(cli, moto_env, mot
         assert "no multipart upload is left open" in err, err
         assert "left open on the server" not in err, err
     finally:
-        relay.shutdown()
-        relay.server_close()
+        relay.close()

@@ -9,16 +9,14 @@ documented bound (30 s after the request's first try), naming the attempts and t
 from __future__ import annotations
 
 import hashlib
-import http.client
-import http.server
 import os
 import subprocess
 import threading
 import time
-from urllib.parse import urlparse
 
 import pytest
 
+from _relay import HttpRelay
 from test_cli import _cli_path
 
 MiB = 1 << 20
@@ -28,74 +26,35 @@ SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>
             b"<RequestId>throttle-relay-1</RequestId></Error>")
 
 
-class _ThrottleRelay(http.server.ThreadingHTTPServer):
-    daemon_threads = True
+class _ThrottleRelay(HttpRelay):
+    """Answers every request with 503 SlowDown while in_burst(), forwards the rest."""
 
     def __init__(self, target: str, burst_s: float, period_s: float):
-        u = urlparse(target)
-        self.target = (u.hostname, u.port)
         self.burst_s, self.period_s = burst_s, period_s
         self.t0 = time.monotonic()
         self.throttled = 0
-        self.forwarded = 0
         self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        super().__init__(target, intercept=self._throttle)
 
     def in_burst(self) -> bool:
         if self.period_s <= 0:
             return True
         return (time.monotonic() - self.t0) % self.period_s < self.burst_s
 
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *a):
-        pass
-
-    def _relay(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
-        srv = self.server
-        if srv.in_burst():
-            with srv.lock:
-                srv.throttled += 1
-            self.send_response(503)
-            self.send_header("Content-Type", "application/xml")
-            self.send_header("x-amz-request-id", "throttle-relay-1")
-            self.send_header("Content-Length", str(len(SLOWDOWN)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(SLOWDOWN)
-            return
-        with srv.lock:
-            srv.forwarded += 1
-        conn = http.client.HTTPConnection(*srv.target, timeout=120)
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "expect"}
-        conn.request(self.command, self.path, body=body, headers=headers)
-        r = conn.getresponse()
-        data = r.read()
-        self.send_response(r.status)
-        for k, v in r.getheaders():
-            if k.lower() not in ("content-length", "transfer-encoding", "connection"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-        conn.close()
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
+    def _throttle(self, handler, body):
+        if not self.in_burst():
+            return None
+        with self.lock:
+            self.throttled += 1
+        return (503, [("Content-Type", "application/xml"),
+                      ("x-amz-request-id", "throttle-relay-1")], SLOWDOWN)
 
 
 @pytest.fixture
 def bursts(s3_env):
     relay = _ThrottleRelay(s3_env["AWS_ENDPOINT_URL"], burst_s=2.0, period_s=4.0)
     yield relay
-    relay.shutdown()
-    relay.server_close()
+    relay.close()
 
 
 def test_save_and_load_survive_bursts(bursts, bucket):
@@ -158,8 +117,7 @@ def test_throttle_that_never_ends_fails_in_bounded_time(s3_env, bucket, tmp_path
                            capture_output=True, env=env, timeout=120)
         took = time.monotonic() - t0
     finally:
-        relay.shutdown()
-        relay.server_close()
+        relay.close()
     err = r.stderr.decode()
     assert r.returncode != 0
     assert "SlowDown" in err and "throttle-relay-1" in err, err
