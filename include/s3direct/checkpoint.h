@@ -106,6 +106,13 @@ S3D_API size_t s3d_reader_num_shards(const struct s3d_reader *r);
 /* URI of shard i and the size of its header (8-byte length field included). */
 S3D_API int s3d_reader_shard(const struct s3d_reader *r, size_t i, const char **uri,
                              uint64_t *header_bytes, uint64_t *object_bytes);
+/* The version of shard i that this reader opened and reads from, as an opaque string: two
+ * readers give the same string only if they read the same bytes (the ETag of an object; the
+ * inode number, size and modification time of a local file, so that a file replaced by a
+ * rename or written in place reads as another version). For processes that must agree on
+ * one version before sharing what they read (load(group=)). NULL if r is NULL or i is out of
+ * range; the string lives as long as the reader. */
+S3D_API const char *s3d_reader_shard_version(const struct s3d_reader *r, size_t i);
 
 /* Where one tensor (or a byte range of it) goes. */
 struct s3d_tensor_dest {

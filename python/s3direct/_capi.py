@@ -316,6 +316,7 @@ _SIGNATURES = {
     "s3d_reader_num_shards": (c_size_t, [_P]),
     "s3d_reader_shard": (c_int, [_P, c_size_t, POINTER(c_char_p), POINTER(c_uint64),
                                  POINTER(c_uint64)]),
+    "s3d_reader_shard_version": (_S, [_P, c_size_t]),
     "s3d_reader_read": (c_int, [_P, POINTER(TensorDest), c_size_t, POINTER(ReadOptions)]),
     "s3d_checkpoint_write": (c_int, [_P, _S, POINTER(TensorSrc), c_size_t,
                                      POINTER(MetadataEntry), c_size_t, POINTER(WriteOptions)]),

@@ -604,6 +604,13 @@ class CheckpointReader:
                 out.append((cast(bytes, u.value).decode("utf-8"), hb.value, ob.value))
         return out
 
+    def versions(self) -> list[str]:
+        """The version of each shard this reader opened and reads from (s3d_reader_shard_version:
+        an object's ETag; a local file's inode number, size and modification time)."""
+        with self._use() as h:
+            return [(self._lib.s3d_reader_shard_version(h, i) or b"").decode("utf-8")
+                    for i in range(self._lib.s3d_reader_num_shards(h))]
+
     def tied_names(self) -> dict[str, str]:
         """{name: stored name} of the tied tensors save() stored once (_untie): names that
         load() returns but the file does not hold. Read from the s3direct tree and confirmed

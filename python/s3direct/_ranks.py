@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence, Tuple
 
 import torch
@@ -49,6 +50,10 @@ BUCKET = 32 << 20
 # Seconds the process hosting the store waits, before it raises a failure, for the other
 # ranks to have read it (Session._leave).
 LINGER = 10.0
+
+# Seconds a rank whose exchange failed waits for the others to report the same, before it
+# names those that did not (Session._exchange_failed).
+EXCHANGE_WAIT = 5.0
 
 # The load count of each group in this process: the store keys of one load(group=) are the
 # same on every rank as long as every rank calls load/load_into with the group in the same
@@ -190,6 +195,18 @@ def _describe(e: BaseException) -> dict[str, Any]:
                 "fields": {k: v for k, v in e.__dict__.items()
                            if k in _DETAIL and isinstance(v, (str, int))}}
     return {"cls": "", "code": 0, "message": f"{type(e).__name__}: {e}", "fields": {}}
+
+
+def _check_info(g: Any) -> dict[str, Any]:
+    """A rank's phase-1 post, checked field by field (ValueError, TypeError, KeyError)."""
+    if not isinstance(g, dict):
+        raise TypeError("not an object")
+    if not (isinstance(g["uri"], str) and isinstance(g["fp"], str)
+            and isinstance(g["need"], str) and isinstance(g["verify"], bool)
+            and isinstance(g["versions"], list) and isinstance(g["devices"], list)
+            and all(isinstance(v, str) for v in g["versions"] + g["devices"])):
+        raise TypeError("a field of the wrong type")
+    return g
 
 
 class Session:
@@ -358,7 +375,11 @@ class Session:
         Raises:
             Timeout: a rank of the group did not report within the group's timeout.
             S3DirectError (the failing rank's class): a rank failed; the message names it.
-            FormatError: the ranks opened different checkpoints.
+            InvalidArgument: the ranks passed different verify=, destination devices or URIs.
+            TransferError (S3D_ECHANGED): the ranks opened different versions (a replace).
+            FormatError: the ranks opened checkpoints with different tensors.
+            TransferError: the exchange between the ranks failed (the ranks that did not
+                report after it named).
         """
         by_entry: dict[int, list[torch.Tensor]] = {}
         for e, t, off, length in dests:
@@ -370,22 +391,20 @@ class Session:
             need[i // 8] |= 1 << (i % 8)
         fp = hashlib.sha256(repr([(e.name, e.dtype, e.shape, e.nbytes) for e in r.tensors]
                                  + [r.shards()]).encode()).hexdigest()
-        got = self.agree([fp, bytes(need).hex()])
+        devices = sorted({t.device.type for ts in by_entry.values() for t in ts})
+        mine_info = {"uri": r.uri, "versions": r.versions(), "fp": fp,
+                     "need": bytes(need).hex(), "verify": bool(verify), "devices": devices}
+        got = self.agree(mine_info)
         try:
-            needs = [bytes.fromhex(g[1]) for g in got]
+            infos = [_check_info(g) for g in got]
+            needs = [bytes.fromhex(g["need"]) for g in infos]
             if any(len(b) != len(need) for b in needs):
                 raise ValueError("wrong length")
-        except (ValueError, TypeError, IndexError) as bad:
+        except (ValueError, TypeError, KeyError) as bad:
             raise errors.TransferError(errors._CODES["EPROTO"],
                                        f"{self.what}: a rank posted a malformed need map ({bad})"
                                        ) from None
-        fps = [g[0] for g in got]
-        if any(f != fp for f in fps):
-            odd = [q for q, f in enumerate(fps) if f != fps[0]]
-            raise errors.FormatError(
-                errors.S3D_EFMT_METADATA,
-                f"{self.what}: the ranks opened different checkpoints ({self._ranks_str(odd)} "
-                f"differ from rank 0 of the group): was it replaced during the load?")
+        self._compare(infos)
         needers = [tuple(q for q in range(self.world) if needs[q][i // 8] >> (i % 8) & 1)
                    for i in range(n)]
         pieces = plan([e.nbytes for e in r.tensors], needers, self.world,
@@ -406,6 +425,49 @@ class Session:
         for ts in by_entry.values():
             for t in ts[1:]:
                 t.copy_(ts[0])
+
+    def _differ(self, infos: Sequence[dict[str, Any]], field: str) -> list[int]:
+        return [q for q, g in enumerate(infos) if g[field] != infos[0][field]]
+
+    def _compare(self, infos: Sequence[dict[str, Any]]) -> None:
+        """What every rank must agree on before a plan is made, each with an error naming the
+        ranks that differ from rank 0 of the group: the arguments that shape the plan and the
+        collectives (verify=, where the destinations are), then the checkpoint itself (every
+        shard's version: the ETag of an object, the inode and times of a file; then its
+        tensors). Each rank reads its share from what it opened, so ranks that opened two
+        versions would put together a mix of both."""
+        for field, what in (("verify", "verify="), ("devices", "destination devices")):
+            odd = self._differ(infos, field)
+            if odd:
+                raise errors.InvalidArgument(
+                    errors.S3D_EINVAL,
+                    f"{self.what}: the ranks passed different {what} ({self._ranks_str(odd)}: "
+                    f"{infos[odd[0]][field]}; rank 0: {infos[0][field]}); every rank of the "
+                    f"group must pass the same")
+        odd = self._differ(infos, "versions")
+        if odd:
+            other = [q for q in odd if infos[q]["uri"] != infos[0]["uri"]]
+            if other:
+                raise errors.InvalidArgument(
+                    errors.S3D_EINVAL,
+                    f"{self.what}: the ranks load different checkpoints "
+                    f"({self._ranks_str(other)}: {infos[other[0]]['uri']}; rank 0: "
+                    f"{infos[0]['uri']}); every rank of the group must load the same one")
+            where = ("the object's ETag" if infos[0]["uri"].startswith("s3://")
+                     else "the file's inode or modification time")
+            raise errors.TransferError(
+                errors._CODES["ECHANGED"],
+                f"{self.what}: the ranks opened different versions of the checkpoint "
+                f"({self._ranks_str(odd)} differ from rank 0 of the group in {where}): it was "
+                f"replaced between the ranks' opens, or the ranks read node-local copies "
+                f"(group= shares one stored checkpoint; for node-local copies, use a group per "
+                f"node); nothing was read")
+        odd = self._differ(infos, "fp")
+        if odd:
+            raise errors.FormatError(
+                errors.S3D_EFMT_METADATA,
+                f"{self.what}: the ranks opened checkpoints with different tensors "
+                f"({self._ranks_str(odd)} differ from rank 0 of the group)")
 
     def agree(self, info: Any) -> list[Any]:
         """Phase 1: posts this rank's info (JSON: lists, str, int, float, bool, None; tuples
@@ -439,7 +501,38 @@ class Session:
             raise
         self._post(2, _encode("ok", ""))
         self._gather(2)
-        self._exchange(pieces, views)
+        try:
+            self._exchange(pieces, views)
+        except errors.S3DirectError:
+            raise
+        except Exception as ex:
+            raise self._exchange_failed(ex) from ex
+
+    def _exchange_failed(self, ex: Exception) -> errors.S3DirectError:
+        """The error for a collective of the exchange that raised (torch.distributed's own
+        RuntimeError: a peer died, stopped past the group's timeout, or the backend broke):
+        this rank says so in the store (phase 3), waits a little for the others to say the
+        same, and names those that did not: the ranks that died or stopped."""
+        text = " ".join(str(ex).split())[:300]
+        missing: list[int] = []
+        try:
+            self.store.set(f"{self.prefix}/3/{self.rank}", _encode("fail", _describe(ex)))
+            keys = [f"{self.prefix}/3/{q}" for q in range(self.world)]
+            deadline = time.monotonic() + min(EXCHANGE_WAIT, self.timeout.total_seconds())
+            while True:
+                missing = [q for q in range(self.world) if not self.store.check([keys[q]])]
+                if not missing or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
+        except Exception:
+            missing = []  # the store went with its host (global rank 0): nobody to name
+        self._leave(skip=missing)
+        who = (f"{self._ranks_str(missing)} did not report after it: died or stopped"
+               if missing else "every rank of the group saw it fail")
+        return errors.TransferError(
+            errors._CODES["ENETWORK"],
+            f"{self.what}: the exchange of tensor bytes between the ranks failed "
+            f"({type(ex).__name__}: {text}); {who}")
 
     @staticmethod
     def _view(by_entry: dict[int, list[torch.Tensor]], r: "CheckpointReader",

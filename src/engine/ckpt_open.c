@@ -136,6 +136,7 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
             goto fail;
         sh->object_size = info.size;
         snprintf(sh->etag, sizeof(sh->etag), "%s", info.etag);
+        snprintf(sh->version, sizeof(sh->version), "etag:%s", info.etag);
     } else {
         struct stat st;
         fd = open(sh->loc.path, O_RDONLY | O_CLOEXEC);
@@ -149,6 +150,12 @@ static int open_shard(struct s3d_client *c, struct shard *sh)
         }
         sh->object_size = (uint64_t)st.st_size;
         sh->fd = fd; /* kept: the data is read from this file, not from the path again */
+        /* No st_dev: one file on a shared filesystem has another device number on each node;
+         * its inode number and times are the server's. A rename over the path gives another
+         * inode, a write in place another mtime. */
+        snprintf(sh->version, sizeof(sh->version), "file:%llu:%llu:%lld.%09ld",
+                 (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
+                 (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
     }
     if (sh->object_size < 8) {
         rc = s3d_fail(S3D_EFMT_HEADER_SIZE,
@@ -558,4 +565,11 @@ int s3d_reader_shard(const struct s3d_reader *r, size_t i, const char **uri, uin
     if (object_bytes != NULL)
         *object_bytes = r->shards[i].object_size;
     return 0;
+}
+
+const char *s3d_reader_shard_version(const struct s3d_reader *r, size_t i)
+{
+    if (r == NULL || i >= r->n_shards)
+        return NULL;
+    return r->shards[i].version;
 }

@@ -14,6 +14,9 @@ struct shard {
     char *uri;
     struct s3d_loc loc; /* loc.path points at uri */
     char etag[80];      /* S3: the version opened; every later GET carries If-Match with it */
+    /* The version opened, as s3d_reader_shard_version gives it: the ETag for S3; the inode
+     * number, size and modification time of the open descriptor for a local file. */
+    char version[96];
     uint64_t object_size;
     /* Local file: the descriptor the header was parsed from, kept until s3d_reader_close so
      * that tensor data comes from that same file even when the path is replaced (a rename) or

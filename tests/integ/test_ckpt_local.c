@@ -197,6 +197,30 @@ int main(void)
         r = NULL;
     }
 
+    /* Versions: two opens of one file agree; the same bytes saved again (a rename over the
+     * path) are another version; an index out of range has none. */
+    {
+        struct s3d_reader *r2 = NULL;
+        char v1[96];
+        CHECK_OK(s3d_checkpoint_write(c, path, ts.src, ts.n, NULL, 0, NULL));
+        CHECK_OK(s3d_reader_open(c, path, &r));
+        CHECK_OK(s3d_reader_open(c, path, &r2));
+        CHECK(s3d_reader_shard_version(r, 0) != NULL);
+        CHECK(strncmp(s3d_reader_shard_version(r, 0), "file:", 5) == 0);
+        CHECK_STREQ(s3d_reader_shard_version(r, 0), s3d_reader_shard_version(r2, 0));
+        CHECK(s3d_reader_shard_version(r, 1) == NULL && s3d_reader_shard_version(NULL, 0) == NULL);
+        snprintf(v1, sizeof(v1), "%s", s3d_reader_shard_version(r, 0));
+        s3d_reader_close(r2);
+        r2 = NULL;
+        CHECK_OK(s3d_checkpoint_write(c, path, ts.src, ts.n, NULL, 0, NULL));
+        CHECK_OK(s3d_reader_open(c, path, &r2));
+        CHECK(strcmp(v1, s3d_reader_shard_version(r2, 0)) != 0);
+        CHECK_STREQ(s3d_reader_shard_version(r, 0), v1); /* the first reader's own version */
+        s3d_reader_close(r2);
+        s3d_reader_close(r);
+        r = NULL;
+    }
+
     /* No checksum requested: none stored, reads still work. */
     {
         memset(&wo, 0, sizeof(wo));
