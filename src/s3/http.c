@@ -152,6 +152,9 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
         copy_value(h->etag, sizeof(h->etag), v, (size_t)(end - v));
     else if (name_is(line, name_len, "x-amz-request-id"))
         copy_value(h->request_id, sizeof(h->request_id), v, (size_t)(end - v));
+    else if (name_is(line, name_len, "x-amzn-requestid") && h->request_id[0] == '\0')
+        /* The other AWS spelling, as botocore reads it: moto's server sends only this one. */
+        copy_value(h->request_id, sizeof(h->request_id), v, (size_t)(end - v));
     else if (name_is(line, name_len, "content-type"))
         copy_value(h->content_type, sizeof(h->content_type), v, (size_t)(end - v));
     else if (name_is(line, name_len, "last-modified"))

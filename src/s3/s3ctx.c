@@ -602,7 +602,7 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     struct s3d_http_resp *r = &op->req.resp;
     struct s3d_err_s3 d;
     struct s3d_xml_error xe;
-    int err, is_object = op->key != NULL && op->key[0] != '\0';
+    int err, rid, is_object = op->key != NULL && op->key[0] != '\0';
     const char *b = or_empty(op->bucket), *k = or_empty(op->key);
     char where[1400];
 
@@ -697,12 +697,15 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
         s3d_xml_error_free(&xe);
         return err;
     }
-    err = s3d_fail_s3(err, &d, "%s: HTTP %ld%s%s%s%s%s%s%s (request id %s)", where, r->status, " ",
+    /* A server that sends no request id (a HEAD's answer has no body to carry one) gets no
+     * placeholder in the message. */
+    rid = d.request_id != NULL && d.request_id[0] != '\0';
+    err = s3d_fail_s3(err, &d, "%s: HTTP %ld %s%s%s%s%s%s%s%s%s", where, r->status,
                       op->s3_code[0] ? op->s3_code : s3d_strerror(err),
                       xe.message && xe.message[0] ? ": " : "", or_empty(xe.message),
                       r->bucket_region[0] ? " (the bucket is in region " : "", r->bucket_region,
-                      r->bucket_region[0] ? ")" : "",
-                      d.request_id && d.request_id[0] ? d.request_id : "none");
+                      r->bucket_region[0] ? ")" : "", rid ? " (request id " : "",
+                      rid ? d.request_id : "", rid ? ")" : "");
     s3d_xml_error_free(&xe);
     return err;
 }

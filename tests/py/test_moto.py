@@ -194,3 +194,27 @@ def test_failed_complete_answer_does_not_claim_an_open_upload(cli, moto_env, mot
         assert "left open on the server" not in err, err
     finally:
         relay.close()
+
+
+def test_error_names_moto_request_id_and_no_placeholder(cli, moto_env, moto_bucket):
+    """moto sends its request id as x-amzn-requestid (the spelling botocore reads first), and a
+    HEAD's 404 has no body to carry one: the error named "(request id none)". It names moto's
+    id now; an answer with no id at all (the relay's) gets no placeholder."""
+    r = _run(cli, moto_env, "stat", f"s3://{moto_bucket}/no-such-key")
+    err = r.stderr.decode()
+    assert r.returncode != 0 and "HTTP 404" in err, err
+    assert "request id none" not in err, err
+    assert "(request id " in err, err
+
+    def no_id(handler, body):
+        return 404, [("Content-Type", "application/xml")], b""
+
+    relay = HttpRelay(moto_env["AWS_ENDPOINT_URL"], intercept=no_id)
+    try:
+        r = _run(cli, dict(moto_env, AWS_ENDPOINT_URL=relay.url), "stat",
+                 f"s3://{moto_bucket}/no-such-key")
+    finally:
+        relay.close()
+    err = r.stderr.decode()
+    assert r.returncode != 0 and "HTTP 404" in err, err
+    assert "request id" not in err, err
