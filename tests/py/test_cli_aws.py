@@ -272,3 +272,43 @@ def test_sync_s3_to_local_and_s3(cli, s3_env, bucket, boto3_client, tmp_path):
     assert len(r.stdout.decode().splitlines()) == 4
     assert _keys(boto3_client, bucket, "r/") == sorted(f"r/{k}" for k in FILES)
     assert run(cli, "sync", f"s3://{bucket}/q/", f"s3://{bucket}/r/", check=0).stdout == b""
+
+
+def test_recursive_download_through_links_in_the_destination_as_aws(cli, s3_env, bucket,
+                                                                    boto3_client, tmp_path):
+    """cp --recursive into a folder holding links (issue 35, item 9): as `aws s3 cp
+    --recursive` (s3transfer writes a temporary file next to the destination and renames it
+    over it; awscli creates missing parent folders with os.makedirs), a link to a folder is
+    followed, the file landing in the folder it names, and a link to a file is replaced by the
+    downloaded file, the file it named left as it was. Keys with "..", which could leave the
+    destination, are refused before (test_cli.py). The AWS CLI, where installed, is run the same
+    way and must leave the same tree."""
+    for k, v in {"p/sub/a.txt": b"A", "p/top.txt": b"TOP"}.items():
+        boto3_client.put_object(Bucket=bucket, Key=k, Body=v)
+    runs = [("s3d", [cli])]
+    if shutil.which("aws"):
+        runs.append(("aws", ["aws", "--endpoint-url", s3_env["AWS_ENDPOINT_URL"], "s3"]))
+    trees = {}
+    for who, cmd in runs:
+        root = tmp_path / who
+        (root / "dest").mkdir(parents=True)
+        (root / "outside").mkdir()
+        (root / "outside" / "target.txt").write_bytes(b"OUT")
+        os.symlink("../outside", root / "dest" / "sub")
+        os.symlink("../outside/target.txt", root / "dest" / "top.txt")
+        r = subprocess.run([*cmd, "cp", "--recursive", f"s3://{bucket}/p/", f"{root}/dest/"],
+                           capture_output=True, env=dict(os.environ, **s3_env))
+        assert r.returncode == 0, (who, r.stderr[-2000:])
+        tree = {}
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in dirnames + filenames:
+                p = os.path.join(dirpath, name)
+                rel = os.path.relpath(p, root)
+                tree[rel] = ("link " + os.readlink(p) if os.path.islink(p)
+                             else "folder" if os.path.isdir(p) else open(p, "rb").read())
+        trees[who] = tree
+    assert trees["s3d"] == {"dest": "folder", "outside": "folder", "dest/sub": "link ../outside",
+                            "dest/top.txt": b"TOP", "outside/target.txt": b"OUT",
+                            "outside/a.txt": b"A"}, trees["s3d"]
+    if "aws" in trees:
+        assert trees["aws"] == trees["s3d"], trees
