@@ -21,7 +21,7 @@ target=$arch-linux-gnu.2.28
 jobs=$(nproc)
 # What the set is built with: changing a configure line below changes this, so a cached set
 # from before (the HTTP-only one of issue 20) is not reused.
-recipe="2: curl with OpenSSL (libssl), threaded resolver"
+recipe="3: curl with OpenSSL (libssl), threaded resolver; no OpenSSL config read, no build path"
 if [ -d "$out/prefix" ] && [ "$(cat "$out/prefix/RECIPE" 2>/dev/null)" != "$recipe" ]; then
   echo "build-glibc228: $out/prefix is from another recipe: rebuilding the set"
   rm -rf "$out/prefix" "$out/jansson-build" "$out/build" "$out/wheel"
@@ -75,18 +75,25 @@ fi
 # OpenSSL for TLS 1.2/1.3 clients: libssl and libcrypto with what the usual cipher suites and
 # certificates need (AES-GCM, ChaCha20-Poly1305, RSA, ECDSA, ECDHE/X25519, DHE, SHA-1/2); off
 # are DTLS, SRP, engines and modules, the apps and tests, and the ciphers and digests no TLS
-# 1.2+ suite or web PKI certificate uses. no-autoload-config: the host's openssl.cnf (written
-# for its own OpenSSL) is never read.
+# 1.2+ suite or web PKI certificate uses. No openssl.cnf is ever read (issue 35, item 8): the
+# host's (or OPENSSL_CONF's) is written for its own OpenSSL, and a file at a path compiled in
+# from this build folder could be planted by anyone who can write there on a user's machine.
+# no-autoload-config keeps OpenSSL's own initialisation from loading one, curl's
+# --disable-openssl-auto-load-config below keeps curl from asking for it; the folders compiled
+# in (OPENSSLDIR, ENGINESDIR, MODULESDIR, which `openssl version -a` prints) are root-owned
+# system paths, never this build folder (tests/wheel/check-file.sh). No engine or module is
+# built and the CA file is chosen by src/s3/cabundle.c, so nothing is read from them either.
 t0=$(date +%s)
 if [ ! -f "$out/prefix/lib/libssl.a" ] || [ ! -f "$out/prefix/lib/libcrypto.a" ]; then
   d=$(src openssl)
+  ssl_dirs=(OPENSSLDIR=/etc/ssl ENGINESDIR=/usr/lib/engines-3 MODULESDIR=/usr/lib/ossl-modules)
   (cd "$d" && ./Configure "linux-$arch" --prefix="$out/prefix" --libdir=lib no-shared no-module \
      no-dso no-engine no-tests no-async no-comp no-ui-console no-autoload-config \
      no-dtls no-srp no-ct no-cms no-ts no-rfc3779 no-ssl3 no-weak-ssl-ciphers \
      no-aria no-bf no-blake2 no-camellia no-cast no-des no-dsa no-idea no-md4 no-mdc2 \
      no-rc2 no-rc4 no-rc5 no-rmd160 no-scrypt no-seed no-siphash no-sm2 no-sm3 no-sm4 \
      no-whirlpool no-srtp no-ocb no-siv -fPIC >/dev/null &&
-   make -s -j"$jobs" build_libs >/dev/null && make -s install_dev >/dev/null)
+   make -s -j"$jobs" "${ssl_dirs[@]}" build_libs >/dev/null && make -s install_dev >/dev/null)
   echo "build-glibc228: openssl (libssl, libcrypto) $(( $(date +%s) - t0 ))s"
 fi
 
@@ -104,7 +111,7 @@ if [ ! -f "$out/prefix/lib/libcurl.a" ]; then
      --disable-manual --without-librtmp --without-libssh2 --without-libssh \
      --without-libidn2 --without-libpsl --without-brotli --without-zstd --without-nghttp2 \
      --without-nghttp3 --without-ngtcp2 --without-zlib --without-libgsasl --disable-ntlm \
-     --disable-ntlm-wb \
+     --disable-ntlm-wb --disable-openssl-auto-load-config \
      --disable-alt-svc --without-ca-bundle --without-ca-path >/dev/null &&
    make -s -C lib -j"$jobs" >/dev/null && make -s -C lib install >/dev/null &&
    make -s -C include install >/dev/null && install -m644 libcurl.pc "$out/prefix/lib/pkgconfig/")

@@ -164,3 +164,63 @@ def test_cli_wrapper_passes_certifi(monkeypatch):
         exe=exe, ca=os.environ.get("S3D_DEFAULT_CA_BUNDLE")))
     _cli.main()
     assert seen["ca"] == "/some/cacert.pem"
+
+
+# An openssl.cnf that no client could connect to the test server with: it signs with RSA and
+# this allows Ed25519 signatures only (curl sets the protocol versions and ciphers itself).
+_BROKEN_OPENSSL_CNF = """openssl_conf = s3d_test
+[s3d_test]
+ssl_conf = s3d_ssl
+[s3d_ssl]
+system_default = s3d_sys
+[s3d_sys]
+SignatureAlgorithms = ed25519
+"""
+
+_HEAD_IN_A_NEW_PROCESS = """
+import sys
+import s3direct
+c = s3direct.Client(sys.argv[1], access_key_id="AK", secret_access_key="SK",
+                    addressing="path", max_attempts=1, connect_timeout_ms=5000, device=-1,
+                    ca_bundle=sys.argv[2])
+with open("/proc/self/maps") as f:
+    if "/libcurl" in f.read():
+        print("system libcurl")
+        sys.exit(0)
+try:
+    c.head("bucket", "key")
+except s3direct.S3DirectError as e:
+    print(e.name, e.http_status, e)
+"""
+
+
+def test_static_openssl_reads_no_openssl_cnf(tls_server, clean_env, tmp_path):
+    """The wheel's own OpenSSL (S3D_STATIC_DEPS, scripts/build-glibc228.sh) reads no
+    openssl.cnf (issue 35, item 8): not OPENSSL_CONF's, not one at its compiled-in OPENSSLDIR.
+    Both are looked up by the same load, which curl asked for unless configured with
+    --disable-openssl-auto-load-config; OPENSSL_CONF is the way to plant one here without
+    writing to the build folder. A build against the system's libcurl and OpenSSL reads the
+    system's configuration by design: skipped there."""
+    import subprocess
+    import sys
+
+    import s3direct
+
+    endpoint, cert = tls_server
+    cnf = tmp_path / "openssl.cnf"
+    cnf.write_text(_BROKEN_OPENSSL_CNF)
+    env = dict(os.environ, OPENSSL_CONF=str(cnf),
+               PYTHONPATH=os.path.dirname(os.path.dirname(s3direct.__file__)))
+    # The planted file does break a client that reads it: the system's openssl.
+    if shutil.which("openssl") is not None:
+        r = subprocess.run(["openssl", "s_client", "-connect", endpoint[len("https://"):],
+                            "-CAfile", cert, "-verify_return_error"],
+                           env=env, input="", capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-c", _HEAD_IN_A_NEW_PROCESS, endpoint, cert],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    if r.stdout.strip() == "system libcurl":
+        pytest.skip("built against the system's libcurl, which reads the system's openssl.cnf")
+    # The server's 404 came back: the handshake passed, the planted file was not read.
+    assert r.stdout.startswith("S3D_EHTTP 404") or " 404 " in r.stdout, r.stdout

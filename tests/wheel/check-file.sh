@@ -8,7 +8,11 @@
 #   - it carries at most 6 libraries in s3direct.libs/;
 #   - it is at most 5 MB (5,000,000 bytes);
 #   - libs3direct.so exports only s3d_* (nm -D): the static libcurl, OpenSSL and jansson in it
-#     stay local, so they never interpose on the system's in the same process.
+#     stay local, so they never interpose on the system's in the same process;
+#   - the folders its OpenSSL has compiled in (OPENSSLDIR, ENGINESDIR, MODULESDIR, as
+#     `openssl version -a` prints them) are root-owned system paths under /etc/ or /usr/, never
+#     the build folder, where anyone who can write on a user's machine could plant an
+#     openssl.cnf (issue 35, item 8; tests/py/test_cabundle.py checks none is read at all).
 set -euo pipefail
 whl=$1
 work=$(mktemp -d /tmp/s3d-wheelfile.XXXXXX)
@@ -58,6 +62,10 @@ exported=$(nm -D --defined-only "$so" | awk '$2 != "A" {print $3}' | sed 's/@.*/
 others=$(printf '%s\n' "$exported" | grep -v '^s3d_' | head -5 | tr '\n' ' ' || true)
 if [ -n "$exported" ] && [ -z "$others" ]; then r=ok; else r=no; fi
 check $r "libs3direct.so exports $(printf '%s\n' "$exported" | grep -c .) symbols, all s3d_*${others:+ (not: $others)}"
+dirs=$(strings -a "$so" | grep -E '^(OPENSSLDIR|ENGINESDIR|MODULESDIR): "' || true)
+bad=$(printf '%s\n' "$dirs" | grep -Ev '^[A-Z]+DIR: "/(etc|usr)/[^"]*"$' | tr '\n' ' ' || true)
+if [ "$(printf '%s\n' "$dirs" | grep -c .)" = 3 ] && [ -z "$bad" ]; then r=ok; else r=no; fi
+check $r "OpenSSL's compiled-in folders are system paths: $(printf '%s\n' "$dirs" | tr '\n' ' ')"
 if [ "$fail" != 0 ]; then
   echo "check-file: $(basename "$whl") is not the wheel issue 24 asks for" >&2
   exit 1
