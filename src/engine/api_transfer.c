@@ -1,10 +1,17 @@
 /* api_transfer.c - the public byte transfers of transfer.h, built on the engine (xfer.h).
  *
- * Memory: buffer transfers read and write the caller's memory directly. File, stream and copy
- * transfers go through at most s3d_client_buffers() buffers of part_size bytes ("slots": the
- * fixed concurrency, or what staging_bytes holds while it adapts): a
- * download job gets a slot in its prepare hook and gives it back once written; an upload part
- * is read into a slot in the next hook and the slot comes back in release. */
+ * Memory: buffer transfers read and write the caller's memory directly, and so does a
+ * download to a regular file: its ranges land in the temporary file's mapped pages. Those
+ * transfers, like a checkpoint load or save, are bounded only by the client's level (the
+ * adaptive controller, conc.h). Downloads to a pipe or device and uploads from a file or
+ * standard input go through buffers of part_size bytes ("slots"), allocated as requests need
+ * them: an upload's part holds one from its read until its answer, so the buffers in use
+ * follow the level; output in order (a pipe) holds at most twice the level, the requests in
+ * flight and as many done ones waiting for an earlier range. Copies and upload streams hold
+ * at most s3d_client_buffers() slots (the fixed concurrency, or what staging_bytes holds
+ * while it adapts). A download job gets a slot in its prepare hook and gives it back once
+ * written; an upload part is read into a slot in the next hook and the slot comes back in
+ * release. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +32,7 @@
 #include "common/opts.h"
 #include "engine/ckpt_common.h"
 #include "engine/client_impl.h"
+#include "engine/conc.h"
 #include "engine/part_size.h"
 #include "engine/slots.h"
 #include "engine/tmpfile.h"
@@ -354,7 +363,10 @@ static int write_all(int fd, const char *p, size_t n, int seekable, uint64_t off
 }
 
 struct file_dl {
+    struct s3d_client *c;
     struct s3d_slots slots;
+    char *map; /* the temporary file mapped (s3d_tmpfile_map): ranges land there; else NULL */
+    uint64_t map_len;
     int fd;
     int seekable;
     const char *what;
@@ -367,6 +379,16 @@ struct file_dl {
 static int dl_prepare(void *ctx, struct s3d_get_job *j)
 {
     struct file_dl *f = ctx;
+    if (f->map != NULL) {
+        j->dst = f->map + j->offset;
+        return S3D_FEED_OK;
+    }
+    /* In order: the requests in flight (at most the level) and as many done ones waiting for
+     * an earlier range. The head of the order is always in flight or written, so a full
+     * window always drains. */
+    if (!f->seekable && f->slots.n - s3d_slots_free_count(&f->slots) >=
+                            2 * (size_t)S3D_MAX(1u, s3d_conc_level(&f->c->conc)))
+        return S3D_FEED_NOT_YET;
     j->dst = s3d_slot_get(&f->slots);
     if (j->dst == NULL)
         return s3d_slots_free_count(&f->slots) > 0
@@ -383,6 +405,8 @@ static int dl_done(void *ctx, struct s3d_get_job *j)
     /* The bytes are summed while in memory, before they go to the file. */
     if (f->crcs != NULL)
         f->crcs[j - f->jobs] = s3d_crc32c(0, j->dst, (size_t)j->length);
+    if (f->map != NULL)
+        return 0; /* already in the file */
     if (f->seekable) {
         rc = write_all(f->fd, j->dst, (size_t)j->length, 1, j->offset, f->what);
         s3d_slot_put(&f->slots, j->dst);
@@ -459,6 +483,10 @@ static int dl_rest(struct s3d_client *c, const char *bucket, const char *key, st
 static int dl_close_output(struct file_dl *f, const char *path, int to_stdout, int special,
                            struct s3d_tmpfile *tmp, int rc)
 {
+    if (f->map != NULL) {
+        munmap(f->map, (size_t)f->map_len); /* the commit's fsync writes its pages */
+        f->map = NULL;
+    }
     if (special) {
         if (close(f->fd) < 0 && rc == 0)
             rc = s3d_fail(s3d_err_from_errno(errno), "close %s: %s", path, strerror(errno));
@@ -504,8 +532,12 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
         special = !S_ISREG(st.st_mode);
     }
     /* The first range, into the first slot, tells the size and pins the version (ETag) that
-     * every later range must still have (If-Match). Nothing is created before it succeeds. */
-    rc = s3d_slots_init(&f.slots, s3d_client_buffers(c, o.max_conc, o.part_size), o.part_size);
+     * every later range must still have (If-Match). Nothing is created before it succeeds.
+     * It is short (S3D_FIRST_RANGE, as a load's first GET): every other range waits for it,
+     * and a whole part on a slow connection would be most of a download's time. Slots: as
+     * many as the cap, allocated only as requests take them (see the top of the file). */
+    f.c = c;
+    rc = s3d_slots_init(&f.slots, o.max_conc, o.part_size);
     if (rc < 0)
         goto out;
     first = s3d_slot_get(&f.slots);
@@ -513,8 +545,8 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
         rc = s3d_fail(S3D_ENOMEM, "out of memory for a %" PRIu64 "-byte buffer", o.part_size);
         goto out;
     }
-    rc = s3d_xfer_get_first(c, bucket, key, 0, o.part_size, first, &got, &info, &sums, o.if_match,
-                            o.cancel);
+    rc = s3d_xfer_get_first(c, bucket, key, 0, S3D_MIN(o.part_size, (uint64_t)S3D_FIRST_RANGE),
+                            first, &got, &info, &sums, o.if_match, o.cancel);
     if (rc == 0)
         rc = object_checksum(c, bucket, key, &info, &sums, got == info.size, &want);
     if (rc < 0)
@@ -525,7 +557,19 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
         goto out;
     if (want.b64[0] != '\0')
         crc = s3d_crc32c(0, first, (size_t)got);
-    rc = write_all(f.fd, first, (size_t)got, f.seekable, 0, f.what);
+    /* A regular file: the ranges land in its mapped pages, no buffer per request. */
+    rc = 1; /* not mapped */
+    if (f.seekable && info.size > got) {
+        void *m;
+        rc = s3d_tmpfile_map(&tmp, info.size, &m);
+        if (rc == 0) {
+            f.map = m;
+            f.map_len = info.size;
+            memcpy(f.map, first, (size_t)got);
+        }
+    }
+    if (rc == 1)
+        rc = write_all(f.fd, first, (size_t)got, f.seekable, 0, f.what);
     s3d_slot_put(&f.slots, first);
     if (rc == 0)
         rc = dl_rest(c, bucket, key, &f, &info, &o, got, crc, &want);
@@ -757,7 +801,9 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
     if (size_hint != 0 && size_hint < c->multipart_threshold)
         f.part = size_hint; /* one PUT of the whole file */
     f.next_number = 1;
-    rc = s3d_slots_init(&f.slots, s3d_client_buffers(c, o->max_conc, f.part), f.part);
+    /* As many slots as the cap, allocated as parts take them: a part is read when a request
+     * may start, so the buffers in use follow the level, as a save's parts do. */
+    rc = s3d_slots_init(&f.slots, o->max_conc, f.part);
     if (rc < 0)
         goto out;
     rc = fdup_read_first(&f, size_hint);

@@ -79,7 +79,7 @@ void s3d_client_unref(struct s3d_client *c);
  * limit cannot hold would fail half-way with S3D_EMFILE. */
 uint32_t s3d_fd_clamp(uint32_t want);
 
-/* How many part-size buffers a file, stream or copy transfer with the cap max_conc may hold:
+/* How many part-size buffers an upload stream or a copy with the cap max_conc may hold:
  * the cap when the concurrency is fixed, else what staging_bytes holds of part-size buffers
  * (at least 2, at most the cap); the adaptive level then grows no further for that transfer
  * (its buffers are the limit). */
