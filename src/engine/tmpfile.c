@@ -115,12 +115,29 @@ static long tmp_owner(const char *name, const char *prefix)
  * namespaces, and NFS clients carry it to the server as a lock of the whole file. So a file is
  * removed only when its lock can be taken here (and it is held while it is unlinked), and it is
  * older than stale_age(). A file whose lock cannot be tried (a file system without locks) is kept.
- */
+ * Returns 1 when name (a temporary file of process pid in d) was removed. */
+static int sweep_one(DIR *d, const char *dir, const char *name, long pid, long age, time_t now)
+{
+    struct stat st;
+    int removed = 0;
+    int fd = openat(dirfd(d), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime >= age &&
+        flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dirfd(d), name, 0) == 0) {
+        S3D_INFO("removed %s/%s, left by a writer that is gone (process %ld, no lock held, "
+                 "%lld s old)",
+                 dir, name, pid, (long long)(now - st.st_mtime));
+        removed = 1;
+    }
+    close(fd); /* drops the lock */
+    return removed;
+}
+
 int s3d_tmpfile_sweep(const char *target)
 {
     char *dir = NULL, *base = NULL, prefix[TMP_NAME_MAX + 1];
     struct dirent *e;
-    struct stat st;
     DIR *d;
     int n = 0;
     long age = stale_age();
@@ -134,25 +151,62 @@ int s3d_tmpfile_sweep(const char *target)
     d = opendir(dir);
     while (d != NULL && (e = readdir(d)) != NULL) {
         long pid = tmp_owner(e->d_name, prefix);
-        int fd;
-        if (pid == 0)
-            continue;
-        fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime >= age &&
-            flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dirfd(d), e->d_name, 0) == 0) {
-            S3D_INFO("removed %s/%s, left by a writer that is gone (process %ld, no lock held, "
-                     "%lld s old)",
-                     dir, e->d_name, pid, (long long)(now - st.st_mtime));
-            n++;
-        }
-        close(fd); /* drops the lock */
+        if (pid != 0)
+            n += sweep_one(d, dir, e->d_name, pid, age, now);
     }
     if (d != NULL)
         closedir(d);
     free(dir);
     free(base);
+    return n;
+}
+
+/* Splits a temporary file's name ".BASE.s3d-tmp-PID-RAND" (the last TMP_TAG) into its PID
+ * (returned; 0 when name is not of that form) and BASE, name[1, 1 + *len). *whole is 0 when
+ * BASE has the shortened form "HEAD~HASH" (HEAD as tmp_prefix keeps it, 157 to TMP_KEEP
+ * bytes): *len is then HEAD's. */
+static long tmp_parse(const char *name, size_t *len, int *whole)
+{
+    const char *tag = NULL, *p = name;
+    char prefix[TMP_NAME_MAX + 1];
+    size_t bl, hl;
+    long pid;
+    if (name[0] != '.')
+        return 0;
+    while ((p = strstr(p + 1, TMP_TAG)) != NULL)
+        tag = p;
+    if (tag == NULL || tag == name + 1 || (size_t)(tag - name) + strlen(TMP_TAG) > TMP_NAME_MAX)
+        return 0;
+    memcpy(prefix, name, (size_t)(tag - name));
+    strcpy(prefix + (tag - name), TMP_TAG);
+    pid = tmp_owner(name, prefix);
+    if (pid == 0)
+        return 0;
+    bl = (size_t)(tag - name) - 1;
+    hl = bl >= 17 ? bl - 17 : 0;
+    *whole = !(hl + 3 >= TMP_KEEP && hl <= TMP_KEEP && name[1 + hl] == '~' &&
+               strspn(name + 2 + hl, "0123456789abcdef") >= 16);
+    *len = *whole ? bl : hl;
+    return pid;
+}
+
+int s3d_tmpfile_sweep_dir(const char *dir, s3d_tmpfile_match_fn match, void *user)
+{
+    struct dirent *e;
+    DIR *d = opendir(dir);
+    int n = 0;
+    long age = stale_age();
+    time_t now = time(NULL);
+
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        size_t len = 0;
+        int whole = 1;
+        long pid = tmp_parse(e->d_name, &len, &whole);
+        if (pid != 0 && match(user, e->d_name + 1, len, whole))
+            n += sweep_one(d, dir, e->d_name, pid, age, now);
+    }
+    if (d != NULL)
+        closedir(d);
     return n;
 }
 

@@ -9,7 +9,8 @@
  * as any program's new file does. Lock: the writer holds an flock on it until commit or
  * discard. Leftovers: a process killed mid-write (SIGKILL, power loss) leaves its temporary
  * file; the next save or download to the same target removes those whose lock can be taken
- * and that are at least 60 s old (S3D_STALE_TMP_AGE seconds). Not by PID: a live writer in
+ * and that are at least 60 s old (S3D_STALE_TMP_AGE seconds), and a sharded save, whose
+ * shard names are new each time, those of its index's shards (s3d_tmpfile_sweep_dir). Not by PID: a live writer in
  * another PID namespace or on another NFS client has a PID that means nothing here, but its
  * lock is seen.
  *
@@ -55,5 +56,16 @@ void s3d_tmpfile_discard(struct s3d_tmpfile *t);
 
 /* The number of stale temporary files of target removed (tests; also called by create). */
 int s3d_tmpfile_sweep(const char *target);
+
+/* Whether a temporary file in a folder is one a sweep may look at: name[0..len) is the base
+ * name of its target when whole is 1, or, for a shortened name (see the top), the HEAD it
+ * keeps (the first 157 to 160 bytes of the target's name) when whole is 0. */
+typedef int (*s3d_tmpfile_match_fn)(void *user, const char *name, size_t len, int whole);
+
+/* As s3d_tmpfile_sweep for every temporary file in folder dir whose target match accepts,
+ * whatever the target: the hidden files of writers that are gone (no lock held, at least
+ * S3D_STALE_TMP_AGE old) of targets no later writer writes again, such as the shards of a
+ * killed sharded save (each save's shard names are its own). Returns the number removed. */
+int s3d_tmpfile_sweep_dir(const char *dir, s3d_tmpfile_match_fn match, void *user);
 
 #endif

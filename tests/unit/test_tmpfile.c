@@ -4,7 +4,8 @@
  * the same path removes those no writer holds (their lock free, older than the age bound)
  * and only those, whatever PID their name carries, and legal names up to 255 bytes work. The
  * public file stream (s3d_file_stream_*, what the Python local writer uses) and the local
- * checkpoint save go through the same temporary file and commit. */
+ * checkpoint save go through the same temporary file and commit. A folder's sweep by target
+ * name (s3d_tmpfile_sweep_dir) decodes both name forms and keeps what a writer holds. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -103,6 +104,25 @@ static size_t count_tmp(const char *dir)
         n += strstr(e->d_name, ".s3d-tmp-") != NULL;
     closedir(d);
     return n;
+}
+
+/* What s3d_tmpfile_sweep_dir offered: targets "shard-*" are taken, heads of shortened names
+ * only with accept_heads. */
+struct sweep_seen {
+    int whole, heads, accept_heads;
+    size_t head_len;
+};
+
+static int record_shard(void *user, const char *name, size_t len, int whole)
+{
+    struct sweep_seen *s = user;
+    if (!whole) {
+        s->heads++;
+        s->head_len = len;
+        return s->accept_heads && len > 0 && name[0] == 'a';
+    }
+    s->whole++;
+    return len == strlen("shard-1.st") && strncmp(name, "shard-", 6) == 0;
 }
 
 static void save_one(struct s3d_client *c, const char *path)
@@ -285,6 +305,42 @@ int main(void)
             free(p);
         }
         CHECK(unlink(longt) == 0);
+    }
+    CHECK(count_tmp(dir) == 0);
+
+    /* A folder's sweep by target (s3d_tmpfile_sweep_dir): the targets of leftovers no later
+     * writer writes again (a killed sharded save's shards). The callback gets the target's
+     * base name, or the head of a shortened one; only what it accepts and no writer holds is
+     * removed. */
+    {
+        char longt[900], name[300], kept[900], loose[900], held[900];
+        struct sweep_seen seen = {0};
+        pid_t kid;
+        memset(name, 'a', 240);
+        name[240] = '\0';
+        snprintf(longt, sizeof(longt), "%s/%s", dir, name);
+        CHECK_OK(s3d_tmpfile_create(longt, 0, &t)); /* a shortened name */
+        snprintf(kept, sizeof(kept), "%s", t.path);
+        close(t.fd);
+        t.fd = -1;
+        free(t.path);
+        t.path = NULL;
+        snprintf(loose, sizeof(loose), "%s/.shard-1.st.s3d-tmp-%ld-0badf00d", dir, (long)dead);
+        snprintf(held, sizeof(held), "%s/.shard-2.st.s3d-tmp-%ld-0badf00d", dir, (long)dead);
+        touch(loose);
+        touch(held);
+        age(kept, 120);
+        age(loose, 120);
+        age(held, 120);
+        kid = hold_lock(held);
+        CHECK(s3d_tmpfile_sweep_dir(dir, record_shard, &seen) == 1); /* loose */
+        CHECK(!exists(loose) && exists(held) && exists(kept));
+        CHECK(seen.whole == 2 && seen.heads == 1);
+        CHECK(seen.head_len >= 157 && seen.head_len <= 160);
+        stop(kid);
+        seen.accept_heads = 1;
+        CHECK(s3d_tmpfile_sweep_dir(dir, record_shard, &seen) == 2);
+        CHECK(!exists(held) && !exists(kept));
     }
     CHECK(count_tmp(dir) == 0);
 
