@@ -6,7 +6,9 @@ stalled server), KeyboardInterrupt waits for the call to return. call() runs the
 helper thread instead and lets the main thread wait in short slices: Ctrl-C then raises at
 once in the main thread, which requests the call's cancel token (the C engine checks it
 every 100 ms, then aborts a multipart upload or removes a temporary file, so the previous
-object or file stays as it was) and waits for the call to return before re-raising.
+object or file stays as it was) and waits for the call to return before re-raising. A call
+that returns success all the same (the cancel came after its commit point) is not reported
+as failed: it returns, with a warning.
 
 The library's last-error detail is thread-local, so the helper thread checks the return code
 itself (fn raises) and the exception is re-raised in the caller's thread.
@@ -18,7 +20,7 @@ import ctypes
 import threading
 from typing import Any, Callable, Iterable, TypeVar, cast
 
-from . import _capi
+from . import _capi, _log
 
 _T = TypeVar("_T")
 
@@ -68,7 +70,10 @@ def call(fn: Callable[[], _T], *, cancel: Cancel | None = None,
     never reach those threads. In the main thread a KeyboardInterrupt (or any exception a
     signal handler raises, such as SystemExit) while fn runs:
       - with cancel: requests it, waits for fn to return (further Ctrl-C presses are ignored
-        meanwhile: the cleanup must finish), then raises KeyboardInterrupt;
+        meanwhile: the cleanup must finish), then raises KeyboardInterrupt; but when fn
+        returned (the cancel came after its commit point: a sharded save's index was in
+        place), a KeyboardInterrupt is answered with a warning and fn's result, as the call
+        succeeded (a SystemExit is raised all the same: the process is leaving);
       - without (a call that has no cancel token, such as opening a reader): raises at once;
         when fn returns later, abandon(its result) is run in the helper thread to free it.
         The objects in uses (the Client whose C handle fn is using) are then kept alive for
@@ -99,7 +104,7 @@ def call(fn: Callable[[], _T], *, cancel: Cancel | None = None,
     t.start()
     try:
         _wait(done)
-    except BaseException:  # KeyboardInterrupt, or SystemExit from a SIGTERM handler
+    except BaseException as e:  # KeyboardInterrupt, or SystemExit from a SIGTERM handler
         if cancel is not None:
             cancel.request()
             while True:
@@ -108,6 +113,14 @@ def call(fn: Callable[[], _T], *, cancel: Cancel | None = None,
                     break
                 except KeyboardInterrupt:
                     continue
+            if isinstance(e, KeyboardInterrupt) and "error" not in box:
+                # The cancel came after the call's commit point (a save's index or object in
+                # place): it did all its work, so it returns, and raising would report a
+                # save that happened as failed.
+                _log.logger.warning("Ctrl-C came after the call had committed its result; "
+                                    "it completed")
+                t.join()
+                return cast(_T, box.get("value"))
         else:
             for obj in uses:
                 _immortal(obj)
