@@ -6,20 +6,26 @@
  *   2. Write every shard under a name of this save's own, NAME-TOKEN-0000K-of-0000N
  *      .safetensors, each atomically (ckpt_write.c). Nothing that the index in place, or a
  *      concurrent save, refers to is touched.
- *   3. Read the index in place (if any) and remember the shards it names.
+ *   3. Read the index in place (if any) and remember the shards it names. In a folder, steps 3
+ *      and 4 hold an flock of the folder (lock_folder).
  *   4. Write the new index, atomically (one PutObject; a temporary file renamed over the
- *      path): the moment the new checkpoint replaces the old one, whole.
+ *      path): the moment the new checkpoint replaces the old one, whole. This is the commit
+ *      point: a cancel seen before it removes this save's shards (ECANCELED); the write
+ *      itself is not cancelled, and a save past it reports success.
  *   5. Remove the shards that the old index named (step 3), then stale shards of saves that
- *      died (a name with a token that no index we saw names, older than the stale age).
+ *      died (a name with a token that no index we saw names, older than the stale age) and,
+ *      in a folder, the hidden temporary files of shards whose writer is gone (tmpfile.h's
+ *      rule: no lock held). Last, if another save's index has replaced this one's already,
+ *      remove this save's shards (remove_if_replaced).
  *
  * A crash before step 4 leaves the old index over its old shards, untouched; after it, the
  * new index over the new shards. Two saves started together each write their own shards,
  * and the index written last names only its own: the last writer wins, whole. A save removes
  * only the shards of an index it read before replacing it, so it never removes those of the
- * index that is in place after it (a later save's). Step 5 cannot tell a dead save's shards
- * from those of a save still running, hence the age (S3D_STALE_SHARD_AGE seconds, a day by
- * default): a save that runs longer than that beside another save of the same index may lose
- * its early shards. */
+ * index that is in place after it (a later save's); the save whose index was replaced
+ * removes its own. Step 5 cannot tell a dead save's shards from those of a save still
+ * running, hence the age (S3D_STALE_SHARD_AGE seconds, a day by default): a save that runs
+ * longer than that beside another save of the same index may lose its early shards. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -43,6 +50,7 @@
 #include "engine/client_impl.h"
 #include "engine/conc.h"
 #include "engine/pool.h"
+#include "engine/tmpfile.h"
 #include "format/index.h"
 #include "format/safetensors.h"
 #include "s3direct/object.h"
@@ -134,10 +142,12 @@ static void new_generation(char gen[33], char token[S3D_ST_SHARD_TOKEN_LEN + 1])
     token[S3D_ST_SHARD_TOKEN_LEN] = '\0';
 }
 
-/* The shards that the index at uri names now, among the names s3direct (or Hugging Face)
- * gives the shards of this index: those are the old checkpoint's, removed once the new index
- * is in place. No index, or one that does not parse, gives none (nothing is removed). */
-static void previous_shards(struct s3d_client *c, const char *uri, struct names *out)
+/* The index at uri in place now: the shards it names, among the names s3direct (or Hugging
+ * Face) gives the shards of this index (the old checkpoint's, removed once the new index is
+ * in place), and, when gen is not NULL, its generation (malloc'ed; NULL when it has none).
+ * Returns 1 when an index was read and parsed, else 0 (none, or one that cannot be read or
+ * does not parse: no shards, so nothing is removed). */
+static int index_in_place(struct s3d_client *c, const char *uri, struct names *out, char **gen)
 {
     struct s3d_st_index ix = {0};
     struct s3d_loc loc;
@@ -145,27 +155,34 @@ static void previous_shards(struct s3d_client *c, const char *uri, struct names 
     size_t len = 0;
     int rc;
 
+    if (gen != NULL)
+        *gen = NULL;
     if (s3d_loc_parse(uri, &loc) < 0)
-        return;
+        return 0;
     rc = s3d_ckpt_read_small(c, &loc, S3D_ST_INDEX_MAX, &json, &len);
     if (rc < 0) {
         if (rc != S3D_ENOSUCHKEY && rc != S3D_ENOENT)
             warn_last("the index in place could not be read; its shards are kept", uri);
         s3d_clear_error();
-        return;
+        return 0;
     }
     if (s3d_st_index_parse(json, len, 0, &ix) < 0) {
         warn_last("the index in place does not parse; its shards are kept", uri);
         s3d_clear_error();
         free(json);
-        return;
+        return 0;
     }
-    for (size_t i = 0; i < ix.n_shards; i++)
+    rc = 1;
+    for (size_t i = 0; i < ix.n_shards && rc; i++)
         if (s3d_st_shard_name_match(uri, ix.shards[i], strlen(ix.shards[i])) &&
             names_push(out, ix.shards[i], strlen(ix.shards[i])) < 0)
-            break;
+            rc = 0; /* a partial list: what it lacks is kept */
+    if (rc && gen != NULL && ix.generation != NULL && (*gen = s3d_strdup(ix.generation)) == NULL)
+        rc = 0;
     s3d_st_index_free(&ix);
     free(json);
+    s3d_clear_error();
+    return rc;
 }
 
 /* Removes the shards l names beside the index at uri (best effort: a failure is logged). */
@@ -255,6 +272,19 @@ static int sweep_s3_entry(void *user, const struct s3d_list_entry *e)
     return 0;
 }
 
+/* s3d_tmpfile_match_fn: the temporary file of a shard of the index at user (a folder's).
+ * A shortened name keeps only the head of its target's name: it is taken when that head
+ * agrees with "NAME-", which every shard name of the index starts with. */
+static int shard_tmp_match(void *user, const char *name, size_t len, int whole)
+{
+    const char *uri = user, *slash = strrchr(uri, '/');
+    const char *base = slash != NULL ? slash + 1 : uri;
+    size_t nl = strlen(base) - strlen(S3D_ST_INDEX_SUFFIX);
+    if (whole)
+        return s3d_st_shard_name_match(uri, name, len) != 0;
+    return strncmp(name, base, S3D_MIN(len, nl)) == 0 && (len <= nl || name[nl] == '-');
+}
+
 /* Removes the shards of saves that died before their index (see the top). */
 static void sweep_stale(struct s3d_client *c, const char *uri, const struct names *keep)
 {
@@ -293,6 +323,11 @@ static void sweep_stale(struct s3d_client *c, const char *uri, const struct name
         }
         if (d != NULL)
             closedir(d);
+        /* A save killed while writing a shard leaves the shard's hidden temporary file, which
+         * no later save writes again (its name is that save's own), so no write's own sweep
+         * (tmpfile.c) meets it: removed here once its writer is gone, by the same rule. */
+        if (dir != NULL)
+            (void)s3d_tmpfile_sweep_dir(dir, shard_tmp_match, (void *)uri);
         free(dir);
     }
     if (stale.n > 0)
@@ -300,6 +335,71 @@ static void sweep_stale(struct s3d_client *c, const char *uri, const struct name
     remove_shards(c, uri, &stale);
     names_free(&stale);
     s3d_clear_error();
+}
+
+/* A save whose index another save replaced removes its own shards: no index names them
+ * any more, and none will (only this save writes its index). The saves that replace an index
+ * remove the shards it names (step 5), but one that read the index in place before this save
+ * wrote its own does not know them: two saves started together both read the old index. Only
+ * on proof: an index in place that parses, carries another generation and names none of
+ * them; anything else (no index, an unreadable one) keeps them for the stale sweep. Called
+ * last, after this save's own cleanup, so that a save that read the index before this one
+ * wrote has most likely written its own by then; in a folder that order is certain (the
+ * folder lock, lock_folder). */
+static void remove_if_replaced(struct s3d_client *c, const char *uri, const char *generation,
+                               const struct names *mine)
+{
+    struct names now = {0};
+    char *gen = NULL;
+    int theirs = index_in_place(c, uri, &now, &gen) && (gen == NULL || strcmp(gen, generation));
+    for (size_t i = 0; theirs && i < mine->n; i++)
+        if (names_has(&now, mine->v[i]))
+            theirs = 0;
+    if (theirs) {
+        S3D_INFO("%s: another save replaced this save's index; removing its %zu shards", uri,
+                 mine->n);
+        remove_shards(c, uri, mine);
+    }
+    free(gen);
+    names_free(&now);
+}
+
+/* In a folder, the read of the index in place and the write of the new index are done under
+ * an flock of the folder, so that two saves there (threads or processes) do both in turn: the
+ * later then reads the earlier's index and removes its shards as old. Without it, both may
+ * read the same old index, and the shards of the one replaced first are named by nothing.
+ * Returns the folder's descriptor (locked), or -1 for S3, or when the folder cannot be opened
+ * or locked (a file system without flock): the save goes on unlocked and remove_if_replaced
+ * covers most of it. */
+static int lock_folder(const char *uri)
+{
+    const char *slash = strrchr(uri, '/');
+    char *dir;
+    int fd;
+    if (strncmp(uri, "s3://", 5) == 0)
+        return -1;
+    dir = slash != NULL ? s3d_strndup(uri, slash == uri ? 1 : (size_t)(slash - uri))
+                        : s3d_strdup(".");
+    fd = dir != NULL ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    free(dir);
+    if (fd >= 0) {
+        int r;
+        while ((r = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
+            ;
+        if (r != 0) {
+            S3D_DEBUG("%s: flock of the folder: %s; saving unlocked", uri, strerror(errno));
+            close(fd);
+            fd = -1;
+        }
+    }
+    return fd;
+}
+
+static void unlock_folder(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd); /* drops the lock */
+    *fd = -1;
 }
 
 /* ---- several shards at once (S3) ------------------------------------------------------ */
@@ -506,7 +606,7 @@ int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct 
     uint64_t acc_bytes = 0, total = 0;
     char **uris = NULL;
     char generation[33], token[S3D_ST_SHARD_TOKEN_LEN + 1];
-    int rc = 0;
+    int rc = 0, folder_fd = -1;
 
     new_generation(generation, token);
     s3d_dynbuf_init(&name, 4096);
@@ -598,11 +698,22 @@ int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct 
     rc = s3d_st_index_build(names, shard_of, n, total, generation, &index);
     if (rc < 0)
         goto fail_shards;
-    previous_shards(c, uri, &old);
+    folder_fd = lock_folder(uri);
+    index_in_place(c, uri, &old, NULL);
+    /* The commit point. A cancel up to here removes this save's shards. The index write
+     * itself is not cancelled: stopped midway, a PutObject may still land on the server
+     * unanswered, and the save could then report neither outcome truly. */
+    if (o->cancel != NULL && s3d_cancel_requested(o->cancel)) {
+        rc = s3d_fail(S3D_ECANCELED, "save of %s canceled before its index", uri);
+        goto fail_shards;
+    }
+    so = *o;
+    so.cancel = NULL;
     /* The new checkpoint replaces the old one here, whole. A failure leaves this save's shards
      * (the index may have reached the server although the answer did not: they are not
      * removed); a later save sweeps them when stale. */
-    rc = s3d_ckpt_write_small(c, dev, uri, index.data, index.len, o);
+    rc = s3d_ckpt_write_small(c, dev, uri, index.data, index.len, &so);
+    unlock_folder(&folder_fd);
     if (rc < 0)
         goto out;
     S3D_DELTA_ADD(&base->bytes_total, (uint64_t)index.len);
@@ -617,10 +728,12 @@ int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct 
     }
     remove_shards(c, uri, &old);
     sweep_stale(c, uri, &mine);
+    remove_if_replaced(c, uri, generation, &mine);
     goto out;
 
 fail_shards : {
     /* No index names this save's shards: remove those written, keeping the error. */
+    unlock_folder(&folder_fd);
     struct s3d_err_record *err = malloc(sizeof(*err));
     if (err != NULL)
         s3d_err_save(err, rc);
