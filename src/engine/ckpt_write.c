@@ -82,22 +82,35 @@ void s3d_cw_part_release(struct shard_writer *w, struct part *p)
         s3d_device_event_free(w->dev, p->ev);
     free(p->chunks);
     free(p->iov);
+    free(p->icrc);
+    free(p->icrc_known);
     free(p->pend);
     memset(p, 0, sizeof(*p));
 }
 
-static int iov_push(struct part *p, int *cap, const void *base, uint64_t len)
+static int iov_push(struct part *p, int *cap, const void *base, uint64_t len, uint32_t crc,
+                    int known)
 {
     if (p->iovcnt == *cap) {
         int ncap = *cap ? *cap * 2 : 8;
         struct iovec *v = s3d_reallocarray(p->iov, (size_t)ncap, sizeof(*v));
-        if (v == NULL)
+        uint32_t *c;
+        unsigned char *k;
+        if (v != NULL)
+            p->iov = v;
+        c = v == NULL ? NULL : s3d_reallocarray(p->icrc, (size_t)ncap, sizeof(*c));
+        if (c != NULL)
+            p->icrc = c;
+        k = c == NULL ? NULL : s3d_reallocarray(p->icrc_known, (size_t)ncap, sizeof(*k));
+        if (k == NULL)
             return s3d_fail(S3D_ENOMEM, "out of memory building a part");
-        p->iov = v;
+        p->icrc_known = k;
         *cap = ncap;
     }
     p->iov[p->iovcnt].iov_base = (void *)base;
     p->iov[p->iovcnt].iov_len = (size_t)len;
+    p->icrc[p->iovcnt] = crc;
+    p->icrc_known[p->iovcnt] = (unsigned char)(known != 0);
     p->iovcnt++;
     return 0;
 }
@@ -167,29 +180,37 @@ static int part_reserve(struct shard_writer *w, struct part *p, uint64_t len, in
     return 0;
 }
 
-/* Adds take host bytes of sr at the cursor to p, referenced where they are, with their CRC. */
+/* Adds take host bytes of sr at the cursor to p, referenced where they are, with their CRC:
+ * one pass over the bytes gives the tensor's piece and the part's share. */
 static int part_add_host(struct shard_writer *w, struct part *p, int *cap,
                          const struct s3d_wsrc *sr, uint64_t take)
 {
-    int rc = iov_push(p, cap, sr->ptr + w->cur_off, take);
-    if (rc < 0 || !w->with_crc || w->crc_known || sr->tensor < 0)
+    const char *src = sr->ptr + w->cur_off;
+    int known = sr->tensor >= 0; /* the header is patched before part 1 goes */
+    uint32_t crc = known ? s3d_crc32c(0, src, take) : 0;
+    int rc = iov_push(p, cap, src, take, crc, known);
+    if (rc < 0 || !known || !w->with_crc || w->crc_known)
         return rc;
-    return add_rec(w, (size_t)sr->tensor, take, s3d_crc32c(0, sr->ptr + w->cur_off, take), NULL);
+    return add_rec(w, (size_t)sr->tensor, take, crc, NULL);
 }
 
-/* Records a device piece of tensor whose CRC is computed from host once its copy is done
- * (part_ready). */
+/* A device piece (iov entry iov of p) whose CRC is computed from host once its copy is done
+ * (part_ready), recorded for tensor when the save stores CRCs. */
 static int part_pend_crc(struct shard_writer *w, struct part *p, size_t tensor, uint64_t piece,
-                         const char *host)
+                         const char *host, int iov)
 {
     struct pending_crc *pc = s3d_reallocarray(p->pend, p->npend + 1, sizeof(*p->pend));
     int rc;
     if (pc == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory building a part");
     p->pend = pc;
-    rc = add_rec(w, tensor, piece, 0, &p->pend[p->npend].rec);
-    if (rc < 0)
-        return rc;
+    p->pend[p->npend].rec = SIZE_MAX;
+    if (w->with_crc && !w->crc_known) {
+        rc = add_rec(w, tensor, piece, 0, &p->pend[p->npend].rec);
+        if (rc < 0)
+            return rc;
+    }
+    p->pend[p->npend].iov = iov;
     p->pend[p->npend].host = host;
     p->npend++;
     return 0;
@@ -243,14 +264,12 @@ int s3d_cw_part_build(struct shard_writer *w, struct part *p, uint64_t len, int 
                                           (uint64_t)(uintptr_t)sr->ptr + w->cur_off + done, piece);
                 if (rc < 0)
                     return rc;
-                rc = iov_push(p, &cap, host, piece);
+                rc = iov_push(p, &cap, host, piece, 0, 0);
                 if (rc < 0)
                     return rc;
-                if (w->with_crc && !w->crc_known) {
-                    rc = part_pend_crc(w, p, (size_t)sr->tensor, piece, host);
-                    if (rc < 0)
-                        return rc;
-                }
+                rc = part_pend_crc(w, p, (size_t)sr->tensor, piece, host, p->iovcnt - 1);
+                if (rc < 0)
+                    return rc;
                 done += piece;
                 chunk_off += piece;
                 if (chunk_off == cs) {
@@ -296,8 +315,12 @@ int s3d_cw_part_ready(struct shard_writer *w, struct part *p, int blocking)
         p->ev = NULL;
     }
     for (size_t i = 0; i < p->npend; i++) {
-        struct crcrec *r = &w->recs[p->pend[i].rec];
-        r->crc = s3d_crc32c(0, p->pend[i].host, r->len);
+        int k = p->pend[i].iov;
+        uint32_t crc = s3d_crc32c(0, p->pend[i].host, p->iov[k].iov_len);
+        p->icrc[k] = crc;
+        p->icrc_known[k] = 1;
+        if (p->pend[i].rec != SIZE_MAX)
+            w->recs[p->pend[i].rec].crc = crc;
     }
     p->npend = 0;
     return 1;
@@ -338,11 +361,19 @@ static uint64_t part_len(const struct shard_writer *w, uint32_t number)
 /* Hands the built part p out to the engine as part number. */
 int s3d_cw_part_hand_out(struct part *p, uint32_t number, struct s3d_put_part *out)
 {
+    uint32_t crc = 0;
+    for (int i = 0; i < p->iovcnt; i++) {
+        uint32_t c =
+            p->icrc_known[i] ? p->icrc[i] : s3d_crc32c(0, p->iov[i].iov_base, p->iov[i].iov_len);
+        crc = i == 0 ? c : s3d_crc32c_combine(crc, c, p->iov[i].iov_len);
+    }
     out->part_number = number;
     out->iov = p->iov;
     out->iovcnt = p->iovcnt;
     out->length = p->length;
     out->user = p;
+    out->has_crc32c = 1;
+    out->crc32c = crc;
     return S3D_FEED_OK;
 }
 

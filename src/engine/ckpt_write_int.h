@@ -30,13 +30,21 @@ struct part {
     uint64_t length;
     struct iovec *iov;
     int iovcnt;
+    /* The CRC-32C of each iov entry, computed once where its bytes are first read (a host
+     * piece when the part is built, a device piece when its copy is done) and used for both
+     * the tensor's CRC and the part's (s3d_put_part.crc32c), so the engine never reads the
+     * bytes again for it. icrc_known[i] is 0 for the header's bytes, which are patched before
+     * part 1 goes: their CRC is computed at hand-out. */
+    uint32_t *icrc;
+    unsigned char *icrc_known;
     void **chunks; /* staging chunks holding this part's device bytes */
     size_t nchunks;
     struct s3d_event *ev; /* completes when the device-to-host copies are done */
     int ev_ordinal;
     /* Device pieces whose CRC is computed once the copy is done: (record, host address). */
     struct pending_crc {
-        size_t rec;
+        size_t rec; /* SIZE_MAX: no tensor record (the save stores no CRCs) */
+        int iov;
         const char *host;
     } * pend;
     size_t npend;

@@ -292,8 +292,11 @@ static int feed_part(struct engine *g, struct item *it)
     g->seen[p.part_number] = 1;
     g->handed_out++;
     it->part = p;
-    for (i = 0; i < p.iovcnt; i++)
-        crc = s3d_crc32c(crc, p.iov[i].iov_base, p.iov[i].iov_len);
+    if (p.has_crc32c)
+        crc = p.crc32c;
+    else
+        for (i = 0; i < p.iovcnt; i++)
+            crc = s3d_crc32c(crc, p.iov[i].iov_base, p.iov[i].iov_len);
     it->crc_v = crc;
     s3d_crc32c_base64(crc, it->crc);
     s3d_op_upload_part_init(&it->op, g->bucket, g->key, g->upload_id, p.part_number, it->number,

@@ -137,6 +137,11 @@ struct s3d_put_part {
     uint64_t copy_offset;
     const char *copy_if_match;
     uint32_t copy_crc;
+    /* The CRC-32C of the part's bytes when the producer computed it while reading them
+     * (has_crc32c 1): the engine then does not read the bytes again for the part's checksum
+     * header. 0: the engine computes it. */
+    int has_crc32c;
+    uint32_t crc32c;
 };
 
 struct s3d_put_hooks {

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/crc32c.h"
 #include "testutil.h"
 
 #define MAX_CONNS 256
@@ -29,6 +30,9 @@ struct conn {
     int kill_response;
     int swallow; /* the current request is answered by the proxy */
     int waiting; /* a request head went to the server and no response byte came back yet */
+    /* The request's x-amz-checksum-crc32c (base64), checked against its body's CRC-32C. */
+    char want_crc[16];
+    uint32_t body_crc;
 };
 
 struct tproxy {
@@ -46,6 +50,7 @@ struct tproxy {
     atomic_int failed_armed;
     atomic_llong s2c, c2s;
     atomic_int in_flight, peak_in_flight;
+    atomic_int crc_checked, crc_bad;
     pthread_mutex_t mu;
     char *log;
     size_t log_len, log_cap;
@@ -107,6 +112,23 @@ static void fake_500(struct conn *c)
     }
 }
 
+/* At the end of a request's body: its x-amz-checksum-crc32c against the bytes that passed. */
+static void check_crc(struct conn *c)
+{
+    char got[S3D_CRC32C_B64_LEN];
+    if (c->want_crc[0] == '\0')
+        return;
+    s3d_crc32c_base64(c->body_crc, got);
+    atomic_fetch_add(&c->p->crc_checked, 1);
+    if (strcmp(got, c->want_crc) != 0) {
+        char line[128];
+        atomic_fetch_add(&c->p->crc_bad, 1);
+        snprintf(line, sizeof(line), "CRC32C MISMATCH: header %s, body %s\n", c->want_crc, got);
+        log_append(c->p, line, strlen(line));
+    }
+    c->want_crc[0] = '\0';
+}
+
 /* Feeds client->server bytes to the request parser, logging each request head, and appends to
  * out what goes on to the server (everything, except a request the proxy answers itself). */
 static void parse_c2s(struct conn *c, const char *d, size_t n, char *out, size_t *out_len)
@@ -119,8 +141,12 @@ static void parse_c2s(struct conn *c, const char *d, size_t n, char *out, size_t
                 *out_len += k;
             }
             c->body_left -= k;
+            if (c->want_crc[0] != '\0')
+                c->body_crc = s3d_crc32c(c->body_crc, d, k);
             d += k;
             n -= k;
+            if (c->body_left == 0)
+                check_crc(c);
             if (c->body_left == 0 && c->swallow) {
                 c->swallow = 0;
                 fake_500(c);
@@ -149,8 +175,13 @@ static void parse_c2s(struct conn *c, const char *d, size_t n, char *out, size_t
             if (c->p->o.fail_request != NULL && strstr(line, c->p->o.fail_request) &&
                 atomic_exchange(&c->p->failed_armed, 1) == 0)
                 c->swallow = 1;
+            v = find_header(c->hdr, "x-amz-checksum-crc32c", &vl);
+            snprintf(c->want_crc, sizeof(c->want_crc), "%.*s", v ? (int)vl : 0, v ? v : "");
+            c->body_crc = 0;
             v = find_header(c->hdr, "Content-Length", &vl);
             c->body_left = v ? strtoull(v, NULL, 10) : 0;
+            if (c->body_left == 0)
+                check_crc(c);
             if (!c->swallow) {
                 memcpy(out + *out_len, c->hdr, c->hdr_len);
                 *out_len += c->hdr_len;
@@ -432,4 +463,14 @@ void tproxy_stop(struct tproxy *p)
     free(p->log);
     free(p->log_copy);
     free(p);
+}
+
+int tproxy_crc_checked(struct tproxy *p)
+{
+    return atomic_load(&p->crc_checked);
+}
+
+int tproxy_crc_bad(struct tproxy *p)
+{
+    return atomic_load(&p->crc_bad);
 }

@@ -3,7 +3,8 @@
  * cancel paths run against real failed requests.
  *
  * It also records, per request, the request line and the Range header it saw going to the
- * server (HTTP/1.1 parsing of the client side: header block, then Content-Length body). */
+ * server (HTTP/1.1 parsing of the client side: header block, then Content-Length body), and
+ * checks each body against the x-amz-checksum-crc32c its request announced. */
 #ifndef S3D_TEST_TPROXY_H
 #define S3D_TEST_TPROXY_H
 
@@ -44,6 +45,10 @@ int tproxy_connections(struct tproxy *p);
 /* The most requests in flight at once so far: a request counts from its head going to the
  * server until the first byte of its response comes back. */
 int tproxy_peak_in_flight(struct tproxy *p);
+/* Requests that carried an x-amz-checksum-crc32c header, and those of them whose body had
+ * another CRC-32C (each logged as a "CRC32C MISMATCH" line). */
+int tproxy_crc_checked(struct tproxy *p);
+int tproxy_crc_bad(struct tproxy *p);
 /* Stalls so far (0 or 1). */
 int tproxy_stalls(struct tproxy *p);
 /* The log so far: one line per request ("PUT /b/k?partNumber=1&uploadId=..." then, when
