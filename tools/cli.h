@@ -34,6 +34,7 @@ enum {
     CLI_F_FILTER = 1 << 11,     /* --exclude --include */
     CLI_F_SYNC = 1 << 12,       /* --delete --exact-timestamps --size-only */
     CLI_F_BASE = 1 << 13,       /* --base URI (cp) */
+    CLI_F_SYMLINKS = 1 << 14,   /* --follow-symlinks --no-follow-symlinks */
 };
 
 #define CLI_MAX_ARGS    8
@@ -81,11 +82,12 @@ struct cli_opts {
     int64_t older_than;       /* abort-uploads: seconds; -1 = not given */
     struct cli_filter filters[CLI_MAX_FILTERS]; /* cp -r, rm -r, mv -r, sync */
     int nfilters;
-    int delete_extra;     /* sync --delete */
-    int exact_timestamps; /* sync */
-    int size_only;        /* sync */
-    int move;             /* mv: sources are deleted after each copy; lines say "move" */
-    const char *base;     /* cp --base: an earlier checkpoint; NULL = not given */
+    int delete_extra;       /* sync --delete */
+    int exact_timestamps;   /* sync */
+    int size_only;          /* sync */
+    int move;               /* mv: sources are deleted after each copy; lines say "move" */
+    int no_follow_symlinks; /* cp, mv, sync: leave local links out (default: follow them) */
+    const char *base;       /* cp --base: an earlier checkpoint; NULL = not given */
     /* positional arguments */
     const char *args[CLI_MAX_ARGS];
     int nargs;

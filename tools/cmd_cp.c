@@ -22,8 +22,7 @@ static const char usage[] =
     "A DEST key ending in '/' (or an existing local folder) receives the source's base name.\n\n"
     "Options:\n"
     "  -r, --recursive       copy everything under the folder or prefix (a prefix is taken as\n"
-    "                        a folder: s3://b/data means s3://b/data/...); symbolic links to\n"
-    "                        files are followed, links to folders are not\n"
+    "                        a folder: s3://b/data means s3://b/data/...)\n"
     "  --content-type TYPE   Content-Type of uploaded objects (default\n"
     "                        application/octet-stream)\n"
     "  --exclude PATTERN     with --recursive: skip paths matching PATTERN (relative to\n"
@@ -31,6 +30,10 @@ static const char usage[] =
     "  --include PATTERN     do not skip paths matching PATTERN; filters apply in order and\n"
     "                        the last one that matches wins, as in the AWS CLI\n"
     "  --dryrun              print what would be copied, copy nothing\n"
+    "  --no-follow-symlinks  leave local symbolic links out (files and folders)\n"
+    "  --follow-symlinks     follow them (the default, as in the AWS CLI): a linked folder's\n"
+    "                        files are copied under the link's name; a link to a folder\n"
+    "                        above it is skipped with a warning\n"
     "  --base URI            write SOURCE, one safetensors file, as a checkpoint whose tensors\n"
     "                        unchanged in the earlier checkpoint URI are copied from it, not\n"
     "                        sent (see \"With --base\" below)\n"
@@ -195,6 +198,14 @@ int cli_cp_one(struct cp_ctx *x, const char *src, const char *dst)
             return CLI_EXIT_FAIL;
         if (strcmp(src, "-") != 0 && stat(src, &st) == 0 && S_ISDIR(st.st_mode))
             return cli_error("%s is a folder (use --recursive)", src);
+        /* The AWS CLI leaves such a link out without a word and exits 0; a warning and exit
+         * status 2, as for a file it skips, tell that nothing was copied. */
+        if (x->o->no_follow_symlinks && lstat(src, &st) == 0 && S_ISLNK(st.st_mode)) {
+            fputs("warning: Skipping file ", stderr);
+            cli_put_key(stderr, src);
+            fputs(". File is a symbolic link (--no-follow-symlinks).\n", stderr);
+            return CLI_EXIT_USAGE;
+        }
         if (dk[0] == '\0' || cli_ends_with_slash(dk)) {
             if (strcmp(src, "-") == 0)
                 return cli_usage_error("cp",
@@ -257,7 +268,8 @@ const struct cli_command cli_cmd_cp = {
     .name = "cp",
     .summary = "copy files and objects: local <-> s3://, s3:// -> s3://, - for stdin/stdout",
     .usage = usage,
-    .flags = CLI_F_RECURSIVE | CLI_F_CONTENT_TYPE | CLI_F_DRYRUN | CLI_F_FILTER | CLI_F_BASE,
+    .flags = CLI_F_RECURSIVE | CLI_F_CONTENT_TYPE | CLI_F_DRYRUN | CLI_F_FILTER | CLI_F_BASE |
+             CLI_F_SYMLINKS,
     .min_args = 2,
     .max_args = 2,
     .run = run,
@@ -277,7 +289,9 @@ static const char mv_usage[] =
     "  --include PATTERN     do not skip paths matching PATTERN; the last matching filter\n"
     "                        wins, as in the AWS CLI\n"
     "  --content-type TYPE   Content-Type of uploaded objects\n"
-    "  --dryrun              print what would be moved, move nothing\n\n"
+    "  --dryrun              print what would be moved, move nothing\n"
+    "  --no-follow-symlinks  leave local symbolic links out (default: follow them, as cp)\n"
+    "  --follow-symlinks     follow them (the default)\n\n"
     "Examples:\n"
     "  s3direct mv ./model.safetensors s3://bucket/models/\n"
     "  s3direct mv s3://bucket/tmp/ckpt s3://bucket/ckpt --recursive\n";
@@ -336,7 +350,7 @@ const struct cli_command cli_cmd_mv = {
     .name = "mv",
     .summary = "move files and objects: copy, then delete the source",
     .usage = mv_usage,
-    .flags = CLI_F_RECURSIVE | CLI_F_CONTENT_TYPE | CLI_F_DRYRUN | CLI_F_FILTER,
+    .flags = CLI_F_RECURSIVE | CLI_F_CONTENT_TYPE | CLI_F_DRYRUN | CLI_F_FILTER | CLI_F_SYMLINKS,
     .min_args = 2,
     .max_args = 2,
     .run = mv_run,

@@ -22,7 +22,12 @@ static const char usage[] =
     "  --include PATTERN     do not skip paths matching PATTERN; the last matching filter\n"
     "                        wins, as in the AWS CLI\n"
     "  --content-type TYPE   Content-Type of uploaded objects\n"
-    "  --dryrun              print what would be copied and deleted, change nothing\n\n"
+    "  --dryrun              print what would be copied and deleted, change nothing\n"
+    "  --no-follow-symlinks  leave local symbolic links out, in SOURCE and in DEST\n"
+    "  --follow-symlinks     follow them (the default, as in the AWS CLI): the files of a\n"
+    "                        linked folder are compared, copied and deleted under the link's\n"
+    "                        name, on both sides; a link to a folder above it is skipped\n"
+    "                        with a warning\n\n"
     "Examples:\n"
     "  s3direct sync ./ckpt s3://bucket/ckpt\n"
     "  s3direct sync s3://bucket/ckpt /data/ckpt --delete --exclude '*.tmp'\n";
@@ -51,7 +56,7 @@ const struct cli_command cli_cmd_sync = {
     .name = "sync",
     .summary = "copy only what differs between a folder and a prefix (as aws s3 sync)",
     .usage = usage,
-    .flags = CLI_F_SYNC | CLI_F_FILTER | CLI_F_DRYRUN | CLI_F_CONTENT_TYPE,
+    .flags = CLI_F_SYNC | CLI_F_FILTER | CLI_F_DRYRUN | CLI_F_CONTENT_TYPE | CLI_F_SYMLINKS,
     .min_args = 2,
     .max_args = 2,
     .run = run,

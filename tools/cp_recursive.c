@@ -1,17 +1,17 @@
 /* cp_recursive.c - many files at once: cp/mv --recursive and sync.
  *
- * Both sides are listed first into a table of relative paths (a local folder walked with
- * nftw, an S3 prefix listed recursively), filtered (--exclude/--include), sorted by path with
- * "*.index.json" files last, and only then transferred with the single-object calls of
- * cmd_cp.c, up to CLI_FILES_AT_ONCE files at once on as many threads (they share the
- * client's request budget, so a folder of small files keeps many requests in flight, and a
- * large file still gets the level the path allows). Sorting first makes the start order
- * independent of the file system's; an index starts only after every other file is done, so
+ * Both sides are listed first into a table of relative paths (a local folder walked following
+ * its links, as the AWS CLI does; an S3 prefix listed recursively), filtered
+ * (--exclude/--include), sorted by path with "*.index.json" files last, and only then transferred
+ * with the single-object calls of cmd_cp.c, up to CLI_FILES_AT_ONCE files at once on as many
+ * threads (they share the client's request budget, so a folder of small files keeps many requests
+ * in flight, and a large file still gets the level the path allows). Sorting first makes the start
+ * order independent of the file system's; an index starts only after every other file is done, so
  * a reader that finds a Hugging Face index finds its shards. sync compares the two tables as
  * "aws s3 sync" does (size, then modification time; see sync_needed). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -157,70 +157,146 @@ static const struct item *items_find(const struct items *t, const char *rel)
     return bsearch(&key, t->v, t->n, sizeof(*t->v), item_cmp);
 }
 
-/* nftw has no user pointer: the walk's state lives here for its duration. */
-static struct {
+/* The walk of one local folder. */
+struct walk {
     const struct cli_opts *o;
     size_t root_len;
     struct items *out;
-    int failed;
-} walk;
+    char path[PATH_MAX]; /* the entry being looked at; the folders above it are its prefix */
+};
+
+/* One folder on the path from the root down to the folder being read, to tell a link that
+ * names a folder above it (which would list the tree again and again). */
+struct walk_up {
+    dev_t dev;
+    ino_t ino;
+    const struct walk_up *up;
+};
 
 /* The AWS CLI's warning for a file it cannot copy; such a run ends with exit status 2. */
-static void skip_warning(const char *path, const char *why)
+static void skip_warning(struct walk *w, const char *why)
 {
     fputs("warning: Skipping file ", stderr);
-    cli_put_key(stderr, path);
+    cli_put_key(stderr, w->path);
     fprintf(stderr, ". %s\n", why);
-    walk.out->skipped++;
+    w->out->skipped++;
 }
 
-static int walk_cb(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    struct stat target;
-    const char *rel;
+static int walk_folder(struct walk *w, size_t len, const struct walk_up *up);
 
-    (void)ftw;
-    rel = path + walk.root_len;
+/* Looks at w->path (len bytes), one entry of a folder being walked. As the AWS CLI's file
+ * generator: links (to files and to folders) are followed, unless --no-follow-symlinks, which
+ * leaves every link out without a word; folders are always entered, the filters apply to
+ * files; what cannot be read is skipped with a warning. 0, or an error status. */
+static int walk_entry(struct walk *w, size_t len, const struct walk_up *up)
+{
+    struct stat st;
+    const char *rel = w->path + w->root_len;
+    const struct walk_up *a;
+
     while (*rel == '/')
         rel++;
-    if (type == FTW_D || !cli_filter_included(walk.o, rel))
+    if (lstat(w->path, &st) != 0) {
+        if (cli_filter_included(w->o, rel))
+            skip_warning(w, "File/Directory is not readable.");
         return 0;
-    /* Links to files are followed; links to folders are not (no cycles to detect). */
-    if (type == FTW_SL) {
-        if (stat(path, &target) != 0) {
-            skip_warning(path, "File does not exist.");
+    }
+    if (S_ISLNK(st.st_mode)) {
+        if (w->o->no_follow_symlinks)
+            return 0;
+        if (stat(w->path, &st) != 0) {
+            if (cli_filter_included(w->o, rel))
+                skip_warning(w, "File does not exist.");
             return 0;
         }
-        if (S_ISDIR(target.st_mode))
-            return 0;
-        st = &target;
-    } else if (type == FTW_DNR || type == FTW_NS) {
-        skip_warning(path, "File/Directory is not readable.");
+    }
+    if (S_ISDIR(st.st_mode)) {
+        struct walk_up here = {st.st_dev, st.st_ino, up};
+        for (a = up; a != NULL; a = a->up)
+            if (a->dev == st.st_dev && a->ino == st.st_ino) {
+                skip_warning(w, "File system loop: a link to a folder above it.");
+                return 0;
+            }
+        return walk_folder(w, len, &here);
+    }
+    if (!cli_filter_included(w->o, rel))
         return 0;
-    } else if (type != FTW_F) {
+    if (!S_ISREG(st.st_mode)) {
+        skip_warning(w, "File is character special device, block special device, FIFO, or "
+                        "socket.");
         return 0;
     }
-    if (!S_ISREG(st->st_mode)) {
-        skip_warning(path, "File is character special device, block special device, FIFO, or "
-                           "socket.");
+    if (access(w->path, R_OK) != 0) {
+        skip_warning(w, "File/Directory is not readable.");
         return 0;
     }
-    if (access(path, R_OK) != 0) {
-        skip_warning(path, "File/Directory is not readable.");
+    return items_add(w->out, rel, (uint64_t)st.st_size, (int64_t)st.st_mtime);
+}
+
+/* Walks the folder w->path (len bytes; up is that folder itself). Its names are read and the
+ * folder closed before any is looked at, so a deep tree holds no more than one open folder. */
+static int walk_folder(struct walk *w, size_t len, const struct walk_up *up)
+{
+    DIR *d;
+    struct dirent *e;
+    char **names = NULL;
+    size_t n = 0, cap = 0, i;
+    int rc = 0;
+
+    d = opendir(w->path);
+    if (d == NULL && up->up == NULL) /* the root: never an empty list (sync --delete) */
+        return cli_error("cannot read folder %s: %s", w->path, strerror(errno));
+    if (d == NULL) {
+        skip_warning(w, "File/Directory is not readable.");
         return 0;
     }
-    if (items_add(walk.out, rel, (uint64_t)st->st_size, (int64_t)st->st_mtime) != 0) {
-        walk.failed = 1;
-        return 1;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (n == cap) {
+            char **v = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*v));
+            if (v == NULL) {
+                rc = cli_error("out of memory listing files");
+                break;
+            }
+            names = v;
+        }
+        if ((names[n] = strdup(e->d_name)) == NULL) {
+            rc = cli_error("out of memory listing files");
+            break;
+        }
+        n++;
     }
-    return 0;
+    closedir(d);
+    for (i = 0; i < n && rc == 0; i++) {
+        size_t nlen = strlen(names[i]);
+        int slash = len > 0 && w->path[len - 1] != '/';
+        if (len + slash + nlen >= sizeof(w->path)) {
+            w->path[len] = '\0';
+            rc = cli_error("path too long: %s/%s", w->path, names[i]);
+            break;
+        }
+        if (slash)
+            w->path[len] = '/';
+        memcpy(w->path + len + slash, names[i], nlen + 1);
+        rc = walk_entry(w, len + slash + nlen, up);
+    }
+    w->path[len] = '\0';
+    for (i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
 }
 
 /* Every regular file under root (filtered) into *out, sorted. Missing root: empty table when
- * missing_ok, else an error. */
+ * missing_ok, else an error. The root itself is followed when it is a link, even with
+ * --no-follow-symlinks (the AWS CLI would list nothing, and a sync --delete then empty DEST). */
 static int list_local(const struct cli_opts *o, const char *root, int missing_ok, struct items *out)
 {
     struct stat st;
+    struct walk_up top;
+    struct walk *w;
+    int rc;
 
     memset(out, 0, sizeof(*out));
     if (stat(root, &st) != 0) {
@@ -230,13 +306,20 @@ static int list_local(const struct cli_opts *o, const char *root, int missing_ok
     }
     if (!S_ISDIR(st.st_mode))
         return cli_error("%s is not a folder", root);
-    walk.o = o;
-    walk.root_len = strlen(root);
-    walk.out = out;
-    walk.failed = 0;
-    if (nftw(root, walk_cb, 32, FTW_PHYS) < 0 && !walk.failed)
-        walk.failed = cli_error("cannot read folder %s: %s", root, strerror(errno));
-    if (walk.failed) {
+    if (strlen(root) >= PATH_MAX)
+        return cli_error("path too long: %s", root);
+    if ((w = calloc(1, sizeof(*w))) == NULL)
+        return cli_error("out of memory listing files");
+    w->o = o;
+    w->root_len = strlen(root);
+    w->out = out;
+    memcpy(w->path, root, w->root_len + 1);
+    top.dev = st.st_dev;
+    top.ino = st.st_ino;
+    top.up = NULL;
+    rc = walk_folder(w, w->root_len, &top);
+    free(w);
+    if (rc != 0) {
         items_free(out);
         return CLI_EXIT_FAIL;
     }

@@ -48,6 +48,8 @@ enum opt_id {
     O_EXACT_TIMESTAMPS,
     O_SIZE_ONLY,
     O_BASE,
+    O_FOLLOW_SYMLINKS,
+    O_NO_FOLLOW_SYMLINKS,
 };
 
 struct opt_def {
@@ -94,6 +96,8 @@ static const struct opt_def opt_defs[] = {
     {"--exact-timestamps", 0, 0, CLI_F_SYNC, O_EXACT_TIMESTAMPS},
     {"--size-only", 0, 0, CLI_F_SYNC, O_SIZE_ONLY},
     {"--base", 0, 1, CLI_F_BASE, O_BASE},
+    {"--follow-symlinks", 0, 0, CLI_F_SYMLINKS, O_FOLLOW_SYMLINKS},
+    {"--no-follow-symlinks", 0, 0, CLI_F_SYMLINKS, O_NO_FOLLOW_SYMLINKS},
 };
 
 const char cli_common_help[] =
@@ -383,6 +387,10 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
         break;
     case O_SIZE_ONLY:
         o->size_only = 1;
+        break;
+    case O_FOLLOW_SYMLINKS: /* the last of the two given wins, as in the AWS CLI */
+    case O_NO_FOLLOW_SYMLINKS:
+        o->no_follow_symlinks = d->id == O_NO_FOLLOW_SYMLINKS;
         break;
     case O_BASE:
         assert(val != NULL); /* has_arg, as --method */

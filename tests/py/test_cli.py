@@ -25,10 +25,12 @@ COMMON_FLAGS = ["--endpoint-url", "--profile", "--region", "--no-sign-request", 
                 "--no-verify-ssl", "--concurrency", "--part-size", "--progress",
                 "--no-progress", "--quiet", "--help"]
 COMMAND_FLAGS = {
-    "cp": ["--recursive", "--content-type", "--dryrun", "--exclude", "--include"],
-    "mv": ["--recursive", "--content-type", "--dryrun", "--exclude", "--include"],
+    "cp": ["--recursive", "--content-type", "--dryrun", "--exclude", "--include",
+           "--follow-symlinks", "--no-follow-symlinks"],
+    "mv": ["--recursive", "--content-type", "--dryrun", "--exclude", "--include",
+           "--follow-symlinks", "--no-follow-symlinks"],
     "sync": ["--delete", "--exact-timestamps", "--size-only", "--exclude", "--include",
-             "--dryrun", "--content-type"],
+             "--dryrun", "--content-type", "--follow-symlinks", "--no-follow-symlinks"],
     "ls": ["--recursive", "--human-readable", "--summarize"],
     "rm": ["--recursive", "--dryrun", "--exclude", "--include"],
     "stat": [],
@@ -153,21 +155,34 @@ def test_part_size_syntax(cli, tmp_path, size, ok):
     assert not (tmp_path / "x").exists()
 
 
-def test_recursive_upload_dryrun_follows_file_links_only(cli, tmp_path):
+def test_recursive_upload_dryrun_follows_links(cli, tmp_path):
+    """Links to files and to folders are followed, as the AWS CLI does by default; with
+    --no-follow-symlinks every link is left out (test_cli_links.py compares with aws)."""
     (tmp_path / "real").mkdir()
     (tmp_path / "real" / "f").write_bytes(b"x")
     os.symlink("real/f", tmp_path / "link")
     os.symlink("real", tmp_path / "dirlink")
     os.symlink("nowhere", tmp_path / "dangling")
-    r = run(cli, "cp", "-r", "--dryrun", str(tmp_path), "s3://bkt/up",
-            env={"AWS_ENDPOINT_URL": "http://127.0.0.1:1"})
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}
+    r = run(cli, "cp", "-r", "--dryrun", str(tmp_path), "s3://bkt/up", env=env)
     assert sorted(r.stdout.decode().splitlines()) == [
-        f"(dryrun) upload: {tmp_path}/link to s3://bkt/up/link",
-        f"(dryrun) upload: {tmp_path}/real/f to s3://bkt/up/real/f"]
+        f"(dryrun) upload: {tmp_path}/{k} to s3://bkt/up/{k}"
+        for k in ("dirlink/f", "link", "real/f")]
     # The dangling link is skipped with the AWS CLI's warning and its exit status 2.
     assert r.returncode == 2
     assert r.stderr.decode() == \
         f"warning: Skipping file {tmp_path}/dangling. File does not exist.\n"
+    r = run(cli, "cp", "-r", "--dryrun", "--no-follow-symlinks", str(tmp_path), "s3://bkt/up",
+            env=env, check=0)
+    assert r.stdout.decode() == f"(dryrun) upload: {tmp_path}/real/f to s3://bkt/up/real/f\n"
+    assert r.stderr == b""
+    # one file: a link given with --no-follow-symlinks is skipped (aws: silently, exit 0)
+    r = run(cli, "cp", "--dryrun", "--no-follow-symlinks", str(tmp_path / "link"), "s3://bkt/k",
+            env=env)
+    assert r.returncode == 2 and r.stdout == b"" and b"Skipping file" in r.stderr, r
+    r = run(cli, "cp", "--dryrun", "--no-follow-symlinks", "--follow-symlinks",
+            str(tmp_path / "link"), "s3://bkt/k", env=env, check=0)
+    assert r.stdout.decode() == f"(dryrun) upload: {tmp_path}/link to s3://bkt/k\n"
 
 
 # ---- against the server -----------------------------------------------------------------
