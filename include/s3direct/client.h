@@ -52,7 +52,12 @@ enum s3d_addressing {
 };
 
 enum s3d_payload_signing {
-    S3D_PAYLOAD_AUTO = 0,     /* signed SHA-256 over plain http, UNSIGNED-PAYLOAD over https */
+    /* UNSIGNED-PAYLOAD over https; over plain http the SHA-256 of every body until the server
+     * has shown, once per client, that it refuses a body whose x-amz-checksum-crc32c is wrong
+     * (one 1-byte probe part, replaced by the upload's own part 1, at the first multipart upload);
+     * then the bodies that carry a CRC-32C (every part and PutObject of a transfer) go as
+     * UNSIGNED-PAYLOAD. */
+    S3D_PAYLOAD_AUTO = 0,
     S3D_PAYLOAD_SIGNED = 1,   /* always hash the body into the signature */
     S3D_PAYLOAD_UNSIGNED = 2, /* always UNSIGNED-PAYLOAD */
 };

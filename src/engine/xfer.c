@@ -1122,6 +1122,7 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
     if (rc < 0)
         goto out;
     g.upload_id = upload_id;
+    s3d_op_probe_body_crc(&c->s3, bucket, key, upload_id);
     rc = run(&g);
     if (rc == 0 && s3d_cancel_is_set(g.cancel))
         rc = s3d_fail(S3D_ECANCELED, "upload of s3://%s/%s canceled", bucket, key);

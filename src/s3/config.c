@@ -502,7 +502,7 @@ static int resolve_endpoint(struct resolve *r)
 }
 
 /* Payload signing: options, the profile's s3 payload_signing_enabled, else unsigned over
- * https and signed over http (so it comes after the endpoint). */
+ * https and AUTO over http (so it comes after the endpoint). */
 static int resolve_payload_signing(struct resolve *r)
 {
     const char *v = r->conf.payload_signing;
@@ -516,8 +516,10 @@ static int resolve_payload_signing(struct resolve *r)
                             r->conf_path, r->profile, v);
         payload = b ? S3D_PAYLOAD_SIGNED : S3D_PAYLOAD_UNSIGNED;
     }
-    if (payload == S3D_PAYLOAD_AUTO)
-        payload = r->out->https ? S3D_PAYLOAD_UNSIGNED : S3D_PAYLOAD_SIGNED;
+    /* AUTO stays AUTO over plain http: signed until the server shows it checks the CRC-32C
+     * that comes with each body (s3d_op_probe_body_crc). */
+    if (payload == S3D_PAYLOAD_AUTO && r->out->https)
+        payload = S3D_PAYLOAD_UNSIGNED;
     r->out->payload_signing = payload;
     return 0;
 }

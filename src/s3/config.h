@@ -67,7 +67,7 @@ struct s3d_config {
     int no_verify_ssl;   /* options only */
     int anonymous;       /* 1: do not sign; credentials are then NULL */
     int addressing;      /* as configured: S3D_ADDRESSING_AUTO, _PATH or _VIRTUAL */
-    int payload_signing; /* resolved: S3D_PAYLOAD_SIGNED or S3D_PAYLOAD_UNSIGNED */
+    int payload_signing; /* SIGNED, UNSIGNED, or AUTO over plain http (s3ctx.h body_crc) */
     /* The profile's s3 transfer settings as the AWS CLI names them (0 = not set):
      * max_concurrent_requests, multipart_chunksize, multipart_threshold. */
     uint32_t max_concurrency;

@@ -11,7 +11,10 @@
 #include <openssl/evp.h>
 
 #include "common/compiler.h"
+#include "common/crc32c.h"
 #include "common/error.h"
+#include "common/log.h"
+#include "s3/limits.h"
 #include "s3/timefmt.h"
 #include "s3/uri.h"
 #include "s3/s3doc.h"
@@ -365,6 +368,59 @@ int s3d_op_create_multipart(struct s3d_s3ctx *ctx, const char *bucket, const cha
     }
     s3d_s3_op_cleanup(&op);
     return rc;
+}
+
+/* The S3 codes a server answers a body whose x-amz-checksum-crc32c does not match with: AWS
+ * S3 and Ceph RGW (19+) BadDigest, MinIO XAmzContentChecksumMismatch, others InvalidDigest or
+ * InvalidChecksum. */
+static int is_checksum_refusal(const char *code)
+{
+    static const char *const codes[] = {"BadDigest", "XAmzContentChecksumMismatch", "InvalidDigest",
+                                        "InvalidChecksum"};
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+        if (strcmp(code, codes[i]) == 0)
+            return 1;
+    return 0;
+}
+
+void s3d_op_probe_body_crc(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                           const char *upload_id)
+{
+    static const char byte[1] = {'s'};
+    struct iovec iov = {.iov_base = (void *)byte, .iov_len = 1};
+    struct s3d_s3_op op;
+    char number[12], wrong[S3D_CRC32C_B64_LEN];
+    int expected = S3D_BODY_CRC_UNKNOWN, rc, state;
+
+    if (ctx->cfg.payload_signing != S3D_PAYLOAD_AUTO ||
+        !atomic_compare_exchange_strong(&ctx->body_crc, &expected, S3D_BODY_CRC_PROBING))
+        return;
+    /* The CRC-32C of another byte; the body itself is signed, so nothing but the checksum can
+     * be refused. Part 1: every upload sends its own part 1 after this one (the transfer starts
+     * once the probe is answered), which replaces it; a part left out of the completion list
+     * would fail it (Ceph RGW 16 wants every uploaded part listed). */
+    s3d_crc32c_base64(s3d_crc32c(0, "t", 1), wrong);
+    s3d_op_upload_part_init(&op, bucket, key, upload_id, 1, number, &iov, 1, 1, wrong);
+    op.operation = "UploadPart (checksum probe)";
+    rc = s3d_s3_op_run(ctx, &op);
+    if (rc == 0)
+        state = S3D_BODY_CRC_IGNORED;
+    else if (is_checksum_refusal(op.s3_code))
+        state = S3D_BODY_CRC_CHECKED;
+    else if (op.req.resp.status >= 400 && op.req.resp.status < 500)
+        state = S3D_BODY_CRC_IGNORED; /* refused for another reason: do not ask again */
+    else
+        state = S3D_BODY_CRC_UNKNOWN; /* no answer: the next upload asks again */
+    s3d_s3_op_cleanup(&op);
+    atomic_store(&ctx->body_crc, state);
+    if (state == S3D_BODY_CRC_CHECKED)
+        S3D_INFO("s3://%s/%s: the server refuses a wrong x-amz-checksum-crc32c: bodies that carry "
+                 "one go as UNSIGNED-PAYLOAD from now on",
+                 bucket, key);
+    else if (state == S3D_BODY_CRC_IGNORED)
+        S3D_INFO("s3://%s/%s: the server stored a body with a wrong x-amz-checksum-crc32c: every "
+                 "body stays signed (SHA-256)",
+                 bucket, key);
 }
 
 /* A 200 answer whose body is an <Error> document (CompleteMultipartUpload, CopyObject,

@@ -100,6 +100,16 @@ S3D_NODISCARD int s3d_op_create_multipart(struct s3d_s3ctx *ctx, const char *buc
                                           const char *key, const char *content_type,
                                           char **upload_id);
 
+/* With payload_signing AUTO over plain http, once per client (ctx->body_crc): whether the
+ * server refuses a body whose x-amz-checksum-crc32c is wrong, asked with one signed 1-byte
+ * UploadPart into upload_id carrying the CRC-32C of another byte, as part 1: call it before
+ * any part is sent (the upload's own part 1 replaces it). Refused with a
+ * checksum code: bodies carrying a CRC-32C go unsigned from then on (the server checks every
+ * byte of them); stored: every body stays signed. Never fails: without an answer bodies stay
+ * signed and the next upload asks again. */
+void s3d_op_probe_body_crc(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                           const char *upload_id);
+
 /* One part for CompleteMultipartUpload. */
 struct s3d_op_part {
     uint32_t part_number;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "common/alloc.h"
@@ -446,6 +447,19 @@ static int region_valid(const char *r)
     return 1;
 }
 
+/* AUTO over plain http: a body goes unsigned only when it carries an x-amz-checksum-crc32c and
+ * the server has shown that it refuses a wrong one (s3d_op_probe_body_crc); the checksum then
+ * protects the bytes as the signed hash would. */
+static int body_crc_checked(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
+{
+    if (atomic_load(&ctx->body_crc) != S3D_BODY_CRC_CHECKED)
+        return 0;
+    for (size_t i = 0; i < op->n_headers; i++)
+        if (strcasecmp(op->headers[i].name, "x-amz-checksum-crc32c") == 0)
+            return 1;
+    return 0;
+}
+
 int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
 {
     const struct s3d_config *cfg = &ctx->cfg;
@@ -495,11 +509,13 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
         if ((rc = s3d_credcache_get(ctx->creds, &op->signed_with)) < 0)
             return s3d_fail_prefix(rc, "%s", op->operation);
         if (op->payload_hash[0] == '\0') {
-            if (cfg->payload_signing == S3D_PAYLOAD_SIGNED && op->body_len > 0) {
+            int sign = cfg->payload_signing == S3D_PAYLOAD_SIGNED ||
+                       (cfg->payload_signing == S3D_PAYLOAD_AUTO && !body_crc_checked(ctx, op));
+            if (sign && op->body_len > 0) {
                 rc = s3d_sha256_iov_hex(op->iov, op->iovcnt, op->payload_hash);
                 if (rc < 0)
                     return rc;
-            } else if (cfg->payload_signing == S3D_PAYLOAD_SIGNED || op->body_len == 0) {
+            } else if (sign || op->body_len == 0) {
                 snprintf(op->payload_hash, sizeof(op->payload_hash), "%s", S3D_EMPTY_SHA256);
             } else {
                 snprintf(op->payload_hash, sizeof(op->payload_hash), "%s", S3D_UNSIGNED_PAYLOAD);

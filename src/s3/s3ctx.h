@@ -79,6 +79,17 @@ struct s3d_s3ctx {
     /* The client's stop flag (s3d_client_set_cancel), or NULL: s3d_s3_op_run checks it while
      * it waits for an answer and between attempts. */
     const atomic_int *_Atomic stop;
+    /* payload_signing AUTO over plain http: whether the server refuses a body whose
+     * x-amz-checksum-crc32c is wrong (S3D_BODY_CRC_*), learnt once per client by
+     * s3d_op_probe_body_crc. Bodies are hashed into the signature unless it is CHECKED. */
+    atomic_int body_crc;
+};
+
+enum {
+    S3D_BODY_CRC_UNKNOWN = 0,
+    S3D_BODY_CRC_PROBING = 1, /* one upload is asking now; the others sign meanwhile */
+    S3D_BODY_CRC_CHECKED = 2, /* a wrong CRC-32C was refused: bodies that carry one go unsigned */
+    S3D_BODY_CRC_IGNORED = 3, /* a wrong CRC-32C was stored: every body is signed */
 };
 
 /* Resolves the configuration (s3d_config_resolve) and creates the share. max_conns is the

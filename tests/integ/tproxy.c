@@ -33,6 +33,7 @@ struct conn {
     /* The request's x-amz-checksum-crc32c (base64), checked against its body's CRC-32C. */
     char want_crc[16];
     uint32_t body_crc;
+    uint64_t body_len;
 };
 
 struct tproxy {
@@ -50,7 +51,7 @@ struct tproxy {
     atomic_int failed_armed;
     atomic_llong s2c, c2s;
     atomic_int in_flight, peak_in_flight;
-    atomic_int crc_checked, crc_bad;
+    atomic_int crc_checked, crc_bad, crc_probes;
     pthread_mutex_t mu;
     char *log;
     size_t log_len, log_cap;
@@ -120,7 +121,11 @@ static void check_crc(struct conn *c)
         return;
     s3d_crc32c_base64(c->body_crc, got);
     atomic_fetch_add(&c->p->crc_checked, 1);
-    if (strcmp(got, c->want_crc) != 0) {
+    if (strcmp(got, c->want_crc) != 0 && c->body_len == 1) {
+        /* The client's one-byte question whether the server checks checksums
+         * (s3d_op_probe_body_crc): a wrong CRC-32C on purpose. */
+        atomic_fetch_add(&c->p->crc_probes, 1);
+    } else if (strcmp(got, c->want_crc) != 0) {
         char line[128];
         atomic_fetch_add(&c->p->crc_bad, 1);
         snprintf(line, sizeof(line), "CRC32C MISMATCH: header %s, body %s\n", c->want_crc, got);
@@ -180,6 +185,7 @@ static void parse_c2s(struct conn *c, const char *d, size_t n, char *out, size_t
             c->body_crc = 0;
             v = find_header(c->hdr, "Content-Length", &vl);
             c->body_left = v ? strtoull(v, NULL, 10) : 0;
+            c->body_len = c->body_left;
             if (c->body_left == 0)
                 check_crc(c);
             if (!c->swallow) {
@@ -473,4 +479,9 @@ int tproxy_crc_checked(struct tproxy *p)
 int tproxy_crc_bad(struct tproxy *p)
 {
     return atomic_load(&p->crc_bad);
+}
+
+int tproxy_crc_probes(struct tproxy *p)
+{
+    return atomic_load(&p->crc_probes);
 }

@@ -49,6 +49,9 @@ int tproxy_peak_in_flight(struct tproxy *p);
  * another CRC-32C (each logged as a "CRC32C MISMATCH" line). */
 int tproxy_crc_checked(struct tproxy *p);
 int tproxy_crc_bad(struct tproxy *p);
+/* One-byte bodies with a wrong CRC-32C: the client asking whether the server checks checksums
+ * (s3d_op_probe_body_crc, payload signing AUTO over http), counted apart from crc_bad. */
+int tproxy_crc_probes(struct tproxy *p);
 /* Stalls so far (0 or 1). */
 int tproxy_stalls(struct tproxy *p);
 /* The log so far: one line per request ("PUT /b/k?partNumber=1&uploadId=..." then, when

@@ -301,7 +301,7 @@ static void test_endpoint_precedence(void)
     c = resolve_ok(NULL);
     CHECK_STREQ(c.endpoint_url, "http://profile-ep:1");
     CHECK(c.https == 0 && c.port == 1 && c.port_explicit == 1);
-    CHECK(c.payload_signing == S3D_PAYLOAD_SIGNED); /* AUTO over http */
+    CHECK(c.payload_signing == S3D_PAYLOAD_AUTO); /* over http: signed until the probe */
     s3d_config_free(&c);
     setenv("AWS_ENDPOINT_URL", "http://env-global:4", 1);
     c = resolve_ok(NULL);
