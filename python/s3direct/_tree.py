@@ -33,7 +33,7 @@ import json
 import pickle
 import sys
 from collections import OrderedDict
-from typing import Any, Callable, Iterator, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Iterator, Mapping, NoReturn, Optional, Tuple, Union
 
 import torch
 
@@ -213,11 +213,10 @@ def _short(node: Node) -> str:
     return repr(node)[:80]
 
 
-def _node_problem(node: Node, path: Path,
-                  push: Callable[[Node, Path], None]) -> Optional[str]:
-    """Why node is not a tree node (None if it is one); push(child, child_path) for each
-    child to check next."""
-    if node is None or isinstance(node, (bool, str)) or type(node) is int:
+def _node_problem(node: Node) -> Optional[str]:
+    """Why node is not a tree node (None if it is one). Its children, and the [key, node]
+    pairs of a "d", are checked by check() as it reaches them."""
+    if node is None or isinstance(node, (bool, str, TLeaf)) or type(node) is int:
         return None
     if not isinstance(node, dict):
         return f"a JSON {type(node).__name__} is not a node"
@@ -261,40 +260,107 @@ def _node_problem(node: Node, path: Path,
     elif tag in ("l", "T"):
         if not isinstance(v, list):
             return f"{tag!r} must be a list"
-        for i, child in enumerate(v):
-            push(child, path + (i,))
     elif tag == "d":
         if not isinstance(v, list):
             return "'d' must be a list of [key, node] pairs"
-        for pair in v:
-            if not isinstance(pair, list) or len(pair) != 2:
-                return "'d' must be a list of [key, node] pairs"
-            k = pair[0]
-            if not isinstance(k, str) and type(k) is not int:
-                return f"dict key {_short(k)} is not a string or an integer"
-            push(pair[1], path + (k,))
+    return None
+
+
+def _pair_problem(pair: Any) -> Optional[str]:
+    if not isinstance(pair, list) or len(pair) != 2:
+        return "'d' must be a list of [key, node] pairs"
+    k = pair[0]
+    if not isinstance(k, str) and type(k) is not int:
+        return f"dict key {_short(k)} is not a string or an integer"
     return None
 
 
 def check(tree: Node, where: str) -> None:
-    """Raises FormatError naming the first malformed node of tree (iterative: any depth)."""
-    stack: list[tuple[Node, Path]] = [(tree, ())]
-    push = lambda child, p: stack.append((child, p))  # noqa: E731
+    """Raises FormatError naming the first malformed node of tree. Iterative (any depth), one
+    frame per open container: no list of every child and its path is made (a header of 1.66
+    M tensors has them all in one dict; issue 35, item 9). A "d" key equal to its tensor
+    leaf's name is made the same str object (one copy of each name, not two)."""
+    def fail(node: Node, path: Path, why: str) -> NoReturn:
+        raise errors.FormatError(
+            errors.S3D_EFMT_METADATA,
+            f"{where}: {TREE_KEY} node at {path_str(path)} is malformed: {why} "
+            f"({_short(node)})")
+
+    why = _node_problem(tree)
+    if why is not None:
+        fail(tree, (), why)
+    tag, items = _children(tree)
+    if items is None:
+        return
+    stack: list[tuple[Node, Path, Optional[str], Iterator[Any]]] = [(tree, (), tag, items)]
     while stack:
-        node, path = stack.pop()
-        why = _node_problem(node, path, push)
+        node, path, tag, items = stack[-1]
+        item = next(items, _END)
+        if item is _END:
+            stack.pop()
+            continue
+        if tag == "d":
+            why = _pair_problem(item)
+            if why is not None:
+                fail(node, path, why)
+            k, child = item
+            if type(child) is TLeaf and type(k) is str and k == child.t:
+                item[0] = child.t
+        else:
+            k, child = item
+        cpath = path + (k,)
+        why = _node_problem(child)
         if why is not None:
-            raise errors.FormatError(
-                errors.S3D_EFMT_METADATA,
-                f"{where}: {TREE_KEY} node at {path_str(path)} is malformed: {why} "
-                f"({_short(node)})")
+            fail(child, cpath, why)
+        ctag, citems = _children(child)
+        if citems is not None:
+            stack.append((child, cpath, ctag, citems))
+
+
+class TLeaf:
+    """A tensor leaf with no flag, {"t": name}, as parse() keeps it: one small object (56
+    bytes) in place of a dict (184), for the 1.66 M leaves of a large header (issue 35, item
+    9). Read like that dict: node["t"], "t" in node, node.get(key)."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: str) -> None:
+        self.t = t
+
+    def __getitem__(self, key: str) -> str:
+        if key != "t":
+            raise KeyError(key)
+        return self.t
+
+    def __contains__(self, key: object) -> bool:
+        return key == "t"
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.t if key == "t" else default
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TLeaf):
+            return other.t == self.t
+        return isinstance(other, dict) and other == {"t": self.t}
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a dict, so unhashable as one
+
+    def __repr__(self) -> str:
+        return repr({"t": self.t})
+
+
+def _compact(obj: dict[str, Any]) -> Any:
+    """json.loads's object_hook: a plain tensor leaf becomes a TLeaf as soon as it is read."""
+    if len(obj) == 1 and type(obj.get("t")) is str:
+        return TLeaf(obj["t"])
+    return obj
 
 
 def parse(text: str, where: str) -> dict[str, Any]:
     """The tree document from the metadata value, every node checked; FormatError naming the
     node when it is not one."""
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_hook=_compact)
     except RecursionError as e:
         raise errors.FormatError(errors.S3D_EFMT_METADATA,
                                  f"{where}: {TREE_KEY} is nested too deeply") from e
@@ -313,35 +379,50 @@ def parse(text: str, where: str) -> dict[str, Any]:
     return doc
 
 
-def _children(node: Node,
-              path: Path) -> tuple[Optional[str], Optional[list[tuple[Node, Path]]]]:
-    """(tag, [(child, child_path), ...]) of a container node; (None, None) for a leaf."""
+_END: Any = object()  # next()'s default: the end of a container's children
+
+
+def _children(node: Node) -> tuple[Optional[str], Optional[Iterator[Any]]]:
+    """(tag, iterator of (key or index, child)) of a container node; (None, None) for a leaf.
+    A "d" yields its [key, node] pairs themselves."""
     if isinstance(node, dict):
         if "d" in node:
-            return "d", [(v, path + (k,)) for k, v in node["d"]]
+            return "d", iter(node["d"])
         if "l" in node:
-            return "l", [(v, path + (i,)) for i, v in enumerate(node["l"])]
+            return "l", enumerate(node["l"])
         if "T" in node:
-            return "T", [(v, path + (i,)) for i, v in enumerate(node["T"])]
+            return "T", enumerate(node["T"])
     return None, None
 
 
-def walk(node: Node, path: Path = ()) -> Iterator[tuple[Path, str, dict[str, Any]]]:
+def walk(node: Node, path: Path = ()) -> Iterator[tuple[Path, str, Any]]:
     """Yields (path, tag, node) for every tagged leaf, in tree order: tensors ("t") and
-    pickles ("p"). Iterative, so the cost is linear in the tree whatever its depth."""
-    stack: list[tuple[Node, Path]] = [(node, path)]
+    pickles ("p"); node is a dict or a TLeaf. Iterative, one frame per open container, so the
+    cost is linear in the tree whatever its depth and its width."""
+    stack: list[tuple[Path, Iterator[Any]]] = [((), iter(((path, node),)))]
+    first = True
     while stack:
-        n, p = stack.pop()
+        p, items = stack[-1]
+        item = next(items, _END)
+        if item is _END:
+            stack.pop()
+            continue
+        k, n = item
+        cp = k if first else p + (k,)  # the root's "key" is its whole path
+        first = False
+        if type(n) is TLeaf:
+            yield cp, "t", n
+            continue
         if isinstance(n, dict):
             if "t" in n:
-                yield p, "t", n
+                yield cp, "t", n
                 continue
             if "p" in n:
-                yield p, "p", n
+                yield cp, "p", n
                 continue
-        _, kids = _children(n, p)
-        if kids:
-            stack.extend(reversed(kids))
+        _, kids = _children(n)
+        if kids is not None:
+            stack.append((cp, kids))
 
 
 def restore_grad(node: dict[str, Any], t: Any) -> Any:
@@ -360,6 +441,9 @@ def restore_grad(node: dict[str, Any], t: Any) -> Any:
 def _leaf(node: Node, path: Path, tensors: Tensors, allow_pickle: bool) -> Any:
     if node is None or isinstance(node, (bool, int, str)):
         return node
+    if type(node) is TLeaf:
+        name = node.t
+        return tensors(name, path) if callable(tensors) else tensors[name]
     if isinstance(node, dict):
         if "t" in node:
             name = node["t"]
@@ -403,24 +487,25 @@ def unflatten(node: Node, tensors: Tensors, *, allow_pickle: bool = False,
     """Rebuilds the structure. tensors maps a name to its tensor (a callable may be given
     instead: tensors(name, path) -> tensor). Iterative (an explicit stack), so the cost is
     linear in the number of nodes and any depth that JSON could hold works."""
-    tag, kids = _children(node, path)
-    if tag is None:
+    tag, kids = _children(node)
+    if kids is None:
         return _leaf(node, path, tensors, allow_pickle)
-    # Frames: [tag, node, children, next child, values so far].
-    stack: list[list[Any]] = [[tag, node, kids, 0, []]]
+    # Frames: [tag, node, children, values so far, path].
+    stack: list[list[Any]] = [[tag, node, kids, [], path]]
     while True:
         f = stack[-1]
-        if f[3] < len(f[2]):
-            child, cpath = f[2][f[3]]
-            f[3] += 1
-            ctag, ckids = _children(child, cpath)
-            if ctag is None:
-                f[4].append(_leaf(child, cpath, tensors, allow_pickle))
+        item = next(f[2], _END)
+        if item is not _END:
+            k, child = item
+            cpath = f[4] + (k,)
+            ctag, ckids = _children(child)
+            if ckids is None:
+                f[3].append(_leaf(child, cpath, tensors, allow_pickle))
             else:
-                stack.append([ctag, child, ckids, 0, []])
+                stack.append([ctag, child, ckids, [], cpath])
             continue
         stack.pop()
-        ftag, fnode, _, _, vals = f
+        ftag, fnode, _, vals, _ = f
         if ftag == "d":
             items = zip((k for k, _ in fnode["d"]), vals)
             value: Any = OrderedDict(items) if fnode.get("o") else dict(items)
@@ -430,4 +515,4 @@ def unflatten(node: Node, tensors: Tensors, *, allow_pickle: bool = False,
             value = tuple(vals)
         if not stack:
             return value
-        stack[-1][4].append(value)
+        stack[-1][3].append(value)
