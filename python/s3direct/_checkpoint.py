@@ -19,6 +19,8 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 import torch
 
 from . import _capi, _dtypes, _interrupt, _log, _ranks, _tree, _uri, errors
+from ._bulkload import Dests, load_all
+from ._bulkload import dest_device as _dest_device
 from ._capi import enc
 from ._progress import Progress, ProgressArg
 from ._stats import SaveStats, from_c
@@ -147,35 +149,6 @@ def _set_streams(o: Union[_capi.ReadOptions, _capi.WriteOptions],
     o.cuda_stream = streams[0]
     o.cuda_streams = ctypes.cast(arr, ctypes.POINTER(ctypes.c_uint64))
     o.n_cuda_streams = len(streams)
-
-
-MAX_CUDA_ORDINAL = 63  # the C layer's per-device tables hold ordinals 0..63
-
-
-def _dest_device(t: torch.Tensor) -> int:
-    """The C device number of a destination tensor, after the checks that keep the C reader
-    from writing where it must not: contiguous memory only (a strided view's data_ptr does
-    not hold numel() contiguous bytes), CPU or CUDA only (mps/xpu pointers are not host
-    memory and not CUdeviceptr)."""
-    if t.device.type not in ("cpu", "cuda"):
-        raise errors.InvalidArgument(
-            errors.S3D_EINVAL,
-            f"destination tensor on {t.device}: s3direct reads into CPU or CUDA memory only; "
-            f"load to the CPU and move it with .to({str(t.device)!r})")
-    if t.layout != torch.strided or not t.is_contiguous():
-        raise errors.InvalidArgument(
-            errors.S3D_EINVAL,
-            f"destination tensor is not contiguous (shape {tuple(t.shape)}, stride "
-            f"{tuple(t.stride()) if t.layout == torch.strided else t.layout}): the bytes would "
-            f"land past the view; pass a contiguous tensor and copy_() into the view")
-    if t.device.type == "cpu":
-        return -1
-    idx = t.device.index if t.device.index is not None else torch.cuda.current_device()
-    if not 0 <= idx <= MAX_CUDA_ORDINAL:
-        raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                     f"destination on cuda:{idx}: ordinals 0.."
-                                     f"{MAX_CUDA_ORDINAL} are supported")
-    return idx
 
 
 def _metadata_entries(
@@ -560,24 +533,42 @@ class CheckpointReader:
         # The reader keeps the C client alive (s3d_reader_open); its own calls are counted so
         # that close() in another thread waits for a read running here.
         self._h: Optional[Handle] = Handle(h, self._closed)
-        self.tensors: list[TensorEntry] = []
-        self.by_name: dict[str, TensorEntry] = {}
+        self._entries: Optional[tuple[list[TensorEntry], dict[str, TensorEntry]]] = None
         self._tied: Optional[dict[str, str]] = None
+
+    @property
+    def tensors(self) -> list[TensorEntry]:
+        """The TensorEntry of each tensor, in the C reader's order (made on first use: a
+        plain load() never needs them)."""
+        return self._listed()[0]
+
+    @property
+    def by_name(self) -> dict[str, TensorEntry]:
+        return self._listed()[1]
+
+    def _listed(self) -> tuple[list[TensorEntry], dict[str, TensorEntry]]:
+        if self._entries is not None:
+            return self._entries
+        tensors: list[TensorEntry] = []
+        by_name: dict[str, TensorEntry] = {}
         info = _capi.TensorInfo()
         # Shapes and sizes repeat (the layers of a model, the experts of a layer): one tuple
         # and one int object each, shared by the entries, instead of one per tensor (a 1.66 M
         # tensor header spent 96 of its about 300 bytes a tensor on them; issue 35, item 9).
         shapes: dict[Tuple[int, ...], Tuple[int, ...]] = {}
         sizes: dict[int, int] = {}
-        for i in range(self._lib.s3d_reader_num_tensors(h)):
-            self._lib.check(self._lib.s3d_reader_tensor(h, i, ctypes.byref(info)))
-            name = info.name.decode("utf-8")
-            shape = tuple(info.shape[:info.ndim])
-            nbytes = info.nbytes
-            e = TensorEntry(i, name, info.dtype, shapes.setdefault(shape, shape),
-                            sizes.setdefault(nbytes, nbytes), bool(info.has_crc32c))
-            self.tensors.append(e)
-            self.by_name[name] = e
+        with self._use() as h:
+            for i in range(self._lib.s3d_reader_num_tensors(h)):
+                self._lib.check(self._lib.s3d_reader_tensor(h, i, ctypes.byref(info)))
+                name = info.name.decode("utf-8")
+                shape = tuple(info.shape[:info.ndim])
+                nbytes = info.nbytes
+                e = TensorEntry(i, name, info.dtype, shapes.setdefault(shape, shape),
+                                sizes.setdefault(nbytes, nbytes), bool(info.has_crc32c))
+                tensors.append(e)
+                by_name[name] = e
+        self._entries = (tensors, by_name)
+        return self._entries
 
     def _closed(self) -> Exception:
         return ValueError(f"s3direct reader for {self.uri} is closed")
@@ -647,20 +638,17 @@ class CheckpointReader:
              verify: bool = True) -> None:
         """dests: list of (TensorEntry, tensor, src_offset, length); each tensor contiguous on
         the CPU or a CUDA device with room for the bytes. One planned transfer for all."""
-        n = len(dests)
-        if n == 0:
+        d = Dests(len(dests))
+        for e, t, off, length in dests:
+            d.add(e.index, t, _dest_device(t), off, length)
+        self.read_dests(d, progress=progress, verify=verify)
+
+    def read_dests(self, d: Dests, *, progress: ProgressArg = False,
+                   verify: bool = True) -> None:
+        """As read(), for destinations already in a struct s3d_tensor_dest array."""
+        if d.n == 0:
             return
-        arr = (_capi.TensorDest * n)()
-        devices: list[int] = []
-        for i, (e, t, off, length) in enumerate(dests):
-            d = arr[i]
-            d.index = e.index
-            d.device = _dest_device(t)
-            d.ptr = t.data_ptr() or None
-            devices.append(d.device)
-            d.capacity = t.numel() * t.element_size()
-            d.src_offset = off
-            d.length = length
+        arr, n = d.arr, d.n
         with Progress(progress, f"load {os.path.basename(self.uri)}") as prog:
             o = _capi.ReadOptions()
             o.struct_size = ctypes.sizeof(o)
@@ -668,7 +656,7 @@ class CheckpointReader:
                 o.progress = prog.fn
             o.no_verify = 0 if verify else 1
             keep: list[object] = []
-            _set_streams(o, _cuda_streams(devices), keep)
+            _set_streams(o, _cuda_streams(d.devices), keep)
             lib, use = self._lib, self._use
 
             def read() -> None:
@@ -831,6 +819,8 @@ def _load(uri: PathLike, dev: torch.device, alloc_dev: torch.device,
           allow_pickle: bool, verify: bool, sess: Optional[_ranks.Session]) -> Any:
     with _shared(sess), CheckpointReader(uri, client) as r:
         doc = _tree_doc(r)
+        if keys is None and sess is None:
+            return load_all(r, doc, alloc_dev, dev, allow_pickle, progress, verify)
         if doc is not None:
             tree_names: list[str] = []
             for path, tag, node in _tree.walk(doc["tree"]):
