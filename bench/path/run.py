@@ -42,16 +42,16 @@ from measure import log, pyplot  # noqa: E402
 
 COMMAND = "BENCH_ONLY=path make bench"
 TOOLS = ["curl64", "curlput64", "s3direct", "s3direct-c8", "s3direct-c64", "s3direct-unsigned",
-         "s3direct-cp", "s3torch", "runai", "boto3"]
+         "s3direct-cp", "s3direct-cp-file", "s3torch", "runai", "boto3"]
 WORKLOADS = ["load", "load_into", "save", "sharded"]
 # Who runs which workload (the rest would only repeat a number: runai has no save, the
 # ceilings move raw bytes, the sharded checkpoint is s3direct's index format).
 PLAN = {
-    "load": ["curl64", "s3direct", "s3direct-c8", "s3direct-c64", "s3direct-cp", "s3torch", "runai",
-             "boto3"],
+    "load": ["curl64", "s3direct", "s3direct-c8", "s3direct-c64", "s3direct-cp", "s3direct-cp-file",
+             "s3torch", "runai", "boto3"],
     "load_into": ["s3direct", "s3direct-c8", "s3torch", "runai", "boto3"],
-    "save": ["curlput64", "s3direct", "s3direct-c8", "s3direct-c64", "s3direct-unsigned", "s3torch",
-             "boto3"],
+    "save": ["curlput64", "s3direct", "s3direct-c8", "s3direct-c64", "s3direct-unsigned",
+             "s3direct-cp", "s3torch", "boto3"],
     "sharded": ["s3direct", "s3direct-c8"],
 }
 CEILING = {"load": "curl64", "load_into": "curl64", "sharded": "curl64", "save": "curlput64"}
@@ -61,8 +61,11 @@ ABOUT = dict(peers.ABOUT, **{
     "s3direct": "s3direct at its defaults (adaptive concurrency, up to 512 requests)",
     "s3direct-c8": "s3direct with the concurrency fixed at 8 (the old default)",
     "s3direct-c64": "s3direct with the concurrency fixed at 64",
-    "s3direct-cp": "the CLI at its defaults, `s3direct cp s3://... -` to /dev/null (issue 34: "
-                   "the same object as the load, on the same budget)",
+    "s3direct-cp": "the CLI at its defaults: loads `s3direct cp s3://... -` to /dev/null, saves "
+                   "`s3direct cp FILE s3://...` from the state's safetensors file on /dev/shm "
+                   "(issue 34: the same bytes as the library's, on the same budget)",
+    "s3direct-cp-file": "the CLI at its defaults, `s3direct cp s3://... /dev/shm/FILE` (a "
+                        "download to a file)",
     "s3direct-unsigned": "s3direct at its defaults but payload_signing=\"unsigned\" (no SHA-256 "
                          "of the bytes over http, as s3torchconnector's CRT sends)",
 })

@@ -255,9 +255,10 @@ def gc_server():
 
 def structural(tool, workload):
     """Why a tool has no way to do a workload (None if it has), without starting a process."""
-    raw = tool in ("s3direct-cp", "curl8")
-    if raw and workload != "load":
-        return "raw byte ceiling: reads whole objects only"
+    raw = tool in ("s3direct-cp", "s3direct-cp-file", "curl8")
+    # The CLI's cp uploads a file too (saves); the others only read.
+    if raw and not (workload == "load" or (workload == "save" and tool == "s3direct-cp")):
+        return "raw byte ceiling: whole objects only"
     if workload == "subset" and tool in ("s3torch", "runai", "runai-tuned", "tensorizer"):
         return "no partial read of a checkpoint by tensor name"
     if workload == "save" and tool.startswith("runai"):

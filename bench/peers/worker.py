@@ -243,12 +243,24 @@ def prep_load(tool, into=None, names=None):
         url = f"{EP}/{BUCKET}/{SPEC['keys']['st']}"
         return lambda: subprocess.run([script, url, str(SPEC["sizes"]["st"]), str(n)], env=env,
                                       check=True)
-    if tool == "s3direct-cp":
+    if tool in ("s3direct-cp", "s3direct-cp-file"):
         if into is not None or names is not None:
             raise CannotRun("raw byte ceiling: whole object only")
         cli = SPEC["cli"]
-        return lambda: subprocess.run([cli, "cp", uri("st"), "-"], stdout=subprocess.DEVNULL,
-                                      check=True)
+        # The endpoint of this measurement (the path's proxy), not the server's.
+        env = dict(os.environ, AWS_ENDPOINT_URL=EP)
+        if tool == "s3direct-cp":
+            return lambda: subprocess.run([cli, "cp", uri("st"), "-"], stdout=subprocess.DEVNULL,
+                                          check=True, env=env)
+        dst = os.path.join("/dev/shm", f"s3d-cp-{os.getpid()}.safetensors")
+
+        def run():
+            try:
+                subprocess.run([cli, "cp", "--quiet", uri("st"), dst], check=True, env=env)
+            finally:
+                if os.path.exists(dst):
+                    os.unlink(dst)
+        return run
     raise CannotRun(f"unknown tool {tool}")
 
 
@@ -323,6 +335,19 @@ def prep_save(tool, state, key):
         return lambda: s3direct.save(state, u, client=c)
     if curl_count(tool, "curlput"):
         return prep_curl_put(curl_count(tool, "curlput"), key)
+    if tool == "s3direct-cp":
+        # The CLI's upload from a file: the state as a safetensors file on /dev/shm, written
+        # before the timing (as the PUT ceiling's files are).
+        src = os.path.join("/dev/shm", f"s3d-cp-up-{os.getpid()}.safetensors")
+        st.save_file(state, src)
+        env = dict(os.environ, AWS_ENDPOINT_URL=EP)
+
+        def run():
+            try:
+                subprocess.run([SPEC["cli"], "cp", "--quiet", src, u], check=True, env=env)
+            finally:
+                os.unlink(src)
+        return run
     if tool in ("boto3", "boto3-tuned"):
         s3 = boto3_client(tool == "boto3-tuned")
         cfg = transfer_config(tool == "boto3-tuned")
@@ -356,7 +381,7 @@ def prep_save(tool, state, key):
     if tool == "s3fs":
         fs = s3fs_fs()
         return lambda: fs.pipe_file(f"{BUCKET}/{key}", st.save(state))
-    raise CannotRun("no save" if tool.startswith(("runai", "curl", "s3direct-cp"))
+    raise CannotRun("no save" if tool.startswith(("runai", "curl", "s3direct-cp-file"))
                     else f"unknown tool {tool}")
 
 
