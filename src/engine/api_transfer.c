@@ -335,8 +335,8 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
                         bucket, key, len, dst_cap);
     if (got > len)
         got = len;
-    rc = make_jobs(bucket, key, info.etag, info.size, offset + got, len - got, o.part_size, &jobs,
-                   &n);
+    rc = make_jobs(bucket, key, info.etag, info.size, offset + got, len - got,
+                   s3d_download_range_size(o.part_size, len), &jobs, &n);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < n; i++)
@@ -460,8 +460,8 @@ static int dl_rest(struct s3d_client *c, const char *bucket, const char *key, st
                    uint32_t crc, const struct want_crc *want)
 {
     const struct s3d_get_hooks hooks = {.prepare = dl_prepare, .done = dl_done, .ctx = f};
-    int rc = make_jobs(bucket, key, info->etag, info->size, got, info->size - got, o->part_size,
-                       &f->jobs, &f->n_jobs);
+    int rc = make_jobs(bucket, key, info->etag, info->size, got, info->size - got,
+                       s3d_download_range_size(o->part_size, info->size), &f->jobs, &f->n_jobs);
     if (rc == 0 && want->b64[0] != '\0' && f->n_jobs > 0) {
         f->crcs = calloc(f->n_jobs, sizeof(*f->crcs));
         if (f->crcs == NULL)

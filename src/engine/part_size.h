@@ -13,4 +13,15 @@
  * 10,000 parts. */
 uint64_t s3d_upload_part_size(uint64_t wanted, uint64_t total);
 
+/* Downloads: a download's requests in flight cannot outnumber its ranges, so an object of a
+ * few dozen part sizes (0.5 GB = 64 ranges of 8 MiB) capped the adaptive level where a load,
+ * cutting by tensors, went to 150-180 (issue 34: `cp s3://... -` 0.39 vs 0.48 GB/s with 2 MiB
+ * ranges at 12 MB/s per connection, the same on loopback). */
+#define S3D_DL_MIN_RANGES 256u
+#define S3D_DL_MIN_RANGE  (1ull << 20)
+
+/* The range size for a download of len bytes: len / S3D_DL_MIN_RANGES rounded up to 256 KiB,
+ * at least S3D_DL_MIN_RANGE, at most part_size (0 = no cap). */
+uint64_t s3d_download_range_size(uint64_t part_size, uint64_t len);
+
 #endif

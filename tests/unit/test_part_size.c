@@ -48,6 +48,25 @@ int main(void)
         CHECK(got >= r->wanted);
         CHECK((r->total + got - 1) / got <= S3D_MAX_PARTS);
     }
+    /* Download ranges: at least 256 of them, none under 1 MiB, none over the part size. */
+    {
+        const struct row dl[] = {
+            {8 * MiB, 0, 1 * MiB},
+            {8 * MiB, 100 * MiB, 1 * MiB},
+            {8 * MiB, 512 * MiB, 2 * MiB},
+            {8 * MiB, 537 * 1000 * 1000, 2 * MiB + 256 * 1024}, /* the bench's 0.52 GB object */
+            {8 * MiB, 2 * GiB, 8 * MiB},
+            {8 * MiB, 100 * GiB, 8 * MiB},
+            {512 * 1024, 2 * GiB, 512 * 1024}, /* a smaller part size is a cap */
+            {0, 4 * GiB, 16 * MiB},
+        };
+        for (size_t i = 0; i < sizeof(dl) / sizeof(dl[0]); i++) {
+            uint64_t got = s3d_download_range_size(dl[i].wanted, dl[i].total);
+            if (got != dl[i].want)
+                fprintf(stderr, "download row %zu\n", i);
+            CHECK_EQ_U64(got, dl[i].want);
+        }
+    }
     printf("ok\n");
     return 0;
 }
