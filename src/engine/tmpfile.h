@@ -10,9 +10,9 @@
  * discard. Leftovers: a process killed mid-write (SIGKILL, power loss) leaves its temporary
  * file; the next save or download to the same target removes those whose lock can be taken
  * and that are at least 60 s old (S3D_STALE_TMP_AGE seconds), and a sharded save, whose
- * shard names are new each time, those of its index's shards (s3d_tmpfile_sweep_dir). Not by PID: a live writer in
- * another PID namespace or on another NFS client has a PID that means nothing here, but its
- * lock is seen.
+ * shard names are new each time, those of its index's shards (s3d_tmpfile_sweep_dir). Not by PID: a
+ * live writer in another PID namespace or on another NFS client has a PID that means nothing here,
+ * but its lock is seen.
  *
  * Not thread-safe per object; distinct objects are independent. */
 #ifndef S3D_ENGINE_TMPFILE_H
