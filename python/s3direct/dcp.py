@@ -35,6 +35,7 @@ The .metadata file is a pickle, as in every torch DCP storage: load checkpoints 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import os
 import pickle
@@ -434,6 +435,7 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         self.storage_data: dict[Any, Any] = {}
         self.load_id = uuid.uuid4().hex
         self.rank: Optional[int] = None
+        self._metadata_digest = ""  # SHA-256 of the .metadata read_metadata read
 
     def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
         """Starts a new load (a new load_id).
@@ -460,7 +462,11 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         """
         rank = kwargs.get("rank")
         name = METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}"
-        metadata: Metadata = pickle.loads(self.loc.read_bytes(name))
+        raw = self.loc.read_bytes(name)
+        # Which version of the checkpoint this rank planned from: ranks that share bytes
+        # (group=) compare it first (_read_shared).
+        self._metadata_digest = hashlib.sha256(raw).hexdigest()
+        metadata: Metadata = pickle.loads(raw)
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
         cast(StorageMeta, metadata.storage_meta).load_id = self.load_id  # set just above
@@ -609,11 +615,24 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
             first: dict[_Unit, torch.Tensor] = {}
             for unit, _, target in shared:
                 first.setdefault(unit, target)
-            got = sess.agree(sorted(first))
-            units = sorted({tuple(u) for us in got for u in us})
+            got = sess.agree({"metadata": self._metadata_digest, "units": sorted(first)})
+            if not all(isinstance(g, dict) and isinstance(g.get("metadata"), str)
+                       and isinstance(g.get("units"), list) for g in got):
+                raise errors.TransferError(errors._CODES["EPROTO"],
+                                           f"{sess.what}: a rank posted a malformed plan")
+            odd = [q for q, g in enumerate(got) if g["metadata"] != got[0]["metadata"]]
+            if odd:
+                # Each rank reads the objects its own .metadata names: two versions would give
+                # the ranks two different checkpoints.
+                raise errors.TransferError(
+                    errors._CODES["ECHANGED"],
+                    f"{sess.what}: the ranks read different versions of {METADATA_NAME} "
+                    f"({sess._ranks_str(odd)} differ from rank 0 of the group): the checkpoint "
+                    f"was replaced between the ranks' reads; nothing was read")
+            units = sorted({tuple(u) for g in got for u in g["units"]})
             needers: dict[tuple[Any, ...], list[int]] = {u: [] for u in units}
-            for q, us in enumerate(got):
-                for u in us:
+            for q, g in enumerate(got):
+                for u in g["units"]:
                     needers[tuple(u)].append(q)
             pieces = _ranks.plan([u[3] for u in units], [tuple(needers[u]) for u in units],
                                  sess.world, [False] * len(units))

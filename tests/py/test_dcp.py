@@ -18,6 +18,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -74,6 +75,40 @@ def worker(mode, path, rank, world, port):
             "meta": {"name": "run" if fill else ""},
         }
 
+    if mode == "replaced":
+        # load(group=) while the checkpoint is replaced between the ranks' reads of
+        # .metadata: rank 0 reads the old one, then rank 1 puts the new save's files in place
+        # (as the folder S3D_TEST_DCP_NEW holds them: objects, then .metadata by rename) and
+        # reads the new one. Every rank must raise; none may load.
+        import shutil
+
+        # (Inside dcp.load: it starts with a collective, so rank 1 cannot wait outside it.)
+        flag = path + ".read"
+        real = S3DirectStorageReader.read_metadata
+
+        def read_metadata(self, *a, **k):
+            if rank == 0:
+                md = real(self, *a, **k)
+                open(flag, "w").close()
+                return md
+            deadline = time.monotonic() + 60
+            while not os.path.exists(flag) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            new = os.environ["S3D_TEST_DCP_NEW"]
+            for f in sorted(os.listdir(new), key=lambda f: f == ".metadata"):
+                shutil.copy(os.path.join(new, f), os.path.join(path, f + ".tmp"))
+                os.rename(os.path.join(path, f + ".tmp"), os.path.join(path, f))
+            return real(self, *a, **k)
+
+        S3DirectStorageReader.read_metadata = read_metadata
+        sd = state(False)
+        try:
+            dcp.load(sd, storage_reader=S3DirectStorageReader(path, group=dist.group.WORLD))
+        except BaseException as e:  # DCP wraps the ranks' errors in CheckpointException
+            print(f"RAISED {type(e).__name__}: {' '.join(str(e).split())}", flush=True)
+        else:
+            print(f"NO ERROR step={sd['step']}", flush=True)
+        os._exit(0)
     if mode in ("save", "save2"):
         dcp.save(state(True), storage_writer=S3DirectStorageWriter(path))
     else:
@@ -224,6 +259,27 @@ def test_dcp_s3_world8_rank_killed_mid_save(bucket, boto3_client):
     _, named3 = _metadata_objects(boto3_client, bucket, "ckpt8/")
     left = set(_objects(boto3_client, bucket, "ckpt8/"))
     assert set(named3) <= left and not set(named1) & left
+
+
+def test_dcp_group_load_across_a_replace_raises(tmp_path, lib_path):
+    """S3DirectStorageReader(group=): rank 0 reads the old .metadata, the checkpoint is then
+    replaced by a later save, rank 1 reads the new one. Each rank would read the objects its
+    own .metadata names and load another checkpoint (step 42 and 43); the ranks compare the
+    .metadata they read first and both raise, naming rank 1."""
+    import shutil
+
+    pytest.importorskip("torch.distributed.checkpoint")
+    old, new = str(tmp_path / "ckpt"), str(tmp_path / "later")
+    run_world("save", old, 2)
+    shutil.copytree(old, new)
+    run_world("save2", new, 2)  # a later save to the copy: new objects, new .metadata
+    outs = run_world("replaced", old, 2, env={"S3D_TEST_DCP_NEW": new})
+    for r, (rc, out) in enumerate(outs):
+        line = next((x for x in out.splitlines() if x.startswith(("RAISED", "NO ERROR"))), None)
+        assert line is not None, (r, out[-3000:])
+        assert line.startswith("RAISED"), (r, line)
+        assert "TransferError" in line and "different versions of .metadata" in line, line
+        assert "rank 1 of the group" in line, line
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])
