@@ -96,13 +96,7 @@ class _Alloc:
         lib.check(lib.s3d_reader_tensor(self.h, index, ctypes.byref(info)))
         dt = self.dtypes.get(info.dtype)
         if dt is None:
-            dt = _dtypes.to_torch(info.dtype)
-            if dt is None:
-                raise errors.NotSupported(
-                    errors.S3D_ENOTSUP,
-                    f"{self.r.uri}: tensor {info.name.decode('utf-8')} has dtype "
-                    f"{_dtypes.name(info.dtype)}, which this torch ({torch.__version__}) has "
-                    f"no dtype for")
+            dt = _dtypes.to_torch_or_raise(info.dtype, self.r.uri, info.name.decode("utf-8"))
             self.dtypes[info.dtype] = dt
         t = torch.empty(tuple(info.shape[:info.ndim]), dtype=dt, device=self.alloc_dev)
         if self.device is None:
@@ -147,10 +141,7 @@ def load_all(r: CheckpointReader, doc: Optional[dict[str, Any]], alloc_dev: torc
                 if tag == "p":
                     if allow_pickle:
                         continue
-                    raise errors.PickleRefused(
-                        errors.S3D_EINVAL,
-                        f"{r.uri}: leaf at {_tree.path_str(path)} is pickled; pass "
-                        f"allow_pickle=True only if you trust the checkpoint")
+                    raise _tree.pickle_refused(r.uri, path)
                 i = a.find(node["t"])
                 if at[i] < 0:
                     at[i] = len(seq)

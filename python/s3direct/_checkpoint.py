@@ -442,13 +442,7 @@ class TensorEntry:
         self.has_crc = has_crc
 
     def torch_dtype(self, uri: str) -> torch.dtype:
-        dt = _dtypes.to_torch(self.dtype)
-        if dt is None:
-            raise errors.NotSupported(
-                errors.S3D_ENOTSUP,
-                f"{uri}: tensor {self.name} has dtype {_dtypes.name(self.dtype)}, which this "
-                f"torch ({torch.__version__}) has no dtype for")
-        return dt
+        return _dtypes.to_torch_or_raise(self.dtype, uri, self.name)
 
 
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save since 1.6 (a zip archive)
@@ -825,10 +819,7 @@ def _load(uri: PathLike, dev: torch.device, alloc_dev: torch.device,
             tree_names: list[str] = []
             for path, tag, node in _tree.walk(doc["tree"]):
                 if tag == "p" and not allow_pickle and keys is None:
-                    raise errors.PickleRefused(
-                        errors.S3D_EINVAL,
-                        f"{r.uri}: leaf at {_tree.path_str(path)} is pickled; pass "
-                        f"allow_pickle=True only if you trust the checkpoint")
+                    raise _tree.pickle_refused(r.uri, path)
                 if tag == "t":
                     if node["t"] not in r.by_name:
                         raise errors.FormatError(
@@ -1073,10 +1064,7 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
         if doc is not None and not allow_pickle:
             for path, tag, _ in _tree.walk(doc["tree"]):
                 if tag == "p":
-                    raise errors.PickleRefused(
-                        errors.S3D_EINVAL,
-                        f"{r.uri}: leaf at {_tree.path_str(path)} is pickled; pass "
-                        f"allow_pickle=True only if you trust the checkpoint")
+                    raise _tree.pickle_refused(r.uri, path)
         _read(r, dests, sess, progress, verify)
     for dst, tmp in copies:
         with torch.no_grad():

@@ -52,6 +52,19 @@ def to_torch(code: int) -> torch.dtype | None:
     return S3D_TO_TORCH.get(code)
 
 
+def to_torch_or_raise(code: int, uri: str, tensor: str) -> torch.dtype:
+    """to_torch(code), or NotSupported naming the tensor of uri when this torch has none."""
+    dt = S3D_TO_TORCH.get(code)
+    if dt is None:
+        from . import errors
+
+        raise errors.NotSupported(
+            errors.S3D_ENOTSUP,
+            f"{uri}: tensor {tensor} has dtype {name(code)}, which this torch "
+            f"({torch.__version__}) has no dtype for")
+    return dt
+
+
 def name(code: int) -> str:
     from ._capi import DTYPE_NAMES
 

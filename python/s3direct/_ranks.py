@@ -197,6 +197,11 @@ def _describe(e: BaseException) -> dict[str, Any]:
     return {"cls": "", "code": 0, "message": f"{type(e).__name__}: {e}", "fields": {}}
 
 
+def differ(infos: Sequence[dict[str, Any]], field: str) -> list[int]:
+    """The group ranks whose post has another value of field than rank 0's."""
+    return [q for q, g in enumerate(infos) if g[field] != infos[0][field]]
+
+
 def _check_info(g: Any) -> dict[str, Any]:
     """A rank's phase-1 post, checked field by field (ValueError, TypeError, KeyError)."""
     if not isinstance(g, dict):
@@ -426,9 +431,6 @@ class Session:
             for t in ts[1:]:
                 t.copy_(ts[0])
 
-    def _differ(self, infos: Sequence[dict[str, Any]], field: str) -> list[int]:
-        return [q for q, g in enumerate(infos) if g[field] != infos[0][field]]
-
     def _compare(self, infos: Sequence[dict[str, Any]]) -> None:
         """What every rank must agree on before a plan is made, each with an error naming the
         ranks that differ from rank 0 of the group: the arguments that shape the plan and the
@@ -437,14 +439,14 @@ class Session:
         tensors). Each rank reads its share from what it opened, so ranks that opened two
         versions would put together a mix of both."""
         for field, what in (("verify", "verify="), ("devices", "destination devices")):
-            odd = self._differ(infos, field)
+            odd = differ(infos, field)
             if odd:
                 raise errors.InvalidArgument(
                     errors.S3D_EINVAL,
                     f"{self.what}: the ranks passed different {what} ({self._ranks_str(odd)}: "
                     f"{infos[odd[0]][field]}; rank 0: {infos[0][field]}); every rank of the "
                     f"group must pass the same")
-        odd = self._differ(infos, "versions")
+        odd = differ(infos, "versions")
         if odd:
             other = [q for q in odd if infos[q]["uri"] != infos[0]["uri"]]
             if other:
@@ -462,7 +464,7 @@ class Session:
                 f"replaced between the ranks' opens, or the ranks read node-local copies "
                 f"(group= shares one stored checkpoint; for node-local copies, use a group per "
                 f"node); nothing was read")
-        odd = self._differ(infos, "fp")
+        odd = differ(infos, "fp")
         if odd:
             raise errors.FormatError(
                 errors.S3D_EFMT_METADATA,

@@ -59,6 +59,13 @@ def path_str(path: Path) -> str:
     return ".".join(str(p) for p in path) if path else "<root>"
 
 
+def pickle_refused(uri: str, path: Path) -> errors.PickleRefused:
+    """The error for a pickled leaf of uri's tree at path when allow_pickle is not given."""
+    return errors.PickleRefused(errors.S3D_EINVAL,
+                                f"{uri}: leaf at {path_str(path)} is pickled; pass "
+                                f"allow_pickle=True only if you trust the checkpoint")
+
+
 def _expand_default(obj: object) -> Any:
     """nn.Module and Optimizer leaves are saved as their state_dict()."""
     if isinstance(obj, torch.nn.Module):

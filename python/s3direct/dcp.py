@@ -620,7 +620,7 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
                        and isinstance(g.get("units"), list) for g in got):
                 raise errors.TransferError(errors._CODES["EPROTO"],
                                            f"{sess.what}: a rank posted a malformed plan")
-            odd = [q for q, g in enumerate(got) if g["metadata"] != got[0]["metadata"]]
+            odd = _ranks.differ(got, "metadata")
             if odd:
                 # Each rank reads the objects its own .metadata names: two versions would give
                 # the ranks two different checkpoints.
