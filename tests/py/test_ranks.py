@@ -160,13 +160,20 @@ def _free_port():
 
 
 def run_world(mode, uri, world, endpoint, *, env=None, wait=None, timeout=120):
-    """Runs the ranks; returns [(returncode, output)] of the ranks in `wait` (default all);
-    the others are killed once those are done."""
+    """Runs the ranks of this file; see spawn_ranks."""
+    return spawn_ranks(__file__, world, lambda r, port: [mode, uri, str(r), str(world),
+                                                         str(port), endpoint],
+                       env=env, wait=wait, timeout=timeout)
+
+
+def spawn_ranks(script, world, argv, *, env=None, wait=None, timeout=120):
+    """Runs `script` once per rank with argv(rank, port) (port: a free rendezvous port);
+    returns [(returncode, output)] of the ranks in `wait` (default all); the others are killed
+    once those are done."""
     port = _free_port()
     e = dict(os.environ, **(env or {}))
-    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), mode, uri, str(r),
-                               str(world), str(port), endpoint], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env=e)
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(script), *argv(r, port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e)
              for r in range(world)]
     outs = []
     try:

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from test_ranks import _check, _flat, _free_port, reference
+from test_ranks import _check, _flat, reference, spawn_ranks
 
 
 def other():
@@ -99,25 +99,9 @@ def _same_bytes(a, b):
 
 def run(mode, path, world=2, *, env=None, wait=None, timeout=120):
     """[(returncode, output)] of the ranks in wait (default all); the others are killed."""
-    import subprocess
-
-    port = _free_port()
-    e = dict(os.environ, **(env or {}))
-    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), mode, path, str(r),
-                               str(world), str(port)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env=e)
-             for r in range(world)]
-    outs = []
-    try:
-        for r in (range(world) if wait is None else wait):
-            out, _ = procs[r].communicate(timeout=timeout)
-            outs.append((procs[r].returncode, out))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return outs
+    return spawn_ranks(__file__, world, lambda r, port: [mode, path, str(r), str(world),
+                                                         str(port)],
+                       env=env, wait=wait, timeout=timeout)
 
 
 def _raised(out):
