@@ -440,7 +440,8 @@ class Client:
         return f"s3direct.Client({', '.join(f'{k}={v!r}' for k, v in given.items())})"
 
     # ---- listing and deleting (pruning old checkpoints without boto3) -------------------------
-    def list(self, prefix: str, *, delimiter: "str | None" = None) -> "list[ListedObject]":
+    def list(self, prefix: str, *, delimiter: "str | None" = None,
+             limit: "int | None" = None) -> "list[ListedObject]":
         """Objects whose URI starts with prefix ("s3://bucket/run1/"), over all pages, in key
         order, as ``ListObjectsV2`` returns them.
 
@@ -448,6 +449,8 @@ class Client:
             prefix: "s3://bucket" or "s3://bucket/key-prefix".
             delimiter: None lists recursively; "/" lists one level, the sub-folders coming back
                 as entries with ``is_prefix`` True.
+            limit: stop after this many entries (None: all); ``limit=1`` asks whether a
+                prefix holds anything without reading a whole listing.
 
         Returns:
             A list of ListedObject (uri, key, size, last_modified, etag, is_prefix).
@@ -468,10 +471,12 @@ class Client:
                                         int(ent.last_modified),
                                         (ent.etag or b"").decode("utf-8", "replace"),
                                         bool(ent.is_prefix)))
-                return 0
+                return 1 if limit is not None and len(out) >= limit else 0
             except Exception:
                 return 1
 
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1: {limit!r}")
         fn = _capi.LIST_FN(cb)
         with self.call() as h:
             self._lib.check(self._lib.s3d_list_objects(h, enc(bucket), enc(key),
@@ -537,6 +542,19 @@ class Client:
         with self.call() as h:
             self._lib.check(self._lib.s3d_create_bucket(h, enc(bucket)))
 
+    def delete_bucket(self, bucket: str) -> None:
+        """Deletes an empty bucket.
+
+        Args:
+            bucket: its name.
+
+        Raises:
+            NoSuchBucket, AccessDenied; InvalidArgument (a ValueError): the bucket is not
+            empty (S3's BucketNotEmpty).
+        """
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_delete_bucket(h, enc(bucket)))
+
     def delete_object(self, bucket: str, key: str) -> None:
         """Deletes one object; a missing key is not an error, as on S3.
 
@@ -565,6 +583,52 @@ class Client:
             self._lib.check(self._lib.s3d_upload_from_buffer(h, enc(bucket), enc(key), ptr, n,
                                                              None))
         del keep
+
+    def upload_file(self, bucket: str, key: str, path: PathLike) -> None:
+        """Uploads a local file as one object (multipart when large, parts read in parallel).
+
+        Args:
+            bucket, key: the object to write; it appears only when complete.
+            path: the local file (a path named "-" is the file of that name, not stdin).
+
+        Raises:
+            NoSuchFile (the file), NoSuchBucket, AccessDenied, TransferError.
+        """
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_upload_from_file(h, enc(bucket), enc(key),
+                                                           enc(_local(path)), None))
+
+    def download_file(self, bucket: str, key: str, path: PathLike) -> None:
+        """Downloads an object into a local file with parallel ranged GETs; the file appears at
+        its name only when complete (written under a temporary name, then renamed).
+
+        Args:
+            bucket, key: the object.
+            path: the local file (a path named "-" is the file of that name, not stdout).
+
+        Raises:
+            NoSuchKey, NoSuchBucket, AccessDenied, TransferError; NoSuchFile (the folder).
+        """
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_download_to_file(h, enc(bucket), enc(key),
+                                                           enc(_local(path)), None))
+
+    def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
+                    dst_key: str) -> None:
+        """Copies an object (s3d_copy_object: the bytes stream through this client, at most
+        concurrency x part_size of them in memory, checked against the source's CRC32C when
+        it has one); the copy appears only when complete.
+
+        Args:
+            src_bucket, src_key: the object to copy.
+            dst_bucket, dst_key: where the copy goes (replaced if it exists).
+
+        Raises:
+            NoSuchKey, NoSuchBucket, AccessDenied, ChecksumMismatch, TransferError.
+        """
+        with self.call() as h:
+            self._lib.check(self._lib.s3d_copy_object(h, enc(src_bucket), enc(src_key),
+                                                      enc(dst_bucket), enc(dst_key), None))
 
     def download_into(self, bucket: str, key: str, offset: int, dst: Buffer,
                       length: int | None = None, if_match: str | None = None) -> int:
@@ -633,6 +697,12 @@ class ListedObject(NamedTuple):
     last_modified: int  # seconds since the epoch, 0 if unknown
     etag: str
     is_prefix: bool  # a "folder" (CommonPrefixes) when listing with a delimiter
+
+
+def _local(path: PathLike) -> str:
+    """A local path for the C calls that read "-" as stdin or stdout: "-" becomes "./-"."""
+    p = os.fspath(path)
+    return os.path.join(".", p) if p == "-" else p
 
 
 def _uri_of(u: PathLike) -> str:
