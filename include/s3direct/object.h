@@ -57,9 +57,14 @@ struct s3d_list_entry {
     int64_t last_modified;
     const char *etag;
     int32_t is_prefix; /* 1: a CommonPrefixes entry (with a delimiter); size is 0 */
+    /* Added in 0.1.0 after is_prefix (read it when struct_size covers it): 1 on the last
+     * entry of a ListObjectsV2 page, so that a caller can show each page as it wants (aws s3
+     * ls prints a page's prefixes before its objects). */
+    int32_t page_last;
 };
-/* Called once per entry, on the calling thread, in the server's order. Return non-zero to stop
- * the listing early (s3d_list_objects then returns 0). */
+/* Called once per entry, on the calling thread, in the server's order: each page's objects,
+ * then its common prefixes. Return non-zero to stop the listing early (s3d_list_objects then
+ * returns 0). */
 typedef int (*s3d_list_fn)(void *user, const struct s3d_list_entry *entry);
 /* ListObjectsV2 over all pages. delimiter may be NULL (recursive listing). */
 S3D_API int s3d_list_objects(struct s3d_client *c, const char *bucket, const char *prefix,

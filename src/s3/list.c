@@ -280,7 +280,8 @@ static int objects_parse(const char *body, size_t len, void *page)
     return s3d_xml_parse_list_v2(body, len, page);
 }
 
-/* Objects first, then the common prefixes (entries with is_prefix set), as S3 lists them. */
+/* Objects first, then the common prefixes (entries with is_prefix set), as S3 lists them;
+ * page_last marks the page's last entry. */
 static int objects_deliver(struct pager *pg)
 {
     struct objects_pager *o = (struct objects_pager *)pg;
@@ -294,6 +295,7 @@ static int objects_deliver(struct pager *pg)
         ent.size = r->contents[i].size;
         ent.last_modified = r->contents[i].last_modified;
         ent.etag = r->contents[i].etag ? r->contents[i].etag : "";
+        ent.page_last = i + 1 == r->n_contents && r->n_prefixes == 0;
         if (o->fn(o->user, &ent) != 0)
             return 1;
     }
@@ -303,6 +305,7 @@ static int objects_deliver(struct pager *pg)
         ent.key = r->prefixes[i];
         ent.etag = "";
         ent.is_prefix = 1;
+        ent.page_last = i + 1 == r->n_prefixes;
         if (o->fn(o->user, &ent) != 0)
             return 1;
     }

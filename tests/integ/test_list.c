@@ -3,6 +3,7 @@
  * are created with parallel PUTs from several threads sharing one client. ListBuckets: the
  * test's bucket is listed with its creation time; early stop. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +34,8 @@ struct seen {
     char last[64];
     int out_of_order;
     int bad_size;
+    int pages, page_end[4]; /* entries marked page_last: how many, and their positions */
+    int last_was_prefix;    /* the page_last entry was a common prefix */
 };
 
 static int on_entry(void *user, const struct s3d_list_entry *e)
@@ -48,6 +51,13 @@ static int on_entry(void *user, const struct s3d_list_entry *e)
         if (e->size != strlen(e->key))
             s->bad_size = 1;
         s->objects++;
+    }
+    CHECK(e->struct_size >= offsetof(struct s3d_list_entry, page_last) + sizeof(e->page_last));
+    if (e->page_last) {
+        if (s->pages < 4)
+            s->page_end[s->pages] = s->objects + s->prefixes;
+        s->pages++;
+        s->last_was_prefix = e->is_prefix;
     }
     return s->stop_after > 0 && s->objects + s->prefixes >= s->stop_after;
 }
@@ -100,12 +110,18 @@ int main(void)
     CHECK(s.prefixes == 0);
     CHECK(!s.out_of_order);
     CHECK(!s.bad_size);
+    /* page_last ends each page: at most 1,000 keys each (RGW may send fewer: 976 seen), the
+     * last one ending with the last key. */
+    CHECK(s.pages >= 2 && s.pages <= 4 && s.page_end[0] <= 1000 && s.page_end[1] > s.page_end[0]);
+    CHECK(s.page_end[s.pages - 1] == NKEYS);
 
     /* With a delimiter: 10 common prefixes and the 12 top-level keys. */
     memset(&s, 0, sizeof(s));
     CHECK_OK(s3d_list_objects(client, bucket, NULL, "/", on_entry, &s));
     CHECK(s.prefixes == 10);
     CHECK(s.objects == 12);
+    /* One page: its objects, then its prefixes; the last prefix ends it. */
+    CHECK(s.pages == 1 && s.page_end[0] == 22 && s.last_was_prefix);
 
     /* Prefix: one folder (100 keys); prefix + delimiter inside it. */
     memset(&s, 0, sizeof(s));
