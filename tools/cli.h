@@ -181,6 +181,9 @@ void cli_json_string(FILE *f, const char *s);
 
 /* "1.5 GiB" style into buf (cap >= 16). */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
+/* A size as the AWS CLI's s3 commands print it (ls --human-readable, the progress line):
+ * "1 Byte", "10 Bytes", "1.0 KiB", "2.5 MiB" (cap >= 16). */
+const char *cli_aws_size(uint64_t bytes, char *buf, size_t cap);
 /* "2026-12-02 16:38:24" (UTC) into buf (cap >= 24); "-" for 0. */
 const char *cli_format_time(int64_t epoch_s, char *buf, size_t cap);
 

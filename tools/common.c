@@ -1,4 +1,5 @@
 /* common.c - the client built from the options, error lines, URIs and formatting. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +181,25 @@ const char *cli_human_size(uint64_t bytes, char *buf, size_t cap)
         snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
     else
         snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+const char *cli_aws_size(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes, unit = 1024;
+    size_t i;
+
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%llu Byte%s", (unsigned long long)bytes, bytes == 1 ? "" : "s");
+        return buf;
+    }
+    /* awscli's human_readable_size: the first unit under which the value rounds (half to
+     * even, as Python's round) below 1024. */
+    for (i = 0; i + 1 < sizeof(units) / sizeof(units[0]); i++, unit *= 1024)
+        if (nearbyint(v / unit) < 1024)
+            break;
+    snprintf(buf, cap, "%.1f %s", v / unit, units[i]);
     return buf;
 }
 
