@@ -13,6 +13,10 @@
 #   deps/      every shared library those load, except the C library itself, copied from this
 #              machine; scripts/gpu-check.sh puts on the library path only those the GPU
 #              machine's ldconfig does not know (its own libssl/libcurl win where present)
+#   LICENSE, NOTICE, THIRD_PARTY_LICENSES   s3direct's licence and the notices of what g228/
+#              links statically (as the wheel carries them)
+#   licenses/  the Debian copyright file of each package a library in deps/ comes from, and
+#              PACKAGES: which library came from which package
 #   MANIFEST   commit, build date, glibc symbol versions required, sizes and sha256 of files
 #   g228/      the same bundle built for glibc 2.28 (torch's floor) by scripts/build-glibc228.sh
 #              (zig cc; static libcurl with OpenSSL, jansson): gpu-check.sh runs it
@@ -55,6 +59,16 @@ if [ -n "${S3D_BUNDLE_STRIP:-}" ]; then
   done
 fi
 
+deb_package() {  # deb_package PATH: the Debian package that installed the library at PATH
+  local real p pkg
+  real=$(readlink -f "$1")
+  # dpkg knows each file by the path its package names, /lib/... or /usr/lib/... (merged /usr)
+  for p in "$1" "$real" "${real#/usr}" "/usr${1#/usr}"; do
+    pkg=$(dpkg -S "$p" 2>/dev/null | head -1 | cut -d: -f1 || true)
+    [ -z "$pkg" ] || { echo "$pkg"; return 0; }
+  done
+}
+
 # Shared libraries: all that ldd resolves, but glibc's own (the GPU machine has its own).
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so)'
 for f in "$out"/lib/* "$out"/bin/* "$out"/tests/bin/* "$out"/gpu/s3origin_get; do
@@ -64,7 +78,28 @@ done | sort -u | while read -r name path; do
   [[ "$name" == libs3direct.so* ]] && continue
   [[ "$path" == */tests/fakecuda/* ]] && continue
   cp -L "$path" "$out/deps/$name"
+  # Its licence: the copyright file of the Debian package that installed it.
+  pkg=$(deb_package "$path")
+  if [ -z "$pkg" ] || [ ! -f "/usr/share/doc/$pkg/copyright" ]; then
+    echo "gpu-bundle: no Debian copyright file for $path (package: ${pkg:-none})" >&2
+    exit 1
+  fi
+  mkdir -p "$out/licenses"
+  cp "/usr/share/doc/$pkg/copyright" "$out/licenses/$pkg.copyright"
+  echo "$name $pkg" >>"$out/licenses/PACKAGES"
 done
+
+# The full texts those copyright files refer to (/usr/share/common-licenses/GPL-2, LGPL-2.1...).
+if [ -d "$out/licenses" ]; then
+  mkdir -p "$out/licenses/common-licenses"
+  for f in /usr/share/common-licenses/*; do
+    [ -f "$f" ] || continue
+    grep -qE "/usr/share/common-licenses/$(basename "$f")([^A-Za-z0-9+-]|\.[^0-9]|$)" \
+      "$out"/licenses/*.copyright && cp "$f" "$out/licenses/common-licenses/"
+  done
+fi
+# Ours and the statically linked set's (what g228/ links, as the wheel carries them).
+cp LICENSE NOTICE THIRD_PARTY_LICENSES "$out/"
 
 glibc=$(for f in "$out"/lib/* "$out"/bin/* "$out"/deps/* "$out"/tests/bin/* "$out"/tests/fakecuda/* \
            "$out"/gpu/s3origin_get; do objdump -T "$f" 2>/dev/null; done |

@@ -6,6 +6,7 @@ else."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -62,3 +63,38 @@ def test_gpu_check_refuses_an_older_glibc_first(manifest, tmp_path):
     assert ("older than the 99.0" in lines[0]) == bool(manifest)
     assert '"step": "glibc", "status": "fail"' in (out / "summary.json").read_text()
 
+
+
+def test_bundle_carries_the_licences(lib_path, tmp_path):
+    """The bundle carries s3direct's LICENSE, NOTICE and THIRD_PARTY_LICENSES, and for every
+    shared library it copies into deps/ the copyright file of the Debian package it came from,
+    with the common licence texts those files refer to (issue 37)."""
+    if shutil.which("dpkg") is None or shutil.which("ldd") is None:
+        pytest.skip("no dpkg or ldd: the bundle is built on Debian")
+    build = os.path.dirname(lib_path)
+    if not os.access(os.path.join(build, "tools", "s3direct"), os.X_OK):
+        pytest.skip("the CLI is not built beside the library")
+    out = tmp_path / "bundle"
+    r = subprocess.run([os.path.join(ROOT, "scripts", "gpu-bundle.sh"), build, str(out)],
+                       capture_output=True, text=True, env=dict(os.environ, S3D_GLIBC228="0"),
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in ("LICENSE", "NOTICE", "THIRD_PARTY_LICENSES"):
+        with open(os.path.join(ROOT, name), "rb") as f:
+            assert (out / name).read_bytes() == f.read()
+    deps = sorted(os.listdir(out / "deps"))
+    if not deps:
+        return
+    listed = dict(line.split() for line in (out / "licenses" / "PACKAGES").read_text().splitlines())
+    assert sorted(listed) == deps
+    for pkg in set(listed.values()):
+        text = (out / "licenses" / f"{pkg}.copyright").read_text(errors="replace")
+        assert "Copyright" in text or "copyright" in text, pkg
+    if "libcurl.so.4" in listed:  # the system libcurl and what it links (libssl at least)
+        assert "libssl.so.3" in listed
+    refs = set()
+    for f in (out / "licenses").glob("*.copyright"):
+        refs |= set(re.findall(r"/usr/share/common-licenses/(L?GPL-[0-9.]*[0-9])",
+                               f.read_text(errors="replace")))
+    for name in refs:
+        assert (out / "licenses" / "common-licenses" / name).is_file(), name

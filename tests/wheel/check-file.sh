@@ -12,7 +12,9 @@
 #   - the folders its OpenSSL has compiled in (OPENSSLDIR, ENGINESDIR, MODULESDIR, as
 #     `openssl version -a` prints them) are root-owned system paths under /etc/ or /usr/, never
 #     the build folder, where anyone who can write on a user's machine could plant an
-#     openssl.cnf (issue 35, item 8; tests/py/test_cabundle.py checks none is read at all).
+#     openssl.cnf (issue 35, item 8; tests/py/test_cabundle.py checks none is read at all);
+#   - its .dist-info/licenses/ holds LICENSE, NOTICE and THIRD_PARTY_LICENSES, the same bytes
+#     as the checkout's (issue 37: the notices of the OpenSSL, libcurl and jansson it links).
 set -euo pipefail
 whl=$1
 work=$(mktemp -d /tmp/s3d-wheelfile.XXXXXX)
@@ -66,6 +68,14 @@ dirs=$(strings -a "$so" | grep -E '^(OPENSSLDIR|ENGINESDIR|MODULESDIR): "' || tr
 bad=$(printf '%s\n' "$dirs" | grep -Ev '^[A-Z]+DIR: "/(etc|usr)/[^"]*"$' | tr '\n' ' ' || true)
 if [ "$(printf '%s\n' "$dirs" | grep -c .)" = 3 ] && [ -z "$bad" ]; then r=ok; else r=no; fi
 check $r "OpenSSL's compiled-in folders are system paths: $(printf '%s\n' "$dirs" | tr '\n' ' ')"
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+missing=
+for f in LICENSE NOTICE THIRD_PARTY_LICENSES; do
+  got=$(find "$work/unzipped" -path "*.dist-info/licenses/$f" -type f | head -1)
+  { [ -n "$got" ] && cmp -s "$got" "$repo/$f"; } || missing+=" $f"
+done
+if [ -z "$missing" ]; then r=ok; else r=no; fi
+check $r "licence files in .dist-info/licenses/: LICENSE NOTICE THIRD_PARTY_LICENSES${missing:+ (missing or different:$missing)}"
 if [ "$fail" != 0 ]; then
   echo "check-file: $(basename "$whl") is not the wheel issue 24 asks for" >&2
   exit 1

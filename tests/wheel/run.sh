@@ -26,7 +26,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 filter=${1:-}
 default_tests="test_version.py test_binding.py test_cabundle.py test_cli.py
-               test_torch_roundtrip.py test_torch_errors.py"
+               test_torch_roundtrip.py test_torch_errors.py test_packaging.py"
 tests=${S3D_WHEEL_TESTS:-$default_tests}
 [ "$tests" = all ] && tests=.
 work=$(mktemp -d /tmp/s3d-wheeltest.XXXXXX)
@@ -54,7 +54,9 @@ mkdir -p "$work/src/tests"
 cp -r "$repo/tests/py" "$work/src/tests/py"
 cp -r "$repo/tests/gpu" "$work/src/tests/gpu"  # s3origin.py, which test_gpu_origin*.py import
 cp -r "$repo/include" "$work/src/include"
-cp "$repo/pyproject.toml" "$work/src/"
+cp "$repo/pyproject.toml" "$repo/LICENSE" "$repo/NOTICE" "$repo/THIRD_PARTY_LICENSES" "$work/src/"
+mkdir -p "$work/src/scripts"
+cp "$repo/scripts/build-glibc228.sh" "$work/src/scripts/"  # test_packaging.py reads it
 
 clean_env=(env -u S3D_BUILD_DIR -u S3D_LIBRARY -u PYTHONPATH -u PYTHONHOME
            LD_LIBRARY_PATH= PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=/nonexistent
