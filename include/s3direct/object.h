@@ -38,7 +38,9 @@ S3D_API int s3d_head_object(struct s3d_client *c, const char *bucket, const char
                             struct s3d_object_info *out);
 /* Creates a bucket in the client's region. A bucket that already exists, yours or another
  * account's, is S3D_EBUCKETEXISTS (checked with HeadBucket first: AWS us-east-1 and Ceph RGW
- * answer 200 to re-creating a bucket you own). */
+ * answer 200 to re-creating a bucket you own). s3d_last_error tells the two apart: yours has
+ * http_status 200 (HeadBucket's answer) or s3_code "BucketAlreadyOwnedByYou"; another
+ * account's 403 or "BucketAlreadyExists". */
 S3D_API int s3d_create_bucket(struct s3d_client *c, const char *bucket);
 S3D_API int s3d_delete_bucket(struct s3d_client *c, const char *bucket);
 /* Deleting a key that does not exist succeeds, as on S3. */

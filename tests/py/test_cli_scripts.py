@@ -153,3 +153,49 @@ def test_ls_prints_each_pages_prefixes_first(lib_path):
             assert r.stdout.decode() == a.stdout.decode()
     finally:
         srv.shutdown()
+
+
+# ---- mb ---------------------------------------------------------------------------------
+
+OTHER = {"AWS_ACCESS_KEY_ID": "S3DOTHEROWNER0000001",
+         "AWS_SECRET_ACCESS_KEY": "s3dotherownersecret00000000000000000000001"}
+
+
+def _other_owner(s3_env):
+    """A second RGW user (radosgw-admin, idempotent); skips where there is none to make."""
+    admin, conf = shutil.which("radosgw-admin"), os.environ.get("CEPH_CONF")
+    if admin is None or not conf:
+        pytest.skip("a second owner needs radosgw-admin and CEPH_CONF (Ceph RGW)")
+    r = subprocess.run([admin, "-c", conf, "-n", "client.admin", "user", "create",
+                        "--uid=s3d-other-owner", "--display-name=s3direct other owner",
+                        f"--access-key={OTHER['AWS_ACCESS_KEY_ID']}",
+                        f"--secret-key={OTHER['AWS_SECRET_ACCESS_KEY']}"],
+                       capture_output=True, timeout=60)
+    if r.returncode != 0 and b"exists" not in r.stderr:
+        pytest.skip(f"radosgw-admin user create failed: {r.stderr[-300:]!r}")
+    return {**s3_env, **OTHER}
+
+
+def test_mb_of_a_bucket_one_owns_succeeds_as_aws(cli, s3_env, bucket):
+    """aws s3 mb of one's own bucket prints make_bucket and exits 0 (RGW and AWS us-east-1
+    answer 200); so does s3direct mb."""
+    r = same_as_aws(cli, s3_env, "mb", f"s3://{bucket}")
+    assert r.returncode == 0 and r.stdout.decode() == f"make_bucket: {bucket}\n", r.stderr
+    assert r.stderr == b""
+
+
+def test_mb_of_another_owners_bucket_fails(cli, s3_env, boto3_client):
+    other = _other_owner(s3_env)
+    name = f"s3d-other-{uuid.uuid4().hex[:12]}"
+    assert run(cli, "mb", f"s3://{name}", env=other).returncode == 0
+    try:
+        r = run(cli, "mb", f"s3://{name}")
+        assert r.returncode == 1 and r.stdout == b""
+        assert r.stderr.decode().splitlines() == [
+            f"s3direct: CreateBucket {name}: the bucket already exists (owned by another "
+            "account)"], r.stderr
+        a = aws(s3_env, "mb", f"s3://{name}")
+        if a is not None:
+            assert a.returncode == 1 and b"make_bucket failed" in a.stderr
+    finally:
+        run(cli, "rb", f"s3://{name}", env=other)
