@@ -29,12 +29,13 @@ enum {
     CLI_F_DRYRUN = 1 << 6,
     CLI_F_NO_VERIFY = 1 << 7,
     CLI_F_BATCH = 1 << 8,
-    CLI_F_S3API = 1 << 9,       /* --bucket --key --upload-id --prefix */
-    CLI_F_OLDER_THAN = 1 << 10, /* --older-than */
-    CLI_F_FILTER = 1 << 11,     /* --exclude --include */
-    CLI_F_SYNC = 1 << 12,       /* --delete --exact-timestamps --size-only */
-    CLI_F_BASE = 1 << 13,       /* --base URI (cp) */
-    CLI_F_SYMLINKS = 1 << 14,   /* --follow-symlinks --no-follow-symlinks */
+    CLI_F_S3API = 1 << 9,        /* --bucket --key --upload-id --prefix */
+    CLI_F_OLDER_THAN = 1 << 10,  /* --older-than */
+    CLI_F_FILTER = 1 << 11,      /* --exclude --include */
+    CLI_F_SYNC = 1 << 12,        /* --delete --exact-timestamps --size-only */
+    CLI_F_BASE = 1 << 13,        /* --base URI (cp) */
+    CLI_F_SYMLINKS = 1 << 14,    /* --follow-symlinks --no-follow-symlinks */
+    CLI_F_ONLY_ERRORS = 1 << 15, /* --only-show-errors */
 };
 
 #define CLI_MAX_ARGS    8
@@ -64,6 +65,7 @@ struct cli_opts {
     uint32_t max_attempts; /* --max-attempts: 0 = library default */
     int progress;          /* -1 auto (TTY), 0 off, 1 on */
     int quiet;
+    int only_errors; /* --only-show-errors (cp, mv, rm, sync): no progress, no done lines */
     int debug;
     /* per command */
     int recursive;
@@ -140,6 +142,10 @@ int cli_client(const struct cli_opts *o, struct s3d_client **out);
  * none) to stderr and returns CLI_EXIT_FAIL (128 + the signal for a transfer canceled by
  * Ctrl-C, SIGTERM or SIGHUP). rc is the negative code returned. */
 int cli_fail(int rc);
+/* Whether to print the line of an operation ("upload: A to B", "delete: K"): never with
+ * --quiet; with --only-show-errors only --dryrun's lines, as aws s3 prints them. Errors and
+ * warnings are printed whatever this says. */
+int cli_says(const struct cli_opts *o);
 /* Prints "s3direct: <printf message>" to stderr and returns CLI_EXIT_FAIL. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "s3direct CMD: <message>" and "see s3direct CMD --help" to stderr; CLI_EXIT_USAGE. */

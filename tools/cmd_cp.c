@@ -30,6 +30,8 @@ static const char usage[] =
     "  --include PATTERN     do not skip paths matching PATTERN; filters apply in order and\n"
     "                        the last one that matches wins, as in the AWS CLI\n"
     "  --dryrun              print what would be copied, copy nothing\n"
+    "  --only-show-errors    print only errors and warnings: no progress bar, no line per\n"
+    "                        file (--dryrun's lines are still printed), as aws s3\n"
     "  --no-follow-symlinks  leave local symbolic links out (files and folders)\n"
     "  --follow-symlinks     follow them (the default, as in the AWS CLI): a linked folder's\n"
     "                        files are copied under the link's name; a link to a folder\n"
@@ -96,7 +98,7 @@ static const char *redirect_special(const char *path, int *err)
 
 static void say(const struct cli_opts *o, const char *what, const char *src, const char *dst)
 {
-    if (o->quiet)
+    if (!cli_says(o))
         return;
     /* With "-" as DEST the data owns stdout: the report goes to stderr. */
     FILE *f = strcmp(dst, "-") == 0 ? stderr : stdout;
@@ -269,7 +271,7 @@ const struct cli_command cli_cmd_cp = {
     .summary = "copy files and objects: local <-> s3://, s3:// -> s3://, - for stdin/stdout",
     .usage = usage,
     .flags = CLI_F_RECURSIVE | CLI_F_CONTENT_TYPE | CLI_F_DRYRUN | CLI_F_FILTER | CLI_F_BASE |
-             CLI_F_SYMLINKS,
+             CLI_F_SYMLINKS | CLI_F_ONLY_ERRORS,
     .min_args = 2,
     .max_args = 2,
     .run = run,
@@ -290,6 +292,8 @@ static const char mv_usage[] =
     "                        wins, as in the AWS CLI\n"
     "  --content-type TYPE   Content-Type of uploaded objects\n"
     "  --dryrun              print what would be moved, move nothing\n"
+    "  --only-show-errors    print only errors and warnings: no progress bar, no line per\n"
+    "                        file (--dryrun's lines are still printed), as aws s3\n"
     "  --no-follow-symlinks  leave local symbolic links out (default: follow them, as cp)\n"
     "  --follow-symlinks     follow them (the default)\n\n"
     "Examples:\n"
@@ -350,7 +354,8 @@ const struct cli_command cli_cmd_mv = {
     .name = "mv",
     .summary = "move files and objects: copy, then delete the source",
     .usage = mv_usage,
-    .flags = CLI_F_RECURSIVE | CLI_F_CONTENT_TYPE | CLI_F_DRYRUN | CLI_F_FILTER | CLI_F_SYMLINKS,
+    .flags = CLI_F_RECURSIVE | CLI_F_CONTENT_TYPE | CLI_F_DRYRUN | CLI_F_FILTER | CLI_F_SYMLINKS |
+             CLI_F_ONLY_ERRORS,
     .min_args = 2,
     .max_args = 2,
     .run = mv_run,

@@ -17,7 +17,9 @@ static const char usage[] =
     "                        to the prefix; * ? [..] as the AWS CLI reads them)\n"
     "  --include PATTERN     delete keys matching PATTERN after all; the last matching\n"
     "                        filter wins, as in the AWS CLI\n"
-    "  --dryrun              print what would be deleted, delete nothing\n\n"
+    "  --dryrun              print what would be deleted, delete nothing\n"
+    "  --only-show-errors    print only errors: no line per deleted key (--dryrun's lines\n"
+    "                        are still printed), as aws s3\n\n"
     "Examples:\n"
     "  s3direct rm s3://bucket/old.bin\n"
     "  s3direct rm s3://bucket/checkpoints/step-100 --recursive\n";
@@ -50,7 +52,7 @@ static int rm_recursive(const struct cli_opts *o, struct s3d_client *c, const ch
         if (rc < 0)
             cli_fail(rc);
     }
-    if (rc == 0 && !o->quiet)
+    if (rc == 0 && cli_says(o))
         for (i = 0; i < keys.n; i++) {
             printf("%sdelete: s3://%s/", o->dryrun ? "(dryrun) " : "", bucket);
             cli_put_key(stdout, keys.keys[i]);
@@ -81,7 +83,7 @@ static int run(const struct cli_opts *o)
         rc = rm_recursive(o, c, bucket, key);
     } else if (o->dryrun) {
         rc = 0;
-        if (!o->quiet) {
+        if (cli_says(o)) {
             printf("(dryrun) delete: s3://%s/", bucket);
             cli_put_key(stdout, key);
             putchar('\n');
@@ -90,7 +92,7 @@ static int run(const struct cli_opts *o)
         rc = s3d_delete_object(c, bucket, key);
         if (rc < 0)
             rc = cli_fail(rc);
-        else if (!o->quiet) {
+        else if (cli_says(o)) {
             printf("delete: s3://%s/", bucket);
             cli_put_key(stdout, key);
             putchar('\n');
@@ -104,7 +106,7 @@ const struct cli_command cli_cmd_rm = {
     .name = "rm",
     .summary = "delete an object, or everything under a prefix with --recursive",
     .usage = usage,
-    .flags = CLI_F_RECURSIVE | CLI_F_DRYRUN | CLI_F_FILTER,
+    .flags = CLI_F_RECURSIVE | CLI_F_DRYRUN | CLI_F_FILTER | CLI_F_ONLY_ERRORS,
     .min_args = 1,
     .max_args = 1,
     .run = run,

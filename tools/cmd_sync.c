@@ -23,6 +23,8 @@ static const char usage[] =
     "                        wins, as in the AWS CLI\n"
     "  --content-type TYPE   Content-Type of uploaded objects\n"
     "  --dryrun              print what would be copied and deleted, change nothing\n"
+    "  --only-show-errors    print only errors and warnings: no progress bar, no line per\n"
+    "                        file (--dryrun's lines are still printed), as aws s3\n"
     "  --no-follow-symlinks  leave local symbolic links out, in SOURCE and in DEST\n"
     "  --follow-symlinks     follow them (the default, as in the AWS CLI): the files of a\n"
     "                        linked folder are compared, copied and deleted under the link's\n"
@@ -56,7 +58,8 @@ const struct cli_command cli_cmd_sync = {
     .name = "sync",
     .summary = "copy only what differs between a folder and a prefix (as aws s3 sync)",
     .usage = usage,
-    .flags = CLI_F_SYNC | CLI_F_FILTER | CLI_F_DRYRUN | CLI_F_CONTENT_TYPE | CLI_F_SYMLINKS,
+    .flags = CLI_F_SYNC | CLI_F_FILTER | CLI_F_DRYRUN | CLI_F_CONTENT_TYPE | CLI_F_SYMLINKS |
+             CLI_F_ONLY_ERRORS,
     .min_args = 2,
     .max_args = 2,
     .run = run,

@@ -92,6 +92,11 @@ int cli_fail(int rc)
     return CLI_EXIT_FAIL;
 }
 
+int cli_says(const struct cli_opts *o)
+{
+    return !o->quiet && (o->dryrun || !o->only_errors);
+}
+
 int cli_error(const char *fmt, ...)
 {
     va_list ap;

@@ -118,7 +118,7 @@ static void summary(const struct cli_opts *o, const char *verb, const char *src,
 {
     char total[24], copied[24], sent[24];
 
-    if (o->quiet)
+    if (!cli_says(o))
         return;
     cli_human_size(st->bytes_total, total, sizeof(total));
     cli_human_size(st->bytes_copied, copied, sizeof(copied));
@@ -411,7 +411,7 @@ int cli_cp_base(const struct cli_opts *o)
     else
         verb = "copy";
     if (o->dryrun) {
-        if (!o->quiet) {
+        if (cli_says(o)) {
             printf("(dryrun) %s: ", verb);
             cli_put_key(stdout, src);
             fputs(" to ", stdout);

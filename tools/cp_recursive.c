@@ -638,7 +638,7 @@ static int delete_extra(struct cp_ctx *x, const struct side *d, const char *rel)
             return cli_error("key too long: %s%s", d->prefix, rel);
         if (!x->o->dryrun && (rc = s3d_delete_object(x->c, d->bucket, key)) < 0)
             return cli_fail(rc);
-        if (!x->o->quiet) {
+        if (cli_says(x->o)) {
             fprintf(f, "%sdelete: s3://%s/", x->o->dryrun ? "(dryrun) " : "", d->bucket);
             cli_put_key(f, key);
             fputc('\n', f);
@@ -649,7 +649,7 @@ static int delete_extra(struct cp_ctx *x, const struct side *d, const char *rel)
         return CLI_EXIT_FAIL;
     if (!x->o->dryrun && unlink(path) != 0)
         return cli_error("cannot delete %s: %s", path, strerror(errno));
-    if (!x->o->quiet) {
+    if (cli_says(x->o)) {
         fprintf(f, "%sdelete: ", x->o->dryrun ? "(dryrun) " : "");
         cli_put_key(f, path);
         fputc('\n', f);

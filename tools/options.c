@@ -50,6 +50,7 @@ enum opt_id {
     O_BASE,
     O_FOLLOW_SYMLINKS,
     O_NO_FOLLOW_SYMLINKS,
+    O_ONLY_ERRORS,
 };
 
 struct opt_def {
@@ -98,6 +99,7 @@ static const struct opt_def opt_defs[] = {
     {"--base", 0, 1, CLI_F_BASE, O_BASE},
     {"--follow-symlinks", 0, 0, CLI_F_SYMLINKS, O_FOLLOW_SYMLINKS},
     {"--no-follow-symlinks", 0, 0, CLI_F_SYMLINKS, O_NO_FOLLOW_SYMLINKS},
+    {"--only-show-errors", 0, 0, CLI_F_ONLY_ERRORS, O_ONLY_ERRORS},
 };
 
 const char cli_common_help[] =
@@ -125,7 +127,8 @@ const char cli_common_help[] =
     "                       (503 SlowDown, 429) is retried past them for up to 30 s\n"
     "  --progress           show the progress bar even when stderr is not a terminal\n"
     "  --no-progress        never show the progress bar (default: shown on a terminal)\n"
-    "  -q, --quiet          print nothing but errors\n"
+    "  -q, --quiet          print nothing but errors and warnings (not even --dryrun's\n"
+    "                       lines; see --only-show-errors on cp, mv, rm and sync)\n"
     "  --debug              print the resolved configuration to stderr first\n"
     "  -h, --help           this help\n";
 
@@ -315,6 +318,9 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
         break;
     case O_QUIET:
         o->quiet = 1;
+        break;
+    case O_ONLY_ERRORS:
+        o->only_errors = 1;
         break;
     case O_DEBUG:
         o->debug = 1;

@@ -25,7 +25,7 @@ double cli_now(void)
 void cli_progress_init(struct cli_progress *p, const struct cli_opts *o, const char *label)
 {
     memset(p, 0, sizeof(*p));
-    if (o->quiet)
+    if (o->quiet || o->only_errors)
         p->enabled = 0;
     else if (o->progress >= 0)
         p->enabled = o->progress;

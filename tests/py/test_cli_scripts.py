@@ -199,3 +199,50 @@ def test_mb_of_another_owners_bucket_fails(cli, s3_env, boto3_client):
             assert a.returncode == 1 and b"make_bucket failed" in a.stderr
     finally:
         run(cli, "rb", f"s3://{name}", env=other)
+
+
+# ---- --only-show-errors -----------------------------------------------------------------
+
+def test_only_show_errors(cli, s3_env, bucket, boto3_client, tmp_path):
+    """aws s3 cp/mv/rm/sync --only-show-errors: no line per file and no progress, but the
+    warnings and errors, and --dryrun's lines. Same stdout and exit status as aws."""
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.bin").write_bytes(b"a" * 100)
+    (src / "sub" / "b.bin").write_bytes(b"b" * 200)
+    os.mkfifo(src / "fifo")  # skipped with a warning: exit status 2
+    for who, cmd in (("s3direct", None), ("aws", aws)):
+        if who == "aws" and AWS is None:
+            continue
+        dst = f"s3://{bucket}/{who}/"
+
+        def go(*args):
+            if cmd is not None:
+                return cmd(s3_env, *args, "--only-show-errors")
+            # --progress asks for the bar on a pipe: --only-show-errors wins, as in aws
+            return run(cli, *args, "--only-show-errors", "--progress")
+
+        r = go("cp", "--recursive", str(src), dst)
+        assert (r.returncode, r.stdout) == (2, b""), (who, r.stderr)
+        err = r.stderr.decode()
+        assert "warning: Skipping file" in err and "fifo" in err, (who, err)
+        assert "Completed" not in err and "\r" not in err, (who, err)
+        assert sorted(o["Key"] for o in boto3_client.list_objects_v2(
+            Bucket=bucket, Prefix=f"{who}/")["Contents"]) == [f"{who}/a.bin", f"{who}/sub/b.bin"]
+        (src / "fifo").unlink()
+        (src / "a.bin").write_bytes(b"A" * 101)
+        (src / "sub" / "b.bin").unlink()
+        r = go("sync", "--delete", str(src), dst)
+        assert (r.returncode, r.stdout, r.stderr) == (0, b"", b""), who
+        # --dryrun's lines are what was asked for: printed
+        r = go("rm", "--recursive", "--dryrun", dst)
+        assert (r.returncode, r.stdout.decode()) == (0, f"(dryrun) delete: {dst}a.bin\n"), who
+        r = go("rm", "--recursive", dst)
+        assert (r.returncode, r.stdout, r.stderr) == (0, b"", b""), who
+        # an error is still printed
+        r = go("cp", f"{dst}nope.bin", str(tmp_path / "nope.bin"))
+        assert r.returncode == 1 and r.stdout == b"" and b"404" in r.stderr, who
+        os.mkfifo(src / "fifo")
+        (src / "sub" / "b.bin").write_bytes(b"b" * 200)
+    r = run(cli, "ls", f"s3://{bucket}", "--only-show-errors")
+    assert r.returncode == 2 and b"unknown option --only-show-errors" in r.stderr
