@@ -132,6 +132,11 @@ enum s3d_file_io {
     S3D_FILE_IO_BUFFERED = 3, /* plain page-cache reads and writes */
 };
 
+/* Tensors as they arrive (s3d_read_options.on_ready): dest is the index of a destination in
+ * the array given to s3d_reader_read. Return 0 to go on; anything else stops the read, which
+ * then fails with S3D_ECANCELED. */
+typedef int (*s3d_ready_fn)(void *user, size_t dest);
+
 struct s3d_read_options {
     uint32_t struct_size;     /* sizeof; 0 = current */
     s3d_progress_fn progress; /* bytes of tensor data done / total */
@@ -147,6 +152,18 @@ struct s3d_read_options {
     uint64_t cuda_stream;
     const uint64_t *cuda_streams;
     uint32_t n_cuda_streams;
+    /* Tensors as they arrive (NULL = off). Called on the thread that called s3d_reader_read,
+     * once for each destination, as soon as all its bytes are in place: checked against the
+     * stored CRC32C when the whole tensor is read (a mismatch fails the read with
+     * S3D_ECHECKSUM before the destination is reported), and for device memory after its
+     * copies completed on the device, so the caller may use it on any stream at once.
+     * Destinations of zero bytes are reported first. With on_ready the requests start in the
+     * order of the destination array (the first destination's bytes are asked for first),
+     * so order the array as the tensors are needed; without it, in the order that finishes
+     * the whole read soonest. Destinations not yet reported when the read fails hold
+     * unspecified bytes. */
+    s3d_ready_fn on_ready;
+    void *ready_user;
 };
 
 /* Reads the chosen tensors in one planned transfer: only their byte ranges are fetched,

@@ -107,9 +107,153 @@ struct s3read {
     struct inflight {
         void *chunk;
         struct s3d_event *ev;
+        size_t job; /* its plan job, whose device segments land when ev completes */
     } * inflight;
     size_t n_inflight;
+    /* Tensors as they arrive (o->on_ready): per piece, its segments still to land; the
+     * segments of piece p, in order, are pseg[pseg_at[p] .. pseg_at[p + 1]). NULL when off. */
+    size_t *left;
+    size_t *pseg_at;
+    size_t *pseg;
+    /* Destinations complete in this hook call, reported at its end in array order (a job
+     * holds adjacent tensors of the file, which a custom order may want the other way). */
+    size_t *done;
+    size_t n_done;
 };
+
+/* The CRC check of one destination whose bytes are all read. */
+static int check_crc(const struct s3d_reader *r, const struct dest *d)
+{
+    const struct s3d_st_tensor *t = tref_tensor(r, d->tensor);
+    if (!d->verify || d->crc == t->crc32c)
+        return 0;
+    return s3d_fail(S3D_ECHECKSUM, "tensor '%s' in %s: CRC32C mismatch (stored %08x, read %08x)",
+                    t->name, r->shards[r->tensors[d->tensor].shard].uri, t->crc32c, d->crc);
+}
+
+/* Tells the caller that destination i is complete. */
+static int report_ready(const struct s3d_read_options *o, size_t i)
+{
+    if (o->on_ready(o->ready_user, i) != 0)
+        return s3d_fail(S3D_ECANCELED, "read stopped by the caller");
+    return 0;
+}
+
+/* Segment k is in its destination (host memory written, or its device copy complete): when
+ * it was the last of its piece, the piece's CRC is combined from its segments in order,
+ * checked, and the destination reported. */
+static int seg_landed(struct s3read *s, size_t k)
+{
+    size_t p = s->plan.segs[k].piece;
+    struct dest *d;
+    int rc;
+    if (s->left == NULL || --s->left[p] > 0)
+        return 0;
+    d = &s->dests[s->pieces[p].dest];
+    if (d->verify) {
+        for (size_t q = s->pseg_at[p]; q < s->pseg_at[p + 1]; q++) {
+            const struct s3d_rseg *seg = &s->plan.segs[s->pseg[q]];
+            d->crc =
+                seg->piece_off == 0 ? seg->crc : s3d_crc32c_combine(d->crc, seg->crc, seg->len);
+        }
+        if ((rc = check_crc(s->r, d)) < 0)
+            return rc;
+    }
+    s->done[s->n_done++] = s->pieces[p].dest;
+    return 0;
+}
+
+static int size_cmp(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Reports the destinations completed since the last call, in array order. */
+static int report_done(struct s3read *s)
+{
+    int rc = 0;
+    if (s->n_done > 1)
+        qsort(s->done, s->n_done, sizeof(*s->done), size_cmp);
+    for (size_t k = 0; k < s->n_done && rc == 0; k++)
+        rc = report_ready(s->o, s->done[k]);
+    s->n_done = 0;
+    return rc;
+}
+
+/* The device segments of job j have landed (the event after their copies completed). */
+static int job_copies_landed(struct s3read *s, size_t j)
+{
+    const struct s3d_rjob *pj = &s->plan.jobs[j];
+    for (size_t k = pj->seg0; k < pj->seg0 + pj->nseg; k++) {
+        int rc;
+        if (s->pieces[s->plan.segs[k].piece].device < 0)
+            continue;
+        if ((rc = seg_landed(s, k)) < 0)
+            return rc;
+    }
+    return report_done(s);
+}
+
+/* Sets up the per-piece counts and segment lists for on_ready. */
+static int ready_init(struct s3read *s, size_t np)
+{
+    s->left = s3d_calloc(np + 1, sizeof(*s->left));
+    s->pseg_at = s3d_calloc(np + 1, sizeof(*s->pseg_at));
+    s->pseg = s3d_calloc(s->plan.nsegs + 1, sizeof(*s->pseg));
+    s->done = s3d_calloc(np + 1, sizeof(*s->done));
+    if (s->left == NULL || s->pseg_at == NULL || s->pseg == NULL || s->done == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory planning %zu reads", np);
+    for (size_t k = 0; k < s->plan.nsegs; k++)
+        s->left[s->plan.segs[k].piece]++;
+    for (size_t p = 0; p < np; p++)
+        s->pseg_at[p + 1] = s->pseg_at[p] + s->left[p];
+    /* Segments of a piece come out of the plan in piece order, so filling in segment order
+     * keeps each piece's list in order. */
+    for (size_t k = 0; k < s->plan.nsegs; k++) {
+        size_t p = s->plan.segs[k].piece;
+        s->pseg[s->pseg_at[p + 1] - s->left[p]] = k;
+        s->left[p]--;
+    }
+    for (size_t p = 0; p < np; p++)
+        s->left[p] = s->pseg_at[p + 1] - s->pseg_at[p];
+    return 0;
+}
+
+/* The first destination each job serves (the smallest index among its segments). */
+struct job_key {
+    size_t first_dest;
+    size_t job;
+};
+
+static int job_key_cmp(const void *a, const void *b)
+{
+    const struct job_key *x = a, *y = b;
+    if (x->first_dest != y->first_dest)
+        return x->first_dest < y->first_dest ? -1 : 1;
+    return x->job < y->job ? -1 : x->job > y->job;
+}
+
+/* With on_ready, jobs start in the order of the destinations they serve, so that the tensors
+ * the caller put first are asked for first. */
+static int ready_start_order(const struct s3read *s, size_t *order)
+{
+    struct job_key *keys = s3d_calloc(s->plan.njobs + 1, sizeof(*keys));
+    if (keys == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory planning %zu reads", s->plan.njobs);
+    for (size_t j = 0; j < s->plan.njobs; j++) {
+        const struct s3d_rjob *pj = &s->plan.jobs[j];
+        keys[j].job = j;
+        keys[j].first_dest = SIZE_MAX;
+        for (size_t k = pj->seg0; k < pj->seg0 + pj->nseg; k++)
+            keys[j].first_dest = S3D_MIN(keys[j].first_dest, s->pieces[s->plan.segs[k].piece].dest);
+    }
+    qsort(keys, s->plan.njobs, sizeof(*keys), job_key_cmp);
+    for (size_t j = 0; j < s->plan.njobs; j++)
+        order[j] = keys[j].job;
+    free(keys);
+    return 0;
+}
 
 static int read_prepare(void *ctx, struct s3d_get_job *job)
 {
@@ -135,9 +279,10 @@ static int read_prepare(void *ctx, struct s3d_get_job *job)
 static int read_poll(void *ctx)
 {
     struct s3read *s = ctx;
-    size_t i = 0;
+    size_t i = 0, j;
+    int rc;
     while (i < s->n_inflight) {
-        int rc = s3d_device_event_query(s->dev, s->inflight[i].ev);
+        rc = s3d_device_event_query(s->dev, s->inflight[i].ev);
         if (rc < 0)
             return rc;
         if (rc == 0) {
@@ -146,7 +291,10 @@ static int read_poll(void *ctx)
         }
         s3d_pool_put(s->pool, s->inflight[i].chunk);
         s3d_device_event_free(s->dev, s->inflight[i].ev);
+        j = s->inflight[i].job;
         s->inflight[i] = s->inflight[--s->n_inflight];
+        if ((rc = job_copies_landed(s, j)) < 0)
+            return rc;
     }
     return s->n_inflight > 0 ? S3D_POLL_BUSY : S3D_POLL_IDLE;
 }
@@ -165,10 +313,11 @@ static int read_done(void *ctx, struct s3d_get_job *job)
         const char *src = base + seg->job_off;
         if (s->dests[pc->dest].verify)
             seg->crc = s3d_crc32c(0, src, seg->len);
-        if (pj->direct)
-            continue;
         if (pc->device < 0) {
-            memcpy((char *)pc->dst + seg->piece_off, src, seg->len);
+            if (!pj->direct)
+                memcpy((char *)pc->dst + seg->piece_off, src, seg->len);
+            if ((rc = seg_landed(s, k)) < 0)
+                return rc;
         } else {
             struct s3d_stream *st;
             rc = s3d_stream_set_get(&s->streams, pc->device, &st);
@@ -189,6 +338,8 @@ static int read_done(void *ctx, struct s3d_get_job *job)
             device_ordinal = pc->device;
         }
     }
+    if ((rc = report_done(s)) < 0)
+        return rc;
     if (pj->direct)
         return 0;
     if (device_ordinal < 0) {
@@ -206,6 +357,7 @@ static int read_done(void *ctx, struct s3d_get_job *job)
         }
         s->inflight[s->n_inflight].chunk = s->chunks[j];
         s->inflight[s->n_inflight].ev = ev;
+        s->inflight[s->n_inflight].job = j;
         s->n_inflight++;
     }
     s->chunks[j] = NULL;
@@ -283,9 +435,14 @@ static int read_s3(struct s3d_reader *r, struct dest *dests, const struct s3d_te
         rc = s3d_fail(S3D_ENOMEM, "out of memory planning %zu reads", s.plan.njobs);
         goto out;
     }
-    /* The long jobs start first (s3d_rplan_start_order); the hooks find a job's plan entry
-     * through user. */
-    s3d_rplan_start_order(&s.plan, order);
+    /* The long jobs start first (s3d_rplan_start_order), or with on_ready the jobs of the
+     * first destinations; the hooks find a job's plan entry through user. */
+    if (o->on_ready != NULL) {
+        if ((rc = ready_init(&s, np)) < 0 || (rc = ready_start_order(&s, order)) < 0)
+            goto out;
+    } else {
+        s3d_rplan_start_order(&s.plan, order);
+    }
     for (size_t k = 0; k < s.plan.njobs; k++) {
         size_t j = order[k];
         const struct shard *sh = &r->shards[s.plan.jobs[j].shard];
@@ -310,9 +467,11 @@ static int read_s3(struct s3d_reader *r, struct dest *dests, const struct s3d_te
     for (size_t i = 0; i < s.n_inflight; i++) {
         s3d_pool_put(s.pool, s.inflight[i].chunk);
         s3d_device_event_free(s.dev, s.inflight[i].ev);
+        if (rc == 0) /* the streams are synchronized: its copies are complete */
+            rc = job_copies_landed(&s, s.inflight[i].job);
     }
     s.n_inflight = 0;
-    if (rc == 0)
+    if (rc == 0 && s.left == NULL)
         combine_crcs(&s);
 out:
     if (s.chunks != NULL)
@@ -320,12 +479,69 @@ out:
             s3d_pool_put(s.pool, s.chunks[j]);
     s3d_stream_set_free(&s.streams);
     free(order);
+    free(s.left);
+    free(s.pseg_at);
+    free(s.pseg);
+    free(s.done);
     free(s.inflight);
     free(s.chunks);
     free(s.jobs);
     s3d_rplan_free(&s.plan);
     free(s.pieces);
     return rc;
+}
+
+/* Batches of a read from files with on_ready: the first destination alone (the first tensor
+ * comes as soon as it can), then batches twice as big, up to this many bytes, each one call
+ * of s3d_file_read_ranges_fd (which overlaps the reads and device copies inside it). */
+#define S3D_READY_BATCH_MAX (64u << 20)
+
+/* Reads from files in the order of the destinations, reporting each batch's destinations
+ * once the batch is in place and checked. ranges has room for n. */
+static int read_files_ready(struct s3d_reader *r, struct s3d_device *dev, struct s3d_pool *pool,
+                            struct dest *dests, const struct s3d_tensor_dest *d, size_t n,
+                            const struct s3d_read_options *o, struct s3d_file_range *ranges,
+                            struct s3d_progress_acc *acc)
+{
+    uint64_t cap = 1;
+    size_t i = 0;
+    while (i < n) {
+        struct s3d_file_io_opts fo;
+        size_t first = i, k = 0;
+        uint32_t sh = r->tensors[dests[i].tensor].shard;
+        uint64_t bytes = 0;
+        int rc;
+        /* Consecutive destinations in one shard, until the batch reaches cap bytes. */
+        while (i < n && r->tensors[dests[i].tensor].shard == sh && (k == 0 || bytes < cap)) {
+            const struct s3d_st_tensor *t = tref_tensor(r, dests[i].tensor);
+            ranges[k].file_offset = r->shards[sh].hdr.data_start + t->begin + dests[i].src_off;
+            ranges[k].length = dests[i].len;
+            ranges[k].dst = d[i].ptr;
+            ranges[k].device = d[i].device;
+            ranges[k].crc_out = dests[i].verify ? &dests[i].crc : NULL;
+            bytes += dests[i].len;
+            k++;
+            i++;
+        }
+        cap = S3D_MIN((uint64_t)S3D_READY_BATCH_MAX, S3D_MAX(cap, bytes) * 2);
+        memset(&fo, 0, sizeof(fo));
+        fo.mode = o->file_io;
+        fo.progress = o->progress ? s3d_progress_acc_cb : NULL;
+        fo.progress_user = acc;
+        fo.cancel = o->cancel;
+        fo.cuda_stream = o->cuda_stream;
+        fo.cuda_streams = o->cuda_streams;
+        fo.n_cuda_streams = o->n_cuda_streams;
+        rc = s3d_file_read_ranges_fd(dev, pool, r->shards[sh].fd, r->shards[sh].loc.path, ranges, k,
+                                     &fo);
+        acc->base += bytes;
+        for (size_t q = first; rc == 0 && q < i; q++)
+            if ((rc = check_crc(r, &dests[q])) == 0 && dests[q].len > 0)
+                rc = report_ready(o, q);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 static int read_files(struct s3d_reader *r, struct dest *dests, const struct s3d_tensor_dest *d,
@@ -351,6 +567,11 @@ static int read_files(struct s3d_reader *r, struct dest *dests, const struct s3d
         rc = s3d_client_device(r->client, &dev);
     if (rc == 0 && need_pool)
         rc = s3d_client_pool(r->client, first_device, &pool);
+    if (rc == 0 && o->on_ready != NULL) {
+        rc = read_files_ready(r, dev, pool, dests, d, n, o, ranges, &acc);
+        free(ranges);
+        return rc;
+    }
     for (size_t sh = 0; rc == 0 && sh < r->n_shards; sh++) {
         struct s3d_file_io_opts fo;
         size_t k = 0;
@@ -414,19 +635,16 @@ int s3d_reader_read(struct s3d_reader *r, const struct s3d_tensor_dest *dests, s
     rc = check_dests(r, dev, dests, n, o.no_verify, dd);
     if (rc < 0)
         goto out;
+    for (size_t i = 0; i < n && o.on_ready != NULL; i++)
+        if (dd[i].len == 0 && (rc = report_ready(&o, i)) < 0)
+            goto out;
     /* All shards of one checkpoint live in one place (the index resolves them beside it). */
     rc = r->shards[0].loc.is_s3 ? read_s3(r, dd, dests, n, &o) : read_files(r, dd, dests, n, &o);
     if (rc < 0)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        const struct s3d_st_tensor *t = tref_tensor(r, dd[i].tensor);
-        if (dd[i].verify && dd[i].crc != t->crc32c) {
-            rc = s3d_fail(S3D_ECHECKSUM,
-                          "tensor '%s' in %s: CRC32C mismatch (stored %08x, read %08x)", t->name,
-                          r->shards[r->tensors[dd[i].tensor].shard].uri, t->crc32c, dd[i].crc);
+    for (size_t i = 0; i < n && o.on_ready == NULL; i++)
+        if ((rc = check_crc(r, &dd[i])) < 0)
             goto out;
-        }
-    }
 out:
     free(dd);
     return rc;
