@@ -39,6 +39,7 @@ EXPECTED_VERSION = 0x000100
 # ---- callbacks -------------------------------------------------------------------------------
 PROGRESS_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, c_uint64)
 LOG_FN = CFUNCTYPE(None, c_void_p, c_int, ctypes.POINTER(ctypes.c_char), c_size_t)
+READY_FN = CFUNCTYPE(c_int, c_void_p, c_size_t)
 
 
 class _OutStruct(Structure):
@@ -192,6 +193,8 @@ class ReadOptions(Structure):
         ("cuda_stream", c_uint64),
         ("cuda_streams", POINTER(c_uint64)),
         ("n_cuda_streams", c_uint32),
+        ("on_ready", READY_FN),
+        ("ready_user", c_void_p),
     ]
 
 
