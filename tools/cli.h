@@ -193,6 +193,16 @@ const char *cli_aws_size(uint64_t bytes, char *buf, size_t cap);
 /* "2026-12-02 16:38:24" (UTC) into buf (cap >= 24); "-" for 0. */
 const char *cli_format_time(int64_t epoch_s, char *buf, size_t cap);
 
+/* ---- model_path.c --------------------------------------------------------------------- */
+
+/* Opens the checkpoint that info and verify were given, as Python's load() resolves it: a
+ * .safetensors file or object, a .safetensors.index.json, or a model folder (s3://b/m/, a local
+ * folder, or s3://b/m when there is no such object but a folder m/): its model.safetensors,
+ * else its model.safetensors.index.json. The URI opened goes into uri (cap bytes). 0, or the
+ * exit status after printing the error (*out NULL). */
+int cli_reader_open(struct s3d_client *c, const char *arg, char *uri, size_t cap,
+                    struct s3d_reader **out);
+
 /* ---- filter.c ------------------------------------------------------------------------- */
 
 /* 1 when rel (a path relative to the source folder or prefix) passes o's --exclude/--include

@@ -11,11 +11,15 @@ static const char usage[] =
     "size in bytes, and its shard when there are several), the totals, the __metadata__\n"
     "entries, and whether per-tensor CRC32C checksums are stored. Only header bytes are read:\n"
     "one ranged GET per shard (plus the index), however large the checkpoint.\n"
-    "URI is s3://BUCKET/KEY or a local path, of a .safetensors file or a sharded checkpoint's\n"
-    ".safetensors.index.json.\n\n"
+    "URI is s3://BUCKET/KEY or a local path, of a .safetensors file, a sharded checkpoint's\n"
+    ".safetensors.index.json, or a model folder (s3://BUCKET/PREFIX/ or a local folder) as\n"
+    "Hugging Face writes it: its model.safetensors, else its model.safetensors.index.json, as\n"
+    "Python's s3direct.load() reads a folder (s3://BUCKET/PREFIX without the slash too, when\n"
+    "no object has that name). The first line printed is the file read.\n\n"
     "Examples:\n"
     "  s3direct info s3://bucket/models/model.safetensors\n"
     "  s3direct info s3://bucket/llm/model.safetensors.index.json\n"
+    "  s3direct info s3://bucket/llm/\n"
     "  s3direct info ./model.safetensors\n";
 
 /* "[4096, 11008]" into buf; "[]" for a scalar. */
@@ -38,21 +42,19 @@ static int run(const struct cli_opts *o)
     struct s3d_reader *r = NULL;
     struct s3d_tensor_info t = {.struct_size = sizeof(struct s3d_tensor_info)};
     const char *uri, *k, *v;
-    char shape[512], human[24];
+    char shape[512], human[24], opened[CLI_BUCKET_CAP + CLI_KEY_CAP + 64];
     uint64_t total = 0, hdr, obj;
     size_t i, n, nshards, with_crc = 0;
     int rc, ret = CLI_EXIT_FAIL;
 
     if (cli_client(o, &c) < 0)
         return CLI_EXIT_FAIL;
-    rc = s3d_reader_open(c, o->args[0], &r);
-    if (rc < 0) {
-        cli_fail(rc);
+    if ((ret = cli_reader_open(c, o->args[0], opened, sizeof(opened), &r)) != 0)
         goto out;
-    }
+    ret = CLI_EXIT_FAIL;
     n = s3d_reader_num_tensors(r);
     nshards = s3d_reader_num_shards(r);
-    printf("%s\n", o->args[0]);
+    printf("%s\n", opened);
     for (i = 0; i < nshards; i++) {
         if ((rc = s3d_reader_shard(r, i, &uri, &hdr, &obj)) < 0) {
             cli_fail(rc);

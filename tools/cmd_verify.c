@@ -20,14 +20,15 @@ static const char usage[] =
     "tensor does not match (or cannot be read). Host memory used: the batch size, or the\n"
     "largest tensor when that is larger. Tensors without a stored checksum are read (which\n"
     "proves they are complete) and counted as unchecked.\n"
-    "URI is s3://BUCKET/KEY or a local path, of a .safetensors file or a "
-    ".safetensors.index.json.\n\n"
+    "URI is s3://BUCKET/KEY or a local path, of a .safetensors file, a .safetensors.index.json,\n"
+    "or a model folder, found as \"s3direct info\" finds it (see its --help).\n\n"
     "Options:\n"
     "  --batch-size SIZE     host memory per batch (default 256M)\n"
     "  --no-verify           read only, skip the CRC32C comparison (to time the reads)\n\n"
     "Examples:\n"
     "  s3direct verify s3://bucket/models/model.safetensors\n"
-    "  s3direct verify s3://bucket/llm/model.safetensors.index.json --concurrency 16\n";
+    "  s3direct verify s3://bucket/llm/model.safetensors.index.json --concurrency 16\n"
+    "  s3direct verify ./llm/\n";
 
 struct batch_progress {
     struct cli_progress bar;
@@ -86,17 +87,15 @@ static int run(const struct cli_opts *o)
     uint64_t batch = o->batch_bytes ? o->batch_bytes : DEFAULT_BATCH, total = 0, used = 0;
     size_t i, n, nd = 0, bad = 0, checked = 0, unchecked = 0;
     unsigned char *buf = NULL;
-    char human[24], rate[24];
+    char human[24], rate[24], opened[CLI_BUCKET_CAP + CLI_KEY_CAP + 64];
     double t0;
-    int rc, ret = CLI_EXIT_FAIL;
+    int ret = CLI_EXIT_FAIL;
 
     if (cli_client(o, &c) < 0)
         return CLI_EXIT_FAIL;
-    rc = s3d_reader_open(c, o->args[0], &r);
-    if (rc < 0) {
-        cli_fail(rc);
+    if ((ret = cli_reader_open(c, o->args[0], opened, sizeof(opened), &r)) != 0)
         goto out;
-    }
+    ret = CLI_EXIT_FAIL;
     n = s3d_reader_num_tensors(r);
     for (i = 0; i < n; i++) {
         s3d_reader_tensor(r, i, &t);
@@ -156,13 +155,12 @@ static int run(const struct cli_opts *o)
     if (!o->quiet || bad)
         printf("%s: %zu tensors, %s read in %.2f s (%s/s); checksums: %zu %s, %zu not stored, "
                "%zu mismatch%s\n",
-               o->args[0], n, human, t0, rate, checked - bad,
+               opened, n, human, t0, rate, checked - bad,
                o->no_verify ? "not compared (--no-verify)" : "ok", unchecked, bad,
                bad == 1 ? "" : "es");
     if (bad) {
         fflush(stdout);
-        cli_error("%zu tensor%s of %s failed the CRC32C check", bad, bad == 1 ? "" : "s",
-                  o->args[0]);
+        cli_error("%zu tensor%s of %s failed the CRC32C check", bad, bad == 1 ? "" : "s", opened);
         goto out;
     }
     ret = fflush(stdout) == 0 ? 0 : cli_error("writing the output failed");

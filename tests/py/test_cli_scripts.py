@@ -246,3 +246,84 @@ def test_only_show_errors(cli, s3_env, bucket, boto3_client, tmp_path):
         (src / "sub" / "b.bin").write_bytes(b"b" * 200)
     r = run(cli, "ls", f"s3://{bucket}", "--only-show-errors")
     assert r.returncode == 2 and b"unknown option --only-show-errors" in r.stderr
+
+
+# ---- info / verify of a model folder ----------------------------------------------------
+
+def _safetensors(path, tensors):
+    """A safetensors file of float32 tensors {name: count} (no library needed)."""
+    import json
+    import struct
+
+    hdr, data = {}, b""
+    for name, n in tensors.items():
+        hdr[name] = {"dtype": "F32", "shape": [n], "data_offsets": [len(data), len(data) + 4 * n]}
+        data += struct.pack(f"<{n}f", *range(n))
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(struct.pack("<Q", len(h)) + h + data)
+
+
+def _model_folders(root):
+    """root/one: model.safetensors; root/sharded: two shards and their index; root/other:
+    safetensors files under other names (load() does not guess among them)."""
+    import json
+
+    _safetensors(root / "one" / "model.safetensors", {"a": 4, "b": 8})
+    (root / "one" / "config.json").write_text("{}")
+    _safetensors(root / "sharded" / "model-00001-of-00002.safetensors", {"a": 4})
+    _safetensors(root / "sharded" / "model-00002-of-00002.safetensors", {"b": 8})
+    (root / "sharded" / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 48},
+         "weight_map": {"a": "model-00001-of-00002.safetensors",
+                        "b": "model-00002-of-00002.safetensors"}}))
+    _safetensors(root / "other" / "adapter.safetensors", {"a": 4})
+    (root / "other" / "notes.txt").write_text("x")
+
+
+def test_info_and_verify_of_a_model_folder(cli, s3_env, bucket, tmp_path):
+    """info and verify take what s3direct.load() takes: a model folder (s3://b/m/, a local
+    folder, or s3://b/m with no object of that name) means its model.safetensors, else its
+    model.safetensors.index.json; the file read is the first line of info. A folder holding
+    neither is an error naming what it holds, as load() refuses it."""
+    import s3direct
+    from s3direct._checkpoint import CheckpointReader
+
+    _model_folders(tmp_path)
+    run(cli, "cp", "--recursive", str(tmp_path), f"s3://{bucket}/", check=0)
+    client = s3direct.Client(endpoint_url=s3_env["AWS_ENDPOINT_URL"])
+    s3 = f"s3://{bucket}"
+    cases = [(f"{s3}/one/", f"{s3}/one/model.safetensors"),
+             (f"{s3}/one", f"{s3}/one/model.safetensors"),
+             (f"{s3}/sharded/", f"{s3}/sharded/model.safetensors.index.json"),
+             (f"{s3}/sharded", f"{s3}/sharded/model.safetensors.index.json"),
+             (f"{s3}/sharded/model.safetensors.index.json",
+              f"{s3}/sharded/model.safetensors.index.json"),
+             (str(tmp_path / "one"), str(tmp_path / "one" / "model.safetensors")),
+             (str(tmp_path / "sharded") + "/",
+              str(tmp_path / "sharded" / "model.safetensors.index.json"))]
+    try:
+        for given, opened in cases:
+            r = run(cli, "info", given, check=0)
+            lines = r.stdout.decode().splitlines()
+            assert lines[0] == opened, (given, lines[:3])
+            assert "tensors: 2, data: 48 bytes" in r.stdout.decode(), given
+            r = run(cli, "verify", given, check=0)
+            assert r.stdout.decode().startswith(f"{opened}: 2 tensors, 48 B read"), r.stdout
+            with CheckpointReader(given, client) as cr:
+                assert cr.uri == opened, given
+        for given in (f"{s3}/other/", f"{s3}/other", str(tmp_path / "other")):
+            for cmd in ("info", "verify"):
+                r = run(cli, cmd, given)
+                assert r.returncode == 1 and r.stdout == b"", (cmd, given)
+                err = r.stderr.decode()
+                assert err.count("\n") == 1 and "neither model.safetensors nor " \
+                    "model.safetensors.index.json" in err and "adapter.safetensors" in err, err
+            with pytest.raises((s3direct.NoSuchKey, s3direct.NoSuchFile)):
+                CheckpointReader(given, client)
+        # no object and no folder: the object's own 404
+        r = run(cli, "info", f"{s3}/nothing")
+        assert r.returncode == 1 and b"404" in r.stderr and b"nothing" in r.stderr
+    finally:
+        client.close()
