@@ -2,16 +2,42 @@
 
 All byte moving happens in the C library (libs3direct.so, found through S3D_LIBRARY, the
 package's _lib/, $S3D_BUILD_DIR or build/); this package describes tensors and calls it.
+torch is imported on first use of the tensor API; the rest works without it.
 
-    s3direct.save(state, "s3://bucket/ckpt.safetensors")
-    state = s3direct.load("s3://bucket/ckpt.safetensors", device="cuda")
-    s3direct.load_into({"model": model, "optim": optimizer}, uri)
-    fut = s3direct.save_async(state, uri); ...; fut.result()
-    stats = s3direct.save(state, uri2, base=uri)   (incremental: unchanged tensors copied)
-    mgr = s3direct.CheckpointManager("s3://bucket/run1", keep=3); mgr.save(step, state)
-    torch.save(obj, s3direct.writer(uri)); torch.load(s3direct.reader(uri))
-    s3direct.dcp.S3DirectStorageWriter / S3DirectStorageReader  (torch.distributed.checkpoint)
-    s3direct.lightning.S3DirectCheckpointIO  (a Lightning Trainer's CheckpointIO plugin)
+Functions (uri: "s3://bucket/key", a local path, a file:// URI, or a model folder):
+
+    save(state, uri)                 a state dict or training state -> one safetensors file;
+                                     shard_size=: an index and shards; base=: incremental
+    load(uri, device="cuda")         the saved structure, tensors allocated on device
+    load_into(target, uri)           into existing modules, optimizers and tensors
+    save_async(state, uri)           a Future; returns once the tensors are snapshotted
+    stream(uri)                      (name, tensor) pairs as their bytes arrive
+    safe_open(uri, framework="pt")   safetensors' API: headers only, slices by range
+    CheckpointManager(folder, keep=3)  numbered steps: save, latest, restore, pruning
+    reader(uri), writer(uri)         binary files for torch.load and torch.save:
+                                         with s3direct.writer(uri) as f:
+                                             torch.save(obj, f)   # appears when the block ends
+                                         obj = torch.load(s3direct.reader(uri))
+    Client(endpoint_url=...)         endpoint, credentials, concurrency; objects: list, head,
+                                     delete, upload_*/download_*; default_client()
+    library_version()                the version of the loaded libs3direct.so
+
+    s3direct.dcp: StorageWriter / StorageReader for torch.distributed.checkpoint
+    s3direct.lightning: S3DirectCheckpointIO, a Lightning Trainer's CheckpointIO plugin
+    The command-line tool: `s3direct` or `python -m s3direct`.
+
+Exceptions (s3direct.errors, all reachable here too), each also the builtin users catch:
+
+    S3DirectError                     base; .code .name .http_status .s3_code .request_id ...
+    NoSuchKey, NoSuchFile, NoSuchBucket                      also FileNotFoundError
+    AccessDenied, SignatureDoesNotMatch, InvalidAccessKeyId  also PermissionError
+    TransferError, Timeout (TimeoutError), ChecksumMismatch  also OSError
+    BucketAlreadyExists                                      also FileExistsError
+    FormatError, ConfigError, NoCredentials, InvalidArgument,
+        StateMismatch, PickleRefused                         also ValueError
+    TorchMissing (the tensor API without torch)              also ModuleNotFoundError
+    DeviceError, Cancelled, NotSupported
+    InsecureConnectionWarning: a Client with verify_ssl=False
 
 See docs/python.md.
 """
@@ -22,29 +48,31 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .client import Client, default_client
-from .errors import (
-    AccessDenied,
-    BucketAlreadyExists,
-    Cancelled,
-    ChecksumMismatch,
-    ConfigError,
-    DeviceError,
-    FormatError,
-    InsecureConnectionWarning,
-    InvalidAccessKeyId,
-    InvalidArgument,
-    NoCredentials,
-    NoSuchBucket,
-    NoSuchFile,
-    NoSuchKey,
-    NotSupported,
-    PickleRefused,
-    S3DirectError,
-    SignatureDoesNotMatch,
-    StateMismatch,
-    Timeout,
-    TransferError,
-)
+# The exceptions are exported ("X as X") but left out of __all__: help(s3direct) documents
+# what __all__ names, and 22 exception classes with their inherited builtin methods were 2,000
+# of its lines; the module docstring lists them instead, help(s3direct.errors) in full.
+from .errors import AccessDenied as AccessDenied
+from .errors import BucketAlreadyExists as BucketAlreadyExists
+from .errors import Cancelled as Cancelled
+from .errors import ChecksumMismatch as ChecksumMismatch
+from .errors import ConfigError as ConfigError
+from .errors import DeviceError as DeviceError
+from .errors import FormatError as FormatError
+from .errors import InsecureConnectionWarning as InsecureConnectionWarning
+from .errors import InvalidAccessKeyId as InvalidAccessKeyId
+from .errors import InvalidArgument as InvalidArgument
+from .errors import NoCredentials as NoCredentials
+from .errors import NoSuchBucket as NoSuchBucket
+from .errors import NoSuchFile as NoSuchFile
+from .errors import NoSuchKey as NoSuchKey
+from .errors import NotSupported as NotSupported
+from .errors import PickleRefused as PickleRefused
+from .errors import S3DirectError as S3DirectError
+from .errors import SignatureDoesNotMatch as SignatureDoesNotMatch
+from .errors import StateMismatch as StateMismatch
+from .errors import Timeout as Timeout
+from .errors import TorchMissing as TorchMissing
+from .errors import TransferError as TransferError
 from ._stats import SaveStats
 from .streams import reader, writer
 
@@ -116,7 +144,12 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     if name in _TORCH_API:
-        mod = importlib.import_module(_TORCH_API[name], __name__)
+        try:
+            mod = importlib.import_module(_TORCH_API[name], __name__)
+        except ModuleNotFoundError as e:
+            if e.name != "torch" and not (e.name or "").startswith("torch."):
+                raise
+            return _needs_torch(name)
         value = getattr(mod, name)
         globals()[name] = value
         return value
@@ -131,12 +164,27 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 's3direct' has no attribute {name!r}")
 
 
+def _needs_torch(name: str) -> Any:
+    """Where torch is not installed: a stand-in for the tensor API's name that raises
+    TorchMissing when called, so that `from s3direct import save`, dir() and help() still
+    work, and the call says what is missing."""
+
+    def needs_torch(*args: Any, **kwargs: Any) -> Any:
+        raise TorchMissing(f"s3direct.{name}")
+
+    needs_torch.__name__ = needs_torch.__qualname__ = name
+    needs_torch.__doc__ = f"s3direct.{name}: needs PyTorch, which is not installed here."
+    return needs_torch
+
+
+def __dir__() -> list[str]:
+    # The lazily imported names too (help() and tab completion list them); not dcp and
+    # lightning, which import their frameworks.
+    return sorted(set(globals()) | set(_TORCH_API))
+
+
 __all__ = [
     "__version__", "save", "load", "load_into", "save_async", "safe_open", "stream",
     "TensorStream", "SaveStats",
     "CheckpointManager", "Client", "default_client", "reader", "writer", "library_version",
-    "S3DirectError", "NoSuchKey", "NoSuchFile", "NoSuchBucket", "AccessDenied", "SignatureDoesNotMatch",
-    "InvalidAccessKeyId", "ChecksumMismatch", "FormatError", "TransferError", "Timeout", "ConfigError",
-    "NoCredentials", "DeviceError", "Cancelled", "NotSupported", "BucketAlreadyExists",
-    "InvalidArgument", "StateMismatch", "PickleRefused", "InsecureConnectionWarning",
 ]

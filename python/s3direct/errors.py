@@ -7,31 +7,36 @@ line), ``http_status`` (0 when no HTTP response was involved), ``s3_code`` (the 
 unknown).
 
 Each class also derives from the builtin exception users already catch, so
-``except FileNotFoundError`` / ``PermissionError`` / ``TimeoutError`` / ``ValueError`` work as
-they do for ``open()`` and boto3 callers.
+``except OSError`` (and its FileNotFoundError / PermissionError / TimeoutError /
+FileExistsError) catches what the storage or the network did, ``except ValueError`` what was
+wrong with the arguments, the configuration or the data, as for ``open()``, ``json`` and
+``safetensors`` callers.
 
 Hierarchy::
 
-    S3DirectError
+    S3DirectError                                                       builtin base
     +-- NoSuchKey            object does not exist (S3D_ENOSUCHKEY)     also FileNotFoundError
     |   +-- NoSuchFile       local file or folder does not exist (S3D_ENOENT)
     +-- NoSuchBucket                                                    also FileNotFoundError
     +-- AccessDenied         S3D_EACCESS, S3D_EEXPIRED (credentials expired); PermissionError
     |   +-- SignatureDoesNotMatch   wrong secret key (S3D_ESIGNATURE)
     |   +-- InvalidAccessKeyId      unknown key id (S3D_EKEYID)
-    +-- ChecksumMismatch     stored CRC32C differs from the bytes read
-    +-- FormatError          malformed safetensors header/index, truncated data, missing tensor
-    +-- TransferError        network, TLS, HTTP, server, retries exhausted, local I/O
+    +-- ChecksumMismatch     stored CRC32C differs from the bytes read      also OSError
+    +-- FormatError          malformed safetensors header/index, truncated   also ValueError
+    |                        data, missing tensor
+    +-- TransferError        network, TLS, HTTP, server, retries exhausted,  also OSError
+    |   |                    local I/O
     |   +-- Timeout          connect/transfer timeout, deadline (S3D_ETIMEDOUT) also TimeoutError
-    +-- ConfigError          bad configuration or URI
+    +-- ConfigError          bad configuration or URI                        also ValueError
     |   +-- NoCredentials    also a configured provider that failed (S3D_ECREDS)
     +-- DeviceError          CUDA / cuFile / no such GPU
     +-- Cancelled
     +-- NotSupported
-    +-- BucketAlreadyExists
-    +-- InvalidArgument      (also a ValueError)
-    +-- StateMismatch        load_into: target and checkpoint disagree (also a ValueError)
-    +-- PickleRefused        a pickled leaf without allow_pickle=True (also a ValueError)
+    |   +-- TorchMissing     the tensor API without PyTorch installed   also ModuleNotFoundError
+    +-- BucketAlreadyExists                                             also FileExistsError
+    +-- InvalidArgument                                                 also ValueError
+    +-- StateMismatch        load_into: target and checkpoint disagree   also ValueError
+    +-- PickleRefused        a pickled leaf without allow_pickle=True    also ValueError
 """
 
 from __future__ import annotations
@@ -122,24 +127,27 @@ class InvalidAccessKeyId(AccessDenied):
     """The server does not know the access key id (S3D_EKEYID)."""
 
 
-class ChecksumMismatch(S3DirectError):
-    """The stored CRC32C differs from the bytes read (S3D_ECHECKSUM)."""
+class ChecksumMismatch(S3DirectError, OSError):
+    """The stored CRC32C differs from the bytes read (S3D_ECHECKSUM; also an OSError, as
+    gzip's BadGzipFile is)."""
 
 
-class FormatError(S3DirectError):
-    """A malformed safetensors header or index, truncated data, or a missing tensor."""
+class FormatError(S3DirectError, ValueError):
+    """A malformed safetensors header or index, truncated data, or a missing tensor (also a
+    ValueError, as json and safetensors raise for bad data)."""
 
 
-class TransferError(S3DirectError):
-    """Network, TLS, HTTP, server or local I/O failure, or retries exhausted."""
+class TransferError(S3DirectError, OSError):
+    """Network, TLS, HTTP, server or local I/O failure, or retries exhausted (also an
+    OSError)."""
 
 
 class Timeout(TransferError, TimeoutError):
     """A connect or transfer timeout, or the deadline passed (also a TimeoutError)."""
 
 
-class ConfigError(S3DirectError):
-    """Bad configuration or URI (S3D_ECONFIG, S3D_EURI)."""
+class ConfigError(S3DirectError, ValueError):
+    """Bad configuration or URI (S3D_ECONFIG, S3D_EURI; also a ValueError)."""
 
 
 class NoCredentials(ConfigError):
@@ -158,8 +166,25 @@ class NotSupported(S3DirectError):
     """The operation is not supported here, or the library is too old (S3D_ENOTSUP)."""
 
 
-class BucketAlreadyExists(S3DirectError):
-    """create_bucket: the bucket exists (S3D_EBUCKETEXISTS)."""
+# ImportError's own ``name`` (the missing module) is typed str | None; here it is the code's
+# name, as on every S3DirectError ("S3D_ENOTSUP").
+class TorchMissing(NotSupported, ModuleNotFoundError):  # type: ignore[misc]
+    """The tensor API (save, load, safe_open...) was called where PyTorch is not installed
+    (also a ModuleNotFoundError, so ``except ImportError`` catches it).
+
+    Args:
+        what: the function or class that needs torch ("s3direct.save").
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(S3D_ENOTSUP,
+                         f"{what} needs PyTorch, which is not installed here: pip install "
+                         f"torch (or s3direct[torch]). The CLI, Client, reader() and writer() "
+                         f"work without it")
+
+
+class BucketAlreadyExists(S3DirectError, FileExistsError):
+    """create_bucket: the bucket exists (S3D_EBUCKETEXISTS; also a FileExistsError)."""
 
 
 class InvalidArgument(S3DirectError, ValueError):
@@ -192,6 +217,14 @@ class InsecureConnectionWarning(UserWarning):
     on the path can read and change the bytes (urllib3's InsecureRequestWarning, the AWS CLI's
     --no-verify-ssl warning)."""
 
+
+__all__ = [
+    "S3DirectError", "NoSuchKey", "NoSuchFile", "NoSuchBucket", "AccessDenied",
+    "SignatureDoesNotMatch", "InvalidAccessKeyId", "ChecksumMismatch", "FormatError",
+    "TransferError", "Timeout", "ConfigError", "NoCredentials", "DeviceError", "Cancelled",
+    "NotSupported", "TorchMissing", "BucketAlreadyExists", "InvalidArgument", "StateMismatch",
+    "PickleRefused", "InsecureConnectionWarning",
+]
 
 _c = _CODES
 _BY_CODE: dict[int, type[S3DirectError]] = {

@@ -5,11 +5,13 @@ reader(uri): seekable, read-only. Reads are served from a read-ahead buffer that
 by ranged GETs (s3d_download_to_buffer); a read at least as large as the buffer goes straight
 into the caller's memory.
 writer(uri): write-only, not seekable; use it as a context manager (``with s3direct.writer(uri)
-as f: torch.save(obj, f)``): torch.save does not close the file it is given. Bytes go to the C upload stream (s3d_upload_stream_*),
-which uploads parts in the background with memory bounded by concurrency x part_size. The
-object appears only when close() succeeds; leaving a ``with`` block by an exception, or
-abort(), discards the upload. A writer garbage-collected unclosed discards its upload too and
-emits a ResourceWarning naming the URI. A writer may be shared by threads: close() or abort()
+as f: torch.save(obj, f)``): torch.save does not close the file it is given, so a writer
+handed to torch.save outside a ``with`` block (``torch.save(obj, s3direct.writer(uri))``,
+which would save nothing) is refused at its first write with InvalidArgument, a ValueError.
+Bytes go to the C upload stream (s3d_upload_stream_*), which uploads parts in the background
+with memory bounded by concurrency x part_size. The object appears only when close()
+succeeds; leaving a ``with`` block by an exception, or abort(), discards the upload. A writer
+garbage-collected unclosed discards its upload too and emits a ResourceWarning naming the URI. A writer may be shared by threads: close() or abort()
 waits for a write() running on another thread, and writes after it raise ValueError. It keeps
 its client's C object alive, so it stays usable after the Client is closed.
 
@@ -24,9 +26,10 @@ import ctypes
 import io
 import logging
 import os
+import sys
 import warnings
-from types import TracebackType
-from typing import TYPE_CHECKING, BinaryIO, Optional, cast
+from types import FrameType, TracebackType
+from typing import TYPE_CHECKING, BinaryIO, Optional, TypeVar, cast
 
 from . import _capi, _uri, errors
 from ._capi import enc
@@ -200,15 +203,68 @@ def _warn_unclosed(uri: str, nbytes: int, source: object) -> None:
     logging.getLogger("s3direct").warning("%s", msg)
 
 
+def _in_torch_save() -> bool:
+    """Whether torch.save is on the stack above the writer's write() (a few frames up)."""
+    f: Optional[FrameType] = sys._getframe(2)
+    for _ in range(16):
+        if f is None:
+            return False
+        if f.f_code.co_name == "save" and f.f_globals.get("__name__") == "torch.serialization":
+            return True
+        f = f.f_back
+    return False
+
+
+_W = TypeVar("_W", bound="_AbortOnError")
+
+
 class _AbortOnError:
     """The writers' ``with`` rule: an exception in the block aborts (nothing is published),
-    a normal exit closes (the object or file appears)."""
+    a normal exit closes (the object or file appears). And the torch.save rule: torch.save
+    never closes the file it is given, so a writer it gets outside a ``with`` block would
+    publish nothing; the first write() refuses it at once (_vet) instead of a warning when the
+    writer is garbage-collected. A writer closed explicitly after torch.save (no ``with``) is
+    refused too: the message says to use the ``with`` block, where an exception discards."""
+
+    uri = ""
+    _in_with = False  # __enter__ ran
+    _vetted = False  # the first write() checked for torch.save
+    _refused = False  # refused: writes and flushes are dropped while torch unwinds
 
     if TYPE_CHECKING:  # provided by each writer; no stub at run time, where it would come
         # before io's close() in the method order
         def abort(self) -> None: ...
 
         def close(self) -> None: ...
+
+    def __enter__(self: _W) -> _W:
+        if getattr(self, "closed", False):
+            raise ValueError("I/O operation on closed file.")
+        self._in_with = True
+        return self
+
+    def _vet(self) -> bool:
+        """Called by write(): False when the write is to be dropped (a refused writer);
+        raises InvalidArgument on the first write from torch.save outside a ``with`` block."""
+        if self._refused:
+            return False
+        if not self._vetted:
+            self._vetted = True
+            if not self._in_with and _in_torch_save():
+                self._refused = True
+                self.abort()
+                raise errors.InvalidArgument(
+                    errors.S3D_EINVAL,
+                    f"s3direct.writer({self.uri!r}) was given to torch.save outside a with "
+                    f"block: torch.save does not close its file, so nothing would be saved. "
+                    f"Write `with s3direct.writer(uri) as f: torch.save(obj, f)`; the object "
+                    f"appears when the block ends (an exception in it discards the upload)")
+        return True
+
+    def flush(self) -> None:
+        """Nothing to flush: bytes are handed to the C stream as they are written."""
+        if not self._refused and getattr(self, "closed", False):
+            raise ValueError("I/O operation on closed file.")
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -282,6 +338,8 @@ class S3Writer(_AbortOnError, io.RawIOBase):
             ValueError: the writer is closed.
             TransferError, AccessDenied, NoSuchBucket: an upload of an earlier part failed.
         """
+        if not self._vet():
+            return memoryview(b).nbytes
         hd = self._h
         if hd is None:
             raise self._closed()
@@ -354,7 +412,7 @@ class _LocalWriter(_AbortOnError, io.FileIO):
     temporary file's descriptor, which the C stream owns and closes."""
 
     def __init__(self, path: PathLike) -> None:
-        self._final = os.fspath(path)
+        self._final = self.uri = os.fspath(path)
         self._lib = _capi.lib()
         h = ctypes.c_void_p()
         self._lib.check(self._lib.s3d_file_stream_new(enc(self._final), ctypes.byref(h)))
@@ -365,6 +423,12 @@ class _LocalWriter(_AbortOnError, io.FileIO):
             self._s = None
             self._lib.s3d_file_stream_free(h)
             raise
+
+    def write(self, b: Buffer, /) -> int:
+        """io.FileIO.write into the temporary file, once the torch.save check passed."""
+        if not self._vet():
+            return memoryview(b).nbytes
+        return super().write(b)
 
     def abort(self) -> None:
         if not self.closed:

@@ -37,9 +37,37 @@ def exists(uri):
 def test_writer_garbage_collected_unclosed_warns_and_writes_nothing(base):
     uri = f"{base}/lost.pt"
     with pytest.warns(ResourceWarning, match="lost.pt.*nothing was written"):
-        torch.save({"a": torch.arange(10)}, s3direct.writer(uri))
+        w = s3direct.writer(uri)
+        w.write(b"x" * 100)
+        del w
         gc.collect()
     assert not exists(uri)
+
+
+def test_torch_save_into_a_writer_outside_with_is_refused_at_once(base):
+    """torch.save never closes its file: torch.save(obj, s3direct.writer(uri)) would save
+    nothing, so its first write raises (a ValueError naming the with block), nothing is
+    written and no ResourceWarning follows (issue 37)."""
+    uri = f"{base}/refused.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        with pytest.raises(s3direct.InvalidArgument, match=r"outside a with block.*with "
+                           r"s3direct\.writer\(uri\) as f: torch\.save\(obj, f\)"):
+            torch.save({"a": torch.arange(10)}, s3direct.writer(uri))
+        gc.collect()
+    assert not exists(uri)
+    # explicit close after torch.save (no with) is refused the same way
+    w = s3direct.writer(uri)
+    with pytest.raises(ValueError, match="outside a with block"):
+        torch.save({"a": torch.arange(3)}, w)
+    w.close()
+    assert not exists(uri)
+    # plain writes with an explicit close() are not torch.save's: they still work
+    w = s3direct.writer(uri)
+    w.write(b"abc")
+    w.close()
+    with s3direct.reader(uri) as r:
+        assert r.read() == b"abc"
 
 
 def test_writer_with_block_saves(base):
