@@ -126,12 +126,12 @@ def library_version() -> str:
 if TYPE_CHECKING:  # the lazily imported tensor API, as type checkers should see it
     from ._checkpoint import load, load_into, save, save_async
     from ._safe_open import safe_open
-    from ._stream import TensorStream, stream
+    from ._stream import LoadHandle, TensorStream, stream
     from .manager import CheckpointManager
 
 _TORCH_API = {"save": "._checkpoint", "load": "._checkpoint", "load_into": "._checkpoint",
               "save_async": "._checkpoint", "safe_open": "._safe_open", "stream": "._stream",
-              "TensorStream": "._stream",
+              "TensorStream": "._stream", "LoadHandle": "._stream",
               "CheckpointManager": ".manager"}
 # Private since safe_open took their place; still reachable, with a DeprecationWarning.
 _DEPRECATED = {"open_checkpoint": "safe_open", "CheckpointReader": "safe_open"}
@@ -185,6 +185,6 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "__version__", "save", "load", "load_into", "save_async", "safe_open", "stream",
-    "TensorStream", "SaveStats",
+    "TensorStream", "LoadHandle", "SaveStats",
     "CheckpointManager", "Client", "default_client", "reader", "writer", "library_version",
 ]

@@ -18,6 +18,7 @@ import ctypes
 import os
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
@@ -323,3 +324,192 @@ def stream(uri: PathLike, *, device: DeviceArg = None,
     """
     return TensorStream(uri, device=device, keys=keys, order=order, client=client, group=group,
                         verify=verify, progress=progress, map_location=map_location)
+
+
+class LoadHandle:
+    """What load_into(..., wait=False) returns while the bytes arrive: ready(name) and
+    wait(name) for one tensor, wait() for the whole result. A tensor is ready once its bytes
+    are in the target, checked (CRC-32C), and for a GPU target once its copy has completed
+    on the device: it may then be used on any stream, while the others are still in flight.
+    Also a context manager (leaving it waits); cancel() stops the read.
+
+    Args:
+        r: the open checkpoint (the handle closes it).
+        plan: load_into's plan (_checkpoint.IntoPlan).
+        progress, verify: as for load_into().
+    """
+
+    def __init__(self, r: CheckpointReader, plan: Any, *, progress: ProgressArg,
+                 verify: bool) -> None:
+        self._r: Optional[CheckpointReader] = r
+        self.uri = r.uri
+        self._plan = plan
+        self._cond = threading.Condition()
+        self._ready = bytearray(len(plan.dests))
+        self._where: dict[str, int] = {}
+        for k, name in enumerate(plan.names):
+            self._where.setdefault(name, k)
+        self._error: Optional[BaseException] = None
+        self._finished = False  # the read returned (well or not)
+        self._result: Any = None
+        self._has_result = False
+        self._stop = False
+        self._cancel: Optional[_interrupt.Cancel] = _interrupt.Cancel()
+        d = Dests(len(plan.dests))
+        for e, t, off, length in plan.dests:
+            d.add(e.index, t, dest_device(t), off, length)
+
+        def ready(_user: Optional[int], k: int) -> int:
+            with self._cond:
+                self._ready[k] = 1
+                self._cond.notify_all()
+            return 1 if self._stop else 0
+
+        self._fn = _capi.READY_FN(ready)
+        o = _capi.ReadOptions()
+        o.struct_size = ctypes.sizeof(o)
+        o.no_verify = 0 if verify else 1
+        o.on_ready = self._fn
+        o.cancel = self._cancel.handle
+        keep: list[object] = []
+        _set_streams(o, _cuda_streams(d.devices), keep)
+        lib, use = r._lib, r._use
+        prog = Progress(progress, f"load {os.path.basename(self.uri)}")
+
+        def work() -> None:
+            err: Optional[BaseException] = None
+            try:
+                with prog:
+                    if prog.fn is not None:
+                        o.progress = prog.fn
+                    if d.n:
+                        with use() as h:
+                            lib.check(lib.s3d_reader_read(h, d.arr, d.n, ctypes.byref(o)))
+            except BaseException as e:
+                err = e
+            keep.clear()
+            with self._cond:
+                self._error = err
+                self._finished = True
+                self._cond.notify_all()
+
+        self._thread: Optional[threading.Thread] = threading.Thread(
+            target=work, name="s3direct-load-into", daemon=True)
+        self._thread.start()
+
+    def _index(self, name: str) -> int:
+        k = self._where.get(name)
+        if k is None:
+            raise KeyError(f"{self.uri}: load_into reads no tensor called {name!r} into the "
+                           f"target")
+        return k
+
+    def ready(self, name: str) -> bool:
+        """Whether the tensor that load_into fills under name is in place.
+
+        Args:
+            name: a tensor name as save() gives it.
+
+        Returns:
+            True once its bytes are in the target (checked, GPU copy complete).
+        """
+        k = self._index(name)
+        with self._cond:
+            return bool(self._ready[k])
+
+    def done(self) -> bool:
+        """True once the read has ended (wait() then returns or raises at once)."""
+        with self._cond:
+            return self._finished
+
+    def _block(self, cond: Callable[[], bool], timeout: Optional[float]) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not cond():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                # In slices: Ctrl-C in the main thread raises while it waits.
+                self._cond.wait(_POLL_S if left is None else min(left, _POLL_S))
+        return True
+
+    def wait(self, name: Optional[str] = None, timeout: Optional[float] = None) -> Any:
+        """Waits for one tensor (name) and returns it, or for the whole load (no name) and
+        returns what load_into would have returned.
+
+        Args:
+            name: a tensor name as save() gives it ("model.layer.weight"); None: everything.
+            timeout: seconds; TimeoutError when it passes first.
+
+        Returns:
+            The target's tensor, now filled; or load_into's result.
+
+        Raises:
+            The read's error (ChecksumMismatch naming the tensor, a transfer error), when it
+            failed before that tensor was in place; KeyError for a name it does not read.
+        """
+        if name is not None:
+            k = self._index(name)
+            if not self._block(lambda: bool(self._ready[k]) or self._finished, timeout):
+                raise TimeoutError(f"{self.uri}: {name} not in place after {timeout} s")
+            with self._cond:
+                ok = bool(self._ready[k])
+            if not ok:
+                self._raise()
+                raise errors.S3DirectError(errors._CODES["EIO"],
+                                           f"{self.uri}: the read ended without {name}")
+            self._plan.copy(k)
+            t: torch.Tensor = self._plan.result.get(name, self._plan.dests[k][1])
+            return t
+        if not self._block(lambda: self._finished, timeout):
+            raise TimeoutError(f"{self.uri}: load_into not finished after {timeout} s")
+        self._raise()
+        if not self._has_result:
+            self._close_reader()
+            self._result = self._plan.finish(self.uri)
+            self._has_result = True
+        return self._result
+
+    def _raise(self) -> None:
+        with self._cond:
+            err = self._error
+        if err is not None:
+            self._close_reader()
+            raise err
+
+    def cancel(self) -> None:
+        """Stops the read (the tensors not yet in place keep unspecified bytes) and waits for
+        it to end. wait() then raises Cancelled."""
+        self._stop = True
+        c = self._cancel
+        if c is not None and not self.done():
+            c.request()
+        self._block(lambda: self._finished, None)
+        self._close_reader()
+
+    def _close_reader(self) -> None:
+        t, self._thread = self._thread, None
+        if t is not None:
+            t.join()
+        c, self._cancel = self._cancel, None
+        if c is not None:
+            c.close()
+        r, self._r = self._r, None
+        if r is not None:
+            r.close()
+
+    def __enter__(self) -> LoadHandle:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.wait()
+        else:
+            self.cancel()
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_thread", None) is not None:
+                self.cancel()
+        except Exception:
+            pass

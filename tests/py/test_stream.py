@@ -222,6 +222,57 @@ def test_context_manager_and_len(saved):
     assert list(it) == []  # closed: nothing more
 
 
+# ---- load_into(wait=False) ---------------------------------------------------------------------
+def test_load_into_wait_false(bucket, s3_env):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(12)])
+    opt = torch.optim.Adam(net.parameters())
+    net(torch.randn(2, 512)).sum().backward()
+    opt.step()
+    uri = f"s3://{bucket}/into.safetensors"
+    s3direct.save({"model": net, "optim": opt, "step": 3}, uri)
+    target = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(12)])
+    topt = torch.optim.Adam(target.parameters())
+    # A non-contiguous target tensor: filled through a copy when its bytes are in.
+    target[3].weight.data = torch.empty(512, 512).t()
+    host, port = s3_env["AWS_ENDPOINT_URL"].rsplit("//", 1)[1].split(":")
+    with SlowProxy(host, int(port), rate=2 << 20) as p:
+        client = s3direct.Client(endpoint_url=p.url, max_concurrency=2)
+        h = s3direct.load_into({"model": target, "optim": topt}, uri, wait=False, client=client)
+        assert isinstance(h, s3direct.LoadHandle)
+        w = h.wait("model.0.weight")
+        assert torch.equal(w, net[0].weight) and h.ready("model.0.weight")
+        # 12 MiB at 2 x 2 MiB/s: the first layer is in long before the rest.
+        assert not h.done()
+        assert torch.equal(h.wait("model.3.weight"), net[3].weight)
+        assert torch.equal(target[3].weight, net[3].weight)
+        out = h.wait()
+    assert out["step"] == 3 and h.done()
+    for a, b in zip(target.parameters(), net.parameters()):
+        assert torch.equal(a, b)
+    assert topt.state_dict()["state"][0]["step"] == opt.state_dict()["state"][0]["step"]
+    with pytest.raises(KeyError):
+        h.ready("model.99.weight")
+    with pytest.raises(s3direct.InvalidArgument):
+        s3direct.load_into(target, uri, wait=False, group=object())
+
+
+def test_load_into_wait_false_corrupted(bucket, boto3_client):
+    sd = model(n=8)
+    uri = f"s3://{bucket}/ci.safetensors"
+    s3direct.save(sd, uri)
+    body = bytearray(boto3_client.get_object(Bucket=bucket, Key="ci.safetensors")["Body"].read())
+    off = bytes(body).index(sd["layers.6.w"].reshape(-1)[10:14].numpy().tobytes())
+    body[off] ^= 0x01
+    boto3_client.put_object(Bucket=bucket, Key="ci.safetensors", Body=bytes(body))
+    target = {k: torch.empty_like(v) for k, v in sd.items()}
+    h = s3direct.load_into(target, uri, wait=False)
+    with pytest.raises(s3direct.ChecksumMismatch, match="layers.6.w"):
+        h.wait("layers.6.w")
+    with pytest.raises(s3direct.ChecksumMismatch):
+        h.wait()
+
+
 # ---- group= ------------------------------------------------------------------------------------
 def worker(uri, rank, world, port, endpoint):
     import datetime
