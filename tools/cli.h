@@ -6,6 +6,7 @@
 #ifndef S3D_CLI_H
 #define S3D_CLI_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -211,10 +212,12 @@ int cli_filter_included(const struct cli_opts *o, const char *rel);
 
 /* ---- cmd_cp.c / cp_recursive.c: copying --------------------------------------------------- */
 
-/* What one cp, mv or sync run works with. */
+/* What one cp, mv or sync run works with (one per transfer thread of a recursive run). */
 struct cp_ctx {
     const struct cli_opts *o;
     struct s3d_client *c;
+    struct cli_total *total; /* recursive runs: the total progress line, else NULL */
+    uint64_t fed;            /* bytes the last transfer reported to total */
 };
 /* One transfer each, printing the "upload: SRC to DST" line (aws s3's) when done, or only the
  * line with --dryrun. 0, or the exit status after printing the error. (cmd_cp.c) */
@@ -252,8 +255,10 @@ int cli_make_parents(const char *path);
  * TTY; never with --quiet. */
 struct cli_progress {
     int enabled;
-    int drawn;    /* a line is on screen and needs ending */
-    double start; /* monotonic seconds */
+    struct cli_total *total; /* set: progress goes to this total instead of a bar */
+    uint64_t fed;            /* bytes of this transfer added to total so far */
+    int drawn;               /* a line is on screen and needs ending */
+    double start;            /* monotonic seconds */
     double last_draw;
     uint64_t last_done;
     char label[64];
@@ -264,6 +269,31 @@ void cli_progress_init(struct cli_progress *p, const struct cli_opts *o, const c
 int cli_progress_cb(void *user, uint64_t done, uint64_t total);
 /* Ends the line (draws the final state once when something was drawn). */
 void cli_progress_finish(struct cli_progress *p, int ok);
+/* The total progress of cp/mv --recursive and sync, as aws s3 shows it: one line on stderr,
+ * "Completed 1.2 MiB/3.4 MiB (56.7 MiB/s) with 3 file(s) remaining", redrawn at most every
+ * 100 ms by whichever transfer thread reports (the rate is the average since the start).
+ * Shown as the bar is (cli_progress_init's rule), never with --dryrun. The totals are known
+ * before the first transfer: everything is listed first. lock guards every field below it;
+ * while the line is shown, cli_line_begin/cli_line_end around any other line printed (a file
+ * done, an error) take it off the screen (the next report draws it again, below). */
+struct cli_total {
+    int enabled;
+    pthread_mutex_t lock;
+    uint64_t bytes, bytes_done; /* done: finished files, and what running ones reported */
+    size_t files, files_done;   /* done: finished, failed or given up */
+    double start, last_draw;
+    int drawn;
+};
+/* Starts the line for files files of bytes bytes (draws nothing yet). */
+void cli_total_init(struct cli_total *t, const struct cli_opts *o, uint64_t bytes, size_t files);
+/* Adds bytes done and files finished (any thread); redraws when due or when a file ended. */
+void cli_total_add(struct cli_total *t, uint64_t bytes, size_t files);
+/* Takes the line off the screen for good; t may be NULL or disabled. */
+void cli_total_finish(struct cli_total *t);
+/* Around every other line printed while a total may be shown (any thread): begin takes the
+ * total line off the screen and holds it off until end. No-ops when none is shown. */
+void cli_line_begin(void);
+void cli_line_end(void);
 /* Makes the first SIGINT, SIGTERM or SIGHUP cancel the running transfer cleanly (the progress
  * callback returns non-zero: temporary files are removed, a multipart upload is aborted); a
  * second one of the same signal kills the process. */

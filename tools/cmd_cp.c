@@ -39,8 +39,10 @@ static const char usage[] =
     "  --base URI            write SOURCE, one safetensors file, as a checkpoint whose tensors\n"
     "                        unchanged in the earlier checkpoint URI are copied from it, not\n"
     "                        sent (see \"With --base\" below)\n"
-    "With --recursive, up to 8 files are copied at once (started in path order, no progress\n"
-    "bar, a line per file) and *.index.json files only after all others are done, so a\n"
+    "With --recursive, everything is listed first, then up to 8 files are copied at once\n"
+    "(started in path order, a line per file, and where a bar would be shown one line for the\n"
+    "whole run, as aws s3 prints it: \"Completed 1.2 MiB/3.4 MiB (5.6 MiB/s) with 3 file(s)\n"
+    "remaining\") and *.index.json files only after all others are done, so a\n"
     "Hugging Face index appears only after the shards it names. As aws s3 does, a file that\n"
     "fails does not stop the others (exit status 1), and a file that cannot be read (a\n"
     "dangling link, a FIFO) is skipped with a warning (exit status 2); an index is then not\n"
@@ -103,13 +105,27 @@ static void say(const struct cli_opts *o, const char *what, const char *src, con
     /* With "-" as DEST the data owns stdout: the report goes to stderr. */
     FILE *f = strcmp(dst, "-") == 0 ? stderr : stdout;
 
-    flockfile(f); /* one line, whole, when several files run at once */
+    cli_line_begin(); /* a total progress line makes room */
+    flockfile(f);     /* one line, whole, when several files run at once */
     fprintf(f, "%s%s: ", o->dryrun ? "(dryrun) " : "", o->move ? "move" : what);
     cli_put_key(f, src);
     fputs(" to ", f);
     cli_put_key(f, dst);
     fputc('\n', f);
+    fflush(f); /* before the progress line is drawn again on stderr */
     funlockfile(f);
+    cli_line_end();
+}
+
+/* The progress of one transfer: its own bar, or its share of a recursive run's total. */
+static void bar_init(struct cp_ctx *x, struct cli_progress *p, const char *label)
+{
+    cli_progress_init(p, x->o, label);
+    x->fed = 0;
+    if (x->total != NULL) {
+        p->enabled = 0;
+        p->total = x->total;
+    }
 }
 
 int cli_upload(struct cp_ctx *x, const char *path, const char *bucket, const char *key)
@@ -124,10 +140,11 @@ int cli_upload(struct cp_ctx *x, const char *path, const char *bucket, const cha
         say(x->o, "upload", path, uri);
         return 0;
     }
-    cli_progress_init(&p, x->o, cli_base_name(key));
+    bar_init(x, &p, cli_base_name(key));
     cli_transfer_opts(x->o, &p, &t);
     rc = s3d_upload_from_file(x->c, bucket, key, path, &t);
     cli_progress_finish(&p, rc == 0);
+    x->fed = p.fed;
     if (rc < 0)
         return cli_fail(rc);
     say(x->o, "upload", path, uri);
@@ -150,10 +167,11 @@ int cli_download(struct cp_ctx *x, const char *bucket, const char *key, const ch
     target = redirect_special(path, &err);
     if (target == NULL)
         return err;
-    cli_progress_init(&p, x->o, cli_base_name(key));
+    bar_init(x, &p, cli_base_name(key));
     cli_transfer_opts(x->o, &p, &t);
     rc = s3d_download_to_file(x->c, bucket, key, target, &t);
     cli_progress_finish(&p, rc == 0);
+    x->fed = p.fed;
     if (rc < 0)
         return cli_fail(rc);
     if (strcmp(target, "-") == 0 && fflush(stdout) != 0)
@@ -176,10 +194,11 @@ int cli_copy(struct cp_ctx *x, const char *sb, const char *sk, const char *db, c
         say(x->o, "copy", src, dst);
         return 0;
     }
-    cli_progress_init(&p, x->o, cli_base_name(sk));
+    bar_init(x, &p, cli_base_name(sk));
     cli_transfer_opts(x->o, &p, &t);
     rc = s3d_copy_object(x->c, sb, sk, db, dk, &t);
     cli_progress_finish(&p, rc == 0);
+    x->fed = p.fed;
     if (rc < 0)
         return cli_fail(rc);
     say(x->o, "copy", src, dst);
@@ -249,7 +268,7 @@ int cli_cp_one(struct cp_ctx *x, const char *src, const char *dst)
 static int run(const struct cli_opts *o)
 {
     const char *src = o->args[0], *dst = o->args[1];
-    struct cp_ctx x = {o, NULL};
+    struct cp_ctx x = {o, NULL, NULL, 0};
     int rc;
 
     if (o->nfilters > 0 && !o->recursive)
@@ -324,7 +343,7 @@ static int mv_run(const struct cli_opts *given)
     struct cli_opts mo = *given;
     const struct cli_opts *o = &mo;
     const char *src = o->args[0], *dst = o->args[1];
-    struct cp_ctx x = {o, NULL};
+    struct cp_ctx x = {o, NULL, NULL, 0};
     int rc;
 
     mo.move = 1;

@@ -12,7 +12,9 @@ static const char usage[] =
     "(unless --size-only) when the source is newer than DEST's copy; from S3 to a folder, a\n"
     "same-sized local file is replaced only when it is newer than the object (or, with\n"
     "--exact-timestamps, when the times differ at all). Downloaded files take the object's\n"
-    "time. A PREFIX is taken as a folder (s3://b/data means s3://b/data/...).\n\n"
+    "time. A PREFIX is taken as a folder (s3://b/data means s3://b/data/...). Progress, where\n"
+    "a bar would be shown, is one line for what is to be copied, as aws s3 prints it:\n"
+    "\"Completed 1.2 MiB/3.4 MiB (5.6 MiB/s) with 3 file(s) remaining\".\n\n"
     "Options:\n"
     "  --delete              also delete what DEST has and SOURCE does not (after the copies;\n"
     "                        paths excluded by the filters are kept)\n"
@@ -37,7 +39,7 @@ static const char usage[] =
 static int run(const struct cli_opts *o)
 {
     const char *src = o->args[0], *dst = o->args[1];
-    struct cp_ctx x = {o, NULL};
+    struct cp_ctx x = {o, NULL, NULL, 0};
     int rc;
 
     if (!cli_is_s3(src) && !cli_is_s3(dst))

@@ -84,11 +84,14 @@ int cli_fail(int rc)
 
     if (m == NULL || m[0] == '\0')
         m = s3d_strerror(rc);
+    cli_line_begin();
     if (rc == S3D_ECANCELED && cli_interrupted()) {
         fprintf(stderr, "s3direct: interrupted (%s)\n", m);
+        cli_line_end();
         return cli_interrupted_exit();
     }
     fprintf(stderr, "s3direct: %s\n", m);
+    cli_line_end();
     return CLI_EXIT_FAIL;
 }
 
@@ -101,6 +104,7 @@ int cli_error(const char *fmt, ...)
 {
     va_list ap;
 
+    cli_line_begin();  /* a total progress line makes room */
     flockfile(stderr); /* one line, whole, when several files run at once */
     fputs("s3direct: ", stderr);
     va_start(ap, fmt);
@@ -108,6 +112,7 @@ int cli_error(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     funlockfile(stderr);
+    cli_line_end();
     return CLI_EXIT_FAIL;
 }
 

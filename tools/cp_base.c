@@ -369,7 +369,7 @@ int cli_cp_base(const struct cli_opts *o)
     const char *src = o->args[0], *dst = o->args[1];
     char sb[CLI_BUCKET_CAP], sk[CLI_KEY_CAP], out[PATH_MAX > URI_CAP ? PATH_MAX : URI_CAP];
     const char *verb;
-    struct cp_ctx x = {o, NULL};
+    struct cp_ctx x = {o, NULL, NULL, 0};
     struct stat st;
     int rc;
 

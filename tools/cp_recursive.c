@@ -480,7 +480,7 @@ static int sync_needed(const struct cli_opts *o, int download, const struct item
 
 /* The transfers of one run, handed out to the workers in table order. */
 struct run {
-    struct cp_ctx *x;
+    const struct cp_ctx *x;
     const struct side *s, *d;
     const struct items *t;
     const size_t *todo; /* indices into t->v */
@@ -490,9 +490,25 @@ struct run {
     atomic_int fatal; /* the first status that stops the run (interrupted, usage), else 0 */
 };
 
+/* One transfer thread: its own context, so that the bytes its last transfer reported
+ * (x.fed) are its own. */
+struct worker {
+    struct run *r;
+    struct cp_ctx x;
+};
+
+/* Counts a file as done in the total: the bytes of its listing that its transfer did not
+ * report (all of them when it failed before starting). */
+static void file_done(struct cp_ctx *x, const struct item *it)
+{
+    if (x->total != NULL)
+        cli_total_add(x->total, it->size > x->fed ? it->size - x->fed : 0, 1);
+}
+
 static void *run_worker(void *arg)
 {
-    struct run *r = arg;
+    struct worker *w = arg;
+    struct run *r = w->r;
     while (!cli_interrupted() && atomic_load(&r->fatal) == 0) {
         size_t k = atomic_fetch_add(&r->next, 1);
         const struct item *it;
@@ -500,7 +516,9 @@ static void *run_worker(void *arg)
         if (k >= r->n_todo)
             break;
         it = &r->t->v[r->todo[k]];
-        rc = transfer(r->x, r->s, r->d, it->rel, it->mtime);
+        w->x.fed = 0;
+        rc = transfer(&w->x, r->s, r->d, it->rel, it->mtime);
+        file_done(&w->x, it);
         if (rc != 0 && rc != CLI_EXIT_FAIL) {
             atomic_compare_exchange_strong(&r->fatal, &none, rc);
             break;
@@ -512,32 +530,33 @@ static void *run_worker(void *arg)
 }
 
 /* Runs r's transfers on up to CLI_FILES_AT_ONCE threads (one, in order, for --dryrun, whose
- * lines are the plan). Per-file progress bars would overwrite each other: with more than
- * one file at once there are none, only the lines as each file is done. 0, or the status
- * that stopped the run. */
+ * lines are the plan). Progress is the run's total line (r->x->total), never a bar per file:
+ * several at once would overwrite each other. 0, or the status that stopped the run. */
 static int run_parallel(struct run *r)
 {
     pthread_t th[CLI_FILES_AT_ONCE];
-    struct cli_opts quiet_bars;
-    struct cp_ctx x2;
+    struct worker w[CLI_FILES_AT_ONCE];
+    struct cli_opts no_bars;
     size_t n = r->n_todo < CLI_FILES_AT_ONCE ? r->n_todo : CLI_FILES_AT_ONCE, i, started = 0;
 
+    no_bars = *r->x->o;
+    no_bars.progress = 0;
+    for (i = 0; i < CLI_FILES_AT_ONCE; i++) {
+        w[i].r = r;
+        w[i].x = *r->x;
+        w[i].x.o = &no_bars;
+    }
     if (r->x->o->dryrun || n <= 1) {
-        run_worker(r);
+        run_worker(&w[0]);
         return atomic_load(&r->fatal);
     }
-    quiet_bars = *r->x->o;
-    quiet_bars.progress = 0;
-    x2 = *r->x;
-    x2.o = &quiet_bars;
-    r->x = &x2;
     for (i = 0; i < n; i++) {
-        if (pthread_create(&th[i], NULL, run_worker, r) != 0)
+        if (pthread_create(&th[i], NULL, run_worker, &w[i]) != 0)
             break; /* the threads already started do the rest */
         started++;
     }
     if (started == 0)
-        run_worker(r);
+        run_worker(&w[0]);
     for (i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     return atomic_load(&r->fatal);
@@ -553,7 +572,10 @@ static int run_all(struct cp_ctx *x, const struct side *s, const struct side *d,
                    const struct items *t, const struct items *dt, int *copied)
 {
     struct run r;
-    size_t *todo, n_todo = 0, i, failed;
+    struct cli_total total;
+    struct cp_ctx xt = *x;
+    size_t *todo, n_todo = 0, i, failed, files = 0;
+    uint64_t bytes = 0;
     int rc;
 
     todo = t->n ? calloc(t->n, sizeof(*todo)) : NULL;
@@ -561,14 +583,17 @@ static int run_all(struct cp_ctx *x, const struct side *s, const struct side *d,
         return cli_error("out of memory");
     for (i = 0; i < t->n; i++) {
         const struct item *o = dt ? items_find(dt, t->v[i].rel) : NULL;
-        if (is_index(t->v[i].rel))
-            continue;
         if (o != NULL && !sync_needed(x->o, !d->s3, &t->v[i], o))
             continue;
-        todo[n_todo++] = i;
+        files++; /* the total counts the indexes too */
+        bytes += t->v[i].size;
+        if (!is_index(t->v[i].rel))
+            todo[n_todo++] = i;
     }
+    cli_total_init(&total, x->o, bytes, files);
+    xt.total = total.enabled ? &total : NULL;
     memset(&r, 0, sizeof(r));
-    r.x = x;
+    r.x = &xt;
     r.s = s;
     r.d = d;
     r.t = t;
@@ -580,7 +605,7 @@ static int run_all(struct cp_ctx *x, const struct side *s, const struct side *d,
     rc = run_parallel(&r);
     free(todo);
     if (rc != 0)
-        return rc; /* interrupted, or the command line was wrong */
+        goto out; /* interrupted, or the command line was wrong */
     failed = atomic_load(&r.failed);
     for (i = 0; i < t->n && !cli_interrupted(); i++) {
         const struct item *o = dt ? items_find(dt, t->v[i].rel) : NULL;
@@ -588,21 +613,27 @@ static int run_all(struct cp_ctx *x, const struct side *s, const struct side *d,
             continue;
         if (o != NULL && !sync_needed(x->o, !d->s3, &t->v[i], o))
             continue;
+        xt.fed = 0;
         if (failed > 0 || t->skipped > 0) {
             cli_error("not copying %s: %zu file%s before it failed or %s skipped", t->v[i].rel,
                       failed + t->skipped, failed + t->skipped == 1 ? "" : "s",
                       failed + t->skipped == 1 ? "was" : "were");
+            file_done(&xt, &t->v[i]);
             failed++;
             continue;
         }
-        rc = transfer(x, s, d, t->v[i].rel, t->v[i].mtime);
+        rc = transfer(&xt, s, d, t->v[i].rel, t->v[i].mtime);
+        file_done(&xt, &t->v[i]);
         if (rc != 0 && rc != CLI_EXIT_FAIL)
-            return rc;
+            goto out;
         if (rc != 0)
             failed++;
     }
     *copied = failed == 0 && !cli_interrupted();
-    return failed ? CLI_EXIT_FAIL : t->skipped ? CLI_EXIT_USAGE : 0;
+    rc = failed ? CLI_EXIT_FAIL : t->skipped ? CLI_EXIT_USAGE : 0;
+out:
+    cli_total_finish(&total);
+    return rc;
 }
 
 int cli_cp_recursive(struct cp_ctx *x, const char *src, const char *dst)

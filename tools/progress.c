@@ -124,6 +124,13 @@ int cli_progress_cb(void *user, uint64_t done, uint64_t total)
 
     if (interrupted)
         return 1; /* the library cancels: a multipart upload is aborted, temp files removed */
+    if (p != NULL && p->total != NULL) {
+        if (done > p->fed) {
+            cli_total_add(p->total, done - p->fed, 0);
+            p->fed = done;
+        }
+        return 0;
+    }
     if (p == NULL || !p->enabled)
         return 0;
     now = cli_now();
@@ -143,4 +150,108 @@ void cli_progress_finish(struct cli_progress *p, int ok)
         fputs("\r\033[K", stderr); /* the error line replaces the bar */
     fflush(stderr);
     p->drawn = 0;
+}
+
+/* ---- the total line ------------------------------------------------------------------- */
+
+/* The total being shown, for cli_line_begin/end (one recursive run per process). */
+static struct cli_total *shown_total;
+
+void cli_total_init(struct cli_total *t, const struct cli_opts *o, uint64_t bytes, size_t files)
+{
+    struct cli_progress probe;
+
+    memset(t, 0, sizeof(*t));
+    cli_progress_init(&probe, o, NULL);
+    t->enabled = probe.enabled && !o->dryrun && files > 0;
+    pthread_mutex_init(&t->lock, NULL);
+    t->bytes = bytes;
+    t->files = files;
+    t->start = cli_now();
+    if (t->enabled)
+        shown_total = t;
+}
+
+/* Draws the line; lock held. */
+static void total_draw(struct cli_total *t, double now)
+{
+    char d[24], all[24], rate[24];
+    double el = now - t->start;
+    uint64_t done = t->bytes_done < t->bytes ? t->bytes_done : t->bytes;
+
+    if (t->bytes > 0) {
+        cli_aws_size(done, d, sizeof(d));
+        cli_aws_size(t->bytes, all, sizeof(all));
+        cli_aws_size(el > 0 ? (uint64_t)((double)done / el) : 0, rate, sizeof(rate));
+        fprintf(stderr, "\rCompleted %s/%s (%s/s) with %zu file(s) remaining\033[K", d, all, rate,
+                t->files - t->files_done);
+    } else {
+        fprintf(stderr, "\rCompleted %zu file(s) with %zu file(s) remaining\033[K", t->files_done,
+                t->files - t->files_done);
+    }
+    fflush(stderr);
+    t->drawn = 1;
+    t->last_draw = now;
+}
+
+/* Takes the line off the screen; lock held. */
+static void total_clear(struct cli_total *t)
+{
+    if (!t->drawn)
+        return;
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+    t->drawn = 0;
+}
+
+void cli_total_add(struct cli_total *t, uint64_t bytes, size_t files)
+{
+    double now;
+
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&t->lock);
+    t->bytes_done += bytes;
+    t->files_done += files;
+    if (t->files_done > t->files)
+        t->files_done = t->files;
+    now = cli_now();
+    if (t->enabled && t->files_done == t->files)
+        total_clear(t); /* all done: the lines of the files stay, as aws s3 leaves them */
+    else if (t->enabled && (files > 0 || !t->drawn || now - t->last_draw >= REDRAW_S))
+        total_draw(t, now);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void cli_total_finish(struct cli_total *t)
+{
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&t->lock);
+    total_clear(t);
+    t->enabled = 0;
+    pthread_mutex_unlock(&t->lock);
+    if (shown_total == t)
+        shown_total = NULL;
+    pthread_mutex_destroy(&t->lock);
+}
+
+void cli_line_begin(void)
+{
+    struct cli_total *t = shown_total;
+
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&t->lock);
+    total_clear(t);
+}
+
+/* The line is drawn again by the next report: a file's line is followed by its end
+ * (cli_total_add with files 1), a byte of any transfer redraws it at once. */
+void cli_line_end(void)
+{
+    struct cli_total *t = shown_total;
+
+    if (t != NULL)
+        pthread_mutex_unlock(&t->lock);
 }

@@ -327,3 +327,50 @@ def test_info_and_verify_of_a_model_folder(cli, s3_env, bucket, tmp_path):
         assert r.returncode == 1 and b"404" in r.stderr and b"nothing" in r.stderr
     finally:
         client.close()
+
+
+# ---- the total progress of cp -r and sync -----------------------------------------------
+
+def _totals(stderr):
+    """The "Completed D/T (R/s) with N file(s) remaining" states drawn on stderr."""
+    import re
+
+    return re.findall(r"\rCompleted ([^/\r]+)/([^(\r]+) \(([^)]+)/s\) with (\d+) file\(s\) "
+                      r"remaining\x1b\[K", stderr)
+
+
+def test_recursive_progress_shows_totals(cli, s3_env, bucket, tmp_path):
+    """cp -r and sync list everything first, then show one line for the whole run, as aws s3
+    does: bytes done of the total, the rate, the files remaining (on stderr, where a terminal
+    or --progress asks for it; taken off the screen at the end and before each file's line)."""
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    sizes = {"a.bin": 3 << 20, "b.bin": 5 << 20, "sub/c.bin": 1 << 20, "sub/d.bin": 100}
+    for rel, n in sizes.items():
+        (src / rel).write_bytes(os.urandom(n))
+    total = "9.0 MiB"  # 9 MiB + 100 bytes, as awscli's human_readable_size says it
+    r = run(cli, "cp", "--recursive", str(src), f"s3://{bucket}/t/", "--progress", check=0)
+    err = r.stderr.decode()
+    states = _totals(err)
+    assert states and all(t == total for _, t, _, _ in states), err[-500:]
+    assert int(states[0][3]) <= 4 and states[-1][3] in ("1", "0"), states
+    assert err.endswith("\r\x1b[K"), err[-100:]  # nothing left on the screen
+    out = r.stdout.decode().splitlines()
+    assert sorted(ln.split()[1] for ln in out) == sorted(str(src / k) for k in sizes), out
+    a = aws(s3_env, "cp", "--recursive", str(src), f"s3://{bucket}/aws/")
+    if a is not None:  # aws prints its progress on stdout, a pipe or not
+        assert f"/{total} (" in a.stdout.decode(), a.stdout[-300:]
+    # sync: the total is what differs; nothing to do, nothing drawn
+    (src / "a.bin").write_bytes(os.urandom(2 << 20))
+    r = run(cli, "sync", str(src), f"s3://{bucket}/t/", "--progress", check=0)
+    states = _totals(r.stderr.decode())
+    assert states and {t for _, t, _, _ in states} == {"2.0 MiB"}, r.stderr[-300:]
+    assert r.stdout.decode().count("upload: ") == 1
+    r = run(cli, "sync", f"s3://{bucket}/t/", str(tmp_path / "down"), "--progress", check=0)
+    assert {t for _, t, _, _ in _totals(r.stderr.decode())} == {"8.0 MiB"}
+    r = run(cli, "sync", str(src), f"s3://{bucket}/t/", "--progress", check=0)
+    assert (r.stdout, r.stderr) == (b"", b"")
+    # not on a pipe unless asked; never with --dryrun or --quiet
+    for extra in ([], ["--progress", "--dryrun"], ["--progress", "--quiet"]):
+        r = run(cli, "cp", "--recursive", str(src), f"s3://{bucket}/u/", *extra, check=0)
+        assert b"Completed" not in r.stderr and b"\r" not in r.stderr, extra
