@@ -7,7 +7,8 @@ whenever the package reaches the library) tells the library when it changed.
 
 S3D_LOG keeps working: when it is set, the logger's level is at least that detail and, if
 nothing else would show the lines (no handler on the logger or the root), a stderr handler
-prints them as the library did.
+prints them as the library does, stamped in ISO 8601 UTC with milliseconds
+("[s3direct 2026-12-07T14:03:11.042Z INFO] ...", as src/common/log.c stamps its own).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import atexit
 import ctypes
 import logging
 import os
+import time
 from typing import Any, Optional
 
 logger = logging.getLogger("s3direct")
@@ -51,6 +53,14 @@ def _forward(user: Any, level: int, line: Any, n: int) -> None:
         pass
 
 
+class UTCFormatter(logging.Formatter):
+    """%(asctime)s as ISO 8601 in UTC with milliseconds: 2026-12-07T14:03:11.042Z."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: Optional[str] = None) -> str:
+        t = time.strftime(datefmt or "%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        return f"{t}.{int(record.msecs):03d}Z"
+
+
 def _apply_env() -> None:
     v = os.environ.get("S3D_LOG", "")
     if not v:
@@ -60,7 +70,7 @@ def _apply_env() -> None:
         logger.setLevel(want)
     if not logger.handlers and not logging.getLogger().handlers:
         h = logging.StreamHandler()
-        h.setFormatter(logging.Formatter("[s3direct %(created).3f %(levelname)s] %(message)s"))
+        h.setFormatter(UTCFormatter("[s3direct %(asctime)s %(levelname)s] %(message)s"))
         logger.addHandler(h)
 
 

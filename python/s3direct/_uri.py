@@ -35,8 +35,27 @@ def _bad(uri: str, why: str) -> errors.ConfigError:
     return errors.ConfigError(errors._CODES["EURI"], f"{uri!r}: {why}")
 
 
+def _not_a_location(uri: object) -> TypeError:
+    """The TypeError for an object that is no location: a file object (what torch.load and
+    safetensors' load(bytes) take) or anything else os.fspath refuses. The C library reads
+    from a location only (s3d_reader_open takes a URI), so the message says what to pass."""
+    what = type(uri).__name__
+    msg = (f"s3direct takes a location (an s3:// URI, a local path or file:// URI, as a str or "
+           f"os.PathLike); got {what}")
+    if callable(getattr(uri, "read", None)) or callable(getattr(uri, "write", None)):
+        name = getattr(uri, "name", None)
+        if isinstance(name, str) and os.path.isfile(name):
+            msg += f": pass the file's path, {name!r}"
+        msg += (". For a file object: torch.load(f) / torch.save(obj, f), or "
+                "safetensors.torch.load(f.read()) / f.write(safetensors.torch.save(tensors))")
+    return TypeError(msg)
+
+
 def normalize(uri: PathLike) -> str:
-    """An s3:// URI or a local path; ConfigError (EURI) for a location s3direct cannot use."""
+    """An s3:// URI or a local path; ConfigError (EURI) for a location s3direct cannot use,
+    TypeError for an object that is no location (a file object)."""
+    if not isinstance(uri, (str, bytes, os.PathLike)):
+        raise _not_a_location(uri)
     u = os.fspath(uri)
     if not isinstance(u, str):
         raise errors.InvalidArgument(errors.S3D_EINVAL,

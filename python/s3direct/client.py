@@ -512,18 +512,31 @@ class Client:
                 self._lib.check(self._lib.s3d_delete_objects(h, enc(b), arr, len(keys)))
 
     # ---- small S3 operations, used by the file-like objects, DCP and tests -------------------
-    def head(self, bucket: str, key: str) -> _capi.ObjectInfo:
-        """HEAD of one object.
+    def head(self, bucket: PathLike, key: "str | None" = None) -> _capi.ObjectInfo:
+        """HEAD of one object: ``head("s3://bucket/key")``, as list() and delete() take a
+        URI, or ``head(bucket, key)``.
 
         Args:
-            bucket, key: the object.
+            bucket: the object's "s3://bucket/key" URI when key is None, else the bucket name.
+            key: the key in bucket (None: bucket is a URI).
 
         Returns:
             Its ObjectInfo (size, last_modified, etag, content_type, checksum_crc32c).
 
         Raises:
-            NoSuchKey, NoSuchBucket, AccessDenied, TransferError.
+            NoSuchKey, NoSuchBucket, AccessDenied, TransferError; InvalidArgument: the URI
+            names a bucket, not an object; ConfigError: not an s3:// URI.
         """
+        if key is None:
+            from .streams import split_s3
+
+            uri = _uri_of(bucket)
+            bucket, key = split_s3(uri)
+            if not key:
+                raise errors.InvalidArgument(errors.S3D_EINVAL,
+                                             f"head: {uri} names a bucket, not an object")
+        elif not isinstance(bucket, str):
+            raise TypeError(f"head(bucket, key): bucket must be a str: {bucket!r}")
         info = _capi.ObjectInfo()
         with self.call() as h:
             self._lib.check(self._lib.s3d_head_object(h, enc(bucket), enc(key),

@@ -81,7 +81,10 @@ void s3d_log(int level, const char *fmt, ...)
 {
     static const char *const names[] = {"off", "error", "warn", "info", "debug"};
     char line[2048];
+    char stamp[32];
     struct timespec ts;
+    struct tm tm;
+    time_t secs;
     s3d_log_fn fn;
     void *user;
     va_list ap;
@@ -100,9 +103,15 @@ void s3d_log(int level, const char *fmt, ...)
         fn(user, level, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
         return;
     }
+    /* ISO 8601 in UTC with milliseconds (2026-12-07T14:03:11.042Z), as the Python bridge
+     * formats its lines (python/s3direct/_log.py): readable, and sortable across hosts. */
     clock_gettime(CLOCK_REALTIME, &ts);
-    n = snprintf(line, sizeof(line), "[s3direct %ld.%03ld %s] ", (long)ts.tv_sec,
-                 ts.tv_nsec / 1000000, names[level < 0 || level > 4 ? 0 : level]);
+    secs = ts.tv_sec;
+    if (gmtime_r(&secs, &tm) == NULL ||
+        strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+        snprintf(stamp, sizeof(stamp), "%ld", (long)ts.tv_sec);
+    n = snprintf(line, sizeof(line), "[s3direct %s.%03ldZ %s] ", stamp, ts.tv_nsec / 1000000,
+                 names[level < 0 || level > 4 ? 0 : level]);
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     va_end(ap);

@@ -65,3 +65,25 @@ def test_local_folder_loads_with_from_pretrained(tmp_path, lib_path):
     x = torch.randint(0, 64, (1, 5))
     with torch.no_grad():
         assert torch.equal(model(x).logits, ref(x).logits)
+
+
+def test_stream_into_transformers(s3_env, bucket):
+    """The serving recipe of docs/python.md ("Tensors as they arrive"): each tensor is copied
+    into the model as soon as it lands, as a serving engine's load_weights(iterable) does."""
+    ref = tiny_llama()
+    folder = f"s3://{bucket}/tiny-llama-stream/"
+    save_hf_folder(ref, folder)
+    with s3direct.reader(folder + "config.json") as f:
+        config = transformers.AutoConfig.for_model(**json.load(f))
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    # The recipe.
+    params = model.state_dict()
+    seen = []
+    with torch.no_grad():
+        for name, tensor in s3direct.stream(folder):
+            params[name].copy_(tensor)
+            seen.append(name)
+    assert sorted(seen) == sorted(set(ref.state_dict()) - {"lm_head.weight"})  # tied: once
+    x = torch.randint(0, 64, (2, 7))
+    with torch.no_grad():
+        assert torch.equal(model(x).logits, ref(x).logits)
