@@ -664,7 +664,10 @@ class S3DirectFile(_spec.AbstractBufferedFile):  # type: ignore[misc]  # Any: fs
                          cache_type=cache_type, cache_options=cache_options, size=size,
                          **kwargs)
         if mode != "rb":
-            self._writer = streams.S3Writer(uri, client=fs.client, content_type=content_type)
+            w = streams.S3Writer(uri, client=fs.client, content_type=content_type)
+            # This file finishes or aborts the writer itself (close, commit, discard, its own
+            # __exit__), so torch.save into it needs no `with` on the writer.
+            self._writer = w.__enter__()
 
     # reads
     def _fetch_range(self, start: int, end: int) -> bytes:
