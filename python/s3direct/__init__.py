@@ -24,6 +24,7 @@ Functions (uri: "s3://bucket/key", a local path, a file:// URI, or a model folde
 
     s3direct.dcp: StorageWriter / StorageReader for torch.distributed.checkpoint
     s3direct.lightning: S3DirectCheckpointIO, a Lightning Trainer's CheckpointIO plugin
+    s3direct.fs: S3DirectFileSystem, fsspec's s3direct:// (s3:// too after register_s3())
     The command-line tool: `s3direct` or `python -m s3direct`.
 
 Exceptions (s3direct.errors, all reachable here too), each also the builtin users catch:
@@ -140,7 +141,7 @@ _DEPRECATED = {"open_checkpoint": "safe_open", "CheckpointReader": "safe_open"}
 def __getattr__(name: str) -> Any:
     # torch is imported on first use of the tensor API, so the CLI entry point and the plain
     # byte API work without it; torch.distributed.checkpoint only when s3direct.dcp is used,
-    # lightning only when s3direct.lightning is.
+    # lightning only when s3direct.lightning is, fsspec only when s3direct.fs is.
     import importlib
 
     if name in _TORCH_API:
@@ -159,7 +160,7 @@ def __getattr__(name: str) -> Any:
         warnings.warn(f"s3direct.{name} is private; use s3direct.{_DEPRECATED[name]}",
                       DeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module("._checkpoint", __name__), name)
-    if name in ("dcp", "lightning"):
+    if name in ("dcp", "lightning", "fs"):
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 's3direct' has no attribute {name!r}")
 
