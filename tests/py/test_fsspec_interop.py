@@ -134,7 +134,7 @@ def test_dcp_fsspec_writer_reader(fs, bucket):
 
 # ---- Lightning ------------------------------------------------------------------------------
 
-def _tiny_fit(dirpath, epochs, ckpt_path=None):
+def _tiny_fit(dirpath, epochs, ckpt_path=None, plugins=()):
     torch = pytest.importorskip("torch")
     L = pytest.importorskip("lightning")
     from lightning.pytorch.callbacks import ModelCheckpoint
@@ -164,7 +164,7 @@ def _tiny_fit(dirpath, epochs, ckpt_path=None):
     mc = ModelCheckpoint(dirpath=dirpath, save_last=True, save_top_k=1, monitor="loss")
     L.seed_everything(1)
     model = Tiny()
-    trainer = L.Trainer(max_epochs=epochs, callbacks=[mc], logger=False,
+    trainer = L.Trainer(max_epochs=epochs, callbacks=[mc], logger=False, plugins=list(plugins),
                         enable_progress_bar=False, enable_model_summary=False,
                         accelerator="cpu", devices=1)
     trainer.fit(model, data, ckpt_path=ckpt_path)
@@ -188,4 +188,21 @@ def test_lightning_model_checkpoint(fs, bucket, s3_registered, scheme):
         assert (a == b).all()
     _, resumed, _, t2 = _tiny_fit(dirpath, 4, ckpt_path=f"{dirpath}/last.ckpt")
     assert resumed.epochs == [3] and t2.current_epoch == 4 and trainer.current_epoch == 3
+    assert "s3fs" not in sys.modules
+
+
+def test_lightning_plugin_with_s3_dirpath(fs, bucket, s3_registered):
+    """S3DirectCheckpointIO writes and prunes; ModelCheckpoint checks and lists its s3://
+    dirpath through S3DirectFileSystem: no s3fs."""
+    pytest.importorskip("lightning")
+    pytest.importorskip("torch")
+    from s3direct.lightning import S3DirectCheckpointIO
+
+    dirpath = f"s3://{bucket}/plug/ckpts"
+    _, model, mc, _ = _tiny_fit(dirpath, 3, plugins=[S3DirectCheckpointIO()])
+    names = fs.ls(f"{bucket}/plug/ckpts", detail=False)
+    assert len(names) == 2 and f"{bucket}/plug/ckpts/last.ckpt" in names, names
+    _, resumed, _, t2 = _tiny_fit(dirpath, 4, ckpt_path=f"{dirpath}/last.ckpt",
+                                  plugins=[S3DirectCheckpointIO()])
+    assert resumed.epochs == [3] and t2.current_epoch == 4
     assert "s3fs" not in sys.modules
