@@ -17,7 +17,9 @@ it, and callers keep the Progress.
 from __future__ import annotations
 
 import importlib
+import itertools
 import sys
+import threading
 import time
 from typing import Any, Callable, Optional, Union
 
@@ -131,3 +133,38 @@ class Progress:
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         self.close(ok=exc_type is None)
+
+
+class Combined:
+    """One progress display over several transfers that run at once (a DCP load reads up to 8
+    objects in parallel): part() gives each transfer a progress callable; the display shows
+    the sum of their bytes done over the sum of their totals (which grows as transfers
+    start). Use as a context manager around all of them."""
+
+    def __init__(self, progress: ProgressArg, desc: str) -> None:
+        self._p = Progress(progress, desc)
+        self._lock = threading.Lock()
+        self._parts: dict[int, tuple[int, int]] = {}
+        self._keys = itertools.count()
+
+    def part(self) -> ProgressArg:
+        """A progress argument for one transfer (False when progress is off)."""
+        if self._p.fn is None:
+            return False
+        key = next(self._keys)
+
+        def update(done: int, total: int) -> None:
+            with self._lock:
+                self._parts[key] = (done, total)
+                d = sum(v[0] for v in self._parts.values())
+                t = sum(v[1] for v in self._parts.values())
+                self._p._cb(None, d, t)
+        with self._lock:
+            self._parts[key] = (0, 0)
+        return update
+
+    def __enter__(self) -> "Combined":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self._p.close(ok=exc_type is None)

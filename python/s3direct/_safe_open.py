@@ -16,6 +16,7 @@ import torch
 
 from . import _dtypes, errors
 from ._checkpoint import CheckpointReader, TensorEntry, _device
+from ._progress import Combined, ProgressArg
 from .client import Client
 
 # More runs than this and a slice reads the rows that bound it instead (one range).
@@ -33,6 +34,8 @@ class safe_open:  # noqa: N801 - the name safetensors users know
             (a CUDA ordinal, as safetensors takes it) or a ``torch.device``.
         client: the Client to use (default: the process's default client).
         verify: check each whole tensor against its stored CRC32C (slices are not checked).
+        progress: True (a bar, or one summary line at close, over every read of this file) or
+            a callable(done_bytes, total_bytes) called with the running sums.
 
     Raises:
         NoSuchKey / NoSuchFile: nothing at uri. FormatError: not a safetensors file (a
@@ -43,7 +46,8 @@ class safe_open:  # noqa: N801 - the name safetensors users know
 
     def __init__(self, uri: Union[str, "os.PathLike[str]"], framework: str = "pt",
                  device: Union[str, int, torch.device] = "cpu", *,
-                 client: Optional[Client] = None, verify: bool = True) -> None:
+                 client: Optional[Client] = None, verify: bool = True,
+                 progress: ProgressArg = False) -> None:
         if framework not in ("pt", "torch", "pytorch"):
             raise errors.NotSupported(errors.S3D_ENOTSUP,
                                       f"safe_open: framework {framework!r} is not served; "
@@ -53,6 +57,9 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         self._device = _device(device)
         self._verify = verify
         self._r: Optional[CheckpointReader] = CheckpointReader(uri, client)
+        self._prog: Optional[Combined] = (
+            None if progress is False or progress is None
+            else Combined(progress, f"safe_open {os.path.basename(self._r.uri.rstrip('/'))}"))
 
     @property
     def uri(self) -> str:
@@ -128,7 +135,7 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         dev = self._device
         alloc = dev if dev.type in ("cpu", "cuda") else torch.device("cpu")
         t = torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device=alloc)
-        r.read([(e, t, 0, 0)], verify=self._verify)
+        r.read([(e, t, 0, 0)], verify=self._verify, progress=self._part())
         return t if alloc == dev else t.to(dev)
 
     def get_slice(self, name: str) -> "TensorSlice":
@@ -146,11 +153,17 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         """
         return TensorSlice(self, self._entry(name))
 
+    def _part(self) -> ProgressArg:
+        return self._prog.part() if self._prog is not None else False
+
     def close(self) -> None:
         """Closes the file (the C reader and its connections' use); idempotent."""
         r, self._r = self._r, None
         if r is not None:
             r.close()
+        prog, self._prog = self._prog, None
+        if prog is not None:
+            prog.__exit__(None)
 
     def __enter__(self) -> "safe_open":
         return self
@@ -242,7 +255,8 @@ class TensorSlice:
                 first = sel[0][0]
                 last = sel[0][0] + (counts[0] - 1) * sel[0][2]
                 sub = self._read_runs(r, e, [first * strides[0] * esize],
-                                      (last - first + 1) * strides[0] * esize, alloc)
+                                      (last - first + 1) * strides[0] * esize, alloc,
+                                      self._f._part())
                 sub = sub.view(dtype).reshape([last - first + 1] + shape[1:])
                 idx = [slice(None, None, sel[0][2])] + [slice(s[0], s[1], s[2])
                                                         for s in sel[1:]]
@@ -255,26 +269,26 @@ class TensorSlice:
             for pos in _product(outer):
                 base = sum(p * strides[i] for i, p in enumerate(pos)) + lo * strides[d]
                 offsets.append(base * esize)
-            buf = self._read_runs(r, e, offsets, run_elems * esize, alloc)
+            buf = self._read_runs(r, e, offsets, run_elems * esize, alloc, self._f._part())
             out = buf.view(dtype).reshape(counts[:d] + [hi - lo] + shape[d + 1:])
             if sel[d][2] != 1:
                 idx = [slice(None)] * d + [slice(None, None, sel[d][2])]
                 out = out[tuple(idx)]
         else:
-            buf = self._read_runs(r, e, [0], e.nbytes, alloc)
+            buf = self._read_runs(r, e, [0], e.nbytes, alloc, self._f._part())
             out = buf.view(dtype).reshape(shape)
         out = _squeeze_ints(out, sel).contiguous()
         return out if alloc == dev else out.to(dev)
 
     @staticmethod
     def _read_runs(r: CheckpointReader, e: TensorEntry, offsets: List[int], length: int,
-                   device: torch.device) -> torch.Tensor:
+                   device: torch.device, progress: ProgressArg = False) -> torch.Tensor:
         """Reads `length` bytes at each offset of the tensor into one buffer, back to back."""
         buf = torch.empty(len(offsets) * length, dtype=torch.uint8, device=device)
         if length:
             dests = [(e, buf[i * length:(i + 1) * length], off, length)
                      for i, off in enumerate(offsets)]
-            r.read(dests, verify=False)
+            r.read(dests, verify=False, progress=progress)
         return buf
 
 

@@ -59,6 +59,7 @@ from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, W
 from torch.futures import Future
 
 from . import _checkpoint, _log, _ranks, errors, streams
+from ._progress import Combined, ProgressArg
 from ._stats import SaveStats
 from ._uri import PathLike
 from .client import Client, resolve
@@ -201,6 +202,8 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
             rank wrote in its previous save as its base: tensors whose bytes did not change are
             copied server-side instead of sent (s3direct.save's ``base``). False: every save
             is a full one.
+        progress: as for s3direct.save: True (a bar or summary line per rank) or a
+            callable(done_bytes, total_bytes) for this rank's tensor object.
 
     Raises:
         RuntimeError: (from prepare_local_plan) overwrite=False and a checkpoint exists.
@@ -208,9 +211,11 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
     """
 
     def __init__(self, path: PathLike, *, client: Optional[Client] = None, checksum: bool = True,
-                 overwrite: bool = True, incremental: bool = True) -> None:
+                 overwrite: bool = True, incremental: bool = True,
+                 progress: ProgressArg = False) -> None:
         super().__init__()
         self._client = client
+        self.progress = progress
         self.incremental = incremental
         self._last_tensor_uri: Optional[str] = None  # this rank's previous save's tensors
         self.last_stats: Optional[SaveStats] = None  # what its last write_data did
@@ -342,7 +347,7 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
             base = self._last_tensor_uri if self.incremental and self.checksum else None
             self.last_stats = _checkpoint._write(
                 resolve(self._client), uri, srcs, None, None, shard_size=None,
-                checksum=self.checksum, progress=False,
+                checksum=self.checksum, progress=self.progress,
                 cuda_stream=_checkpoint._cuda_stream(srcs), base=base)
             self._last_tensor_uri = uri
         fut: Future[list[WriteResult]] = Future()
@@ -418,6 +423,8 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
             given none), to read each stored byte range that several ranks need (replicated
             tensors) once and share it over the group, as load(group=) does. Every rank of the
             group must use a reader with it. None: every rank reads what it needs.
+        progress: as for s3direct.load: True (one bar or summary line per rank over all the
+            objects it reads at once) or a callable(done_bytes, total_bytes).
 
     Raises:
         FileNotFoundError (NoSuchKey on S3): no .metadata at path (from read_metadata).
@@ -425,9 +432,12 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
     """
 
     def __init__(self, path: PathLike, *, client: Optional[Client] = None,
-                 verify: bool = True, group: Optional["ProcessGroup"] = None) -> None:
+                 verify: bool = True, group: Optional["ProcessGroup"] = None,
+                 progress: ProgressArg = False) -> None:
         super().__init__()
         self._client = client
+        self.progress = progress
+        self._prog: Optional[Combined] = None  # during read_data
         self.loc = _Location(path, client)
         self.verify = verify
         self.group = group
@@ -529,8 +539,16 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
             StateMismatch: a destination's shape differs from the requested chunk.
             ChecksumMismatch, TransferError: the read failed.
         """
-        if self.group is not None:
-            return self._read_shared(plan, planner, self.group)
+        with Combined(self.progress, f"dcp.load {os.path.basename(str(self.loc.path))}") as prog:
+            self._prog = prog
+            try:
+                if self.group is not None:
+                    return self._read_shared(plan, planner, self.group)
+                return self._read_plain(plan, planner)
+            finally:
+                self._prog = None
+
+    def _read_plain(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         per_obj: dict[str, list[ReadItem]] = {}
         for req in plan.items:
             info = self.storage_data[req.storage_index]
@@ -720,7 +738,8 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
                     tmp = torch.empty(e.shape, dtype=stored_dt, device=dev)
                     dests.append((e, tmp, 0, 0))
                     post.append((req, target, (tmp, offsets, lengths)))
-            r.read(dests, verify=self.verify)
+            r.read(dests, verify=self.verify,
+                   progress=self._prog.part() if self._prog is not None else False)
         return post
 
     @staticmethod
