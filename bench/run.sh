@@ -14,12 +14,13 @@
 #   BENCH_TIMEOUT=300   seconds before one client invocation is killed (counted as failed)
 #   BENCH_CKPT_MIB=2048 size of the checkpoint for the tensor-pipeline section (BENCH_SKIP=ckpt
 #                       leaves it out)
-#   BENCH_ONLY="sweep peers path ranks incremental"  only the sweep (bench/sweep/), the
-#                       peers side by side (bench/peers/), the simulated paths (bench/path/),
-#                       many ranks loading one checkpoint (bench/ranks/) and/or incremental
-#                       saves (bench/incremental/), in the order given; all five also run at
-#                       the end of the full run
-#                       (BENCH_SKIP="sweep peers path ranks incremental" leaves them out)
+#   BENCH_ONLY="sweep peers path ranks incremental stream"  only the sweep (bench/sweep/),
+#                       the peers side by side (bench/peers/), the simulated paths
+#                       (bench/path/), many ranks loading one checkpoint (bench/ranks/),
+#                       incremental saves (bench/incremental/) and/or tensors as they arrive
+#                       (bench/stream/), in the order given; all six also run at the end of
+#                       the full run
+#                       (BENCH_SKIP="sweep peers path ranks incremental stream" leaves them out)
 #
 # How each client is measured:
 #   s3direct-mem / -put-mem  bench/s3d_bench.c (s3direct-bench): the public API to and from a
@@ -256,8 +257,26 @@ run_incremental() {
   gc
   return $rc
 }
-# BENCH_ONLY="sweep", "peers", "path", "ranks", "incremental" or several: only those parts, in
-# that order.
+# The stream part (issue 36): s3direct.stream() with a pass per tensor as it arrives against
+# load-then-pass, next to runai-model-streamer's streamer and safetensors' safe_open after a
+# boto3 download, on loopback and through s3d-pathsim; STREAM_GIB (2), STREAM_ROUNDS (3),
+# STREAM_PATHS (12M:15,loopback), STREAM_TOOLS. Rows, table and chart into $stream_out.
+stream_out=${BENCH_KEEP:-$work}/stream
+run_stream() {
+  local rc=0 py
+  fresh_server || return 1
+  py=$("$here/peers/setup.sh") || return 1  # runai-model-streamer and matplotlib
+  say "Stream benchmark (tensors as they arrive, issue 36), results in $stream_out"
+  PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} S3D_BUILD_DIR=$build \
+    "$py" "$here/stream/run.py" --cli "$build/tools/s3direct" \
+    --pathsim "$build/bench/s3d-pathsim" --out "$stream_out" --gib "${STREAM_GIB:-2}" \
+    --rounds "${STREAM_ROUNDS:-3}" --paths "${STREAM_PATHS:-12M:15,loopback}" \
+    ${STREAM_TOOLS:+--tools "$STREAM_TOOLS"} || rc=1
+  gc
+  return $rc
+}
+# BENCH_ONLY="sweep", "peers", "path", "ranks", "incremental", "stream" or several: only those
+# parts, in that order.
 if [ -n "${BENCH_ONLY:-}" ]; then
   rc=0
   for part in $BENCH_ONLY; do
@@ -267,7 +286,9 @@ if [ -n "${BENCH_ONLY:-}" ]; then
       path) run_path || rc=1 ;;
       ranks) run_ranks || rc=1 ;;
       incremental) run_incremental || rc=1 ;;
-      *) say "bench: BENCH_ONLY=$part: not a part (sweep, peers, path, ranks, incremental)"
+      stream) run_stream || rc=1 ;;
+      *) say "bench: BENCH_ONLY=$part: not a part (sweep, peers, path, ranks, incremental," \
+          "stream)"
         exit 2 ;;
     esac
   done
@@ -390,4 +411,8 @@ fi
 if ! skipped incremental; then
   echo
   run_incremental
+fi
+if ! skipped stream; then
+  echo
+  run_stream
 fi
