@@ -125,12 +125,13 @@ def library_version() -> str:
 
 
 if TYPE_CHECKING:  # the lazily imported tensor API, as type checkers should see it
-    from ._checkpoint import load, load_into, save, save_async
+    from ._checkpoint import load, save, save_async
+    from ._into import load_into
     from ._safe_open import safe_open
     from ._stream import LoadHandle, TensorStream, stream
     from .manager import CheckpointManager
 
-_TORCH_API = {"save": "._checkpoint", "load": "._checkpoint", "load_into": "._checkpoint",
+_TORCH_API = {"save": "._checkpoint", "load": "._checkpoint", "load_into": "._into",
               "save_async": "._checkpoint", "safe_open": "._safe_open", "stream": "._stream",
               "TensorStream": "._stream", "LoadHandle": "._stream",
               "CheckpointManager": ".manager"}

@@ -335,7 +335,7 @@ class LoadHandle:
 
     Args:
         r: the open checkpoint (the handle closes it).
-        plan: load_into's plan (_checkpoint.IntoPlan).
+        plan: load_into's plan (_into.IntoPlan).
         progress, verify: as for load_into().
     """
 
