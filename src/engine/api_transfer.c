@@ -33,6 +33,7 @@
 #include "engine/ckpt_common.h"
 #include "engine/client_impl.h"
 #include "engine/conc.h"
+#include "engine/own_checksum.h"
 #include "engine/part_size.h"
 #include "engine/slots.h"
 #include "engine/tmpfile.h"
@@ -116,142 +117,6 @@ static int make_jobs(const char *bucket, const char *key, const char *if_match,
     return 0;
 }
 
-/* Where the CRC32C a download is checked against came from, for the debug log. */
-struct want_crc {
-    char b64[S3D_CRC32C_B64_LEN]; /* "" when there is none to check */
-    const char *source;
-};
-
-/* Copies a base64 CRC32C that parses into w (0), else leaves w empty (-1). */
-static int want_set(struct want_crc *w, const char *b64, const char *source)
-{
-    uint32_t v;
-    if (s3d_crc32c_from_base64(b64, strlen(b64), &v) < 0)
-        return -1;
-    s3d_crc32c_base64(v, w->b64);
-    w->source = source;
-    return 0;
-}
-
-/* 1 when the ETag is a multipart upload's ("...-N" in quotes). */
-static int etag_is_multipart(const char *etag)
-{
-    const char *dash = strrchr(etag, '-');
-    return dash != NULL && dash[1] >= '0' && dash[1] <= '9';
-}
-
-/* The CRC32C s3direct stored as the S3D_OP_CRC_TAG tag of a multipart object it wrote, if
- * that tag is of this version (its ETag): into w. A server that does not let us read tags
- * (no permission, no tagging) leaves the download unverified; any other failure fails it. */
-static int tag_checksum(struct s3d_client *c, const char *bucket, const char *key,
-                        const struct s3d_object_info *first, struct want_crc *w)
-{
-    char value[128], hex[9];
-    size_t el = strlen(first->etag);
-    unsigned long v;
-    char *end;
-    int rc = s3d_op_get_crc_tag(&c->s3, bucket, key, value, sizeof(value));
-    if (rc == S3D_EACCESS || rc == S3D_ENOTSUP || rc == S3D_EHTTP || rc == S3D_ENOSUCHKEY) {
-        S3D_DEBUG("GetObject s3://%s/%s: download unverified: its tags cannot be read (%s)", bucket,
-                  key, s3d_last_error_message());
-        return 0;
-    }
-    if (rc < 0)
-        return rc;
-    if (value[0] == '\0')
-        return 0;
-    /* "<8 hex digits> <ETag without quotes>" */
-    if (strlen(value) < 10 || value[8] != ' ' || el < 2 || strlen(value + 9) != el - 2 ||
-        strncmp(value + 9, first->etag + 1, el - 2) != 0) {
-        S3D_DEBUG("GetObject s3://%s/%s: download unverified: its %s tag \"%s\" is not of "
-                  "this version (ETag %s)",
-                  bucket, key, S3D_OP_CRC_TAG, value, first->etag);
-        return 0;
-    }
-    memcpy(hex, value, 8);
-    hex[8] = '\0';
-    v = strtoul(hex, &end, 16);
-    if (*end != '\0' || strspn(hex, "0123456789abcdef") != 8) {
-        S3D_DEBUG("GetObject s3://%s/%s: download unverified: its %s tag \"%s\" is malformed",
-                  bucket, key, S3D_OP_CRC_TAG, value);
-        return 0;
-    }
-    s3d_crc32c_base64((uint32_t)v, w->b64);
-    w->source = "s3direct's tag";
-    return 0;
-}
-
-/* The full-object CRC32C a whole-object download is checked against, into w ("" when there
- * is none to check), the first of:
- * 1. the server's x-amz-checksum-crc32c (AWS S3, moto). S3 returns it only for a GET of the
- *    whole object, so when the object took more than the first range a HEAD asks for it
- *    (after 2, which needs no request); that HEAD must see the same version (ETag). A
- *    composite checksum of a multipart upload ("...-N") covers the parts, not the object's
- *    bytes: not checkable here.
- * 2. the CRC32C s3direct sent as user metadata with a single PUT (S3D_OP_CRC_META), in every
- *    GET response;
- * 3. for a multipart object with tags, the S3D_OP_CRC_TAG tag s3direct set after completing
- *    it, bound to its ETag (one GetObjectTagging).
- * Objects other tools wrote to servers that store no checksums (Ceph RGW 16) stay unverified,
- * which S3D_LOG=debug (the CLI's --debug) says. */
-static int object_checksum(struct s3d_client *c, const char *bucket, const char *key,
-                           const struct s3d_object_info *first, const struct s3d_op_sums *sums,
-                           int first_was_whole, struct want_crc *w)
-{
-    struct s3d_object_info h;
-    const char *sum = first->checksum_crc32c;
-    int rc;
-
-    w->b64[0] = '\0';
-    w->source = "";
-    if (sum[0] != '\0' && want_set(w, sum, "the server's") == 0)
-        return 0;
-    if (sums->meta_crc32c[0] != '\0' && want_set(w, sums->meta_crc32c, "s3direct's metadata") == 0)
-        return 0;
-    if (sum[0] == '\0' && !first_was_whole) {
-        rc = s3d_op_head(&c->s3, bucket, key, &h);
-        if (rc < 0)
-            return rc;
-        if (strcmp(h.etag, first->etag) != 0)
-            return s3d_fail(S3D_ECHANGED,
-                            "GetObject s3://%s/%s: the object changed during the download "
-                            "(ETag %s, now %s): download it again",
-                            bucket, key, first->etag, h.etag);
-        sum = h.checksum_crc32c;
-        if (sum[0] != '\0' && want_set(w, sum, "the server's") == 0)
-            return 0;
-    }
-    if (etag_is_multipart(first->etag) && sums->tag_count > 0) {
-        rc = tag_checksum(c, bucket, key, first, w);
-        if (rc < 0 || w->b64[0] != '\0')
-            return rc;
-    }
-    if (sum[0] == '\0')
-        S3D_DEBUG("GetObject s3://%s/%s: download unverified: the server returned no "
-                  "full-object checksum, and s3direct stored none",
-                  bucket, key);
-    else
-        S3D_DEBUG("GetObject s3://%s/%s: download unverified: checksum %s is composite (a "
-                  "multipart upload's) or not a CRC32C, and s3direct stored none",
-                  bucket, key, sum);
-    return 0;
-}
-
-static int verify_crc(const char *bucket, const char *key, const struct want_crc *w, uint32_t got)
-{
-    uint32_t v;
-    if (w->b64[0] == '\0' || s3d_crc32c_from_base64(w->b64, strlen(w->b64), &v) < 0 || v == got) {
-        if (w->b64[0] != '\0')
-            S3D_DEBUG("GetObject s3://%s/%s: CRC32C %s (%s) verified", bucket, key, w->b64,
-                      w->source);
-        return 0;
-    }
-    return s3d_fail(S3D_ECHECKSUM,
-                    "GetObject s3://%s/%s: CRC32C mismatch (object's checksum %s, %s; received "
-                    "%08x)",
-                    bucket, key, w->b64, w->source, got);
-}
-
 /* Runs the ranges after the first GET (first of total bytes done), progress counted over the
  * whole download. */
 static int get_rest(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
@@ -293,7 +158,7 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
     struct s3d_get_job *jobs = NULL;
     struct topts o;
     struct s3d_op_sums sums;
-    struct want_crc want;
+    struct s3d_want_crc want;
     uint64_t len, got = 0;
     size_t n;
     int rc;
@@ -344,9 +209,9 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
     rc = get_rest(c, jobs, n, NULL, &o, got, len);
     free(jobs);
     if (rc == 0 && offset == 0 && len == info.size) {
-        rc = object_checksum(c, bucket, key, &info, &sums, got == len, &want);
+        rc = s3d_own_object_checksum(c, bucket, key, &info, &sums, got == len, &want);
         if (rc == 0 && want.b64[0] != '\0')
-            rc = verify_crc(bucket, key, &want, s3d_crc32c(0, dst, (size_t)len));
+            rc = s3d_own_verify(bucket, key, &want, s3d_crc32c(0, dst, (size_t)len));
     }
     if (rc == 0 && out_len != NULL)
         *out_len = len;
@@ -457,7 +322,7 @@ static int dl_open_output(struct file_dl *f, const char *path, int to_stdout, in
  * arrives; then the object's CRC32C checked against want (empty = none to check). */
 static int dl_rest(struct s3d_client *c, const char *bucket, const char *key, struct file_dl *f,
                    const struct s3d_object_info *info, const struct topts *o, uint64_t got,
-                   uint32_t crc, const struct want_crc *want)
+                   uint32_t crc, const struct s3d_want_crc *want)
 {
     const struct s3d_get_hooks hooks = {.prepare = dl_prepare, .done = dl_done, .ctx = f};
     int rc = make_jobs(bucket, key, info->etag, info->size, got, info->size - got,
@@ -472,7 +337,7 @@ static int dl_rest(struct s3d_client *c, const char *bucket, const char *key, st
     if (rc == 0 && want->b64[0] != '\0') {
         for (size_t i = 0; i < f->n_jobs; i++)
             crc = s3d_crc32c_combine(crc, f->crcs[i], f->jobs[i].length);
-        rc = verify_crc(bucket, key, want, crc);
+        rc = s3d_own_verify(bucket, key, want, crc);
     }
     return rc;
 }
@@ -508,7 +373,7 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
     struct s3d_tmpfile tmp = {NULL, -1};
     char *first = NULL;
     struct s3d_op_sums sums;
-    struct want_crc want;
+    struct s3d_want_crc want;
     uint64_t got = 0;
     uint32_t crc = 0;
     struct stat st;
@@ -548,7 +413,7 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
     rc = s3d_xfer_get_first(c, bucket, key, 0, S3D_MIN(o.part_size, (uint64_t)S3D_FIRST_RANGE),
                             first, &got, &info, &sums, o.if_match, o.cancel);
     if (rc == 0)
-        rc = object_checksum(c, bucket, key, &info, &sums, got == info.size, &want);
+        rc = s3d_own_object_checksum(c, bucket, key, &info, &sums, got == info.size, &want);
     if (rc < 0)
         goto out;
     S3D_ASSERT(rc == 0); /* both return 0 or a negative code: want is filled */
@@ -915,7 +780,7 @@ static int copy_release(void *ctx, const struct s3d_put_part *p)
  * If-Match), then one PUT. */
 static int copy_single(struct s3d_client *c, const char *src_bucket, const char *src_key,
                        const char *dst_bucket, const char *dst_key,
-                       const struct s3d_object_info *info, const struct want_crc *want,
+                       const struct s3d_object_info *info, const struct s3d_want_crc *want,
                        const struct s3d_put_options *po)
 {
     char *buf = malloc(info->size ? info->size : 1);
@@ -926,7 +791,7 @@ static int copy_single(struct s3d_client *c, const char *src_bucket, const char 
         rc = s3d_op_get_range(&c->s3, src_bucket, src_key, 0, info->size, buf, info->etag,
                               info->size);
     if (rc == 0 && want->b64[0] != '\0')
-        rc = verify_crc(src_bucket, src_key, want, s3d_crc32c(0, buf, (size_t)info->size));
+        rc = s3d_own_verify(src_bucket, src_key, want, s3d_crc32c(0, buf, (size_t)info->size));
     if (rc == 0) {
         struct iovec v = {.iov_base = buf, .iov_len = (size_t)info->size};
         rc = s3d_xfer_put_single(c, dst_bucket, dst_key, &v, 1, po);
@@ -968,7 +833,7 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
     struct s3d_object_info info;
     struct s3d_put_options po;
     struct s3d_op_sums sums;
-    struct want_crc want;
+    struct s3d_want_crc want;
     struct topts o;
     int rc = check_args(c, src_bucket, src_key);
     if (rc == 0)
@@ -979,7 +844,7 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
         return rc;
     rc = s3d_op_head_sums(&c->s3, src_bucket, src_key, &info, &sums);
     if (rc == 0) /* the HEAD carries the server's checksum: no second one */
-        rc = object_checksum(c, src_bucket, src_key, &info, &sums, 1, &want);
+        rc = s3d_own_object_checksum(c, src_bucket, src_key, &info, &sums, 1, &want);
     if (rc < 0)
         return rc;
     S3D_ASSERT(rc == 0); /* both return 0 or a negative code: want is filled */

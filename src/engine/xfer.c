@@ -32,6 +32,7 @@
 #include "common/log.h"
 #include "engine/client_impl.h"
 #include "engine/conc.h"
+#include "engine/own_checksum.h"
 #include "s3/ops.h"
 
 enum item_state { ITEM_FREE = 0, ITEM_RUNNING, ITEM_WAITING };
@@ -1033,66 +1034,6 @@ static void abort_upload(struct s3d_client *c, const char *bucket, const char *k
     }
 }
 
-/* The object's CRC32C: the accepted parts' (sorted by number) combined. */
-static uint32_t parts_crc(const struct engine *g)
-{
-    uint32_t crc = 0;
-    for (size_t i = 0; i < g->n_parts; i++)
-        crc = s3d_crc32c_combine(crc, g->parts[i].crc, g->parts[i].length);
-    return crc;
-}
-
-/* 0 when the parts combine to the CRC32C the caller expects (o->expect_crc32c), or none is
- * expected; else S3D_ECHECKSUM. */
-static int check_expected(const struct engine *g, const struct s3d_put_options *o)
-{
-    uint32_t want, got;
-    if (o == NULL || o->expect_crc32c == NULL || o->expect_crc32c[0] == '\0' ||
-        s3d_crc32c_from_base64(o->expect_crc32c, strlen(o->expect_crc32c), &want) < 0)
-        return 0;
-    got = parts_crc(g);
-    if (got == want)
-        return 0;
-    return s3d_fail(S3D_ECHECKSUM,
-                    "upload of s3://%s/%s: CRC32C mismatch (the source's checksum %s; the parts "
-                    "read combine to %08x)",
-                    g->bucket, g->key, o->expect_crc32c, got);
-}
-
-/* After a multipart upload completed: stores the object's CRC-32C (its parts' combined, in
- * number order) as its S3D_OP_CRC_TAG tag, bound to its ETag (Complete's, or the one computed
- * from the parts' when the server sent none, as Ceph RGW). The object is already in place, so
- * a failure here (no permission, no tagging on the server) only leaves it without the tag,
- * which makes its downloads unverified where the server stores no checksum. */
-static void tag_crc(struct s3d_client *c, const char *bucket, const char *key,
-                    const struct engine *g)
-{
-    char value[128];
-    const char *etag = g->etag;
-    size_t len;
-    uint32_t crc;
-    char computed[80];
-
-    if (etag[0] == '\0') {
-        if (s3d_op_multipart_etag(g->parts, g->n_parts, computed) < 0) {
-            S3D_DEBUG("s3://%s/%s: no CRC32C tag: the multipart ETag is not known", bucket, key);
-            return;
-        }
-        etag = computed;
-    }
-    len = strlen(etag);
-    if (len < 3 || etag[0] != '"' || etag[len - 1] != '"' || len - 2 > 100) {
-        S3D_DEBUG("s3://%s/%s: no CRC32C tag: ETag %s is not quoted", bucket, key, etag);
-        return;
-    }
-    crc = parts_crc(g);
-    snprintf(value, sizeof(value), "%08x %.*s", crc, (int)(len - 2), etag + 1);
-    if (s3d_op_put_crc_tag(&c->s3, bucket, key, value) < 0)
-        S3D_DEBUG("s3://%s/%s: its CRC32C could not be stored as a tag, so downloads from a "
-                  "server without checksums cannot verify it: %s",
-                  bucket, key, s3d_last_error_message());
-}
-
 int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char *key,
                            const struct s3d_put_hooks *hooks, const struct s3d_put_options *o)
 {
@@ -1128,7 +1069,7 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
         rc = s3d_fail(S3D_ECANCELED, "upload of s3://%s/%s canceled", bucket, key);
     if (rc == 0) {
         qsort(g.parts, g.n_parts, sizeof(*g.parts), part_cmp);
-        rc = check_expected(&g, o);
+        rc = s3d_own_check_expected(bucket, key, g.parts, g.n_parts, o ? o->expect_crc32c : NULL);
     }
     if (rc == 0) {
         rc = s3d_op_complete_multipart(&c->s3, bucket, key, upload_id, g.parts, g.n_parts, g.etag);
@@ -1136,7 +1077,7 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
     if (rc < 0)
         abort_upload(c, bucket, key, upload_id, rc);
     else
-        tag_crc(c, bucket, key, &g);
+        s3d_own_tag(c, bucket, key, g.parts, g.n_parts, g.etag);
 out:
     free(upload_id);
     free(g.parts);
