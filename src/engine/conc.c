@@ -35,9 +35,10 @@
 #define GAIN_SOME 0.15
 /* A probe is kept when it brings this share of the proportional gain. */
 #define GAIN_PROBE 0.3
-/* Probes: the first this long after settling, doubling after each failed one up to the cap. */
-#define PROBE_FIRST_MS 2000u
-#define PROBE_MAX_MS   16000u
+/* Probes: the first this long after settling, the wait doubling after each failed one, at
+ * most this many times (2 s up to 16 s). */
+#define PROBE_FIRST_MS     2000u
+#define PROBE_MAX_DOUBLING 3u
 /* The rate below this share of the held rate for two windows: probe at once. */
 #define SLOW_SHARE 0.6
 /* The process's CPU at this share of its cores: growing only adds overhead. */
@@ -142,7 +143,8 @@ static void hold(struct s3d_conc_ctl *c, double rate, uint64_t now_ms)
     c->hold_conc = c->cur;
     c->hold_rate = rate;
     c->slow_windows = 0;
-    c->next_probe_ms = now_ms + ((uint64_t)PROBE_FIRST_MS << S3D_MIN(c->probe_fails, 3u));
+    c->next_probe_ms =
+        now_ms + ((uint64_t)PROBE_FIRST_MS << S3D_MIN(c->probe_fails, PROBE_MAX_DOUBLING));
 }
 
 /* The share of the proportional gain that going from level a (rate ra) to b (rate rb)

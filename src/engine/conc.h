@@ -12,10 +12,12 @@
  *
  * The rule (docs/internals/engine.md, "Concurrency that follows the path"): start at the
  * initial level; after each measurement window at a level, compare the rate with the rate
- * at the level before. While doubling the requests still brings at least half of the
- * proportional gain, double; with some gain, grow by a quarter; with none, go back to the
- * level before and hold. While holding, probe a quarter more now and then (paths change
- * during a long transfer) and keep it only if the rate rises. Windows in which fewer
+ * at the level before (the first step up is a double). While the last step brought at least
+ * three quarters of the proportional gain, quadruple; at least half, double; some (15 %),
+ * grow by a quarter; with none, go back to the level before and hold (after a quadrupling,
+ * hold at twice the level before: the limit may lie between them). While holding, probe a
+ * quarter more now and then (paths change during a long transfer) and keep it only if the
+ * rate rises. Windows in which fewer
  * requests were in flight than the level (the transfer is ending, staging buffers are full)
  * decide nothing. Uploads are measured by whole answered parts (Little's law: requests in
  * flight x bytes per part / a part's time, over the uploads started since the last decision),
