@@ -48,8 +48,9 @@ static const char *env_get(const char *name)
     return getenv(name);
 }
 
-/* A libcurl built without TLS (the glibc 2.28 set of the GPU bundle) has no SSL session cache
- * to share: CURLSHE_NOT_BUILT_IN is not a failure there. */
+/* A libcurl built without TLS (a system's or a user's own build: ours, Debian's and the glibc
+ * 2.28 set's all have OpenSSL) has no SSL session cache to share: CURLSHE_NOT_BUILT_IN is not
+ * a failure there. */
 static int share_ssl_ok(CURLSHcode c)
 {
     return c == CURLSHE_OK || c == CURLSHE_NOT_BUILT_IN;
