@@ -8,8 +8,13 @@
  * than 10,000 parts). A multipart upload that fails or is canceled is aborted: the object at
  * that key stays what it was before.
  *
- * Memory: transfers to and from caller buffers use no staging memory. Transfers to and from
- * files, and streams, hold at most max_concurrency x part_size bytes in flight.
+ * Memory: transfers to and from caller buffers, and downloads to a regular file (its ranges
+ * land in the file's mapped pages), use no staging memory. An upload from a file or standard
+ * input holds one part_size buffer per request in flight (at most max_concurrency x
+ * part_size); a download to anything else than a regular file (a pipe, a terminal) up to twice
+ * that (the requests in flight and as many finished ranges waiting for an earlier one); copies
+ * and upload streams at most max_concurrency buffers, and while the concurrency adapts no more
+ * than the staging pool holds (staging_bytes / part_size, at least 2).
  *
  * Every function runs on the calling thread and returns when the transfer is complete. */
 #ifndef S3DIRECT_TRANSFER_H
@@ -55,16 +60,17 @@ S3D_API int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, con
 /* path "-" reads standard input (streamed, size unknown in advance). */
 S3D_API int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *key,
                                  const char *path, const struct s3d_transfer_options *opts);
-/* Server-to-client-to-server copy, streamed through at most concurrency x part_size bytes. */
+/* Server-to-client-to-server copy, streamed through at most max_concurrency x part_size bytes
+ * (see Memory above). */
 S3D_API int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *src_key,
                             const char *dst_bucket, const char *dst_key,
                             const struct s3d_transfer_options *opts);
 
 /* An upload fed by successive writes of any size, for producers that do not know the size in
  * advance (torch.save into s3direct.writer). Parts are uploaded in the background of the
- * calling thread's writes; memory is bounded by concurrency x part_size. Nothing is visible at
- * the key until s3d_upload_stream_finish returns 0; s3d_upload_stream_free without a
- * successful finish aborts the upload. */
+ * calling thread's writes; memory is bounded by max_concurrency x part_size. Nothing is
+ * visible at the key until s3d_upload_stream_finish returns 0; s3d_upload_stream_free without
+ * a successful finish aborts the upload. */
 struct s3d_upload_stream;
 S3D_API int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *key,
                                   const struct s3d_transfer_options *opts,
