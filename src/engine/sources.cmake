@@ -12,6 +12,7 @@ set(S3D_ENGINE_SOURCES
   src/engine/slots.c
   src/engine/xfer.c
   src/engine/own_checksum.c
+  src/engine/multipart.c
   src/engine/conc.c
   src/engine/tmpfile.c
   src/engine/resources.c
