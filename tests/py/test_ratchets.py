@@ -55,7 +55,7 @@ LONG_PY = {
 # path -> its length in lines. Only shrinks. src/engine/xfer.c is being split (issue 38,
 # item 1): its number follows each step down.
 BIG_FILES = {
-    "src/engine/xfer.c": 1152,
+    "src/engine/xfer.c": 1035,
 }
 
 SOURCE_ROOTS = ("src/", "tools/", "include/", "python/s3direct/", "bench/")
