@@ -89,34 +89,6 @@ static int check_args(struct s3d_client *c, const char *bucket, const char *key)
 
 /* ---- downloads ---------------------------------------------------------------------------- */
 
-static int make_jobs(const char *bucket, const char *key, const char *if_match,
-                     uint64_t object_size, uint64_t offset, uint64_t len, uint64_t part,
-                     struct s3d_get_job **out, size_t *n_out)
-{
-    uint64_t n = len == 0 ? 0 : (len + part - 1) / part, i;
-    struct s3d_get_job *jobs;
-    *out = NULL;
-    *n_out = 0;
-    if (n == 0)
-        return 0;
-    if (n > SIZE_MAX / sizeof(*jobs))
-        return s3d_fail(S3D_ETOOBIG, "too many ranges");
-    jobs = calloc((size_t)n, sizeof(*jobs));
-    if (jobs == NULL)
-        return s3d_fail(S3D_ENOMEM, "out of memory planning %" PRIu64 " ranges", n);
-    for (i = 0; i < n; i++) {
-        jobs[i].bucket = bucket;
-        jobs[i].key = key;
-        jobs[i].if_match = if_match;
-        jobs[i].object_size = object_size;
-        jobs[i].offset = offset + i * part;
-        jobs[i].length = S3D_MIN(part, len - i * part);
-    }
-    *out = jobs;
-    *n_out = (size_t)n;
-    return 0;
-}
-
 /* Runs the ranges after the first GET (first of total bytes done), progress counted over the
  * whole download. */
 static int get_rest(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
@@ -131,23 +103,6 @@ static int get_rest(struct s3d_client *c, struct s3d_get_job *jobs, size_t n,
         return 0;
     return s3d_xfer_get(c, jobs, n, hooks, o->max_conc, o->progress ? s3d_progress_acc_cb : NULL,
                         &acc, o->cancel);
-}
-
-int s3d_xfer_get_buffer(struct s3d_client *c, const char *bucket, const char *key,
-                        const char *if_match, uint64_t object_size, uint64_t offset, uint64_t len,
-                        void *dst)
-{
-    struct s3d_get_job *jobs = NULL;
-    size_t n;
-    int rc = make_jobs(bucket, key, if_match, object_size, offset, len, c->part_size, &jobs, &n);
-    if (rc < 0)
-        return rc;
-    for (size_t i = 0; i < n; i++)
-        jobs[i].dst = (char *)dst + (jobs[i].offset - offset);
-    if (n > 0)
-        rc = s3d_xfer_get(c, jobs, n, NULL, 0, NULL, NULL, NULL);
-    free(jobs);
-    return rc;
 }
 
 int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char *key,
@@ -200,8 +155,8 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
                         bucket, key, len, dst_cap);
     if (got > len)
         got = len;
-    rc = make_jobs(bucket, key, info.etag, info.size, offset + got, len - got,
-                   s3d_download_range_size(o.part_size, len), &jobs, &n);
+    rc = s3d_xfer_make_jobs(bucket, key, info.etag, info.size, offset + got, len - got,
+                            s3d_download_range_size(o.part_size, len), &jobs, &n);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < n; i++)
@@ -325,8 +280,9 @@ static int dl_rest(struct s3d_client *c, const char *bucket, const char *key, st
                    uint32_t crc, const struct s3d_want_crc *want)
 {
     const struct s3d_get_hooks hooks = {.prepare = dl_prepare, .done = dl_done, .ctx = f};
-    int rc = make_jobs(bucket, key, info->etag, info->size, got, info->size - got,
-                       s3d_download_range_size(o->part_size, info->size), &f->jobs, &f->n_jobs);
+    int rc =
+        s3d_xfer_make_jobs(bucket, key, info->etag, info->size, got, info->size - got,
+                           s3d_download_range_size(o->part_size, info->size), &f->jobs, &f->n_jobs);
     if (rc == 0 && want->b64[0] != '\0' && f->n_jobs > 0) {
         f->crcs = calloc(f->n_jobs, sizeof(*f->crcs));
         if (f->crcs == NULL)

@@ -13,6 +13,7 @@ set(S3D_ENGINE_SOURCES
   src/engine/xfer.c
   src/engine/own_checksum.c
   src/engine/multipart.c
+  src/engine/xfer_get.c
   src/engine/conc.c
   src/engine/tmpfile.c
   src/engine/resources.c

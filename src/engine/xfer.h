@@ -1,7 +1,8 @@
 /* xfer.h - the parallel transfer engine (internal): many ranged GETs, or the parts of one
  * multipart upload, driven with bounded concurrency on the calling thread over the client's
  * reused connections. The public byte transfers (transfer.h) and the checkpoint pipeline
- * (checkpoint.h) are both built on these two drivers.
+ * (checkpoint.h) are both built on these two drivers (xfer.c); the GET conveniences are in
+ * xfer_get.c, the lifecycle around the parts of a multipart upload in multipart.c.
  *
  * Threads: every hook runs on the thread that called the driver, never concurrently with
  * another hook of the same call. Hooks return 0 to go on, or a negative S3D_E* code (after
@@ -90,6 +91,16 @@ S3D_NODISCARD int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, s
                                const struct s3d_get_hooks *hooks, uint32_t max_concurrency,
                                s3d_progress_fn progress, void *progress_user,
                                struct s3d_cancel *cancel);
+
+/* The GET conveniences below are in xfer_get.c. */
+
+/* Cuts [offset, offset + len) of the object into ranges of part bytes (the last one shorter),
+ * each a job pinned to if_match and object_size (as s3d_get_job's), dst not set: the
+ * calloc'ed array (the caller frees it) into *out and its length into *n_out (NULL and 0 when
+ * len is 0). S3D_ENOMEM or S3D_ETOOBIG (recorded). */
+S3D_NODISCARD int s3d_xfer_make_jobs(const char *bucket, const char *key, const char *if_match,
+                                     uint64_t object_size, uint64_t offset, uint64_t len,
+                                     uint64_t part, struct s3d_get_job **out, size_t *n_out);
 
 /* How much the first GET of a download asks for, when the size is not known yet: a checkpoint
  * header (most fit), or the head of an object whose other ranges all wait for this answer to
