@@ -1,5 +1,7 @@
-/* ops.c - the S3 operations (see ops.h): each builds an op, runs it with retries, and parses
- * what came back. */
+/* ops.c - the S3 operations on objects and buckets (see ops.h): each builds an op, runs it
+ * with retries, and parses what came back; with the helpers every operation file shares
+ * (ops_int.h). Multipart uploads are in ops_multipart.c, the CRC-32C tag in ops_tagging.c,
+ * the listings in list.c. */
 #include "s3/ops.h"
 
 #include <inttypes.h>
@@ -11,24 +13,17 @@
 #include <openssl/evp.h>
 
 #include "common/compiler.h"
-#include "common/crc32c.h"
 #include "common/error.h"
-#include "common/log.h"
 #include "s3/limits.h"
+#include "s3/ops_int.h"
 #include "s3/timefmt.h"
-#include "s3/uri.h"
 #include "s3/s3doc.h"
 
-#define CT_OCTET "application/octet-stream"
+/* The cap of a Delete body: it holds at most S3D_MAX_DELETE_KEYS keys of at most 1,024 bytes,
+ * each byte escaped to at most 5. */
+#define DELETE_BODY_MAX (8u << 20)
 
-/* Caps of the request bodies built here. A CompleteMultipartUpload <Part> with its number,
- * ETag and CRC32C is well under COMPLETE_PART_XML; a Delete body holds at most
- * S3D_MAX_DELETE_KEYS keys of at most 1,024 bytes, each byte escaped to at most 5. */
-#define COMPLETE_PART_XML 256
-#define XML_BODY_SLACK    4096 /* declaration, root element, and room to spare */
-#define DELETE_BODY_MAX   (8u << 20)
-
-static struct s3d_err_s3 detail(const struct s3d_s3_op *op)
+struct s3d_err_s3 s3d_op_detail(const struct s3d_s3_op *op)
 {
     struct s3d_err_s3 d;
     memset(&d, 0, sizeof(d));
@@ -50,7 +45,7 @@ void s3d_op_init(struct s3d_s3_op *op, const char *operation, const char *method
     op->key = key;
 }
 
-static void set_body(struct s3d_s3_op *op, struct iovec *iov, const void *p, size_t n)
+void s3d_op_set_body(struct s3d_s3_op *op, struct iovec *iov, const void *p, size_t n)
 {
     iov->iov_base = (void *)p;
     iov->iov_len = n;
@@ -59,13 +54,30 @@ static void set_body(struct s3d_s3_op *op, struct iovec *iov, const void *p, siz
     op->body_len = n;
 }
 
+/* A 200 answer whose body is an <Error> document (CompleteMultipartUpload, CopyObject,
+ * DeleteObjects can do that): the failure it describes. */
+int s3d_op_error_in_body(struct s3d_s3_op *op, const struct s3d_xml_error *xe)
+{
+    struct s3d_err_s3 d = s3d_op_detail(op);
+    int err;
+    snprintf(op->s3_code, sizeof(op->s3_code), "%s", xe->code ? xe->code : "");
+    err = s3d_http_err_from_status(500, op->s3_code, 1);
+    d.s3_code = op->s3_code;
+    d.s3_message = xe->message;
+    if (xe->request_id != NULL && d.request_id[0] == '\0')
+        d.request_id = xe->request_id;
+    return s3d_fail_s3(err, &d, "%s s3://%s/%s: HTTP %ld with an error body: %s%s%s", op->operation,
+                       op->bucket, op->key ? op->key : "", op->req.resp.status, op->s3_code,
+                       xe->message && xe->message[0] ? ": " : "", xe->message ? xe->message : "");
+}
+
 /* A HEAD answered 404 has no body, so it cannot say whether the key or the whole bucket is
  * missing. Ask the bucket (one more request, on this error path only) and report
  * S3D_ENOSUCHBUCKET when it is the bucket; otherwise keep the original NoSuchKey error. */
 static int head_404(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
 {
     struct s3d_err_record saved;
-    struct s3d_err_s3 d = detail(op);
+    struct s3d_err_s3 d = s3d_op_detail(op);
     struct s3d_s3_op bop;
     int brc;
 
@@ -126,7 +138,7 @@ static void fill_info(const struct s3d_http_resp *r, struct s3d_object_info *out
 static int head_403(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
 {
     struct s3d_err_record saved;
-    struct s3d_err_s3 d = detail(op);
+    struct s3d_err_s3 d = s3d_op_detail(op);
     struct s3d_s3_op gop;
     char byte;
     int grc, coded;
@@ -172,7 +184,7 @@ int s3d_op_head_sums(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
         goto out;
     r = &op.req.resp;
     if (!r->has_content_length) {
-        struct s3d_err_s3 d = detail(&op);
+        struct s3d_err_s3 d = s3d_op_detail(&op);
         rc = s3d_fail_s3(S3D_EPROTO, &d, "HeadObject s3://%s/%s: no Content-Length", bucket, key);
         goto out;
     }
@@ -216,7 +228,7 @@ int s3d_op_first_info(const struct s3d_s3_op *op, uint64_t offset, int complete,
     if (r->status == 206) {
         if (parse_content_range(r->content_range, &a, &b, &t) < 0 || a != offset ||
             (complete && b - a + 1 != r->received)) {
-            struct s3d_err_s3 d = detail(op);
+            struct s3d_err_s3 d = s3d_op_detail(op);
             return s3d_fail_s3(S3D_EPROTO, &d,
                                "GetObject s3://%s/%s: Content-Range \"%s\" does not fit the "
                                "%" PRIu64 " bytes received from offset %" PRIu64,
@@ -226,7 +238,7 @@ int s3d_op_first_info(const struct s3d_s3_op *op, uint64_t offset, int complete,
     } else if (r->status == 200 && offset == 0 && complete) {
         info->size = r->received; /* the whole object, and it fit */
     } else {
-        struct s3d_err_s3 d = detail(op);
+        struct s3d_err_s3 d = s3d_op_detail(op);
         return s3d_fail_s3(S3D_EPROTO, &d,
                            "GetObject s3://%s/%s: HTTP %ld without a usable Content-Range for "
                            "a range from byte %" PRIu64,
@@ -250,7 +262,7 @@ int s3d_op_check_version(const struct s3d_s3_op *op, uint64_t first, const char 
         have_total = 1;
     }
     if (etag != NULL && etag[0] != '\0' && strcmp(r->etag, etag) != 0) {
-        struct s3d_err_s3 d = detail(op);
+        struct s3d_err_s3 d = s3d_op_detail(op);
         return s3d_fail_s3(S3D_ECHANGED, &d,
                            "GetObject s3://%s/%s: the object changed during the download (it "
                            "started on ETag %s; the range from byte %" PRIu64
@@ -261,14 +273,14 @@ int s3d_op_check_version(const struct s3d_s3_op *op, uint64_t first, const char 
     if (size == 0)
         return 0;
     if (!have_total || (r->status == 206 && a != first)) {
-        struct s3d_err_s3 d = detail(op);
+        struct s3d_err_s3 d = s3d_op_detail(op);
         return s3d_fail_s3(S3D_EPROTO, &d,
                            "GetObject s3://%s/%s: HTTP %ld with Content-Range \"%s\" for the "
                            "range from byte %" PRIu64,
                            op->bucket, op->key, r->status, r->content_range, first);
     }
     if (t != size) {
-        struct s3d_err_s3 d = detail(op);
+        struct s3d_err_s3 d = s3d_op_detail(op);
         return s3d_fail_s3(S3D_ECHANGED, &d,
                            "GetObject s3://%s/%s: the object changed during the download (it "
                            "started at %" PRIu64 " bytes; the range from byte %" PRIu64
@@ -325,310 +337,10 @@ int s3d_op_put(struct s3d_s3ctx *ctx, const char *bucket, const char *key, const
     op.iov = iov;
     op.iovcnt = iovcnt;
     op.body_len = len;
-    s3d_s3_op_add_header(&op, "Content-Type", content_type ? content_type : CT_OCTET);
+    s3d_s3_op_add_header(&op, "Content-Type", content_type ? content_type : S3D_OP_CT_OCTET);
     rc = s3d_s3_op_run(ctx, &op);
     if (rc == 0 && etag_out != NULL)
         snprintf(etag_out, 80, "%s", op.req.resp.etag);
-    s3d_s3_op_cleanup(&op);
-    return rc;
-}
-
-void s3d_op_upload_part_init(struct s3d_s3_op *op, const char *bucket, const char *key,
-                             const char *upload_id, uint32_t part_number, char *number_buf,
-                             const struct iovec *iov, int iovcnt, uint64_t length,
-                             const char *crc_b64)
-{
-    s3d_op_init(op, "UploadPart", "PUT", bucket, key);
-    snprintf(number_buf, 12, "%u", part_number);
-    s3d_s3_op_add_query(op, "partNumber", number_buf);
-    s3d_s3_op_add_query(op, "uploadId", upload_id);
-    op->iov = iov;
-    op->iovcnt = iovcnt;
-    op->body_len = length;
-    if (crc_b64 != NULL && crc_b64[0] != '\0')
-        s3d_s3_op_add_header(op, "x-amz-checksum-crc32c", crc_b64);
-}
-
-int s3d_op_create_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                            const char *content_type, char **upload_id)
-{
-    struct s3d_s3_op op;
-    int rc;
-    *upload_id = NULL;
-    s3d_op_init(&op, "CreateMultipartUpload", "POST", bucket, key);
-    s3d_s3_op_add_query(&op, "uploads", "");
-    s3d_s3_op_add_header(&op, "Content-Type", content_type ? content_type : CT_OCTET);
-    s3d_s3_op_add_header(&op, "x-amz-checksum-algorithm", "CRC32C");
-    rc = s3d_s3_op_run(ctx, &op);
-    if (rc == 0) {
-        rc = s3d_xml_parse_initiate(op.req.resp.body.data ? op.req.resp.body.data : "",
-                                    op.req.resp.body.len, upload_id);
-        if (rc < 0)
-            s3d_fail_prefix(rc, "CreateMultipartUpload s3://%s/%s", bucket, key);
-    }
-    s3d_s3_op_cleanup(&op);
-    return rc;
-}
-
-/* The S3 codes a server answers a body whose x-amz-checksum-crc32c does not match with: AWS
- * S3 and Ceph RGW (19+) BadDigest, MinIO XAmzContentChecksumMismatch, others InvalidDigest or
- * InvalidChecksum. */
-static int is_checksum_refusal(const char *code)
-{
-    static const char *const codes[] = {"BadDigest", "XAmzContentChecksumMismatch", "InvalidDigest",
-                                        "InvalidChecksum"};
-    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
-        if (strcmp(code, codes[i]) == 0)
-            return 1;
-    return 0;
-}
-
-void s3d_op_probe_body_crc(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                           const char *upload_id)
-{
-    static const char byte[1] = {'s'};
-    struct iovec iov = {.iov_base = (void *)byte, .iov_len = 1};
-    struct s3d_s3_op op;
-    char number[12], wrong[S3D_CRC32C_B64_LEN];
-    int expected = S3D_BODY_CRC_UNKNOWN, rc, state;
-
-    if (ctx->cfg.payload_signing != S3D_PAYLOAD_AUTO ||
-        !atomic_compare_exchange_strong(&ctx->body_crc, &expected, S3D_BODY_CRC_PROBING))
-        return;
-    /* The CRC-32C of another byte; the body itself is signed, so nothing but the checksum can
-     * be refused. Part 1: every upload sends its own part 1 after this one (the transfer starts
-     * once the probe is answered), which replaces it; a part left out of the completion list
-     * would fail it (Ceph RGW 16 wants every uploaded part listed). */
-    s3d_crc32c_base64(s3d_crc32c(0, "t", 1), wrong);
-    s3d_op_upload_part_init(&op, bucket, key, upload_id, 1, number, &iov, 1, 1, wrong);
-    op.operation = "UploadPart (checksum probe)";
-    rc = s3d_s3_op_run(ctx, &op);
-    if (rc == 0)
-        state = S3D_BODY_CRC_IGNORED;
-    else if (is_checksum_refusal(op.s3_code))
-        state = S3D_BODY_CRC_CHECKED;
-    else if (op.req.resp.status >= 400 && op.req.resp.status < 500)
-        state = S3D_BODY_CRC_IGNORED; /* refused for another reason: do not ask again */
-    else
-        state = S3D_BODY_CRC_UNKNOWN; /* no answer: the next upload asks again */
-    s3d_s3_op_cleanup(&op);
-    atomic_store(&ctx->body_crc, state);
-    if (state == S3D_BODY_CRC_CHECKED)
-        S3D_INFO("s3://%s/%s: the server refuses a wrong x-amz-checksum-crc32c: bodies that carry "
-                 "one go as UNSIGNED-PAYLOAD from now on",
-                 bucket, key);
-    else if (state == S3D_BODY_CRC_IGNORED)
-        S3D_INFO("s3://%s/%s: the server stored a body with a wrong x-amz-checksum-crc32c: every "
-                 "body stays signed (SHA-256)",
-                 bucket, key);
-}
-
-/* A 200 answer whose body is an <Error> document (CompleteMultipartUpload, CopyObject,
- * DeleteObjects can do that): the failure it describes. */
-static int error_in_body(struct s3d_s3_op *op, const struct s3d_xml_error *xe)
-{
-    struct s3d_err_s3 d = detail(op);
-    int err;
-    snprintf(op->s3_code, sizeof(op->s3_code), "%s", xe->code ? xe->code : "");
-    err = s3d_http_err_from_status(500, op->s3_code, 1);
-    d.s3_code = op->s3_code;
-    d.s3_message = xe->message;
-    if (xe->request_id != NULL && d.request_id[0] == '\0')
-        d.request_id = xe->request_id;
-    return s3d_fail_s3(err, &d, "%s s3://%s/%s: HTTP %ld with an error body: %s%s%s", op->operation,
-                       op->bucket, op->key ? op->key : "", op->req.resp.status, op->s3_code,
-                       xe->message && xe->message[0] ? ": " : "", xe->message ? xe->message : "");
-}
-
-int s3d_op_copy_source(struct s3d_dynbuf *out, const char *bucket, const char *key)
-{
-    int rc;
-    s3d_dynbuf_reset(out);
-    rc = s3d_dynbuf_append(out, "/", 1);
-    if (rc == 0)
-        rc = s3d_uri_encode(out, bucket, strlen(bucket), 1);
-    if (rc == 0)
-        rc = s3d_dynbuf_append(out, "/", 1);
-    if (rc == 0)
-        rc = s3d_uri_encode(out, key, strlen(key), 0);
-    if (rc == 0)
-        rc = s3d_dynbuf_append(out, "", 1); /* the NUL, not counted */
-    if (rc == 0)
-        out->len--;
-    return rc;
-}
-
-void s3d_op_upload_part_copy_init(struct s3d_s3_op *op, const char *bucket, const char *key,
-                                  const char *upload_id, uint32_t part_number, char *number_buf,
-                                  const char *copy_source, uint64_t offset, uint64_t length,
-                                  char *range_buf, const char *if_match)
-{
-    s3d_op_init(op, "UploadPartCopy", "PUT", bucket, key);
-    snprintf(number_buf, 12, "%u", part_number);
-    s3d_s3_op_add_query(op, "partNumber", number_buf);
-    s3d_s3_op_add_query(op, "uploadId", upload_id);
-    snprintf(range_buf, 64, "bytes=%" PRIu64 "-%" PRIu64, offset, offset + length - 1);
-    s3d_s3_op_add_header(op, "x-amz-copy-source", copy_source);
-    s3d_s3_op_add_header(op, "x-amz-copy-source-range", range_buf);
-    if (if_match != NULL && if_match[0] != '\0')
-        s3d_s3_op_add_header(op, "x-amz-copy-source-if-match", if_match);
-}
-
-int s3d_op_copy_part_result(struct s3d_s3_op *op, char etag[80], char crc32c[16])
-{
-    struct s3d_xml_copy_part res;
-    struct s3d_xml_error xe;
-    int rc;
-    memset(&xe, 0, sizeof(xe));
-    etag[0] = crc32c[0] = '\0';
-    rc = s3d_xml_parse_copy_part(op->req.resp.body.data ? op->req.resp.body.data : "",
-                                 op->req.resp.body.len, &res, &xe);
-    if (rc == 1) {
-        rc = error_in_body(op, &xe);
-        s3d_xml_error_free(&xe);
-        return rc;
-    }
-    if (rc < 0) {
-        s3d_fail_prefix(rc, "UploadPartCopy s3://%s/%s", op->bucket, op->key);
-        return rc;
-    }
-    snprintf(etag, 80, "%s", res.etag);
-    if (res.crc32c != NULL)
-        snprintf(crc32c, 16, "%s", res.crc32c);
-    s3d_xml_copy_part_free(&res);
-    return 0;
-}
-
-/* A Complete whose response was lost (connection reset after the server finished) is sent
- * again and answered NoSuchUpload: the upload is done if the object at the key is now a
- * multipart object of exactly n parts (ETag "...-n"). The NoSuchUpload detail is kept when
- * it is not. */
-static int completed_already(struct s3d_s3ctx *ctx, const char *bucket, const char *key, size_t n)
-{
-    struct s3d_object_info info;
-    struct s3d_err_record saved;
-    struct s3d_err_s3 d;
-    char suffix[32];
-    size_t el, sl;
-    int ok = 0;
-
-    s3d_err_save(&saved, s3d_last_error_code());
-    if (s3d_op_head(ctx, bucket, key, &info) == 0) {
-        snprintf(suffix, sizeof(suffix), "-%zu\"", n);
-        el = strlen(info.etag);
-        sl = strlen(suffix);
-        ok = el > sl && strcmp(info.etag + el - sl, suffix) == 0;
-    }
-    if (!ok) {
-        memset(&d, 0, sizeof(d));
-        d.operation = "CompleteMultipartUpload";
-        d.bucket = bucket;
-        d.key = key;
-        d.http_status = saved.http_status;
-        d.s3_code = saved.s3_code;
-        d.request_id = saved.request_id;
-        s3d_fail_s3(saved.code, &d, "%s", saved.message);
-    }
-    return ok;
-}
-
-int s3d_op_complete_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                              const char *upload_id, const struct s3d_op_part *parts, size_t n,
-                              char *etag_out)
-{
-    struct s3d_s3_op op;
-    struct s3d_xml_part *xp = NULL;
-    struct s3d_dynbuf body;
-    struct s3d_xml_complete res;
-    struct s3d_xml_error xe;
-    struct iovec iov;
-    uint32_t attempt = 0;
-    size_t i;
-    int rc, resent = 0;
-
-    s3d_dynbuf_init(&body, (size_t)n * COMPLETE_PART_XML + XML_BODY_SLACK);
-    memset(&res, 0, sizeof(res));
-    memset(&xe, 0, sizeof(xe));
-    xp = calloc(n ? n : 1, sizeof(*xp));
-    if (xp == NULL)
-        return s3d_fail(S3D_ENOMEM, "out of memory completing s3://%s/%s", bucket, key);
-    for (i = 0; i < n; i++) {
-        xp[i].part_number = parts[i].part_number;
-        xp[i].etag = parts[i].etag;
-        xp[i].checksum_crc32c = parts[i].crc32c[0] ? parts[i].crc32c : NULL;
-    }
-    rc = s3d_xml_build_complete(xp, n, &body);
-    if (rc < 0)
-        goto out;
-    /* S3 may answer 200 and then report an InternalError in the body, or the body may never
-     * come (S3 sends the status line early and the body when done): both are retried like a
-     * 500, with the same upload id and parts. */
-    for (;;) {
-        struct s3d_retry_policy pol;
-        uint64_t delay;
-        int status = 500;
-        s3d_op_init(&op, "CompleteMultipartUpload", "POST", bucket, key);
-        s3d_s3_op_add_query(&op, "uploadId", upload_id);
-        s3d_s3_op_add_header(&op, "Content-Type", "application/xml");
-        set_body(&op, &iov, body.data, body.len);
-        rc = s3d_s3_op_run(ctx, &op);
-        attempt++;
-        if (op.attempts > 1)
-            resent = 1;
-        if (rc == S3D_ENOUPLOAD && resent && completed_already(ctx, bucket, key, n)) {
-            rc = 0;
-        } else if (rc == 0 && op.req.resp.body.len == 0) {
-            struct s3d_err_s3 d = detail(&op);
-            rc = s3d_fail_s3(S3D_ENETWORK, &d,
-                             "CompleteMultipartUpload s3://%s/%s: HTTP %ld without a body", bucket,
-                             key, op.req.resp.status);
-            status = 0;
-        } else if (rc == 0) {
-            rc = s3d_xml_parse_complete(op.req.resp.body.data, op.req.resp.body.len, &res, &xe);
-            if (rc == 1) {
-                rc = error_in_body(&op, &xe);
-                s3d_xml_error_free(&xe);
-            } else if (rc < 0) {
-                s3d_fail_prefix(rc, "CompleteMultipartUpload s3://%s/%s", bucket, key);
-                s3d_s3_op_cleanup(&op);
-                break;
-            }
-        } else {
-            s3d_s3_op_cleanup(&op);
-            break;
-        }
-        if (rc < 0) {
-            s3d_s3ctx_retry_policy(ctx, &pol);
-            if (s3d_retry_decide(&pol, attempt, rc, status, op.s3_code, s3d_now_ms(),
-                                 s3d_retry_random(), &delay)) {
-                struct timespec ts = {(time_t)(delay / 1000), (long)(delay % 1000) * 1000000L};
-                s3d_s3_op_cleanup(&op);
-                nanosleep(&ts, NULL);
-                resent = 1;
-                continue;
-            }
-        }
-        s3d_s3_op_cleanup(&op);
-        break;
-    }
-out:
-    if (etag_out != NULL)
-        snprintf(etag_out, 80, "%s", rc == 0 && res.etag != NULL ? res.etag : "");
-    s3d_xml_complete_free(&res);
-    s3d_dynbuf_free(&body);
-    free(xp);
-    return rc;
-}
-
-int s3d_op_abort_multipart(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                           const char *upload_id)
-{
-    struct s3d_s3_op op;
-    int rc;
-    s3d_op_init(&op, "AbortMultipartUpload", "DELETE", bucket, key);
-    op.ignore_stop = 1; /* the cleanup after a stopped upload: it must still run */
-    s3d_s3_op_add_query(&op, "uploadId", upload_id);
-    rc = s3d_s3_op_run(ctx, &op);
     s3d_s3_op_cleanup(&op);
     return rc;
 }
@@ -644,7 +356,7 @@ int s3d_op_delete_object(struct s3d_s3ctx *ctx, const char *bucket, const char *
 }
 
 /* base64(MD5(p[0..n))): DeleteObjects requires Content-MD5. */
-static int content_md5(const void *p, size_t n, char out[32])
+int s3d_op_content_md5(const void *p, size_t n, char out[32])
 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
@@ -672,12 +384,12 @@ int s3d_op_delete_objects(struct s3d_s3ctx *ctx, const char *bucket, const char 
         s3d_op_init(&op, "DeleteObjects", "POST", bucket, NULL);
         rc = s3d_xml_build_delete(keys + at, batch, 1, &body);
         if (rc == 0)
-            rc = content_md5(body.data, body.len, md5);
+            rc = s3d_op_content_md5(body.data, body.len, md5);
         if (rc == 0) {
             s3d_s3_op_add_query(&op, "delete", "");
             s3d_s3_op_add_header(&op, "Content-MD5", md5);
             s3d_s3_op_add_header(&op, "Content-Type", "application/xml");
-            set_body(&op, &iov, body.data, body.len);
+            s3d_op_set_body(&op, &iov, body.data, body.len);
             rc = s3d_s3_op_run(ctx, &op);
         }
         if (rc == 0) {
@@ -687,14 +399,14 @@ int s3d_op_delete_objects(struct s3d_s3ctx *ctx, const char *bucket, const char 
                 memset(&xe, 0, sizeof(xe));
                 rc = s3d_xml_parse_error(b, op.req.resp.body.len, &xe);
                 if (rc == 0)
-                    rc = error_in_body(&op, &xe);
+                    rc = s3d_op_error_in_body(&op, &xe);
                 s3d_xml_error_free(&xe);
             } else {
                 rc = s3d_xml_parse_delete(b, op.req.resp.body.len, &res);
                 if (rc < 0)
                     s3d_fail_prefix(rc, "DeleteObjects s3://%s", bucket);
                 else if (res.n_errors > 0) {
-                    struct s3d_err_s3 d = detail(&op);
+                    struct s3d_err_s3 d = s3d_op_detail(&op);
                     const struct s3d_xml_delete_error *de = &res.errors[0];
                     d.key = de->key;
                     d.s3_code = de->code;
@@ -729,7 +441,7 @@ int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket)
     s3d_op_init(&op, "HeadBucket", "HEAD", bucket, NULL);
     rc = s3d_s3_op_run(ctx, &op);
     if (rc == 0 || rc == S3D_EACCESS) {
-        struct s3d_err_s3 d = detail(&op);
+        struct s3d_err_s3 d = s3d_op_detail(&op);
         s3d_s3_op_cleanup(&op);
         return s3d_fail_s3(S3D_EBUCKETEXISTS, &d, "CreateBucket %s: the bucket already exists%s",
                            bucket, rc == 0 ? " and is yours" : " (owned by another account)");
@@ -751,7 +463,7 @@ int s3d_op_create_bucket(struct s3d_s3ctx *ctx, const char *bucket)
             goto out;
         }
         s3d_s3_op_add_header(&op, "Content-Type", "application/xml");
-        set_body(&op, &iov, body.data, body.len);
+        s3d_op_set_body(&op, &iov, body.data, body.len);
     }
     rc = s3d_s3_op_run(ctx, &op);
 out:
@@ -798,107 +510,4 @@ int s3d_op_presign(struct s3d_s3ctx *ctx, const char *method, const char *bucket
     }
     s3d_dynbuf_free(&url);
     return rc;
-}
-
-/* ---- the CRC-32C tag of a multipart upload (ops.h) --------------------------------------- */
-
-void s3d_op_sums_get(const struct s3d_s3_op *op, struct s3d_op_sums *out)
-{
-    snprintf(out->meta_crc32c, sizeof(out->meta_crc32c), "%s", op->req.resp.meta_crc32c);
-    out->tag_count = op->req.resp.tagging_count;
-}
-
-int s3d_op_put_crc_tag(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
-                       const char *value)
-{
-    struct s3d_dynbuf body;
-    struct s3d_s3_op op;
-    struct iovec iov;
-    char md5[32];
-    int rc;
-
-    s3d_dynbuf_init(&body, XML_BODY_SLACK);
-    s3d_op_init(&op, "PutObjectTagging", "PUT", bucket, key);
-    rc = s3d_xml_build_tagging(S3D_OP_CRC_TAG, value, &body);
-    if (rc == 0)
-        rc = content_md5(body.data, body.len, md5);
-    if (rc == 0) {
-        s3d_s3_op_add_query(&op, "tagging", "");
-        s3d_s3_op_add_header(&op, "Content-MD5", md5);
-        s3d_s3_op_add_header(&op, "Content-Type", "application/xml");
-        set_body(&op, &iov, body.data, body.len);
-        rc = s3d_s3_op_run(ctx, &op);
-    }
-    s3d_s3_op_cleanup(&op);
-    s3d_dynbuf_free(&body);
-    return rc;
-}
-
-int s3d_op_get_crc_tag(struct s3d_s3ctx *ctx, const char *bucket, const char *key, char *value,
-                       size_t cap)
-{
-    struct s3d_s3_op op;
-    char *v = NULL;
-    int rc;
-
-    value[0] = '\0';
-    s3d_op_init(&op, "GetObjectTagging", "GET", bucket, key);
-    s3d_s3_op_add_query(&op, "tagging", "");
-    rc = s3d_s3_op_run(ctx, &op);
-    if (rc == 0) {
-        rc = s3d_xml_parse_tag(op.req.resp.body.data ? op.req.resp.body.data : "",
-                               op.req.resp.body.len, S3D_OP_CRC_TAG, &v);
-        if (rc < 0)
-            s3d_fail_prefix(rc, "GetObjectTagging s3://%s/%s", bucket, key);
-    }
-    if (rc == 0 && v != NULL && strlen(v) < cap)
-        memcpy(value, v, strlen(v) + 1);
-    free(v);
-    s3d_s3_op_cleanup(&op);
-    return rc;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-int s3d_op_multipart_etag(const struct s3d_op_part *parts, size_t n, char out[80])
-{
-    unsigned char md[EVP_MAX_MD_SIZE], bin[16];
-    unsigned int mdlen = 0, k;
-    EVP_MD_CTX *m;
-    size_t i;
-    int ok;
-
-    out[0] = '\0';
-    m = EVP_MD_CTX_new();
-    if (m == NULL)
-        return -1;
-    ok = n > 0 && EVP_DigestInit_ex(m, EVP_md5(), NULL) == 1;
-    for (i = 0; ok && i < n; i++) {
-        const char *e = parts[i].etag;
-        ok = strlen(e) == 34 && e[0] == '"' && e[33] == '"';
-        for (k = 0; ok && k < 16; k++) {
-            int hi = hexval(e[1 + 2 * k]), lo = hexval(e[2 + 2 * k]);
-            ok = hi >= 0 && lo >= 0;
-            bin[k] = (unsigned char)(hi * 16 + lo);
-        }
-        ok = ok && EVP_DigestUpdate(m, bin, sizeof(bin)) == 1;
-    }
-    ok = ok && EVP_DigestFinal_ex(m, md, &mdlen) == 1 && mdlen == 16;
-    EVP_MD_CTX_free(m);
-    if (!ok)
-        return -1;
-    out[0] = '"';
-    for (k = 0; k < 16; k++)
-        snprintf(out + 1 + 2 * k, 3, "%02x", md[k]);
-    snprintf(out + 33, 80 - 33, "-%zu\"", n);
-    return 0;
 }

@@ -1,8 +1,9 @@
 /* ops.h - the S3 operations, each one request (or one paged series) run on the calling thread
- * with retries (s3d_s3_op_run); the listings are in list.c. Internal: the public wrappers are in
- * engine/api_object.c, the parallel data path in engine/xfer.c (which builds its UploadPart /
- * ranged GET ops with the
- * *_init helpers here and drives them itself).
+ * with retries (s3d_s3_op_run): objects and buckets in ops.c, multipart uploads in
+ * ops_multipart.c, the CRC-32C s3direct keeps with an object in ops_tagging.c, the listings in
+ * list.c. Internal: the public wrappers are in engine/api_object.c, the parallel data path in
+ * engine/xfer.c (which builds its UploadPart / ranged GET ops with the *_init helpers here and
+ * drives them itself).
  *
  * Strings are NUL-terminated; bucket and key are as the user wrote them (encoded here).
  * Every function returns 0 or a negative S3D_E* code recorded with the detail of the failure

@@ -12,6 +12,8 @@ set(S3D_S3_SOURCES
   src/s3/addrs.c
   src/s3/resolve.c
   src/s3/ops.c
+  src/s3/ops_multipart.c
+  src/s3/ops_tagging.c
   src/s3/list.c
   src/s3/retry.c
   src/s3/s3ctx.c
