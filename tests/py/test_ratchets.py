@@ -52,11 +52,9 @@ LONG_PY = {
     "bench/peers/run.py:main": 87,
     "python/s3direct/client.py:Client.__init__": 81,
 }
-# path -> its length in lines. Only shrinks. src/engine/xfer.c is being split (issue 38,
-# item 1): its number follows each step down.
-BIG_FILES = {
-    "src/engine/xfer.c": 1035,
-}
+# path -> its length in lines. Only shrinks. None today: src/engine/xfer.c, the last one, went
+# under the limit when its GET conveniences moved to xfer_get.c (issue 38, item 1).
+BIG_FILES: dict[str, int] = {}
 
 SOURCE_ROOTS = ("src/", "tools/", "include/", "python/s3direct/", "bench/")
 
