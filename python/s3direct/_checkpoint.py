@@ -852,5 +852,3 @@ def _load(uri: PathLike, dev: torch.device, alloc_dev: torch.device,
         return out
     return _tree.unflatten(doc["tree"], out, allow_pickle=allow_pickle)
 
-
-from ._into import IntoPlan as IntoPlan, load_into as load_into  # noqa: E402  (after its imports)

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import torch
 
-from . import _checkpoint, streams
+from . import _checkpoint, _into, streams
 from .client import Client
 
 _transformers: Any = importlib.import_module("transformers")
@@ -78,7 +78,7 @@ def from_pretrained(cls: Any, uri: str, *, device: Any = "cpu",
     config = _transformers.AutoConfig.for_model(**fields)
     with torch.device(device):
         model = cls.from_config(config) if hasattr(cls, "from_config") else cls(config)
-    _checkpoint.load_into(model, folder, client=client)
+    _into.load_into(model, folder, client=client)
     return model.eval()
 
 

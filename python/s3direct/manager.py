@@ -26,7 +26,7 @@ import shutil
 import threading
 from typing import Any, Dict, List, NamedTuple, Optional
 
-from . import _checkpoint, _uri, errors
+from . import _checkpoint, _into, _uri, errors
 from ._log import logger
 from ._progress import ProgressArg
 from ._stats import SaveStats
@@ -416,7 +416,7 @@ class CheckpointManager:
         uri = self._find(step)
         if self._client is not None:
             load_kwargs.setdefault("client", self._client)
-        return _checkpoint.load_into(target, uri, **load_kwargs)
+        return _into.load_into(target, uri, **load_kwargs)
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in (("keep", self.keep),
