@@ -58,16 +58,20 @@ pathrun = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pathrun)  # Path (s3d-pathsim in front of the server), parse_path
 
 COMMAND = "BENCH_ONLY=stream make bench"
-TOOLS = ["work-alone", "s3direct-load", "s3direct-stream", "runai", "safetensors"]
+TOOLS = ["work-alone", "s3direct-load", "s3direct-stream", "runai", "safetensors",
+         "s3direct-stream-min64"]
 # (tool, work) rows, in the order of the first round (rotated after)
 PLAN = [("work-alone", "float"), ("s3direct-load", "float"), ("s3direct-stream", "float"),
         ("runai", "float"), ("safetensors", "float"), ("s3direct-load", "none"),
-        ("s3direct-stream", "none"), ("runai", "none")]
+        ("s3direct-stream", "none"), ("runai", "none"), ("s3direct-stream-min64", "none")]
 ABOUT = {
     "work-alone": "the pass (t.float() on every tensor) over tensors already in memory",
     "s3direct-load": "`s3direct.load(uri)`, then the pass over every tensor",
     "s3direct-stream": "`for name, t in s3direct.stream(uri)`: the pass on each tensor as it "
                        "arrives",
+    "s3direct-stream-min64": "the stream on a `Client(min_concurrency=64)`: 64 requests in "
+                             "flight from the first one instead of the controller's start of "
+                             "24 (the first tensor's bound on a capped path)",
     "runai": "runai-model-streamer `SafetensorsStreamer`: `stream_file(uri)`, `get_tensors()`, "
              "the pass on each (a view into its buffer) as it arrives; default settings",
     "safetensors": "boto3 `download_file` (default TransferConfig) to /dev/shm, then "

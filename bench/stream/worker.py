@@ -82,10 +82,11 @@ def prepare(tool):
     """A callable run(consume) doing the tool's work, calling consume(name, tensor) for every
     tensor as the tool hands it over. Returns (run, keep_yielded): keep_yielded is False where
     a yielded tensor's memory is the tool's to reuse (nothing to keep with WORK=none)."""
-    if tool in ("s3direct-load", "s3direct-stream"):
+    if tool in ("s3direct-load", "s3direct-stream", "s3direct-stream-min64"):
         import s3direct
 
-        c = s3direct.Client(endpoint_url=EP)
+        c = s3direct.Client(endpoint_url=EP, **({"min_concurrency": 64}
+                                                if tool.endswith("-min64") else {}))
         if tool == "s3direct-load":
             def run(consume):
                 for n, t in s3direct.load(URI, client=c).items():
