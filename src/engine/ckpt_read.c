@@ -491,6 +491,33 @@ out:
     return rc;
 }
 
+/* The file range destination d (validated as dd) reads from its shard. */
+static void file_range(const struct s3d_reader *r, struct dest *dd, const struct s3d_tensor_dest *d,
+                       struct s3d_file_range *out)
+{
+    const struct s3d_st_tensor *t = tref_tensor(r, dd->tensor);
+    out->file_offset =
+        r->shards[r->tensors[dd->tensor].shard].hdr.data_start + t->begin + dd->src_off;
+    out->length = dd->len;
+    out->dst = d->ptr;
+    out->device = d->device;
+    out->crc_out = dd->verify ? &dd->crc : NULL;
+}
+
+/* The file I/O options of a read: the caller's, with progress summed over the shards in acc. */
+static void file_opts(const struct s3d_read_options *o, struct s3d_progress_acc *acc,
+                      struct s3d_file_io_opts *fo)
+{
+    memset(fo, 0, sizeof(*fo));
+    fo->mode = o->file_io;
+    fo->progress = o->progress ? s3d_progress_acc_cb : NULL;
+    fo->progress_user = acc;
+    fo->cancel = o->cancel;
+    fo->cuda_stream = o->cuda_stream;
+    fo->cuda_streams = o->cuda_streams;
+    fo->n_cuda_streams = o->n_cuda_streams;
+}
+
 /* Batches of a read from files with on_ready: the first destination alone (the first tensor
  * comes as soon as it can), then batches twice as big, up to this many bytes, each one call
  * of s3d_file_read_ranges_fd (which overlaps the reads and device copies inside it). */
@@ -513,25 +540,13 @@ static int read_files_ready(struct s3d_reader *r, struct s3d_device *dev, struct
         int rc;
         /* Consecutive destinations in one shard, until the batch reaches cap bytes. */
         while (i < n && r->tensors[dests[i].tensor].shard == sh && (k == 0 || bytes < cap)) {
-            const struct s3d_st_tensor *t = tref_tensor(r, dests[i].tensor);
-            ranges[k].file_offset = r->shards[sh].hdr.data_start + t->begin + dests[i].src_off;
-            ranges[k].length = dests[i].len;
-            ranges[k].dst = d[i].ptr;
-            ranges[k].device = d[i].device;
-            ranges[k].crc_out = dests[i].verify ? &dests[i].crc : NULL;
+            file_range(r, &dests[i], &d[i], &ranges[k]);
             bytes += dests[i].len;
             k++;
             i++;
         }
         cap = S3D_MIN((uint64_t)S3D_READY_BATCH_MAX, S3D_MAX(cap, bytes) * 2);
-        memset(&fo, 0, sizeof(fo));
-        fo.mode = o->file_io;
-        fo.progress = o->progress ? s3d_progress_acc_cb : NULL;
-        fo.progress_user = acc;
-        fo.cancel = o->cancel;
-        fo.cuda_stream = o->cuda_stream;
-        fo.cuda_streams = o->cuda_streams;
-        fo.n_cuda_streams = o->n_cuda_streams;
+        file_opts(o, acc, &fo);
         rc = s3d_file_read_ranges_fd(dev, pool, r->shards[sh].fd, r->shards[sh].loc.path, ranges, k,
                                      &fo);
         acc->base += bytes;
@@ -577,28 +592,15 @@ static int read_files(struct s3d_reader *r, struct dest *dests, const struct s3d
         size_t k = 0;
         uint64_t bytes = 0;
         for (size_t i = 0; i < n; i++) {
-            const struct s3d_st_tensor *t;
             if (r->tensors[dests[i].tensor].shard != sh)
                 continue;
-            t = tref_tensor(r, dests[i].tensor);
-            ranges[k].file_offset = r->shards[sh].hdr.data_start + t->begin + dests[i].src_off;
-            ranges[k].length = dests[i].len;
-            ranges[k].dst = d[i].ptr;
-            ranges[k].device = d[i].device;
-            ranges[k].crc_out = dests[i].verify ? &dests[i].crc : NULL;
+            file_range(r, &dests[i], &d[i], &ranges[k]);
             bytes += dests[i].len;
             k++;
         }
         if (k == 0)
             continue;
-        memset(&fo, 0, sizeof(fo));
-        fo.mode = o->file_io;
-        fo.progress = o->progress ? s3d_progress_acc_cb : NULL;
-        fo.progress_user = &acc;
-        fo.cancel = o->cancel;
-        fo.cuda_stream = o->cuda_stream;
-        fo.cuda_streams = o->cuda_streams;
-        fo.n_cuda_streams = o->n_cuda_streams;
+        file_opts(o, &acc, &fo);
         rc = s3d_file_read_ranges_fd(dev, pool, r->shards[sh].fd, r->shards[sh].loc.path, ranges, k,
                                      &fo);
         acc.base += bytes;
