@@ -67,6 +67,43 @@ def _ordered(r: CheckpointReader, keys: Union[str, Sequence[str], None],
     return [r.by_name[n] for n in first + [n for n in names if n not in seen]]
 
 
+def _read_in_thread(r: CheckpointReader, d: Dests, *, verify: bool, progress: ProgressArg,
+                    desc: str, ready: Callable[[Optional[int], int], int],
+                    cancel: _interrupt.Cancel, done: Callable[[Optional[BaseException]], None],
+                    name: str) -> Tuple[threading.Thread, Any]:
+    """Starts one read of d from r on a helper thread, with on_ready calling ready(user,
+    index) on that thread; done(None or the exception) runs there when the read returns.
+    Returns the thread and the C callback, which must stay alive while the thread runs."""
+    fn = _capi.READY_FN(ready)
+    o = _capi.ReadOptions()
+    o.struct_size = ctypes.sizeof(o)
+    o.no_verify = 0 if verify else 1
+    o.on_ready = fn
+    o.cancel = cancel.handle
+    keep: list[object] = []
+    _set_streams(o, _cuda_streams(d.devices), keep)
+    lib, use = r._lib, r._use
+    prog = Progress(progress, desc)
+
+    def work() -> None:
+        err: Optional[BaseException] = None
+        try:
+            with prog:
+                if prog.fn is not None:
+                    o.progress = prog.fn
+                if d.n:
+                    with use() as h:
+                        lib.check(lib.s3d_reader_read(h, d.arr, d.n, ctypes.byref(o)))
+        except BaseException as e:  # handed to done(), raised in the caller's thread
+            err = e
+        keep.clear()
+        done(err)
+
+    t = threading.Thread(target=work, name=name, daemon=True)
+    t.start()
+    return t, fn
+
+
 class TensorStream:
     """The iterator stream() returns: (name, tensor) pairs as the tensors arrive. Also a
     context manager; close() (or leaving a for loop early, or dropping it) cancels what is
@@ -127,34 +164,14 @@ class TensorStream:
             q.put(("t", i))
             return 0
 
-        self._ready = _capi.READY_FN(ready)
+        def done(err: Optional[BaseException]) -> None:
+            q.put(("done", None) if err is None else ("error", err))  # raised by next()
+
         self._cancel = _interrupt.Cancel()
-        o = _capi.ReadOptions()
-        o.struct_size = ctypes.sizeof(o)
-        o.no_verify = 0 if self._verify else 1
-        o.on_ready = self._ready
-        o.cancel = self._cancel.handle
-        keep: list[object] = []
-        _set_streams(o, _cuda_streams(d.devices), keep)
-        lib = r._lib
-        use = r._use
-        prog = Progress(self._progress, f"stream {os.path.basename(self.uri)}")
-
-        def work() -> None:
-            try:
-                with prog:
-                    if prog.fn is not None:
-                        o.progress = prog.fn
-                    with use() as h:
-                        lib.check(lib.s3d_reader_read(h, d.arr, d.n, ctypes.byref(o)))
-            except BaseException as e:  # raised by next() in the caller's thread
-                q.put(("error", e))
-            else:
-                q.put(("done", None))
-            keep.clear()
-
-        self._thread = threading.Thread(target=work, name="s3direct-stream", daemon=True)
-        self._thread.start()
+        self._thread, self._ready = _read_in_thread(
+            r, d, verify=self._verify, progress=self._progress,
+            desc=f"stream {os.path.basename(self.uri)}", ready=ready, cancel=self._cancel,
+            done=done, name="s3direct-stream")
 
     def _get(self) -> Tuple[str, Any]:
         while True:
@@ -365,37 +382,16 @@ class LoadHandle:
                 self._cond.notify_all()
             return 1 if self._stop else 0
 
-        self._fn = _capi.READY_FN(ready)
-        o = _capi.ReadOptions()
-        o.struct_size = ctypes.sizeof(o)
-        o.no_verify = 0 if verify else 1
-        o.on_ready = self._fn
-        o.cancel = self._cancel.handle
-        keep: list[object] = []
-        _set_streams(o, _cuda_streams(d.devices), keep)
-        lib, use = r._lib, r._use
-        prog = Progress(progress, f"load {os.path.basename(self.uri)}")
-
-        def work() -> None:
-            err: Optional[BaseException] = None
-            try:
-                with prog:
-                    if prog.fn is not None:
-                        o.progress = prog.fn
-                    if d.n:
-                        with use() as h:
-                            lib.check(lib.s3d_reader_read(h, d.arr, d.n, ctypes.byref(o)))
-            except BaseException as e:
-                err = e
-            keep.clear()
+        def done(err: Optional[BaseException]) -> None:
             with self._cond:
                 self._error = err
                 self._finished = True
                 self._cond.notify_all()
 
-        self._thread: Optional[threading.Thread] = threading.Thread(
-            target=work, name="s3direct-load-into", daemon=True)
-        self._thread.start()
+        self._thread: Optional[threading.Thread]
+        self._thread, self._fn = _read_in_thread(
+            r, d, verify=verify, progress=progress, desc=f"load {os.path.basename(self.uri)}",
+            ready=ready, cancel=self._cancel, done=done, name="s3direct-load-into")
 
     def _index(self, name: str) -> int:
         k = self._where.get(name)
