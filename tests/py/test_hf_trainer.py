@@ -14,15 +14,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # the Trainer needs it
 
 import s3direct  # noqa: E402
-
-
-def tiny_llama():
-    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
-                                   num_hidden_layers=2, num_attention_heads=2,
-                                   num_key_value_heads=2, max_position_embeddings=32,
-                                   tie_word_embeddings=True)
-    torch.manual_seed(0)
-    return transformers.AutoModelForCausalLM.from_config(cfg)
+from test_hf_recipe import tiny_llama  # noqa: E402  (the same tiny Llama)
 
 
 class Tokens(torch.utils.data.Dataset):
