@@ -292,7 +292,11 @@ def worker(uri, rank, world, port, endpoint):
     assert sorted(names) == sorted(sd), names
     print(f"OK rank {rank}", flush=True)
     dist.barrier()
-    dist.destroy_process_group()
+    # Every rank has finished its work (the barrier). Leave without gloo's teardown: its
+    # threads can abort the process at exit ("terminate called without an active
+    # exception", CI of stop 43; pytorch/pytorch#190489), which says nothing about us.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def test_group_reads_once(bucket, s3_env):
