@@ -109,6 +109,7 @@ format-check:
 # The Python package under mypy --strict ([tool.mypy] in pyproject.toml).
 typecheck:
 	python3 -m mypy --strict python/s3direct
+	python3 -m ruff check python/s3direct
 
 install: build
 	@cmake --install $(BUILD)

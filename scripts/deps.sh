@@ -71,6 +71,8 @@ python3 -c 'import certifi' 2>/dev/null || py_missing+=(certifi)
 # mypy: make typecheck (.ci/run) and tests/py/test_typing.py; the version the package is
 # checked with (a newer mypy may find new things to say).
 python3 -c 'import mypy' 2>/dev/null || py_missing+=("mypy==2.4.1")
+# ruff: make typecheck runs `ruff check` over the package ([tool.ruff] in pyproject.toml).
+python3 -c 'import ruff' 2>/dev/null || py_missing+=("ruff==0.17.6")
 # make tsan builds an interpreter with TSan's runtime (tests/tsan/python_tsan.c): Python.h and
 # libpython of the python3 that runs the tests (pyenv's have them; Debian's come in python3-dev).
 if ! python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then

@@ -48,7 +48,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._stats import SaveStats
 from .client import Client, default_client
+
 # The exceptions are exported ("X as X") but left out of __all__: help(s3direct) documents
 # what __all__ names, and 22 exception classes with their inherited builtin methods were 2,000
 # of its lines; the module docstring lists them instead, help(s3direct.errors) in full.
@@ -74,7 +76,6 @@ from .errors import StateMismatch as StateMismatch
 from .errors import Timeout as Timeout
 from .errors import TorchMissing as TorchMissing
 from .errors import TransferError as TransferError
-from ._stats import SaveStats
 from .streams import reader, writer
 
 

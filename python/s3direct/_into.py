@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, cast
 import torch
 
 from . import _dtypes, _ranks, _tree, errors
-from ._checkpoint import (CheckpointReader, Dest, _read, _shared, _tie_key, _tree_doc)
+from ._checkpoint import CheckpointReader, Dest, _read, _shared, _tie_key, _tree_doc
 from ._progress import ProgressArg
 from ._uri import PathLike
 from .client import Client
@@ -278,7 +278,7 @@ def _plan_into(target: Any, r: CheckpointReader, strict: bool, allow_pickle: boo
                                    mismatched=mismatched)
     # Optimizer parts: allocate their tensors, read them in the same transfer.
     opt_states: list[tuple[torch.optim.Optimizer, _tree.Node, dict[str, torch.Tensor]]] = []
-    for prefix, path, opt in opt_prefixes:
+    for _prefix, path, opt in opt_prefixes:
         # doc is not None here: a plain file with optimizers in target raised above.
         sub = _subtree(cast(Dict[str, Any], doc)["tree"], path, r.uri)
         dev = _opt_device(opt)

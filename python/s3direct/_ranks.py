@@ -554,6 +554,26 @@ class Session:
             return torch.device("cuda", torch.cuda.current_device())
         return torch.device("cpu")
 
+    def _broadcast_batch(self, batch: list[Piece], owner: int, dev: torch.device,
+                         views: dict[int, torch.Tensor]) -> None:
+        """The owner's small pieces packed into one buffer, broadcast, unpacked; batch emptied."""
+        if not batch:
+            return
+        size = sum(p.length for p in batch)
+        buf = torch.empty(size, dtype=torch.uint8, device=dev)
+        pos = 0
+        if self.rank == owner:
+            for p in batch:
+                buf[pos:pos + p.length].copy_(views[id(p)])
+                pos += p.length
+        _dist().broadcast(buf, src=self._global(owner), group=self.pg)
+        if self.rank != owner:
+            pos = 0
+            for p in batch:
+                views[id(p)].copy_(buf[pos:pos + p.length])
+                pos += p.length
+        batch.clear()
+
     def _exchange(self, pieces: Sequence[Piece], views: dict[int, torch.Tensor]) -> None:
         dist = _dist()
         full = [p for p in pieces if len(p.needers) == self.world and self.world > 1]
@@ -561,37 +581,18 @@ class Session:
         for owner in range(self.world):
             src = self._global(owner)
             batch: list[Piece] = []
-
-            def flush() -> None:
-                if not batch:
-                    return
-                size = sum(p.length for p in batch)
-                buf = torch.empty(size, dtype=torch.uint8, device=dev)
-                pos = 0
-                if self.rank == owner:
-                    for p in batch:
-                        buf[pos:pos + p.length].copy_(views[id(p)])
-                        pos += p.length
-                dist.broadcast(buf, src=src, group=self.pg)
-                if self.rank != owner:
-                    pos = 0
-                    for p in batch:
-                        views[id(p)].copy_(buf[pos:pos + p.length])
-                        pos += p.length
-                batch.clear()
-
             for p in full:
                 if p.owner != owner:
                     continue
                 v = views[id(p)]
                 if p.length >= BUCKET and self._comm_ok(v):
-                    flush()
+                    self._broadcast_batch(batch, owner, dev, views)
                     dist.broadcast(v, src=src, group=self.pg)
                     continue
                 if sum(q.length for q in batch) + p.length > BUCKET:
-                    flush()
+                    self._broadcast_batch(batch, owner, dev, views)
                 batch.append(p)
-            flush()
+            self._broadcast_batch(batch, owner, dev, views)
         # Pieces only some ranks need: from the owner to each of them, point to point.
         ops: list[Any] = []
         back: list[Tuple[torch.Tensor, torch.Tensor]] = []

@@ -25,8 +25,17 @@ import torch
 
 from . import _capi, _interrupt, _ranks, errors
 from ._bulkload import Dests, dest_device
-from ._checkpoint import (CheckpointReader, DeviceArg, TensorEntry, _cuda_streams, _device,
-                          _map_location, _select, _set_streams, _shared)
+from ._checkpoint import (
+    CheckpointReader,
+    DeviceArg,
+    TensorEntry,
+    _cuda_streams,
+    _device,
+    _map_location,
+    _select,
+    _set_streams,
+    _shared,
+)
 from ._progress import Progress, ProgressArg
 from ._uri import PathLike
 from .client import Client

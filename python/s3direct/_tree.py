@@ -206,7 +206,8 @@ def _numpy_leaf(obj: Any) -> Optional[tuple[torch.Tensor, int]]:
 
 # A node is a dict with exactly one of these tags ("o" may accompany "d"; "P", "g" a "t").
 _TAGS = frozenset(("t", "f", "d", "l", "T", "S", "dtype", "device", "p"))
-_OPTIONAL = frozenset((("d", "o"), ("t", "P"), ("t", "g"), ("t", "np")))  # (tag, key it may come with)
+# (tag, key it may come with)
+_OPTIONAL = frozenset((("d", "o"), ("t", "P"), ("t", "g"), ("t", "np")))
 _INT64 = 1 << 63
 
 

@@ -26,7 +26,7 @@ import errno
 import importlib
 import inspect
 import os
-from typing import Any, Iterable, Mapping, cast
+from typing import Any, Mapping, cast
 
 from . import errors, streams
 from .client import Client, ListedObject, resolve

@@ -324,8 +324,9 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
             own.close()
 
     def __repr__(self) -> str:
-        given: dict[str, object] = {k: v for k, v in (("region", self.region), ("endpoint_url", self.endpoint_url),
-                                   ("client", self._given)) if v is not None}
+        pairs = (("region", self.region), ("endpoint_url", self.endpoint_url),
+                 ("client", self._given))
+        given: dict[str, object] = {k: v for k, v in pairs if v is not None}
         if self.allow_pickle:
             given["allow_pickle"] = True
         return f"S3DirectCheckpointIO({', '.join(f'{k}={v!r}' for k, v in given.items())})"

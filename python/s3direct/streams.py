@@ -11,7 +11,8 @@ which would save nothing) is refused at its first write with InvalidArgument, a 
 Bytes go to the C upload stream (s3d_upload_stream_*), which uploads parts in the background
 with memory bounded by concurrency x part_size. The object appears only when close()
 succeeds; leaving a ``with`` block by an exception, or abort(), discards the upload. A writer
-garbage-collected unclosed discards its upload too and emits a ResourceWarning naming the URI. A writer may be shared by threads: close() or abort()
+garbage-collected unclosed discards its upload too and emits a ResourceWarning naming the URI.
+A writer may be shared by threads: close() or abort()
 waits for a write() running on another thread, and writes after it raise ValueError. It keeps
 its client's C object alive, so it stays usable after the Client is closed.
 

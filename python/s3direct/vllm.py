@@ -53,7 +53,7 @@ def weights(model_config: Any, extra: Optional[dict[str, Any]],
         An iterator of (name, tensor), in file order.
     """
     extra = dict(extra or {})
-    uri = extra.pop("uri", None) or str(getattr(model_config, "model"))
+    uri = extra.pop("uri", None) or str(model_config.model)
     dev = extra.pop("device", None)
     if device is None:
         device = torch.device(dev) if dev else (
