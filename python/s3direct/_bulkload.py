@@ -12,9 +12,10 @@ array and 16 of bookkeeping; docs/internals/performance.md has the numbers.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from array import array
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 import torch
 
@@ -22,8 +23,18 @@ from . import _capi, _dtypes, _tree, errors
 from ._capi import enc
 from ._progress import ProgressArg
 
-if TYPE_CHECKING:
-    from ._checkpoint import CheckpointReader
+
+class CheckpointReader(Protocol):
+    """What load_all needs of _checkpoint.CheckpointReader (declared here, not imported:
+    _checkpoint imports this module)."""
+
+    uri: str
+    _lib: Any
+
+    def _use(self) -> contextlib.AbstractContextManager[ctypes.c_void_p]: ...
+
+    def read_dests(self, d: Dests, *, progress: ProgressArg = False,
+                   verify: bool = True) -> None: ...
 
 MAX_CUDA_ORDINAL = 63  # the C layer's per-device tables hold ordinals 0..63
 

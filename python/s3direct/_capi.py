@@ -38,7 +38,7 @@ EXPECTED_VERSION = 0x000100
 
 # ---- callbacks -------------------------------------------------------------------------------
 PROGRESS_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, c_uint64)
-LOG_FN = CFUNCTYPE(None, c_void_p, c_int, ctypes.POINTER(ctypes.c_char), c_size_t)
+LOG_FN = _log.LOG_FN  # defined beside its Python side (_log does not import this module)
 READY_FN = CFUNCTYPE(c_int, c_void_p, c_size_t)
 
 

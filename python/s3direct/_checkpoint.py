@@ -35,6 +35,7 @@ from ._bulkload import dest_device as _dest_device
 from ._capi import enc
 from ._progress import Progress, ProgressArg
 from ._stats import SaveStats, from_c
+from ._types import Dest, TensorEntry
 from ._uri import PathLike
 from .client import Client, Handle, resolve
 
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 DeviceArg = Union[str, int, torch.device, None]
 # A destination for CheckpointReader.read: (entry, tensor, src_offset, length); length 0: all.
-Dest = Tuple["TensorEntry", torch.Tensor, int, int]
 
 INDEX_SUFFIX = ".safetensors.index.json"
 _RESERVED_PREFIX = "s3direct."
@@ -438,22 +438,6 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
-
-
-class TensorEntry:
-    """One tensor of an open checkpoint: index, name, s3d dtype, shape, nbytes, and whether
-    the writer stored a CRC32C for it (has_crc)."""
-
-    __slots__ = ("index", "name", "dtype", "shape", "nbytes", "has_crc")
-
-    def __init__(self, index: int, name: str, dtype: int, shape: Tuple[int, ...],
-                 nbytes: int, has_crc: bool = False) -> None:
-        self.index, self.name, self.dtype, self.shape, self.nbytes = (index, name, dtype, shape,
-                                                                      nbytes)
-        self.has_crc = has_crc
-
-    def torch_dtype(self, uri: str) -> torch.dtype:
-        return _dtypes.to_torch_or_raise(self.dtype, uri, self.name)
 
 
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save since 1.6 (a zip archive)

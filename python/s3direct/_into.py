@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, cast
 import torch
 
 from . import _dtypes, _ranks, _tree, errors
-from ._checkpoint import CheckpointReader, Dest, _read, _shared, _tie_key, _tree_doc
+from ._checkpoint import CheckpointReader, _read, _shared, _tie_key, _tree_doc
 from ._progress import ProgressArg
+from ._types import Dest
 from ._uri import PathLike
 from .client import Client
 

@@ -20,6 +20,10 @@ import os
 import time
 from typing import Any, Optional
 
+# The C library's log callback: (user, level, message, length).
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char),
+                          ctypes.c_size_t)
+
 logger = logging.getLogger("s3direct")
 
 # enum s3d_log_level
@@ -87,8 +91,6 @@ def sync(lib: Any) -> None:
     if _state["lib"] is lib and _state["level"] == level:
         return
     if _state["fn"] is None:
-        from ._capi import LOG_FN
-
         _state["fn"] = LOG_FN(_forward)  # kept for the life of the process
     try:
         fn(_state["fn"], None, level)

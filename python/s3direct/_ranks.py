@@ -31,17 +31,34 @@ import datetime
 import hashlib
 import json
 import time
-from typing import TYPE_CHECKING, Any, Callable, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, Tuple
 
 import torch
 
 from . import errors
 from ._progress import ProgressArg
+from ._types import Dest, TensorEntry
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
 
-    from ._checkpoint import CheckpointReader, Dest
+
+class CheckpointReader(Protocol):
+    """What a Session needs of _checkpoint.CheckpointReader (declared here, not imported:
+    _checkpoint imports this module)."""
+
+    uri: str
+
+    @property
+    def tensors(self) -> list[TensorEntry]: ...
+
+    def shards(self) -> list[tuple[str, int, int]]: ...
+
+    def versions(self) -> list[str]: ...
+
+    def read(self, dests: Sequence[Dest], *, progress: ProgressArg = False,
+             verify: bool = True) -> None: ...
+
 
 # Pieces at least this large are broadcast in place (no copy); smaller ones are packed into
 # buffers of this size, so a checkpoint of many small tensors takes few collectives.

@@ -15,8 +15,9 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import torch
 
 from . import _dtypes, errors
-from ._checkpoint import CheckpointReader, TensorEntry, _device
+from ._checkpoint import CheckpointReader, _device
 from ._progress import Combined, ProgressArg
+from ._types import TensorEntry
 from .client import Client
 
 # More runs than this and a slice reads the rows that bound it instead (one range).

@@ -28,7 +28,6 @@ from ._bulkload import Dests, dest_device
 from ._checkpoint import (
     CheckpointReader,
     DeviceArg,
-    TensorEntry,
     _cuda_streams,
     _device,
     _map_location,
@@ -37,6 +36,7 @@ from ._checkpoint import (
     _shared,
 )
 from ._progress import Progress, ProgressArg
+from ._types import TensorEntry
 from ._uri import PathLike
 from .client import Client
 

@@ -13,15 +13,24 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import urllib.parse
-from typing import TYPE_CHECKING, Optional, Union
+from typing import Any, Optional, Protocol, Union
 
-from . import errors
+from . import _capi, errors
+from ._capi import enc
 
-if TYPE_CHECKING:
-    from .client import Client
+
+class Client(Protocol):
+    """What the URI helpers need of a client.Client (declared here, not imported: client
+    imports this module)."""
+
+    def head(self, bucket: str, key: "str | None" = None) -> Any: ...
+
+    def list(self, prefix: str, *, delimiter: "str | None" = None,
+             limit: "int | None" = None) -> Any: ...
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -160,11 +169,18 @@ def _model_in(folder: str, client: "Client") -> Optional[str]:
 def _exists(uri: str, client: "Client") -> bool:
     if not uri.startswith("s3://"):
         return os.path.isfile(uri)
-    from .streams import split_s3
-
     bucket, key = split_s3(uri)
     try:
         client.head(bucket, key)
         return True
     except errors.NoSuchKey:
         return False
+
+
+def split_s3(uri: str) -> tuple[str, str]:
+    """(bucket, key) of an s3:// URI, parsed by the C library (s3d_uri_parse)."""
+    lib = _capi.lib()
+    b = ctypes.create_string_buffer(256)
+    k = ctypes.create_string_buffer(4096)
+    lib.check(lib.s3d_uri_parse(enc(uri), b, len(b), k, len(k)))
+    return b.value.decode("utf-8"), k.value.decode("utf-8")

@@ -24,13 +24,12 @@ import threading
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, cast
 
-from . import _capi, errors
+from . import _capi, _uri, errors
 from ._capi import enc
+from ._uri import PathLike, split_s3
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
-
-    from ._uri import PathLike
 
 _ADDRESSING = {None: 0, "auto": 0, "path": 1, "virtual": 2}
 _SIGNING = {None: 0, "auto": 0, "signed": 1, "unsigned": 2}
@@ -458,8 +457,6 @@ class Client:
         Raises:
             NoSuchBucket, AccessDenied, ConfigError (not an s3:// URI).
         """
-        from .streams import split_s3
-
         bucket, key = split_s3(_uri_of(prefix))
         out: "list[ListedObject]" = []
 
@@ -495,8 +492,6 @@ class Client:
             AccessDenied and the like, naming the first key the server refused; ConfigError for
             a URI that is not s3://.
         """
-        from .streams import split_s3
-
         if isinstance(uris, (str, os.PathLike)):
             uris = [uris]
         by_bucket: "dict[str, list[str]]" = {}
@@ -528,8 +523,6 @@ class Client:
             names a bucket, not an object; ConfigError: not an s3:// URI.
         """
         if key is None:
-            from .streams import split_s3
-
             uri = _uri_of(bucket)
             bucket, key = split_s3(uri)
             if not key:
@@ -719,8 +712,6 @@ def _local(path: PathLike) -> str:
 
 
 def _uri_of(u: PathLike) -> str:
-    from . import _uri
-
     s = _uri.normalize(u)
     if not s.startswith("s3://"):
         raise errors.ConfigError(errors._CODES["EURI"], f"{s!r}: not an s3:// URI")

@@ -58,7 +58,7 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
 from torch.futures import Future
 
-from . import _checkpoint, _log, _ranks, errors, streams
+from . import _checkpoint, _log, _ranks, _types, errors, streams
 from ._progress import Combined, ProgressArg
 from ._stats import SaveStats
 from ._uri import PathLike
@@ -700,7 +700,7 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         _commit needs for the items. Runs on any thread; never calls the planner."""
         uri = self.loc.join(rel)
         with _checkpoint.CheckpointReader(uri, resolve(self._client)) as r:
-            dests: list[_checkpoint.Dest] = []
+            dests: list[_types.Dest] = []
             post: list[tuple[ReadItem, torch.Tensor,
                              Optional[tuple[torch.Tensor, list[int], list[int]]]]] = []
             for name, off, length, dst in ranges or []:

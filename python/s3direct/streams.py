@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, BinaryIO, Optional, TypeVar, cast
 from . import _capi, _uri, errors
 from ._capi import enc
 from ._uri import PathLike
+from ._uri import split_s3 as split_s3  # its home until 0.1; callers import it from here
 from .client import Client, Handle, buffer_pointer, resolve
 
 if TYPE_CHECKING:
@@ -45,15 +46,6 @@ DEFAULT_READ_AHEAD = 8 << 20
 
 def is_s3(uri: object) -> bool:
     return isinstance(uri, str) and uri.startswith("s3://")
-
-
-def split_s3(uri: str) -> tuple[str, str]:
-    """(bucket, key) of an s3:// URI, parsed by the C library (s3d_uri_parse)."""
-    lib = _capi.lib()
-    b = ctypes.create_string_buffer(256)
-    k = ctypes.create_string_buffer(4096)
-    lib.check(lib.s3d_uri_parse(enc(uri), b, len(b), k, len(k)))
-    return b.value.decode("utf-8"), k.value.decode("utf-8")
 
 
 class S3Reader(io.RawIOBase):

@@ -6,7 +6,10 @@
   the entry removed once it is under the limit), so the list only ever tightens;
 - no source file (.c, .h, .py of src/, tools/, include/, python/s3direct/, bench/) over
   1,000 lines, but for the listed few, on the same terms;
-- code fences balanced in README.md, CONTRIBUTING.md, bench/README.md and docs/**/*.md.
+- code fences balanced in README.md, CONTRIBUTING.md, bench/README.md and docs/**/*.md;
+- no import circle between the modules of python/s3direct, counting every import (inside
+  functions and under TYPE_CHECKING too): a module that needs another's types only declares a
+  Protocol of its own or takes them from _types (issue 38 opened the last four, 6 -> 0).
 
 A C function is measured as .clang-format lays it out (BreakBeforeBraces: Linux): from the line
 holding only its opening brace, at column 0 after the signature, to the line of the brace that
@@ -300,3 +303,79 @@ def test_fence_check_catches_violations():
     assert fence_violations("d", "```ini\n[a]\n``` text after\n\n```python\nx\n```\n") == [
         "d:5: an opening fence inside the block opened at line 1"]
     assert fence_violations("d", "a\n```c\nint x;\n") == ["d:2: code fence never closed"]
+
+
+def _package_imports(sources: dict[str, str]) -> dict[str, set[str]]:
+    """module -> the package's modules it imports anywhere in its text (relative imports and
+    `s3direct.X`), for sources keyed by module name."""
+    graph: dict[str, set[str]] = {}
+    for mod, text in sources.items():
+        out: set[str] = set()
+        for n in ast.walk(ast.parse(text)):
+            if isinstance(n, ast.ImportFrom):
+                parts = (n.module or "").split(".")
+                if n.level == 1 and n.module:
+                    out.add(parts[0])
+                elif n.level == 1 or (n.level == 0 and n.module == "s3direct"):
+                    out.update(a.name for a in n.names)
+                elif n.level == 0 and parts[0] == "s3direct":
+                    out.add(parts[1])
+            elif isinstance(n, ast.Import):
+                out.update(a.name.split(".")[1] for a in n.names
+                           if a.name.startswith("s3direct."))
+        graph[mod] = {m for m in out if m in sources and m != mod}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_python_package_has_no_import_circles():
+    pkg = "python/s3direct"
+    sources = {f[:-3]: _read(os.path.join(pkg, f)) for f in sorted(os.listdir(pkg))
+               if f.endswith(".py")}
+    assert len(sources) > 20
+    assert not _circles(_package_imports(sources)), _circles(_package_imports(sources))
+
+
+def test_circle_check_catches_each_kind_of_import():
+    sources = {
+        "a": "from . import b\n",
+        "b": "def f():\n    from .c import x\n",
+        "c": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from s3direct.a import y\n",
+        "d": "import s3direct.e\n",
+        "e": "from s3direct import d\n",
+        "f": "from . import a\n",  # into a circle, not part of it
+    }
+    assert _circles(_package_imports(sources)) == [["a", "b", "c"], ["d", "e"]]
+    del sources["c"]
+    assert _circles(_package_imports(sources)) == [["d", "e"]]
