@@ -5,14 +5,14 @@ which keeps saving, the reader and load()."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, cast
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, cast
 
 import torch
 
 from . import _dtypes, _ranks, _tree, errors
 from ._checkpoint import CheckpointReader, _read, _shared, _tie_key, _tree_doc
 from ._progress import ProgressArg
-from ._types import Dest
+from ._types import Dest, TensorEntry
 from ._uri import PathLike
 from .client import Client
 
@@ -179,8 +179,103 @@ class IntoPlan:
                                allow_pickle=self.allow_pickle)
 
 
+class Match(NamedTuple):
+    """How load_into pairs a target's tensors with a checkpoint's (match()).
+
+    reads: (name, stored name) for each tensor to read, in the checkpoint's order: the
+        target's tensor of that name gets the stored tensor's bytes (the same name, or for a
+        tied weight the stored tensor the checkpoint kept for it), or, for a name in extra,
+        a new CPU tensor does.
+    extra: stored names the target has no place for and no module of it claims: loaded and
+        returned (an "rng" beside "model").
+    shared: target name -> the target name it shares memory with, for a tied weight the
+        checkpoint stores once: filled through that memory, nothing read for it.
+    missing, unexpected, mismatched: what does not fit, as StateMismatch reports it."""
+
+    reads: list[tuple[str, str]]
+    extra: set[str]
+    shared: dict[str, str]
+    missing: list[str]
+    unexpected: list[str]
+    mismatched: list[str]
+
+
+def match(file_names: Sequence[str], entries: Mapping[str, TensorEntry],
+          target: Mapping[str, torch.Tensor], modules: Sequence[str],
+          opt_prefixes: Sequence[str], metadata: Mapping[str, str]) -> Match:
+    """load_into's matching, a pure function: file_names are the checkpoint's tensor names in
+    its order (entries: their descriptions), target the target's tensors by the names save()
+    gives, modules the prefixes of the modules and state dicts it holds ("" for all),
+    opt_prefixes those of its optimizers (their names are matched elsewhere), metadata the
+    checkpoint's ({removed: kept} for the tied weights a writer stored once)."""
+    plain = list(dict.fromkeys(n for n in file_names
+                               if not any(_under(n, p) for p in opt_prefixes)))
+    plain_set = set(plain)
+    missing = [n for n in target if n not in plain_set]
+    # Tied weights: a name the checkpoint stores once (safetensors save_model, Hugging
+    # Face, s3direct.save) is satisfied by the target tensor it shares memory with, or
+    # else from the stored tensor the metadata names ({removed: kept}).
+    shared: dict[str, str] = {}
+    aliases: list[tuple[str, str]] = []
+    if missing:
+        by_key: dict[tuple[Any, ...], str] = {}
+        for n, t in target.items():
+            k = _tie_key(t)
+            if k is not None and n in plain_set:
+                by_key.setdefault(k, n)
+        still: list[str] = []
+        for n in missing:
+            k = _tie_key(target[n])
+            alias = metadata.get(n)
+            if k is not None and k in by_key:
+                shared[n] = by_key[k]
+            elif alias is not None and alias in plain_set and alias in entries:
+                aliases.append((n, alias))
+            else:
+                still.append(n)
+        missing = still
+    # A name under a module (or a state dict) the target has is unexpected, as in
+    # load_state_dict; other entries are loaded and returned.
+    unexpected = [n for n in plain if n not in target and any(_under(n, m) for m in modules)]
+    extra = {n for n in plain if n not in target} - set(unexpected)
+    reads: list[tuple[str, str]] = []
+    mismatched: list[str] = []
+    for name, src in [(n, n) for n in plain] + aliases:
+        if name in extra:
+            reads.append((name, name))
+            continue
+        if name not in target:
+            continue
+        e, t = entries[src], target[name]
+        if tuple(t.shape) != tuple(e.shape) or t.dtype != _dtypes.to_torch(e.dtype):
+            mismatched.append(
+                f"{name}: checkpoint {_dtypes.name(e.dtype)}{list(e.shape)}, target "
+                f"{t.dtype}{list(t.shape)}".replace("torch.", ""))
+            continue
+        reads.append((name, src))
+    return Match(reads, extra, shared, missing, unexpected, mismatched)
+
+
+def _raise_problems(uri: str, m: Match, strict: bool) -> None:
+    problems: list[str] = []
+    if m.mismatched:
+        problems.append(f"{len(m.mismatched)} mismatched: " + "; ".join(m.mismatched))
+    if strict and m.missing:
+        problems.append(f"{len(m.missing)} missing from the checkpoint: "
+                        + ", ".join(m.missing))
+    if strict and m.unexpected:
+        problems.append(f"{len(m.unexpected)} unexpected in the checkpoint: "
+                        + ", ".join(m.unexpected))
+    if problems:
+        raise errors.StateMismatch(f"load_into {uri}: " + " | ".join(problems),
+                                   missing=m.missing if strict else (),
+                                   unexpected=m.unexpected if strict else (),
+                                   mismatched=m.mismatched)
+
+
 def _plan_into(target: Any, r: CheckpointReader, strict: bool, allow_pickle: bool) -> IntoPlan:
-    """load_into's matching of target and checkpoint: StateMismatch on what does not fit."""
+    """load_into's plan: match() of target and checkpoint (StateMismatch on what does not
+    fit), then a destination for each tensor to read."""
     found, optims, modules = _target_tensors(target)
     opt_prefixes = [(".".join(str(p) for p in path), path, opt) for path, opt in optims]
     doc = _tree_doc(r)
@@ -192,70 +287,25 @@ def _plan_into(target: Any, r: CheckpointReader, strict: bool, allow_pickle: boo
             raise errors.StateMismatch(
                 f"load_into {r.uri}: a plain safetensors file has no optimizer state "
                 f"(it was not written by s3direct.save)")
-    if doc is None:
         modules = [""]  # a plain file is one state dict: every name is the target's
-    plain = list(dict.fromkeys(n for n in file_names
-                               if not any(_under(n, p) for p, _, _ in opt_prefixes)))
-    plain_set = set(plain)
-    missing = [n for n in found if n not in plain_set]
-    # Tied weights: a name the checkpoint stores once (safetensors save_model, Hugging
-    # Face, s3direct.save) is satisfied by the target tensor it shares memory with, or
-    # else from the stored tensor the metadata names ({removed: kept}).
-    tied_from: dict[str, tuple[Optional[str], Optional[torch.Tensor]]] = {}
-    if missing:
-        by_key: dict[tuple[Any, ...], str] = {}
-        for n, (_, t) in found.items():
-            k = _tie_key(t)
-            if k is not None and n in plain_set:
-                by_key.setdefault(k, n)
-        meta = r.metadata()
-        still: list[str] = []
-        for n in missing:
-            k = _tie_key(found[n][1])
-            alias = meta.get(n)
-            if k is not None and k in by_key:
-                result_tied = found[n][1]
-                tied_from[n] = (None, result_tied)
-            elif alias in plain_set and alias in r.by_name:
-                tied_from[n] = (alias, None)
-            else:
-                still.append(n)
-        missing = still
-    # A name under a module (or a state dict) the target has is unexpected, as in
-    # load_state_dict; other entries (an "rng" beside "model") are loaded and returned.
-    unexpected = [n for n in plain if n not in found
-                  and any(_under(n, m) for m in modules)]
-    mismatched: list[str] = []
+    tensors = {n: t for n, (_, t) in found.items()}
+    m = match(file_names, r.by_name, tensors, modules, [p for p, _, _ in opt_prefixes],
+              r.metadata())
+    _raise_problems(r.uri, m, strict)
     dests: list[Dest] = []
     names: list[str] = []
     copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-    result: dict[str, Any] = {}
-    extra = set(n for n in plain if n not in found) - set(unexpected)
-    todo = [(n, n) for n in plain]
-    for n, (alias, tied_tensor) in tied_from.items():
-        if alias is not None:
-            todo.append((n, alias))  # read the kept tensor's bytes into this name too
-        else:
-            result[n] = tied_tensor  # filled through the memory it shares
-    for name, src in todo:
-        if name in extra:
-            e = r.by_name[name]
+    result: dict[str, Any] = {n: tensors[n] for n in m.shared}
+    for name, src in m.reads:
+        e = r.by_name[src]
+        if name in m.extra:
             t = torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device="cpu")
             result[name] = t
             dests.append((e, t, 0, 0))
             names.append(name)
             continue
-        if name not in found:
-            continue
-        e = r.by_name[src]
-        t = found[name][1].detach()
-        want = _dtypes.to_torch(e.dtype)
-        if tuple(t.shape) != tuple(e.shape) or t.dtype != want:
-            mismatched.append(
-                f"{name}: checkpoint {_dtypes.name(e.dtype)}{list(e.shape)}, target "
-                f"{t.dtype}{list(t.shape)}".replace("torch.", ""))
-            continue
-        result[name] = found[name][1]
+        t = tensors[name].detach()
+        result[name] = tensors[name]
         if t.is_contiguous() and t.device.type in ("cpu", "cuda"):
             dests.append((e, t, 0, 0))
         else:
@@ -264,19 +314,6 @@ def _plan_into(target: Any, r: CheckpointReader, strict: bool, allow_pickle: boo
             copies[len(dests)] = (t, tmp)
             dests.append((e, tmp, 0, 0))
         names.append(name)
-    problems: list[str] = []
-    if mismatched:
-        problems.append(f"{len(mismatched)} mismatched: " + "; ".join(mismatched))
-    if strict and missing:
-        problems.append(f"{len(missing)} missing from the checkpoint: " + ", ".join(missing))
-    if strict and unexpected:
-        problems.append(f"{len(unexpected)} unexpected in the checkpoint: "
-                        + ", ".join(unexpected))
-    if problems:
-        raise errors.StateMismatch(f"load_into {r.uri}: " + " | ".join(problems),
-                                   missing=missing if strict else (),
-                                   unexpected=unexpected if strict else (),
-                                   mismatched=mismatched)
     # Optimizer parts: allocate their tensors, read them in the same transfer.
     opt_states: list[tuple[torch.optim.Optimizer, _tree.Node, dict[str, torch.Tensor]]] = []
     for _prefix, path, opt in opt_prefixes:

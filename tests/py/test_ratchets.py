@@ -45,7 +45,6 @@ LONG_PY = {
     "bench/incremental/run.py:main": 142,
     "bench/peers/worker.py:prep_load": 133,
     "bench/demo_tensors.py:main": 127,
-    "python/s3direct/_into.py:_plan_into": 119,
     "bench/incremental/worker.py:measure_main": 117,
     "bench/peers/worker.py:main": 104,
     "bench/stream/run.py:main": 93,
