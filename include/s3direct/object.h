@@ -72,10 +72,6 @@ typedef int (*s3d_list_fn)(void *user, const struct s3d_list_entry *entry);
 S3D_API int s3d_list_objects(struct s3d_client *c, const char *bucket, const char *prefix,
                              const char *delimiter, s3d_list_fn fn, void *user);
 
-/* Multipart uploads in progress under prefix (NULL = all): key and upload id per entry. */
-typedef int (*s3d_upload_list_fn)(void *user, const char *key, const char *upload_id);
-S3D_API int s3d_list_multipart_uploads(struct s3d_client *c, const char *bucket, const char *prefix,
-                                       s3d_upload_list_fn fn, void *user);
 S3D_API int s3d_abort_multipart_upload(struct s3d_client *c, const char *bucket, const char *key,
                                        const char *upload_id);
 

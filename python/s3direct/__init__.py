@@ -136,8 +136,6 @@ _TORCH_API = {"save": "._checkpoint", "load": "._checkpoint", "load_into": "._in
               "save_async": "._checkpoint", "safe_open": "._safe_open", "stream": "._stream",
               "TensorStream": "._stream", "LoadHandle": "._stream",
               "CheckpointManager": ".manager"}
-# Private since safe_open took their place; still reachable, with a DeprecationWarning.
-_DEPRECATED = {"open_checkpoint": "safe_open", "CheckpointReader": "safe_open"}
 
 
 def __getattr__(name: str) -> Any:
@@ -156,12 +154,6 @@ def __getattr__(name: str) -> Any:
         value = getattr(mod, name)
         globals()[name] = value
         return value
-    if name in _DEPRECATED:
-        import warnings
-
-        warnings.warn(f"s3direct.{name} is private; use s3direct.{_DEPRECATED[name]}",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module("._checkpoint", __name__), name)
     if name in ("dcp", "lightning", "fs", "hf", "vllm"):
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 's3direct' has no attribute {name!r}")

@@ -140,7 +140,6 @@ class ListEntry(Structure):
 
 
 LIST_FN = CFUNCTYPE(c_int, c_void_p, POINTER(ListEntry))
-UPLOAD_LIST_FN = CFUNCTYPE(c_int, c_void_p, c_char_p, c_char_p)
 
 
 class TransferOptions(Structure):
@@ -284,7 +283,6 @@ _SIGNATURES = {
     "s3d_delete_object": (c_int, [_P, _S, _S]),
     "s3d_delete_objects": (c_int, [_P, _S, POINTER(c_char_p), c_size_t]),
     "s3d_list_objects": (c_int, [_P, _S, _S, _S, LIST_FN, c_void_p]),
-    "s3d_list_multipart_uploads": (c_int, [_P, _S, _S, UPLOAD_LIST_FN, c_void_p]),
     "s3d_abort_multipart_upload": (c_int, [_P, _S, _S, _S]),
     "s3d_presign": (c_int, [_P, _S, _S, _S, c_uint32, c_char_p, c_size_t]),
     # transfer.h

@@ -680,23 +680,6 @@ class CheckpointReader:
             pass
 
 
-def open_checkpoint(uri: PathLike, *, client: Optional[Client] = None) -> CheckpointReader:
-    """Opens a checkpoint and reads its header(s) only (tensors, metadata). Deprecated alias
-    of CheckpointReader; use safe_open.
-
-    Args:
-        uri: as for load().
-        client: the Client to use.
-
-    Returns:
-        The open CheckpointReader.
-
-    Raises:
-        As CheckpointReader.
-    """
-    return CheckpointReader(uri, client)
-
-
 def _tree_doc(r: CheckpointReader) -> Optional[dict[str, Any]]:
     text = r.metadata_get(_tree.TREE_KEY)
     return None if text is None else _tree.parse(text, r.uri)

@@ -90,30 +90,6 @@ int s3d_list_objects(struct s3d_client *c, const char *bucket, const char *prefi
     return s3d_op_list_objects(&c->s3, bucket, prefix, delimiter, fn, user);
 }
 
-/* s3d_list_multipart_uploads is s3d_list_uploads with the older two-string callback. */
-struct upload_list_adapter {
-    s3d_upload_list_fn fn;
-    void *user;
-};
-
-static int upload_list_adapt(void *user, const struct s3d_upload_entry *e)
-{
-    const struct upload_list_adapter *a = user;
-    return a->fn(a->user, e->key, e->upload_id);
-}
-
-int s3d_list_multipart_uploads(struct s3d_client *c, const char *bucket, const char *prefix,
-                               s3d_upload_list_fn fn, void *user)
-{
-    struct upload_list_adapter a = {fn, user};
-    int rc = check_bucket(c, bucket);
-    if (rc < 0)
-        return rc;
-    if (fn == NULL)
-        return s3d_fail(S3D_EINVAL, "s3d_list_multipart_uploads: fn is NULL");
-    return s3d_op_list_uploads(&c->s3, bucket, prefix, upload_list_adapt, &a);
-}
-
 int s3d_list_uploads(struct s3d_client *c, const char *bucket, const char *prefix,
                      s3d_upload_entry_fn fn, void *user)
 {

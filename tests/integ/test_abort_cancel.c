@@ -17,7 +17,7 @@
 static char bucket[128];
 static char *big;
 
-static int count_uploads(void *user, const char *key, const char *id)
+static int count_uploads(void *user, const struct s3d_upload_entry *e)
 {
     (*(int *)user)++;
     return 0;
@@ -45,10 +45,9 @@ static int failing_next(void *ctx, struct s3d_put_part *p)
 }
 
 /* Records the id of the (one) open upload. */
-static int get_upload_id(void *user, const char *key, const char *id)
+static int get_upload_id(void *user, const struct s3d_upload_entry *e)
 {
-    (void)key;
-    snprintf(user, 256, "%s", id);
+    snprintf(user, 256, "%s", e->upload_id);
     return 0;
 }
 
@@ -60,7 +59,7 @@ static void check_previous(struct s3d_client *c, const char *key, const char *wa
     CHECK_OK(s3d_download_to_buffer(c, bucket, key, 0, UINT64_MAX, buf, sizeof(buf), &got, NULL));
     CHECK_EQ_U64(got, strlen(want));
     CHECK(memcmp(buf, want, got) == 0);
-    CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, count_uploads, &uploads));
+    CHECK_OK(s3d_list_uploads(c, bucket, NULL, count_uploads, &uploads));
     CHECK(uploads == 0);
 }
 
@@ -199,9 +198,9 @@ int main(void)
         CHECK_MSG_HAS("producer failed at part 3");
         CHECK_MSG_HAS("could not be aborted, so it is left open");
         CHECK_MSG_HAS("aws s3api abort-multipart-upload");
-        CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, count_uploads, &uploads));
+        CHECK_OK(s3d_list_uploads(c, bucket, NULL, count_uploads, &uploads));
         CHECK(uploads == 1);
-        CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, get_upload_id, id));
+        CHECK_OK(s3d_list_uploads(c, bucket, NULL, get_upload_id, id));
         /* The key is one shell word: 'k '\''q'\''' */
         snprintf(want, sizeof(want),
                  "`s3direct s3api abort-multipart-upload --bucket '%s' --key 'k '\\''q'\\''' "
@@ -211,7 +210,7 @@ int main(void)
             t_fail(__FILE__, __LINE__, "\"%s\" lacks \"%s\"", msg, want);
         CHECK_OK(s3d_abort_multipart_upload(c, bucket, "k 'q'", id));
         uploads = 0;
-        CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, count_uploads, &uploads));
+        CHECK_OK(s3d_list_uploads(c, bucket, NULL, count_uploads, &uploads));
         CHECK(uploads == 0);
     }
     s3d_client_free(slow);

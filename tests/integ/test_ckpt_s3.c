@@ -24,10 +24,8 @@ static int cancel_after(void *user, uint64_t done, uint64_t total)
     return done >= *(uint64_t *)user;
 }
 
-static int count_upload(void *user, const char *key, const char *upload_id)
+static int count_upload(void *user, const struct s3d_upload_entry *e)
 {
-    (void)key;
-    (void)upload_id;
     (*(int *)user)++;
     return 0;
 }
@@ -147,7 +145,7 @@ int main(void)
         CHECK_ERR(s3d_checkpoint_write(c, uri, big.src, big.n, NULL, 0, &wo), S3D_ECANCELED);
         big.src[0].name = big.names[0];
         t_verify_checkpoint(c, uri, &big, -1);
-        CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, count_upload, &uploads));
+        CHECK_OK(s3d_list_uploads(c, bucket, NULL, count_upload, &uploads));
         CHECK(uploads == 0);
     }
 

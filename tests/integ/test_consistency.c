@@ -78,10 +78,8 @@ static void write_file(const char *path, const void *p, size_t n)
     CHECK(fclose(f) == 0);
 }
 
-static int count_upload(void *user, const char *key, const char *upload_id)
+static int count_upload(void *user, const struct s3d_upload_entry *e)
 {
-    (void)key;
-    (void)upload_id;
     (*(int *)user)++;
     return 0;
 }
@@ -262,7 +260,7 @@ int main(void)
         CHECK_OK(s3d_download_to_buffer(small, bucket, "obj", 0, UINT64_MAX, dst, N, &got, NULL));
         CHECK_EQ_U64(got, N);
         CHECK(memcmp(dst, v2, N) == 0);
-        CHECK_OK(s3d_list_multipart_uploads(direct, bucket, NULL, count_upload, &uploads));
+        CHECK_OK(s3d_list_uploads(direct, bucket, NULL, count_upload, &uploads));
         CHECK(uploads == 0);
     }
 

@@ -30,7 +30,7 @@ static int on_progress(void *user, uint64_t done, uint64_t total)
     return 0;
 }
 
-static int count_uploads(void *user, const char *key, const char *id)
+static int count_uploads(void *user, const struct s3d_upload_entry *e)
 {
     (*(int *)user)++;
     return 0;
@@ -314,7 +314,7 @@ int main(void)
         CHECK_ERR(s3d_download_to_file(c5, bucket, "from stdin", t_tmpdir(), NULL), S3D_EINVAL);
     }
 
-    CHECK_OK(s3d_list_multipart_uploads(c, bucket, NULL, count_uploads, &uploads));
+    CHECK_OK(s3d_list_uploads(c, bucket, NULL, count_uploads, &uploads));
     CHECK(uploads == 0);
     {
         const char *keys[] = {"ranged", "copy big",     "small",     "copy small",

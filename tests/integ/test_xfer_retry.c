@@ -24,7 +24,7 @@ static int count_lines(const char *log, const char *a, const char *b)
     return n;
 }
 
-static int no_upload(void *user, const char *key, const char *id)
+static int no_upload(void *user, const struct s3d_upload_entry *e)
 {
     (*(int *)user)++;
     return 0;
@@ -103,7 +103,7 @@ int main(void)
     memset(dst, 0, n);
     CHECK_OK(s3d_download_to_buffer(direct, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
     CHECK(memcmp(src, dst, n) == 0);
-    CHECK_OK(s3d_list_multipart_uploads(direct, bucket, NULL, no_upload, &uploads));
+    CHECK_OK(s3d_list_uploads(direct, bucket, NULL, no_upload, &uploads));
     CHECK(uploads == 0);
     s3d_client_free(via);
     tproxy_stop(px);
@@ -126,7 +126,7 @@ int main(void)
     CHECK_OK(s3d_download_to_buffer(direct, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
     CHECK(memcmp(src, dst, n) == 0);
     uploads = 0;
-    CHECK_OK(s3d_list_multipart_uploads(direct, bucket, NULL, no_upload, &uploads));
+    CHECK_OK(s3d_list_uploads(direct, bucket, NULL, no_upload, &uploads));
     CHECK(uploads == 0);
     s3d_client_free(via);
     tproxy_stop(px);

@@ -11,6 +11,7 @@ import torch
 
 import s3direct
 from s3direct import _checkpoint
+from s3direct._checkpoint import CheckpointReader
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def test_non_contiguous_destination_refused(ckpt):
     big = torch.full((8, 8), -1.0)
     view = big[:, :4]  # 32 elements, not contiguous
     assert view.numel() == 32 and not view.is_contiguous()
-    with s3direct.open_checkpoint(ckpt) as r:
+    with CheckpointReader(ckpt) as r:
         e = r.by_name["w"]
         with pytest.raises(s3direct.InvalidArgument, match="not contiguous"):
             r.read([(e, view, 0, 0)])
@@ -33,7 +34,7 @@ def test_non_contiguous_destination_refused(ckpt):
 
 def test_contiguous_destination_still_works(ckpt):
     out = torch.empty(32)
-    with s3direct.open_checkpoint(ckpt) as r:
+    with CheckpointReader(ckpt) as r:
         r.read([(r.by_name["w"], out, 0, 0)])
     assert torch.equal(out, torch.arange(32, dtype=torch.float32))
 
@@ -47,7 +48,7 @@ def test_other_devices_refused(ckpt, dev):
                                   is_contiguous=lambda: True, stride=lambda: (1,),
                                   shape=(32,), numel=lambda: 32, element_size=lambda: 4,
                                   data_ptr=lambda: 4096)
-    with s3direct.open_checkpoint(ckpt) as r:
+    with CheckpointReader(ckpt) as r:
         with pytest.raises(s3direct.InvalidArgument, match="CPU or CUDA memory only"):
             r.read([(r.by_name["w"], t, 0, 0)])
 
