@@ -6,7 +6,7 @@
 # resolver; no LDAP, RTMP, SSH, IDN, PSL, brotli, zstd, zlib, nghttp2, and no protocol but
 # HTTP), libssl.a and libcrypto.a (TLS 1.2/1.3 with the usual ciphers; the SHA-256/HMAC/MD5
 # of sigv4.c, ops.c, creds_sts.c) and libjansson.a, all static PIC. One set for both users:
-# the wheel (scripts/build-wheel.sh, `deps`: stop there) and the GPU bundle's g228/ (then the
+# the wheel (scripts/build-wheel.sh, `deps`: stop there) and the GPU bundle (then the
 # library, CLI and test programs in OUT/build). Idempotent: each part is skipped when its
 # archive is there; a set built by an older recipe (OUT/prefix/RECIPE) is rebuilt whole.
 # Needs: ziglang (PyPI), dpkg-dev (apt-get source), a deb-src line for Debian's archive.

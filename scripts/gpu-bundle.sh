@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # gpu-bundle.sh [BUILD_DIR] [OUT_DIR] - everything the GPU proof runs on a lent GPU machine
 # (no compiler, no package registry, no network, no Ceph), built here on the CPU machine into
-# OUT_DIR (default gpu-bundle/, ignored by git; carried to the machine by the device tool):
+# OUT_DIR (default gpu-bundle/, ignored by git; carried to the machine by the device tool).
+# One set: the glibc 2.28 build (scripts/build-glibc228.sh: zig cc, libcurl with OpenSSL and
+# jansson linked statically), which runs on every host the native build does and on older ones
+# (torch's floor is glibc 2.28), so one bundle serves every host; at most 40 MiB, checked here
+# (the device tool carries 64 MiB in all). S3D_GLIBC228=0 bundles BUILD_DIR (default build)
+# as it is instead, with the shared libraries it loads in deps/: for tests on this machine.
 #   lib/       libs3direct.so
 #   bin/       the CLI
 #   tests/bin/ the GPU tests and benchmark (test_gpu_*, bench_gpu) and the CUDA-rule tests
@@ -10,23 +15,28 @@
 #   python/    the s3direct package (pure Python over ctypes: any CPython 3.9+)
 #   gpu/       s3origin.py (a stdlib S3 origin), s3origin_get (its read side in C, sendfile:
 #              the origin of the S3 -> GPU rates) and gpu_check.py (the PyTorch checks)
-#   deps/      every shared library those load, except the C library itself, copied from this
-#              machine; scripts/gpu-check.sh puts on the library path only those the GPU
-#              machine's ldconfig does not know (its own libssl/libcurl win where present)
-#   LICENSE, NOTICE, THIRD_PARTY_LICENSES   s3direct's licence and the notices of what g228/
-#              links statically (as the wheel carries them)
+#   deps/      every shared library those load, except glibc's own and the C library itself
+#              (empty for the 2.28 set, which links its dependencies statically);
+#              scripts/gpu-check.sh puts on the library path only those the GPU machine's
+#              ldconfig does not know
+#   LICENSE, NOTICE, THIRD_PARTY_LICENSES   s3direct's licence and the notices of what the
+#              2.28 set links statically (as the wheel carries them)
 #   licenses/  the Debian copyright file of each package a library in deps/ comes from, and
-#              PACKAGES: which library came from which package
+#              PACKAGES: which library came from which package (only with deps/)
 #   MANIFEST   commit, build date, glibc symbol versions required, sizes and sha256 of files
-#   g228/      the same bundle built for glibc 2.28 (torch's floor) by scripts/build-glibc228.sh
-#              (zig cc; static libcurl with OpenSSL, jansson): gpu-check.sh runs it
-#              where the host glibc is older than MANIFEST's (GPU_CHECK_GLIBC228=1 forces it);
-#              S3D_GLIBC228=0 leaves it out
 # Then `scripts/gpu-check.sh` (which finds the bundle) is the one command to run there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 out=${2:-gpu-bundle}
+strip_bins=
+if [ "${S3D_GLIBC228:-1}" != 0 ]; then
+  t0=$(date +%s)
+  scripts/build-glibc228.sh build/g228
+  echo "gpu-bundle: the glibc 2.28 set built in $(( $(date +%s) - t0 ))s"
+  build=build/g228/build
+  strip_bins=1  # RelWithDebInfo: its debug info would double the bundle
+fi
 [ -f "$build/libs3direct.so" ] || { echo "gpu-bundle: build first (make build)" >&2; exit 1; }
 rm -rf "$out"
 mkdir -p "$out"/{lib,bin,tests/bin,tests/fakecuda,gpu,deps}
@@ -51,8 +61,7 @@ for f in "$out"/tests/bin/* "$out"/gpu/s3origin_get; do
   fi
 done
 cp tests/run-tests.sh "$out/tests/"
-# The 2.28 set is RelWithDebInfo; its debug info would double the bundle the device tool carries.
-if [ -n "${S3D_BUNDLE_STRIP:-}" ]; then
+if [ -n "$strip_bins" ] || [ -n "${S3D_BUNDLE_STRIP:-}" ]; then
   for f in "$out"/lib/* "$out"/bin/* "$out"/tests/bin/* "$out"/gpu/s3origin_get \
            "$out"/tests/fakecuda/lib*.so.*; do
     [ -L "$f" ] || strip --strip-debug "$f"
@@ -98,7 +107,7 @@ if [ -d "$out/licenses" ]; then
       "$out"/licenses/*.copyright && cp "$f" "$out/licenses/common-licenses/"
   done
 fi
-# Ours and the statically linked set's (what g228/ links, as the wheel carries them).
+# Ours and the statically linked set's (what the 2.28 set links, as the wheel carries them).
 cp LICENSE NOTICE THIRD_PARTY_LICENSES "$out/"
 
 glibc=$(for f in "$out"/lib/* "$out"/bin/* "$out"/deps/* "$out"/tests/bin/* "$out"/tests/fakecuda/* \
@@ -113,10 +122,9 @@ glibc=$(for f in "$out"/lib/* "$out"/bin/* "$out"/deps/* "$out"/tests/bin/* "$ou
   echo
   (cd "$out" && find . -type f ! -name MANIFEST | sort | xargs sha256sum)
 } >"$out/MANIFEST"
-echo "gpu-bundle: $out ($(du -sh "$out" | cut -f1), $(ls "$out/deps" | wc -l) libraries in deps/, needs $glibc)"
-if [ "${S3D_GLIBC228:-1}" != 0 ]; then
-  t0=$(date +%s)
-  scripts/build-glibc228.sh build/g228
-  S3D_GLIBC228=0 S3D_BUNDLE_STRIP=1 "$0" build/g228/build "$out/g228"
-  echo "gpu-bundle: the glibc 2.28 set in $(( $(date +%s) - t0 ))s"
+size=$(du -sm "$out" | cut -f1)
+echo "gpu-bundle: $out (${size} MiB, $(ls "$out/deps" | wc -l) libraries in deps/, needs $glibc)"
+if [ "$size" -gt 40 ]; then
+  echo "gpu-bundle: $out is ${size} MiB, over the 40 MiB the GPU check allows" >&2
+  exit 1
 fi

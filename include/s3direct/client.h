@@ -150,7 +150,10 @@ struct s3d_client_config {
     uint64_t part_size;
     uint64_t multipart_threshold;
     uint64_t staging_bytes;
-    int32_t gpu_available; /* 1 when libcuda loaded and a device was found */
+    int32_t gpu_available; /* 1 when libcuda loaded and a device was found, 0 when not (or
+                              the option device is -1), -1 when not known yet: the client
+                              opens the driver (cuInit) on its first GPU transfer, never here,
+                              so that a process may fork after this call */
     uint32_t min_concurrency;
     uint32_t concurrency;       /* the level the adaptive concurrency is at now */
     uint64_t target_throughput; /* bytes per second; 0 = none */

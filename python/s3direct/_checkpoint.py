@@ -29,7 +29,7 @@ from typing import (
 
 import torch
 
-from . import _capi, _dtypes, _interrupt, _log, _ranks, _tree, _uri, errors
+from . import _capi, _dtypes, _fence, _interrupt, _log, _ranks, _tree, _uri, errors
 from ._bulkload import Dests, load_all
 from ._bulkload import dest_device as _dest_device
 from ._capi import enc
@@ -128,25 +128,6 @@ def _cuda_streams(devices: Iterable[int]) -> list[int]:
 
 def _cuda_stream(srcs: Iterable[_Src]) -> list[int]:
     return _cuda_streams(s.device for s in srcs)
-
-
-def _fenced_streams(srcs: Iterable[_Src]) -> Tuple[list[int], list[object]]:
-    """For save_async: per device, a new stream that waits for what the current stream holds
-    now (the snapshot copies) and nothing queued later, as a list indexed by ordinal, and the
-    stream objects, which must outlive the write. The background writer waits on these: the
-    current stream, when the write starts, also holds the caller's later work."""
-    used = sorted({s.device for s in srcs if s.device >= 0})
-    if not used:
-        return [], []
-    out = [0] * (used[-1] + 1)
-    keep: list[object] = []
-    for d in used:
-        # torch.cuda.Stream's __new__ carries no annotations in this torch.
-        st = torch.cuda.Stream(device=d)  # type: ignore[no-untyped-call]
-        st.wait_stream(torch.cuda.current_stream(d))
-        keep.append(st)
-        out[d] = st.cuda_stream
-    return out, keep
 
 
 def _set_streams(o: Union[_capi.ReadOptions, _capi.WriteOptions],
@@ -342,7 +323,7 @@ def _get_executor() -> concurrent.futures.ThreadPoolExecutor:
 def _snapshot(s: _Src) -> _Src:
     t = s.tensor
     if s.device >= 0:
-        # Device-side copy queued on the current stream; save_async fences it (_fenced_streams)
+        # Device-side copy queued on the current stream; save_async fences it (_fence.fence)
         # and the writer waits on the fence.
         c = torch.empty_like(t, memory_format=torch.contiguous_format)
         c.copy_(t)
@@ -398,11 +379,17 @@ def _submit(obj: Any, uri: str, *, shard_size: Optional[int],
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
     metadata = _with_aliases(metadata, _untie(flat))
     srcs = [_snapshot(_prepare(t, name, path)) for name, path, t in flat.tensors]
-    stream, fences = _fenced_streams(srcs)
     tree_json = flat.to_json()
     meta = dict(metadata or {})
     _metadata_entries(meta, None)  # validate now, not in the background
-    release = client.hold()  # Client.close() waits for this save, pending or running
+    # An event on each device's current stream now, after the snapshot copies, and a stream
+    # of our own waiting for it: the writer waits for the copies, never for later work.
+    stream, unfence = _fence.fence(s.device for s in srcs)
+    try:
+        release = client.hold()  # Client.close() waits for this save, pending or running
+    except BaseException:
+        unfence()
+        raise
 
     def job() -> SaveStats:
         stats = _write(client, uri, srcs, meta, tree_json, shard_size=shard_size,
@@ -415,12 +402,13 @@ def _submit(obj: Any, uri: str, *, shard_size: Optional[int],
     try:
         fut = _get_executor().submit(job)
     except BaseException:
+        unfence()
         release()
         raise
 
     def done(_: "concurrent.futures.Future[SaveStats]") -> None:
+        unfence()  # the fence streams live as long as the save
         release()
-        fences.clear()  # the fence streams lived as long as the save
 
     fut.add_done_callback(done)
     return fut

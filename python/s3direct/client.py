@@ -369,7 +369,9 @@ class Client:
             A dict with endpoint_url, region, access_key_id, credential_source, addressing,
             max_concurrency, part_size, multipart_threshold, staging_bytes, gpu_available,
             min_concurrency, concurrency (the adaptive level now), target_throughput (bytes
-            per second, 0 = none).
+            per second, 0 = none). gpu_available is None until the client's first GPU
+            transfer: config() never initialises CUDA (a process may fork after it), and
+            the client opens the driver only when it moves GPU memory.
 
         Raises:
             ConfigError: the client is closed or was made in another process.
@@ -384,7 +386,7 @@ class Client:
             v = getattr(cfg, name)
             out[name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
         out["addressing"] = {1: "path", 2: "virtual"}.get(out["addressing"], "auto")
-        out["gpu_available"] = bool(out["gpu_available"])
+        out["gpu_available"] = None if out["gpu_available"] < 0 else bool(out["gpu_available"])
         return out
 
     def close(self) -> None:

@@ -196,12 +196,12 @@ static int config_fill(const struct s3d_client *c, struct s3d_client_config *out
     out->part_size = c->part_size;
     out->multipart_threshold = c->multipart_threshold;
     out->staging_bytes = c->staging_bytes;
-    /* Opens the device layer if nothing did yet (dlopen of libcuda, no GPU memory): the
-     * client's lazily created members are guarded inside s3d_client_device. */
+    /* Never opens the device layer: that calls cuInit, and a process that forks after it
+     * (DataLoader workers, launchers) has children that cannot use CUDA. Until a GPU
+     * transfer opened it, whether there is a GPU is not known here (-1). */
     if (c->device_opt >= 0) {
-        struct s3d_device *dev = NULL;
-        if (s3d_client_device((struct s3d_client *)c, &dev) == 0 && dev != NULL)
-            out->gpu_available = s3d_device_has_gpu(dev) ? 1 : 0;
+        struct s3d_device *dev = s3d_client_device_if_open((struct s3d_client *)c);
+        out->gpu_available = dev == NULL ? -1 : s3d_device_has_gpu(dev) ? 1 : 0;
     }
     return 0;
 }

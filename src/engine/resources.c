@@ -35,6 +35,15 @@ int s3d_client_device(struct s3d_client *c, struct s3d_device **out)
     return rc;
 }
 
+struct s3d_device *s3d_client_device_if_open(struct s3d_client *c)
+{
+    struct s3d_device *dev;
+    pthread_mutex_lock(&c->lazy_lock);
+    dev = c->device;
+    pthread_mutex_unlock(&c->lazy_lock);
+    return dev;
+}
+
 int s3d_client_pool(struct s3d_client *c, int ordinal, struct s3d_pool **out)
 {
     int rc = 0;

@@ -15,6 +15,9 @@ struct s3d_pool;
  * when the client option device is -1). The environment variable S3D_DEVICE_EMULATE=1 selects
  * the emulated GPU of device.h: for tests only. Thread-safe. */
 S3D_NODISCARD int s3d_client_device(struct s3d_client *c, struct s3d_device **out);
+/* The client's device layer if something opened it already, else NULL: never opens it (that
+ * loads libcuda and calls cuInit, after which a forked child cannot use CUDA). Thread-safe. */
+struct s3d_device *s3d_client_device_if_open(struct s3d_client *c);
 /* The client's staging pool (staging_bytes total in part_size chunks), created on first call
  * in plain memory. ordinal < 0: for host-only work (the device layer is not opened: no
  * libcuda, no context, no pinned memory). ordinal >= 0: for device transfers: the device

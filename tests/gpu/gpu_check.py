@@ -8,7 +8,12 @@ if any check failed.
 
 --endpoint: an S3 origin (tests/gpu/s3origin.py); --scratch: a folder on a real disk (not
 tmpfs) for the file checks. --emulate: no GPU (CPU validation of the bundle): the checks that
-need CUDA are reported as skipped and the rest run on host tensors.
+need CUDA are reported as skipped and the rest run on host tensors. --deadline: a Unix time;
+a check or rate that would start within --margin seconds of it is recorded as "cut" instead.
+
+Order: the S3 -> GPU and S3 -> host rates first (the read client warmed and its pool pinned
+before the clock starts), then the checks, then the other rates. The JSON file is rewritten
+after every result, so a run that is killed leaves what it measured.
 """
 
 import argparse
@@ -26,11 +31,29 @@ import torch
 import s3direct
 
 RESULTS = []
+OUT = {"path": None, "torch": torch.__version__, "emulate": False}
+DEADLINE = {"at": None, "margin": 20.0}
+
+
+def dump():
+    """The JSON file as it stands: written after every result (a kill keeps the rest)."""
+    if OUT["path"] is None:
+        return
+    tmp = OUT["path"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"torch": OUT["torch"], "emulate": OUT["emulate"], "results": RESULTS}, f,
+                  indent=1)
+    os.replace(tmp, OUT["path"])
 
 
 def record(name, status, detail="", **extra):
     RESULTS.append(dict(name=name, status=status, detail=detail, **extra))
     print(f"{status.upper():5s} {name}" + (f": {detail}" if detail else ""), flush=True)
+    dump()
+
+
+def out_of_time():
+    return DEADLINE["at"] is not None and time.time() > DEADLINE["at"] - DEADLINE["margin"]
 
 
 def check(name, needs_gpu=False):
@@ -38,6 +61,8 @@ def check(name, needs_gpu=False):
         def run(ctx):
             if needs_gpu and ctx.emulate:
                 return record(name, "skip", "needs a GPU (emulated run)")
+            if out_of_time():
+                return record(name, "cut", "the deadline (GPU_CHECK_DEADLINE_S) is too near")
             t = time.perf_counter()
             try:
                 detail = fn(ctx) or ""
@@ -46,6 +71,7 @@ def check(name, needs_gpu=False):
                 traceback.print_exc()
                 record(name, "fail", f"{type(e).__name__}: {e}")
         run.__name__ = name
+        run.key = fn.__name__  # what --only and --skip name
         return run
     return deco
 
@@ -178,6 +204,46 @@ def save_async(ctx):
     same(s3direct.load(ctx.uri("async.safetensors"), client=ctx.client), cpu)
 
 
+def _long_chain(dev, seconds):
+    """Queues about `seconds` of matrix products on the current stream (calibrated on a short
+    chain first) and returns how many were queued."""
+    a = torch.randn(4096, 4096, device=dev)
+    torch.cuda.synchronize(dev)
+    t = time.perf_counter()
+    for _ in range(10):
+        a = a @ a
+        a = a / a.norm()
+    torch.cuda.synchronize(dev)
+    n = max(10, min(20000, int(seconds / max(time.perf_counter() - t, 1e-4) * 10)))
+    for _ in range(n):
+        a = a @ a
+        a = a / a.norm()
+    return n
+
+
+@check("save_async: a long kernel queued right after it returns does not delay the future",
+       needs_gpu=True)
+def save_async_fence(ctx):
+    cpu, dev = sample(ctx.dev)
+    torch.cuda.synchronize(ctx.dev)
+    finished = {}
+    fut = s3direct.save_async(dev, ctx.uri("fence.safetensors"), client=ctx.client)
+    fut.add_done_callback(lambda _: finished.setdefault("t", time.perf_counter()))
+    n = _long_chain(ctx.dev, 6.0)  # on the current stream, the one the snapshot was taken on
+    for v in dev.values():  # and changes after it: must not reach the object
+        if v.numel():
+            v.add_(1) if v.dtype != torch.uint8 else v.bitwise_not_()
+    fut.result(timeout=120)
+    torch.cuda.synchronize(ctx.dev)
+    kernels_done = time.perf_counter()
+    same(s3direct.load(ctx.uri("fence.safetensors"), client=ctx.client), cpu)
+    ahead = kernels_done - finished.get("t", kernels_done)  # callback not run yet: waited
+    if ahead < 1.0:
+        raise AssertionError(f"the save finished {ahead:.2f} s before the {n} products queued "
+                             "after save_async: it waited for them")
+    return f"the save finished {ahead:.2f} s before the {n} products queued after it"
+
+
 def _slow_fill(t, value, stream):
     """Queues work on `stream` that takes a while, then fills t with value."""
     with torch.cuda.stream(stream):
@@ -234,8 +300,9 @@ def order_save(ctx):
 
 def _child(code, env=None):
     e = dict(os.environ, **(env or {}))
+    limit = 300 if DEADLINE["at"] is None else max(10, min(300, DEADLINE["at"] - time.time()))
     p = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
-                       timeout=300)
+                       timeout=limit)
     if p.returncode != 0:
         raise AssertionError(f"child exit {p.returncode}: {(p.stderr or p.stdout)[-800:]}")
     return p.stdout.strip()
@@ -278,6 +345,8 @@ assert all(torch.equal(y[k].cpu(), x[k]) for k in x)
 
 
 def rate(ctx, label, nbytes, fn, **extra):
+    if out_of_time():
+        return record(f"rate: {label}", "cut", "the deadline (GPU_CHECK_DEADLINE_S) is too near")
     ctx.sync()
     t = time.perf_counter()
     fn()
@@ -287,38 +356,64 @@ def rate(ctx, label, nbytes, fn, **extra):
            seconds=round(dt, 3), bytes=nbytes, **extra)
 
 
-def rates(ctx):
-    """S3 <-> GPU against S3 <-> host, and file -> GPU, for a checkpoint of --gib GiB."""
-    n = int(ctx.gib * (1 << 30)) // 4 // 16
+class Rates:
+    """The tensors of the rates: a checkpoint of --gib GiB in 16 tensors."""
+
+    def __init__(self, ctx):
+        n = int(ctx.gib * (1 << 30)) // 4 // 16
+        self.host = {f"t{i}": torch.randn(n) for i in range(16)}
+        self.nbytes = sum(v.numel() * 4 for v in self.host.values())
+        self.devt = {k: v.to(ctx.dev) for k, v in self.host.items()}
+        self.key = "rate.safetensors"
+        self.path = os.path.join(ctx.scratch, "rate.safetensors")
+
+
+def rates_s3(ctx, r):
+    """S3 -> GPU and S3 -> host first: the figures that matter most. The read client is
+    warmed untimed (connections opened, its staging pool pinned: once per client) by loading
+    one tensor into GPU memory, so that the timed loads are transfers, not set-up."""
+    rate(ctx, "host -> S3 (save)", r.nbytes,
+         lambda: s3direct.save(r.host, ctx.uri(r.key), client=ctx.client))
+    t = time.perf_counter()
+    s3direct.load(ctx.uri(r.key), device=str(ctx.dev), client=ctx.read_client, keys=["t0"])
+    record("read client warm-up (untimed in the rates)", "ok",
+           f"one tensor into {ctx.dev} in {time.perf_counter() - t:.2f} s")
+    if not ctx.emulate:
+        rate(ctx, "S3 -> GPU (load, warm client)", r.nbytes,
+             lambda: s3direct.load(ctx.uri(r.key), device="cuda:0", client=ctx.read_client))
+        rate(ctx, "S3 -> GPU (load_into, warm client)", r.nbytes,
+             lambda: s3direct.load_into(r.devt, ctx.uri(r.key), client=ctx.read_client))
+    rate(ctx, "S3 -> host (load, warm client)", r.nbytes,
+         lambda: s3direct.load(ctx.uri(r.key), client=ctx.read_client))
+
+
+def rates_rest(ctx, r):
+    """GPU -> S3 and the file rates."""
+    if not ctx.emulate:
+        rate(ctx, "GPU -> S3 (save)", r.nbytes,
+             lambda: s3direct.save(r.devt, ctx.uri(r.key), client=ctx.client))
+    side = "GPU" if not ctx.emulate else "host"
+    rate(ctx, f"{side} -> file (save)", r.nbytes, lambda: s3direct.save(r.devt, r.path))
+    fd = os.open(r.path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    rate(ctx, f"file -> {side} (load, cold cache)", r.nbytes,
+         lambda: s3direct.load(r.path, device=str(ctx.dev)))
+    rate(ctx, f"file -> {side} (load, warm cache)", r.nbytes,
+         lambda: s3direct.load(r.path, device=str(ctx.dev)))
+
+
+def guarded(name, fn, *args):
     try:
-        host = {f"t{i}": torch.randn(n) for i in range(16)}
-        nbytes = sum(v.numel() * 4 for v in host.values())
-        devt = {k: v.to(ctx.dev) for k, v in host.items()}
-        key, path = "rate.safetensors", os.path.join(ctx.scratch, "rate.safetensors")
-        rate(ctx, "host -> S3 (save)", nbytes,
-             lambda: s3direct.save(host, ctx.uri(key), client=ctx.client))
-        if not ctx.emulate:
-            rate(ctx, "GPU -> S3 (save)", nbytes,
-                 lambda: s3direct.save(devt, ctx.uri(key), client=ctx.client))
-        rate(ctx, "S3 -> host (load)", nbytes,
-             lambda: s3direct.load(ctx.uri(key), client=ctx.read_client))
-        if not ctx.emulate:
-            rate(ctx, "S3 -> GPU (load)", nbytes,
-                 lambda: s3direct.load(ctx.uri(key), device="cuda:0", client=ctx.read_client))
-            rate(ctx, "S3 -> GPU (load_into)", nbytes,
-                 lambda: s3direct.load_into(devt, ctx.uri(key), client=ctx.read_client))
-        rate(ctx, "GPU -> file (save)" if not ctx.emulate else "host -> file (save)", nbytes,
-             lambda: s3direct.save(devt, path))
-        os.posix_fadvise(os.open(path, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)
-        rate(ctx, "file -> GPU (load, cold cache)" if not ctx.emulate else
-             "file -> host (load, cold cache)", nbytes,
-             lambda: s3direct.load(path, device=str(ctx.dev)))
-        rate(ctx, "file -> GPU (load, warm cache)" if not ctx.emulate else
-             "file -> host (load, warm cache)", nbytes,
-             lambda: s3direct.load(path, device=str(ctx.dev)))
+        return fn(*args)
     except Exception as e:
         traceback.print_exc()
-        record("rates", "fail", f"{type(e).__name__}: {e}")
+        record(name, "fail", f"{type(e).__name__}: {e}")
+        return None
+
+
+CHECKS = (save_s3, save_file, load_s3, load_file, load_into, save_async, save_async_fence,
+          order_load_into, order_consumer, order_save, fork_after_host, expandable)
 
 
 def main():
@@ -328,10 +423,18 @@ def main():
                     help="origin for the S3 -> host/GPU rates (s3origin_get, same objects)")
     ap.add_argument("--scratch", required=True)
     ap.add_argument("--json", required=True)
-    ap.add_argument("--gib", type=float, default=4.0)
+    ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--emulate", action="store_true")
+    ap.add_argument("--deadline", type=float, default=None, help="Unix time to stop by")
+    ap.add_argument("--margin", type=float, default=20.0,
+                    help="seconds before --deadline after which nothing new starts")
+    ap.add_argument("--only", default="", help="run only these checks (comma list), no rates")
+    ap.add_argument("--skip", default="", help="leave out these checks (comma list)")
     a = ap.parse_args()
     os.makedirs(a.scratch, exist_ok=True)
+    OUT.update(path=a.json, emulate=a.emulate)
+    DEADLINE.update(at=a.deadline, margin=a.margin)
+    dump()
     if not a.emulate and not torch.cuda.is_available():
         record("cuda", "fail", "torch.cuda.is_available() is False")
     else:
@@ -339,17 +442,21 @@ def main():
         print(f"torch {torch.__version__}, device {ctx.dev}"
               + (f" ({torch.cuda.get_device_name(0)})" if not a.emulate else "")
               + f", s3direct {s3direct.library_version()}", flush=True)
-        for fn in (save_s3, save_file, load_s3, load_file, load_into, save_async,
-                   order_load_into, order_consumer, order_save, fork_after_host, expandable):
-            fn(ctx)
-        rates(ctx)
-    with open(a.json, "w") as f:
-        json.dump({"torch": torch.__version__, "emulate": a.emulate, "results": RESULTS}, f,
-                  indent=1)
+        only, skip = set(filter(None, a.only.split(","))), set(filter(None, a.skip.split(",")))
+        r = None if only else guarded("rates", Rates, ctx)
+        if r is not None:
+            guarded("rates (S3)", rates_s3, ctx, r)
+        for fn in CHECKS:
+            if (not only or fn.key in only) and fn.key not in skip:
+                fn(ctx)
+        if r is not None:
+            guarded("rates (files, GPU -> S3)", rates_rest, ctx, r)
+    dump()
     failed = [r["name"] for r in RESULTS if r["status"] == "fail"]
     ok = sum(r["status"] == "ok" for r in RESULTS)
     skipped = sum(r["status"] == "skip" for r in RESULTS)
-    print(f"gpu_check: {ok} ok, {len(failed)} failed, {skipped} skipped", flush=True)
+    cut = sum(r["status"] == "cut" for r in RESULTS)
+    print(f"gpu_check: {ok} ok, {len(failed)} failed, {skipped} skipped, {cut} cut", flush=True)
     return 1 if failed else 0
 
 

@@ -30,7 +30,7 @@ def test_licence_is_apache_2():
 
 def test_third_party_notices_cover_the_static_set():
     """Every source package scripts/build-glibc228.sh builds into the wheel and the GPU
-    bundle's g228/ has its licence text in THIRD_PARTY_LICENSES."""
+    bundle (the glibc 2.28 set) has its licence text in THIRD_PARTY_LICENSES."""
     script = _text(os.path.join("scripts", "build-glibc228.sh"))
     built = set(re.findall(r"\$\(src (\w+)\)", script))
     assert built == {"jansson", "openssl", "curl"}, built  # a new one needs its notice here

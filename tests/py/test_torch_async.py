@@ -72,54 +72,95 @@ def test_save_async_host_only_never_touches_cuda(tmp_path, lib_path, monkeypatch
 
 
 def test_save_async_waits_only_for_work_queued_before_it(tmp_path, lib_path, monkeypatch):
-    """The background writer must not wait on the caller's current stream as it is when the
-    write starts: by then the caller has queued more (the next step's kernels, a second
-    save's snapshot), and a save would wait for all of it. save_async fences the snapshot
-    copies before it returns, on a stream of its own per device, and the writer waits on that
-    stream. This torch has no CUDA: the streams and the device tensor are stand-ins."""
-    from s3direct import _checkpoint
+    """The background writer orders its copies after the stream it is given, as that stream is
+    when the write starts: by then the caller has queued more (the next step's kernels, a
+    second save's snapshot). torch.cuda.Stream() hands out reused pool streams, here the
+    caller's current stream itself (as a pool can), so a fence made of one waits for that
+    later work too (issue 39). The fence is an event recorded on the current stream after the
+    snapshot copies, waited for by a stream made for the save. This torch has no CUDA: the
+    streams, events, driver and the device tensor are stand-ins that log what each stream
+    holds."""
+    from s3direct import _checkpoint, _fence
 
-    log = []
+    queues: dict[int, list] = {}  # stream handle -> what is queued on it, in order
+    events: dict[int, tuple[int, int]] = {}  # event handle -> (stream, queue length at record)
 
-    class FakeStream:
-        made = 0
-
-        def __init__(self, device=None, handle=None):
-            FakeStream.made += 1
-            self.cuda_stream = handle if handle is not None else 1000 + FakeStream.made
-            self.device = device
+    class FakeStream:  # the pool hands back the caller's current stream
+        def __init__(self, device=None, handle=77):
+            self.cuda_stream = handle
+            queues.setdefault(handle, [])
 
         def wait_stream(self, other):
-            log.append(("fence", self.cuda_stream, other.cuda_stream))
+            queues[self.cuda_stream].append(("wait-stream", other.cuda_stream,
+                                             len(queues[other.cuda_stream])))
 
-    current = FakeStream(0, handle=77)
+    class FakeEvent:
+        def record(self, stream):
+            self.cuda_event = 9000 + len(events)
+            events[self.cuda_event] = (stream.cuda_stream, len(queues[stream.cuda_stream]))
+
+    class FakeDriver:
+        def cuStreamCreate(self, out, flags):
+            h = 5000 + len(queues)
+            out._obj.value = h
+            queues[h] = []
+            return 0
+
+        def cuStreamWaitEvent(self, s, ev, flags):
+            queues[s.value].append(("wait-event", ev.value))
+            return 0
+
+        def cuStreamDestroy_v2(self, s):
+            return 0
+
+    def waited(handle):
+        """Everything a wait on handle (when the write starts) waits for, waits resolved."""
+        out = []
+        for op in queues[handle]:
+            if op[0] == "wait-stream":
+                out += queues[op[1]][:op[2]]
+            elif op[0] == "wait-event":
+                s, n = events[op[1]]
+                out += queues[s][:n]
+            else:
+                out.append(op)
+        return out
+
+    current = FakeStream(0)
     real_prepare = _checkpoint._prepare
+    log = []
 
     def prepare(t, name, path):
         s = real_prepare(t, name, path)
         return _checkpoint._Src(s.name, s.tensor, s.dtype, 0)  # "on cuda:0"
 
+    def snapshot(s):
+        queues[77].append(("snapshot copy", s.name))
+        return s
+
     def write(client, uri, srcs, meta, tree_json, **kw):
-        log.append(("write", kw["cuda_stream"]))
+        log.append(("write", [waited(h) for h in kw["cuda_stream"] if h]))
 
     monkeypatch.setattr(torch.cuda, "current_stream", lambda d=None: current)
     monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(_fence, "_driver", FakeDriver)
     monkeypatch.setattr(_checkpoint, "_prepare", prepare)
-    monkeypatch.setattr(_checkpoint, "_snapshot", lambda s: s)
+    monkeypatch.setattr(_checkpoint, "_snapshot", snapshot)
     monkeypatch.setattr(_checkpoint, "_write", write)
     gate = __import__("threading").Event()
     # Keep the executor busy so that the write can only start after save_async returned.
     blocker = _checkpoint._get_executor().submit(gate.wait, 60)
     fut = s3direct.save_async({"w": torch.zeros(4)}, os.path.join(tmp_path, "f.safetensors"))
-    log.append(("returned",))
+    queues[77].append(("long kernel queued after save_async returned",))
     gate.set()
     blocker.result(timeout=60)
     assert fut.result(timeout=60) is None
-    fences = [e for e in log if e[0] == "fence"]
-    assert len(fences) == 1 and fences[0][2] == 77, log
-    assert log.index(fences[0]) < log.index(("returned",)), log
-    # The writer waits on the fenced stream, never on the caller's current one.
-    assert log[-1] == ("write", [fences[0][1]]), log
+    assert len(log) == 1 and len(log[0][1]) == 1, log
+    ops = log[0][1][0]
+    assert ("snapshot copy", "w") in ops, ops  # the fence holds the snapshot copies
+    assert ("long kernel queued after save_async returned",) not in ops, ops
 
 
 def test_save_async_error_from_result(tmp_path, lib_path):
