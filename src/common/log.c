@@ -12,10 +12,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/env.h"
+
 static int level_from_env(void)
 {
-    const char *v = getenv("S3D_LOG");
-    if (v == NULL || *v == '\0')
+    const char *v = s3d_env("S3D_LOG");
+    if (v == NULL)
         return S3D_LOG_OFF;
     if (strcmp(v, "error") == 0)
         return S3D_LOG_ERROR;

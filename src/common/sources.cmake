@@ -3,6 +3,7 @@ set(S3D_COMMON_SOURCES
   src/common/assert.c
   src/common/crc32c.c
   src/common/dynbuf.c
+  src/common/env.c
   src/common/error.c
   src/common/fdio.c
   src/common/log.c

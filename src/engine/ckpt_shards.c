@@ -42,6 +42,7 @@
 #include "common/alloc.h"
 #include "common/compiler.h"
 #include "common/dynbuf.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/ckpt_common.h"
@@ -234,16 +235,10 @@ out:
 /* Seconds a shard with a token that no index names must be old before a save removes it. */
 static int64_t stale_age(void)
 {
-    const char *v = getenv("S3D_STALE_SHARD_AGE");
-    char *end;
-    long long s;
-    if (v == NULL || *v == '\0')
-        return S3D_STALE_SHARD_AGE_DEFAULT;
-    errno = 0;
-    s = strtoll(v, &end, 10);
-    if (errno != 0 || *end != '\0' || s < 0)
-        return S3D_STALE_SHARD_AGE_DEFAULT;
-    return (int64_t)s;
+    int64_t s;
+    if (s3d_env_int("S3D_STALE_SHARD_AGE", 0, INT64_MAX, &s) == 1)
+        return s;
+    return S3D_STALE_SHARD_AGE_DEFAULT;
 }
 
 struct sweep {

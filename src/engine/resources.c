@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "device/device.h"
 #include "engine/client_impl.h"
@@ -11,7 +12,7 @@
 
 static unsigned device_flags(const struct s3d_client *c)
 {
-    const char *emu = getenv("S3D_DEVICE_EMULATE");
+    const char *emu = s3d_env("S3D_DEVICE_EMULATE");
     if (emu != NULL && strcmp(emu, "1") == 0)
         return S3D_DEVICE_EMULATE;
     return c->device_opt < 0 ? S3D_DEVICE_FORCE_HOST : 0;

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -58,13 +59,9 @@ static void tmp_prefix(const char *base, char *out, size_t cap)
 /* Seconds a lockable temporary file must be old before a sweep removes it. */
 static long stale_age(void)
 {
-    const char *e = getenv("S3D_STALE_TMP_AGE");
-    if (e != NULL && *e != '\0') {
-        char *end;
-        long v = strtol(e, &end, 10);
-        if (*end == '\0' && v >= 0)
-            return v;
-    }
+    int64_t v;
+    if (s3d_env_int("S3D_STALE_TMP_AGE", 0, INT32_MAX, &v) == 1)
+        return (long)v;
     return TMP_STALE_AGE_DEFAULT;
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/alloc.h"
 #include "common/compiler.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "s3/cabundle.h"
 #include "s3/ini.h"
@@ -139,12 +140,6 @@ static int prof_cb(void *user, const char *section, const char *sub, const char 
             dst = &p->target_bandwidth;
     }
     return dst != NULL ? set_str(dst, value) : 0;
-}
-
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
 /* Reads one shared file into *p (for the profile, or for a services section). */
@@ -329,7 +324,8 @@ static int check_options(struct resolve *r)
 static int resolve_profile(struct resolve *r)
 {
     r->explicit_profile = 1;
-    r->profile = r->opts->profile && r->opts->profile[0] ? r->opts->profile : env("AWS_PROFILE");
+    r->profile =
+        r->opts->profile && r->opts->profile[0] ? r->opts->profile : s3d_env("AWS_PROFILE");
     if (r->profile == NULL) {
         r->profile = "default";
         r->explicit_profile = 0;
@@ -390,13 +386,13 @@ static int resolve_credentials(struct resolve *r)
         secret = opts->secret_access_key;
         token = opts->session_token;
         out->credential_source = "options";
-    } else if (!(opts->profile && opts->profile[0]) && env("AWS_ACCESS_KEY_ID") &&
-               env("AWS_SECRET_ACCESS_KEY")) {
+    } else if (!(opts->profile && opts->profile[0]) && s3d_env("AWS_ACCESS_KEY_ID") &&
+               s3d_env("AWS_SECRET_ACCESS_KEY")) {
         /* A profile named in the options skips the environment's keys, as botocore's
          * Session(profile=...) does (AWS_PROFILE does not). */
-        id = env("AWS_ACCESS_KEY_ID");
-        secret = env("AWS_SECRET_ACCESS_KEY");
-        token = env("AWS_SESSION_TOKEN");
+        id = s3d_env("AWS_ACCESS_KEY_ID");
+        secret = s3d_env("AWS_SECRET_ACCESS_KEY");
+        token = s3d_env("AWS_SESSION_TOKEN");
         out->credential_source = "env";
     } else if (r->cred.key_id && r->cred.secret) {
         id = r->cred.key_id;
@@ -424,9 +420,9 @@ static int resolve_credentials(struct resolve *r)
 static int resolve_region(struct resolve *r)
 {
     const char *region =
-        r->opts->region && r->opts->region[0] ? r->opts->region : env("AWS_REGION");
+        r->opts->region && r->opts->region[0] ? r->opts->region : s3d_env("AWS_REGION");
     if (region == NULL)
-        region = env("AWS_DEFAULT_REGION");
+        region = s3d_env("AWS_DEFAULT_REGION");
     if (region == NULL)
         region = r->conf.region;
     if (region == NULL)
@@ -441,12 +437,13 @@ static int resolve_region(struct resolve *r)
 static int resolve_tls(struct resolve *r)
 {
     const struct s3d_client_options *opts = r->opts;
-    const char *ca = opts->ca_bundle && opts->ca_bundle[0] ? opts->ca_bundle : env("AWS_CA_BUNDLE");
+    const char *ca =
+        opts->ca_bundle && opts->ca_bundle[0] ? opts->ca_bundle : s3d_env("AWS_CA_BUNDLE");
     int rc;
     if (ca == NULL)
         ca = r->conf.ca_bundle;
-    ca = s3d_ca_bundle_choose(ca, env("SSL_CERT_FILE"), opts->default_ca_bundle, s3d_ca_file_usable,
-                              &r->out->ca_bundle_source);
+    ca = s3d_ca_bundle_choose(ca, s3d_env("SSL_CERT_FILE"), opts->default_ca_bundle,
+                              s3d_ca_file_usable, &r->out->ca_bundle_source);
     if ((rc = dup_or_null(&r->out->ca_bundle, ca)) < 0)
         return rc;
     r->out->no_verify_ssl = opts->no_verify_ssl != 0;
@@ -477,10 +474,11 @@ static int resolve_addressing(struct resolve *r)
 static int resolve_endpoint(struct resolve *r)
 {
     const struct s3d_client_options *opts = r->opts;
-    const char *endpoint = opts->endpoint_url && opts->endpoint_url[0] ? opts->endpoint_url
-                                                                       : env("AWS_ENDPOINT_URL_S3");
+    const char *endpoint = opts->endpoint_url && opts->endpoint_url[0]
+                               ? opts->endpoint_url
+                               : s3d_env("AWS_ENDPOINT_URL_S3");
     if (endpoint == NULL)
-        endpoint = env("AWS_ENDPOINT_URL");
+        endpoint = s3d_env("AWS_ENDPOINT_URL");
     if (endpoint == NULL)
         endpoint = r->svc.s3_endpoint;
     if (endpoint == NULL)
@@ -591,7 +589,7 @@ static int resolve_transfer(struct resolve *r)
  * Throttles are retried past the tries in every mode (retry.h). */
 static int resolve_retries(struct resolve *r)
 {
-    const char *v = env("AWS_MAX_ATTEMPTS");
+    const char *v = s3d_env("AWS_MAX_ATTEMPTS");
     const char *from = "AWS_MAX_ATTEMPTS";
     uint64_t x;
     if (v == NULL || v[0] == '\0') {
@@ -608,7 +606,7 @@ static int resolve_retries(struct resolve *r)
                             v == r->conf.max_attempts ? "\")" : "");
         r->out->max_attempts = (uint32_t)x;
     }
-    v = env("AWS_RETRY_MODE");
+    v = s3d_env("AWS_RETRY_MODE");
     from = "AWS_RETRY_MODE";
     if (v == NULL || v[0] == '\0') {
         v = r->conf.retry_mode;

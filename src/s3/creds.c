@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "s3/creds_int.h"
@@ -131,12 +132,6 @@ static int src_static(const char *name, const char *profile, const char *id, con
     return rc;
 }
 
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    return v != NULL && v[0] != '\0' ? v : NULL;
-}
-
 static int fetch(const struct s3d_credcache *c, const struct credsrc *s, struct s3d_creds **out);
 
 static int fetch_sts(const struct s3d_credcache *c, const struct credsrc *s, struct s3d_creds **out)
@@ -211,13 +206,13 @@ static int named_source(const char *profile, const char *name, struct credsrc **
 {
     *out = NULL;
     if (strcmp(name, "Environment") == 0) {
-        if (env("AWS_ACCESS_KEY_ID") == NULL || env("AWS_SECRET_ACCESS_KEY") == NULL)
+        if (s3d_env("AWS_ACCESS_KEY_ID") == NULL || s3d_env("AWS_SECRET_ACCESS_KEY") == NULL)
             return s3d_fail(S3D_ECREDS,
                             "profile \"%s\": credential_source Environment, but "
                             "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not set",
                             profile);
-        return src_static("env", profile, env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
-                          env("AWS_SESSION_TOKEN"), out);
+        return src_static("env", profile, s3d_env("AWS_ACCESS_KEY_ID"),
+                          s3d_env("AWS_SECRET_ACCESS_KEY"), s3d_env("AWS_SESSION_TOKEN"), out);
     }
     if (strcmp(name, "Ec2InstanceMetadata") == 0)
         return src_new(SRC_IMDS, "iam-role", profile, out);
@@ -386,9 +381,9 @@ static int resolve_profile(const char *name, int depth, int top, const char *unu
         rc = assume_role_src(name, &p, depth, out);
         goto out;
     }
-    if (top && env("AWS_WEB_IDENTITY_TOKEN_FILE") != NULL && env("AWS_ROLE_ARN") != NULL) {
-        rc = web_identity_src(name, env("AWS_ROLE_ARN"), env("AWS_WEB_IDENTITY_TOKEN_FILE"),
-                              env("AWS_ROLE_SESSION_NAME"),
+    if (top && s3d_env("AWS_WEB_IDENTITY_TOKEN_FILE") != NULL && s3d_env("AWS_ROLE_ARN") != NULL) {
+        rc = web_identity_src(name, s3d_env("AWS_ROLE_ARN"), s3d_env("AWS_WEB_IDENTITY_TOKEN_FILE"),
+                              s3d_env("AWS_ROLE_SESSION_NAME"),
                               s3d_profile_get(&p, "sts_regional_endpoints"), out);
         goto out;
     }

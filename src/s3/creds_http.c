@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "s3/creds_int.h"
 
@@ -28,16 +29,10 @@
 #define IMDS_TOKEN_TTL_S "21600" /* the IMDSv2 session token's lifetime asked for: 6 hours */
 #define IMDS_BASE_MAX    512     /* AWS_EC2_METADATA_SERVICE_ENDPOINT; url[] has room for it */
 
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    return v != NULL && v[0] != '\0' ? v : NULL;
-}
-
 int s3d_creds_container_configured(void)
 {
-    return env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") != NULL ||
-           env("AWS_CONTAINER_CREDENTIALS_FULL_URI") != NULL;
+    return s3d_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") != NULL ||
+           s3d_env("AWS_CONTAINER_CREDENTIALS_FULL_URI") != NULL;
 }
 
 /* Is the host of an http:// URL one that may receive the token in clear? */
@@ -83,10 +78,10 @@ static int add_header(struct curl_slist **l, const char *name, const char *value
 
 int s3d_creds_container(const struct s3d_http_conf *http, struct s3d_creds **out)
 {
-    const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
-    const char *full = env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
-    const char *tok_file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
-    const char *tok_env = env("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+    const char *rel = s3d_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+    const char *full = s3d_env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    const char *tok_file = s3d_env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+    const char *tok_env = s3d_env("AWS_CONTAINER_AUTHORIZATION_TOKEN");
     char *token = NULL, *url = NULL;
     struct curl_slist *hdrs = NULL;
     struct s3d_dynbuf body;
@@ -156,8 +151,8 @@ out:
 
 int s3d_creds_imds(const struct s3d_http_conf *http, struct s3d_creds **out)
 {
-    const char *dis = env("AWS_EC2_METADATA_DISABLED");
-    const char *base = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+    const char *dis = s3d_env("AWS_EC2_METADATA_DISABLED");
+    const char *base = s3d_env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
     const char *text;
     struct curl_slist *put_h = NULL, *get_h = NULL;
     struct s3d_dynbuf body;

@@ -33,6 +33,7 @@
 #include <jansson.h>
 
 #include "common/compiler.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "s3/creds_int.h"
 #include "s3/retry.h"
@@ -124,7 +125,7 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
     int own_group = 0, eof = 0, exited = 0, reaped = 0;
     posix_spawnattr_t attr;
     long timeout_ms = S3D_CREDS_PROCESS_MS;
-    const char *t = getenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS");
+    int64_t t;
     posix_spawn_file_actions_t fa;
     pid_t pid = -1;
     uint64_t deadline;
@@ -132,8 +133,8 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
     json_error_t jerr;
 
     *out = NULL;
-    if (t != NULL && atol(t) > 0)
-        timeout_ms = atol(t);
+    if (s3d_env_int("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS", 1, INT32_MAX, &t) == 1)
+        timeout_ms = (long)t;
     if ((buf = malloc(strlen(command) + 1 + MAX_ARGS)) == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory running credential_process");
     argc = split_words(command, buf, argv);

@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "s3/config.h"
 #include "s3/creds_int.h"
@@ -35,12 +36,6 @@
 #define SSO_TOKEN_MAX  8192
 #define SSO_HEADER_MAX (SSO_TOKEN_MAX + 64)
 
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    return v != NULL && v[0] != '\0' ? v : NULL;
-}
-
 int s3d_sts_endpoint(const char *region, const char *regional, struct s3d_dynbuf *out,
                      const char **sign_region)
 {
@@ -49,12 +44,12 @@ int s3d_sts_endpoint(const char *region, const char *regional, struct s3d_dynbuf
         "aws-global",     "ca-central-1", "eu-central-1",   "eu-north-1",
         "eu-west-1",      "eu-west-2",    "eu-west-3",      "sa-east-1",
         "us-east-1",      "us-east-2",    "us-west-1",      "us-west-2"};
-    const char *e = env("AWS_ENDPOINT_URL_STS");
-    const char *mode = env("AWS_STS_REGIONAL_ENDPOINTS");
+    const char *e = s3d_env("AWS_ENDPOINT_URL_STS");
+    const char *mode = s3d_env("AWS_STS_REGIONAL_ENDPOINTS");
     *sign_region = region;
     s3d_dynbuf_reset(out);
     if (e == NULL)
-        e = env("AWS_ENDPOINT_URL");
+        e = s3d_env("AWS_ENDPOINT_URL");
     if (e != NULL)
         return s3d_dynbuf_appendf(out, "%s", e);
     if (mode == NULL)
@@ -316,7 +311,7 @@ static int sha1_hex(const char *s, char out[41])
 int s3d_creds_sso(const struct s3d_http_conf *http, const struct s3d_sso_args *a,
                   struct s3d_creds **out)
 {
-    const char *home = env("HOME"), *e;
+    const char *home = s3d_env("HOME"), *e;
     char hex[41], path[4096], *text = NULL;
     struct s3d_dynbuf url, resp;
     struct curl_slist *hdrs = NULL;
@@ -365,9 +360,9 @@ int s3d_creds_sso(const struct s3d_http_conf *http, const struct s3d_sso_args *a
         rc = s3d_fail(S3D_ECREDS, "sso: malformed accessToken in %s", path);
         goto out;
     }
-    e = env("AWS_ENDPOINT_URL_SSO");
+    e = s3d_env("AWS_ENDPOINT_URL_SSO");
     if (e == NULL)
-        e = env("AWS_ENDPOINT_URL");
+        e = s3d_env("AWS_ENDPOINT_URL");
     if (e != NULL)
         rc = s3d_dynbuf_appendf(&url, "%s", e);
     else

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "common/fdio.h"
 
@@ -170,17 +171,11 @@ out:
     return rc;
 }
 
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    return v != NULL && v[0] != '\0' ? v : NULL;
-}
-
 /* Path of a shared file: the environment variable (with "~/" expanded) or ~/.aws/NAME.
  * Returns 0 with *out NULL when there is no HOME to look in. */
 int s3d_ini_file_path(const char *envname, const char *basename, char **out)
 {
-    const char *p = env(envname), *home = env("HOME");
+    const char *p = s3d_env(envname), *home = s3d_env("HOME");
     size_t n;
     *out = NULL;
     if (p != NULL && !(p[0] == '~' && p[1] == '/')) {

@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/compiler.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "s3/s3doc.h"
@@ -45,7 +46,7 @@ static void curl_init_once(void)
 
 static const char *env_get(const char *name)
 {
-    return getenv(name);
+    return s3d_env(name);
 }
 
 /* A libcurl built without TLS (a system's or a user's own build: ours, Debian's and the glibc
@@ -91,9 +92,9 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
     ctx->retry_base_ms = S3D_RETRY_BASE_MS;
     {
         /* Tests shorten the backoff so that retry paths stay quick. */
-        const char *b = getenv("S3D_RETRY_BASE_MS");
-        if (b != NULL && atol(b) > 0)
-            ctx->retry_base_ms = (uint32_t)atol(b);
+        int64_t b;
+        if (s3d_env_int("S3D_RETRY_BASE_MS", 1, UINT32_MAX, &b) == 1)
+            ctx->retry_base_ms = (uint32_t)b;
     }
     ctx->max_host_connections = max_conns;
     ctx->http.share = ctx->share;
@@ -108,15 +109,15 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
     ctx->http.buffer_size = S3D_DEFAULT_CURL_BUFFER;
     {
         /* Measurement hook (benchmarks only): S3D_CURL_BUFFER=bytes. */
-        const char *b = getenv("S3D_CURL_BUFFER");
-        if (b != NULL && atol(b) > 0)
-            ctx->http.buffer_size = atol(b);
+        int64_t b;
+        if (s3d_env_int("S3D_CURL_BUFFER", 1, INT32_MAX, &b) == 1)
+            ctx->http.buffer_size = (long)b;
     }
     ctx->http.no_verify_ssl = ctx->cfg.no_verify_ssl;
     ctx->http.ca_bundle = ctx->cfg.ca_bundle;
     S3D_INFO("CA bundle: %s (%s)", ctx->cfg.ca_bundle ? ctx->cfg.ca_bundle : "libcurl's default",
              ctx->cfg.ca_bundle_source);
-    ctx->http.verbose = getenv("S3D_CURL_VERBOSE") != NULL;
+    ctx->http.verbose = s3d_env("S3D_CURL_VERBOSE") != NULL;
     /* Only to name it in errors: a proxy that cannot be reached is not the endpoint. */
     (void)s3d_http_proxy_for(ctx->cfg.endpoint_url, env_get, ctx->proxy, sizeof(ctx->proxy));
     /* Through a proxy the proxy resolves the name; an IP literal has one address. */
