@@ -14,7 +14,6 @@
  * ckpt_read.c. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,6 +28,7 @@
 #include "engine/ckpt_common.h"
 #include "engine/ckpt_reader.h"
 #include "engine/client_impl.h"
+#include "engine/fanout.h"
 #include "engine/xfer.h"
 #include "format/index.h"
 #include "format/safetensors.h"
@@ -222,59 +222,25 @@ fail:
 struct open_all {
     struct s3d_client *c;
     struct shard *shards;
-    size_t n, next;
-    size_t failed;             /* lowest failing index, n if none */
-    struct s3d_err_record err; /* its error */
-    pthread_mutex_t mu;
 };
 
-static void *open_worker(void *arg)
+static int open_job(void *ctx, size_t i)
 {
-    struct open_all *a = arg;
-    for (;;) {
-        size_t i;
-        int rc;
-        pthread_mutex_lock(&a->mu);
-        i = a->next < a->failed ? a->next++ : a->n; /* nothing after a failure starts */
-        pthread_mutex_unlock(&a->mu);
-        if (i >= a->n)
-            return NULL;
-        rc = open_shard(a->c, &a->shards[i]);
-        if (rc < 0) {
-            pthread_mutex_lock(&a->mu);
-            if (i < a->failed) {
-                a->failed = i;
-                s3d_err_save(&a->err, rc);
-            }
-            pthread_mutex_unlock(&a->mu);
-        }
-    }
+    struct open_all *a = ctx;
+    return open_shard(a->c, &a->shards[i]);
 }
 
 /* Opens shards[0..n): in S3 on up to S3D_OPEN_THREADS threads, local files here. On failure
  * the calling thread's error is that of the first failing shard in index order. */
 static int open_shards(struct s3d_client *c, struct shard *shards, size_t n)
 {
-    pthread_t th[S3D_OPEN_THREADS];
-    struct open_all a = {.c = c, .shards = shards, .n = n, .failed = n};
-    size_t nt = 0;
-    int rc = 0;
-
-    if (n < 2 || !shards[0].loc.is_s3) {
-        for (size_t i = 0; rc == 0 && i < n; i++)
-            rc = open_shard(c, &shards[i]);
-        return rc;
-    }
-    pthread_mutex_init(&a.mu, NULL);
-    for (; nt < S3D_MIN(n, (size_t)S3D_OPEN_THREADS); nt++)
-        if (pthread_create(&th[nt], NULL, open_worker, &a) != 0)
-            break;
-    if (nt == 0)
-        open_worker(&a); /* no thread could start: this one does it all */
-    for (size_t i = 0; i < nt; i++)
-        pthread_join(th[i], NULL);
-    pthread_mutex_destroy(&a.mu);
-    return a.failed < n ? s3d_err_restore(&a.err) : 0;
+    struct open_all a = {.c = c, .shards = shards};
+    struct s3d_fanout f = {.n = n,
+                           .threads = n > 0 && shards[0].loc.is_s3 ? S3D_OPEN_THREADS : 1,
+                           .job = open_job,
+                           .ctx = &a,
+                           .what = "open"};
+    return s3d_fanout_run(&f);
 }
 
 static int add_shard(struct s3d_reader *r, const char *uri)

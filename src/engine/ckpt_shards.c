@@ -50,6 +50,7 @@
 #include "engine/ckpt_write.h"
 #include "engine/client_impl.h"
 #include "engine/conc.h"
+#include "engine/fanout.h"
 #include "engine/pool.h"
 #include "engine/tmpfile.h"
 #include "format/index.h"
@@ -399,15 +400,14 @@ static void unlock_folder(int *fd)
 
 /* ---- several shards at once (S3) ------------------------------------------------------ */
 
-/* Shards of one save uploaded by worker threads, each taking the next shard not yet taken.
- * Their requests all count against the client's one concurrency budget (conc.h), so more
- * shards in flight never means more requests than the engine's level (each transfer may
- * always run one: hence no more threads than the level). The user's progress callback keeps
- * to the calling thread (client.h): workers only add up bytes; the caller reports them and
- * turns a non-zero answer, or the user's cancel token, into a cancel of every worker.
+/* Shards of one save uploaded side by side (s3d_fanout_run), each job one shard. Their
+ * requests all count against the client's one concurrency budget (conc.h), so more shards in
+ * flight never means more requests than the engine's level (each transfer may always run
+ * one: hence no more threads than the level). The user's progress callback keeps to the
+ * calling thread (client.h): jobs only add up bytes; the fan-out's poll reports them there and
+ * turns a non-zero answer, or the user's cancel token, into a cancel of every job.
  *
- * Locking: mu guards next, done_sum, failed, running and the per-shard records; the workers
- * signal cv when they finish a shard or its progress moves. */
+ * Locking: mu guards done_sum and the per-shard counts. */
 struct par {
     struct s3d_client *c;
     struct s3d_device *dev;
@@ -422,16 +422,12 @@ struct par {
     struct s3d_ckpt_base *base;
     struct s3d_write_options so; /* progress and cancel replaced (below) */
     struct s3d_cancel *cancel;   /* ours: set on the first failure, or the caller's cancel */
+    const struct s3d_write_options *user;
+    struct s3d_progress_acc *acc;
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    uint32_t next;
-    uint32_t running;
-    int failed;
-    uint32_t fail_shard;       /* the lowest failing shard; its error is the save's */
-    struct s3d_err_record err; /* of fail_shard */
-    uint64_t *done;            /* per shard: data bytes written */
-    uint64_t done_sum;
+    uint64_t *done; /* per shard: data bytes written */
+    uint64_t done_sum, told;
 };
 
 struct par_shard {
@@ -448,49 +444,48 @@ static int par_progress(void *user, uint64_t done, uint64_t total)
     if (done > p->done[ps->k]) {
         p->done_sum += done - p->done[ps->k];
         p->done[ps->k] = done;
-        pthread_cond_signal(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);
     return 0;
 }
 
-static void *par_worker(void *arg)
+/* One shard (a fan-out job). */
+static int par_job(void *ctx, size_t k)
 {
-    struct par *p = arg;
-    for (;;) {
-        struct par_shard ps = {.p = p};
-        struct s3d_write_options so = p->so;
-        uint32_t k;
-        int rc;
-        pthread_mutex_lock(&p->mu);
-        if (p->failed || p->next >= p->nshards) {
-            p->running--;
-            pthread_cond_signal(&p->cv);
-            pthread_mutex_unlock(&p->mu);
-            return NULL;
-        }
-        k = p->next++;
-        pthread_mutex_unlock(&p->mu);
-        ps.k = k;
-        so.progress = par_progress;
-        so.progress_user = &ps;
-        so.cancel = p->cancel;
-        rc = s3d_ckpt_write_one(p->c, p->dev, p->pool, p->uris[k], p->t + p->first[k],
-                                p->first[k + 1] - p->first[k], p->meta, p->n_meta, p->generation,
-                                p->base, &so);
-        pthread_mutex_lock(&p->mu);
-        if (rc < 0 && (!p->failed || k < p->fail_shard)) {
-            /* A shard that fails because another failed first is canceled: keep the first. */
-            if (!p->failed || rc != S3D_ECANCELED) {
-                s3d_err_save(&p->err, rc);
-                p->fail_shard = k;
-            }
-            p->failed = 1;
-            s3d_cancel_request(p->cancel);
-        }
-        pthread_cond_signal(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-    }
+    struct par *p = ctx;
+    struct par_shard ps = {.p = p, .k = (uint32_t)k};
+    struct s3d_write_options so = p->so;
+    so.progress = par_progress;
+    so.progress_user = &ps;
+    so.cancel = p->cancel;
+    return s3d_ckpt_write_one(p->c, p->dev, p->pool, p->uris[k], p->t + p->first[k],
+                              p->first[k + 1] - p->first[k], p->meta, p->n_meta, p->generation,
+                              p->base, &so);
+}
+
+/* On the calling thread: the user's cancel, and the bytes written so far to their progress
+ * callback; nonzero stops the save. */
+static int par_poll(void *ctx)
+{
+    struct par *p = ctx;
+    const struct s3d_write_options *o = p->user;
+    uint64_t d;
+    if (o->cancel != NULL && s3d_cancel_requested(o->cancel))
+        return 1;
+    if (o->progress == NULL)
+        return 0;
+    pthread_mutex_lock(&p->mu);
+    d = p->done_sum;
+    pthread_mutex_unlock(&p->mu);
+    if (d == p->told)
+        return 0;
+    p->told = d;
+    return o->progress(o->progress_user, d, p->acc->total);
+}
+
+static void par_stop(void *ctx)
+{
+    s3d_cancel_request(((struct par *)ctx)->cancel);
 }
 
 /* How many shards to upload at once: no more than the shards, the client's concurrency
@@ -516,69 +511,30 @@ static uint32_t par_threads(struct s3d_client *c, struct s3d_pool *pool, uint32_
 static int par_write(struct par *p, uint32_t nthreads, const struct s3d_write_options *o,
                      struct s3d_progress_acc *acc)
 {
-    pthread_t th[S3D_SHARD_THREADS_MAX];
-    uint32_t started = 0;
-    uint64_t told = 0;
-    int rc = 0;
+    struct s3d_fanout f = {.n = p->nshards,
+                           .threads = nthreads,
+                           .job = par_job,
+                           .poll = par_poll,
+                           .stop = par_stop,
+                           .ctx = p,
+                           .what = "save"};
+    int rc;
 
+    p->user = o;
+    p->acc = acc;
     p->done = s3d_calloc(p->nshards, sizeof(*p->done));
     if (p->done == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory for %u shards", p->nshards);
     rc = s3d_cancel_new(&p->cancel);
-    if (rc < 0)
-        goto out;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    pthread_mutex_lock(&p->mu);
-    for (uint32_t i = 0; i < nthreads; i++) {
-        if (pthread_create(&th[started], NULL, par_worker, p) != 0)
-            break;
-        started++;
-        p->running++;
+    if (rc == 0) {
+        pthread_mutex_init(&p->mu, NULL);
+        rc = s3d_fanout_run(&f);
+        pthread_mutex_destroy(&p->mu);
     }
-    if (started == 0) {
-        pthread_mutex_unlock(&p->mu);
-        rc = s3d_fail(S3D_ENOMEM, "cannot start a thread to write shards");
-        goto out_sync;
-    }
-    while (p->running > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-        if (o->cancel != NULL && s3d_cancel_requested(o->cancel))
-            s3d_cancel_request(p->cancel);
-        if (o->progress != NULL && p->done_sum != told && !s3d_cancel_requested(p->cancel)) {
-            uint64_t d = p->done_sum;
-            int stop;
-            told = d;
-            pthread_mutex_unlock(&p->mu);
-            stop = o->progress(o->progress_user, d, acc->total);
-            pthread_mutex_lock(&p->mu);
-            if (stop)
-                s3d_cancel_request(p->cancel);
-        }
-    }
-    pthread_mutex_unlock(&p->mu);
-    for (uint32_t i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    /* The last count, which the loop may not have reported; a cancel here still stops the
+    /* The last count, which the polls may not have reported; a cancel here still stops the
      * save before its index. */
-    if (!p->failed && o->progress != NULL && !s3d_cancel_requested(p->cancel) &&
-        o->progress(o->progress_user, p->done_sum, acc->total))
-        s3d_cancel_request(p->cancel);
-    if (p->failed)
-        rc = s3d_err_restore(&p->err);
-    else if (s3d_cancel_requested(p->cancel))
+    if (rc == 0 && o->progress != NULL && o->progress(o->progress_user, p->done_sum, acc->total))
         rc = s3d_fail(S3D_ECANCELED, "save canceled");
-out_sync:
-    pthread_cond_destroy(&p->cv);
-    pthread_mutex_destroy(&p->mu);
-out:
     s3d_cancel_free(p->cancel);
     free(p->done);
     return rc;

@@ -2,6 +2,7 @@
 # emulation), temporary files, the part-size rule, the buffer slots.
 s3d_test(test_ckpt_plan unit/test_ckpt_plan.c)
 s3d_test(test_delta_plan unit/test_delta_plan.c)
+s3d_test(test_fanout unit/test_fanout.c)
 s3d_test(test_ckpt_local integ/test_ckpt_local.c integ/ckpt_util.c)
 s3d_test(test_ckpt_replaced_local integ/test_ckpt_replaced_local.c integ/ckpt_util.c)
 s3d_test(test_ckpt_header_crc integ/test_ckpt_header_crc.c integ/ckpt_util.c)
