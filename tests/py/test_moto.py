@@ -218,3 +218,65 @@ def test_error_names_moto_request_id_and_no_placeholder(cli, moto_env, moto_buck
     err = r.stderr.decode()
     assert r.returncode != 0 and "HTTP 404" in err, err
     assert "request id" not in err, err
+
+
+def _boto3(env):
+    import boto3
+    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def _copy_through(env, relay, bucket, src, dst):
+    c = s3direct.Client(endpoint_url=relay.url, region="us-east-1", access_key_id="testing",
+                        secret_access_key="testing")
+    try:
+        c.copy_object(bucket, src, bucket, dst)
+    finally:
+        c.close()
+
+
+def test_multipart_copy_stays_on_the_server(moto_env, moto_bucket):
+    """moto tells a multipart object's part sizes (HEAD ?partNumber=k, x-amz-mp-parts-count),
+    which Ceph RGW 16 does not: a source boto3 uploaded in uneven parts is copied part for
+    part by the server, and the copy has the source's ETag (proved before Complete)."""
+    from test_copy_server import UNEVEN, Counter, _multipart_source
+
+    s3 = _boto3(moto_env)
+    body = _multipart_source(s3, moto_bucket, "mpc/src.bin", UNEVEN, seed=21)
+    etag = s3.head_object(Bucket=moto_bucket, Key="mpc/src.bin")["ETag"]
+    assert etag.endswith(f'-{len(UNEVEN)}"')
+    relay = Counter(moto_env["AWS_ENDPOINT_URL"])
+    try:
+        _copy_through(moto_env, relay, moto_bucket, "mpc/src.bin", "mpc/dst.bin")
+    finally:
+        relay.close()
+    assert relay.copies == len(UNEVEN)
+    assert relay.total < 64 << 10, (relay.up, relay.down)  # 41 MiB stayed on the server
+    got = s3.get_object(Bucket=moto_bucket, Key="mpc/dst.bin")
+    assert got["Body"].read() == body
+    assert got["ETag"] == etag
+
+
+def test_multipart_copy_of_a_replaced_source_fails(moto_env, moto_bucket):
+    """The parts the server copied combine to another ETag than the source's (a rewritten
+    answer stands for a source replaced between the HEAD and the copies): the copy fails
+    before Complete, the destination keeps its object, and no upload is left."""
+    import hashlib
+
+    from test_copy_server import UNEVEN, Counter, _multipart_source
+
+    s3 = _boto3(moto_env)
+    _multipart_source(s3, moto_bucket, "mpr/src.bin", UNEVEN, seed=22)
+    s3.put_object(Bucket=moto_bucket, Key="mpr/dst.bin", Body=b"previous")
+    relay = Counter(moto_env["AWS_ENDPOINT_URL"],
+                    copy_etag='"%s"' % hashlib.md5(b"another version").hexdigest())
+    try:
+        with pytest.raises(s3direct.TransferError) as e:
+            _copy_through(moto_env, relay, moto_bucket, "mpr/src.bin", "mpr/dst.bin")
+    finally:
+        relay.close()
+    msg = str(e.value)
+    assert "the copied parts make ETag" in msg and "nothing was written" in msg, msg
+    assert s3.get_object(Bucket=moto_bucket, Key="mpr/dst.bin")["Body"].read() == b"previous"
+    ups = s3.list_multipart_uploads(Bucket=moto_bucket).get("Uploads", [])
+    assert [u for u in ups if u["Key"].startswith("mpr/")] == []
