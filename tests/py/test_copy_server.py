@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import urllib.parse
 
@@ -93,6 +94,14 @@ def _no_uploads(boto3_client, bucket):
     return boto3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
+def _copy_logged(url, caplog, bucket, src, dst):
+    """Copies through a client of url; the info lines that say why a copy went through the
+    client."""
+    with caplog.at_level(logging.INFO, logger="s3direct"):
+        _client(url).copy_object(bucket, src, bucket, dst)
+    return [r.getMessage() for r in caplog.records if "goes through the client" in r.getMessage()]
+
+
 SIZE = 40 * MiB
 
 
@@ -128,12 +137,14 @@ def test_source_replaced_mid_copy_fails_and_keeps_the_destination(s3_env, bucket
     assert _no_uploads(boto3_client, bucket)
 
 
-def test_refused_part_copy_goes_through_the_client(s3_env, bucket, boto3_client, counter):
+def test_refused_part_copy_goes_through_the_client(s3_env, bucket, boto3_client, counter,
+                                                   caplog):
     body = data(SIZE, seed=14)
     boto3_client.put_object(Bucket=bucket, Key="src.bin", Body=body)
     relay = counter(fail_copy=True)
-    _client(relay.url).copy_object(bucket, "src.bin", bucket, "dst.bin")
-    assert relay.copies == 1
+    why = _copy_logged(relay.url, caplog, bucket, "src.bin", "dst.bin")
+    assert len(why) == 1 and "refused UploadPartCopy" in why[0] and "501" in why[0], why
+    assert relay.copies == 1  # not retried: 501 is an answer
     assert relay.total >= 2 * SIZE  # read and written by the client
     assert boto3_client.get_object(Bucket=bucket, Key="dst.bin")["Body"].read() == body
     assert _no_uploads(boto3_client, bucket)
@@ -158,7 +169,8 @@ UNEVEN = [5 * MiB, 7 * MiB, 8 * MiB, 6 * MiB, 9 * MiB, 5 * MiB, 123457]
 
 
 def test_multipart_source_without_part_sizes_goes_through_the_client(s3_env, bucket,
-                                                                     boto3_client, counter):
+                                                                     boto3_client, counter,
+                                                                     caplog):
     """Ceph RGW 16 answers HEAD ?partNumber=k for the whole object (no x-amz-mp-parts-count):
     the part boundaries are not known, so the copy reads the source through the client."""
     body = _multipart_source(boto3_client, bucket, "src.bin", UNEVEN, seed=15)
@@ -166,7 +178,8 @@ def test_multipart_source_without_part_sizes_goes_through_the_client(s3_env, buc
     if "PartsCount" in h:
         pytest.skip("this server tells part sizes: test_moto.py's case applies")
     relay = counter()
-    _client(relay.url).copy_object(bucket, "src.bin", bucket, "dst.bin")
+    why = _copy_logged(relay.url, caplog, bucket, "src.bin", "dst.bin")
+    assert len(why) == 1 and "does not tell the source's part sizes" in why[0], why
     assert relay.copies == 0
     assert relay.total >= 2 * len(body)
     assert boto3_client.get_object(Bucket=bucket, Key="dst.bin")["Body"].read() == body
