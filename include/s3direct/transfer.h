@@ -69,8 +69,9 @@ S3D_API int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const
  * no bytes through the client), proved by MD5 ETags before CompleteMultipartUpload: a
  * single-part source (5 GiB at most) is one copied part whose ETag must be the source's; a
  * multipart source ("...-N") is copied part for part at its own boundaries (HEAD
- * ?partNumber=k), and the parts' ETags must combine to the source's. A mismatch (the source
- * was replaced during the copy) is S3D_ECHANGED, the upload aborted. The copy keeps the
+ * ?partNumber=k), and the parts' ETags must combine to the source's. A mismatch, or a 412 to
+ * x-amz-copy-source-if-match (the source was replaced during the copy), is S3D_ECHANGED, the
+ * upload aborted. The copy keeps the
  * source's CRC-32C for later downloads (when the source has one s3direct can read). progress
  * reports the bytes copied as each part completes; cancel aborts.
  *

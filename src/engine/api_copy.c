@@ -195,6 +195,11 @@ static int ss_check(void *ctx, const struct s3d_put_part *p, const char *etag, c
         s3d_error_get(&e);
         if (copy_refused(e.http_status, e.s3_code ? e.s3_code : ""))
             snprintf(x->why, sizeof(x->why), "the server refused UploadPartCopy: %s", why);
+        else if (e.http_status == 412) /* a server that honours x-amz-copy-source-if-match */
+            return s3d_fail(S3D_ECHANGED,
+                            "copy of s3://%s/%s to s3://%s/%s: the source was replaced during "
+                            "the copy (its ETag is no longer %s); nothing was written",
+                            x->src_bucket, x->src_key, x->dst_bucket, x->dst_key, x->etag);
         return e.code < 0 ? e.code : s3d_fail(S3D_EPROTO, "%s", why);
     }
     if (s3d_op_etag_shape(etag, &parts) != 1) {

@@ -26,14 +26,15 @@ from test_cli import MiB, cli, data, run  # noqa: F401  (cli is a fixture)
 class Counter:
     """A relay to the server that counts the body bytes crossing it both ways; fail_copy:
     answer UploadPartCopy with 501 NotImplemented; copy_etag: the ETag UploadPartCopy
-    answers are rewritten to (a source replaced after the HEAD)."""
+    answers are rewritten to (a source replaced after the HEAD, on a server that ignores
+    x-amz-copy-source-if-match); precondition: answer it with 412 (one that honours it)."""
 
-    def __init__(self, endpoint, fail_copy=False, copy_etag=None):
+    def __init__(self, endpoint, fail_copy=False, copy_etag=None, precondition=False):
         u = urllib.parse.urlsplit(endpoint)
         if u.scheme != "http":
             pytest.skip("the counting relay speaks plain http only")
         self.up = self.down = self.copies = 0
-        self.fail_copy, self.copy_etag = fail_copy, copy_etag
+        self.fail_copy, self.copy_etag, self.precondition = fail_copy, copy_etag, precondition
         self.relay = HttpRelay(endpoint, intercept=self._intercept, rewrite=self._rewrite)
         self.url = self.relay.url
 
@@ -45,6 +46,11 @@ class Counter:
                 err = (b"<?xml version=\"1.0\"?><Error><Code>NotImplemented</Code><Message>"
                        b"no UploadPartCopy here</Message></Error>")
                 return 501, [("Content-Type", "application/xml")], err
+            if self.precondition:
+                err = (b"<?xml version=\"1.0\"?><Error><Code>PreconditionFailed</Code>"
+                       b"<Message>At least one of the pre-conditions you specified did not "
+                       b"hold</Message></Error>")
+                return 412, [("Content-Type", "application/xml")], err
         return None
 
     def _rewrite(self, h, status, body):
@@ -133,6 +139,21 @@ def test_source_replaced_mid_copy_fails_and_keeps_the_destination(s3_env, bucket
         _client(relay.url).copy_object(bucket, "src.bin", bucket, "dst.bin")
     msg = str(e.value)
     assert "replaced during the copy" in msg and "nothing was written" in msg, msg
+    assert boto3_client.get_object(Bucket=bucket, Key="dst.bin")["Body"].read() == b"previous"
+    assert _no_uploads(boto3_client, bucket)
+
+
+def test_copy_refused_by_its_if_match_fails_as_changed(s3_env, bucket, boto3_client, counter):
+    """A server that honours x-amz-copy-source-if-match (AWS, moto) answers 412 for a replaced
+    source: the copy fails as changed, not as an HTTP error, and is not tried again."""
+    boto3_client.put_object(Bucket=bucket, Key="src.bin", Body=data(SIZE, seed=18))
+    boto3_client.put_object(Bucket=bucket, Key="dst.bin", Body=b"previous")
+    relay = counter(precondition=True)
+    with pytest.raises(s3direct.TransferError) as e:
+        _client(relay.url).copy_object(bucket, "src.bin", bucket, "dst.bin")
+    msg = str(e.value)
+    assert "replaced during the copy" in msg and "nothing was written" in msg, msg
+    assert relay.copies == 1
     assert boto3_client.get_object(Bucket=bucket, Key="dst.bin")["Body"].read() == b"previous"
     assert _no_uploads(boto3_client, bucket)
 
