@@ -369,7 +369,7 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
     /* The bytes read from the source are checked against its checksum before the copy is
      * stored (and given a CRC of its own). */
     po.expect_crc32c = want.b64;
-    if (info.size < c->multipart_threshold)
+    if (info.size < c->multipart_threshold || info.size == 0)
         return copy_single(c, src_bucket, src_key, dst_bucket, dst_key, &info, &want, &po);
     rc = server_copy(c, src_bucket, src_key, dst_bucket, dst_key, &info, &want, &po, why,
                      sizeof(why));
