@@ -13,8 +13,9 @@
  * input holds one part_size buffer per request in flight (at most max_concurrency x
  * part_size); a download to anything else than a regular file (a pipe, a terminal) up to twice
  * that (the requests in flight and as many finished ranges waiting for an earlier one); copies
- * and upload streams at most max_concurrency buffers, and while the concurrency adapts no more
- * than the staging pool holds (staging_bytes / part_size, at least 2).
+ * made through the client and upload streams at most max_concurrency buffers, and while the
+ * concurrency adapts no more than the staging pool holds (staging_bytes / part_size, at least
+ * 2).
  *
  * Every function runs on the calling thread and returns when the transfer is complete. */
 #ifndef S3DIRECT_TRANSFER_H
@@ -60,8 +61,27 @@ S3D_API int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, con
 /* path "-" reads standard input (streamed, size unknown in advance). */
 S3D_API int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *key,
                                  const char *path, const struct s3d_transfer_options *opts);
-/* Server-to-client-to-server copy, streamed through at most max_concurrency x part_size bytes
- * (see Memory above). */
+/* Copies an object to another key (or bucket), replacing what is there only once the copy is
+ * complete and proved: the destination gets exactly the bytes of one version of the source,
+ * or the call fails and the destination keeps its previous object.
+ *
+ * From the multipart_threshold on, the server copies (UploadPartCopy into a multipart upload,
+ * no bytes through the client), proved by MD5 ETags before CompleteMultipartUpload: a
+ * single-part source (5 GiB at most) is one copied part whose ETag must be the source's; a
+ * multipart source ("...-N") is copied part for part at its own boundaries (HEAD
+ * ?partNumber=k), and the parts' ETags must combine to the source's. A mismatch, or a 412 to
+ * x-amz-copy-source-if-match (the source was replaced during the copy), is S3D_ECHANGED, the
+ * upload aborted. The copy keeps the
+ * source's CRC-32C for later downloads (when the source has one s3direct can read). progress
+ * reports the bytes copied as each part completes; cancel aborts.
+ *
+ * The copy goes through the client instead (streamed through at most max_concurrency x
+ * part_size bytes, see Memory above, and checked against the source's CRC-32C), logged at info
+ * level with the reason, when: the object is under the threshold; its ETag is not MD5-based
+ * (SSE-KMS, SSE-C); it is one upload of over 5 GiB; the server does not tell its part sizes
+ * (Ceph RGW 16), or they break S3's part rules; the server refuses UploadPartCopy (HTTP 501 or
+ * NotImplemented, 400 InvalidRequest or InvalidArgument) or answers it with a non-MD5 ETag.
+ * The destination's content type is opts' content_type, else the source's. */
 S3D_API int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *src_key,
                             const char *dst_bucket, const char *dst_key,
                             const struct s3d_transfer_options *opts);

@@ -623,9 +623,11 @@ class Client:
 
     def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
                     dst_key: str) -> None:
-        """Copies an object (s3d_copy_object: the bytes stream through this client, at most
-        concurrency x part_size of them in memory, checked against the source's CRC32C when
-        it has one); the copy appears only when complete.
+        """Copies an object (s3d_copy_object): from the multipart threshold on the server
+        copies it (UploadPartCopy), proved by the source's MD5 ETag; else, or where the server
+        cannot, the bytes stream through this client (at most concurrency x part_size of them
+        in memory, checked against the source's CRC32C when it has one). The copy appears only
+        when complete and proved.
 
         Args:
             src_bucket, src_key: the object to copy.

@@ -497,7 +497,8 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
             self.invalidate_cache(p)
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
-        """Copies one object (s3d_copy_object: through this client, checked by CRC32C).
+        """Copies one object (s3d_copy_object: on the server where it can, else through
+        this client; proved by the source's ETag or CRC32C).
 
         Raises:
             FileNotFoundError: path1 is no object.

@@ -7,11 +7,11 @@
  * standard input go through buffers of part_size bytes ("slots"), allocated as requests need
  * them: an upload's part holds one from its read until its answer, so the buffers in use
  * follow the level; output in order (a pipe) holds at most twice the level, the requests in
- * flight and as many done ones waiting for an earlier range. Copies and upload streams hold
+ * flight and as many done ones waiting for an earlier range. Upload streams hold
  * at most s3d_client_buffers() slots (the fixed concurrency, or what staging_bytes holds
  * while it adapts). A download job gets a slot in its prepare hook and gives it back once
  * written; an upload part is read into a slot in the next hook and the slot comes back in
- * release. */
+ * release. Copies (s3d_copy_object) are in api_copy.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -30,6 +30,7 @@
 #include "common/fdio.h"
 #include "common/log.h"
 #include "common/opts.h"
+#include "engine/api_transfer_int.h"
 #include "engine/ckpt_common.h"
 #include "engine/client_impl.h"
 #include "engine/conc.h"
@@ -42,18 +43,7 @@
 #include "s3/uri.h"
 #include "s3direct/transfer.h"
 
-struct topts {
-    s3d_progress_fn progress;
-    void *progress_user;
-    struct s3d_cancel *cancel;
-    uint32_t max_conc;
-    uint64_t part_size;
-    const char *content_type;
-    const char *if_match;
-};
-
-static int resolve_opts(struct s3d_client *c, const struct s3d_transfer_options *in,
-                        struct topts *o)
+int s3d_topts_resolve(struct s3d_client *c, const struct s3d_transfer_options *in, struct topts *o)
 {
     struct s3d_transfer_options t;
     s3d_opts_copy(&t, sizeof(t), in);
@@ -73,7 +63,7 @@ static int resolve_opts(struct s3d_client *c, const struct s3d_transfer_options 
     return 0;
 }
 
-static int check_args(struct s3d_client *c, const char *bucket, const char *key)
+int s3d_topts_check_args(struct s3d_client *c, const char *bucket, const char *key)
 {
     int rc = s3d_client_check(c);
     if (rc < 0)
@@ -81,7 +71,7 @@ static int check_args(struct s3d_client *c, const char *bucket, const char *key)
     if (bucket == NULL || key == NULL || key[0] == '\0')
         return s3d_fail(S3D_EINVAL, "bucket or key is empty");
     rc = s3d_bucket_name_check(bucket, strlen(bucket));
-    /* 0 or S3D_EURI (s3/uri.h): the callers skip resolve_opts (which fills their topts) on any
+    /* 0 or S3D_EURI (s3/uri.h): the callers skip s3d_topts_resolve (which fills their topts) on any
      * non-zero result, then return only a negative one. */
     S3D_ASSERT(rc <= 0);
     return rc;
@@ -120,9 +110,9 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
 
     if (out_len != NULL)
         *out_len = 0;
-    rc = check_args(c, bucket, key);
+    rc = s3d_topts_check_args(c, bucket, key);
     if (rc == 0)
-        rc = resolve_opts(c, opts, &o);
+        rc = s3d_topts_resolve(c, opts, &o);
     if (rc < 0)
         return rc;
     if (dst == NULL && dst_cap > 0)
@@ -337,9 +327,9 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
 
     memset(&f, 0, sizeof(f));
     f.fd = -1;
-    rc = check_args(c, bucket, key);
+    rc = s3d_topts_check_args(c, bucket, key);
     if (rc == 0)
-        rc = resolve_opts(c, opts, &o);
+        rc = s3d_topts_resolve(c, opts, &o);
     if (rc < 0)
         return rc;
     if (path == NULL || path[0] == '\0')
@@ -428,8 +418,8 @@ static int bufup_next(void *ctx, struct s3d_put_part *p)
     return S3D_FEED_OK;
 }
 
-static void put_opts(const struct topts *o, uint64_t total, const char *content_type,
-                     struct s3d_put_options *po)
+void s3d_topts_put(const struct topts *o, uint64_t total, const char *content_type,
+                   struct s3d_put_options *po)
 {
     memset(po, 0, sizeof(*po));
     po->content_type = content_type ? content_type : o->content_type;
@@ -462,14 +452,14 @@ int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, const char 
 {
     struct s3d_put_options po;
     struct topts o;
-    int rc = check_args(c, bucket, key);
+    int rc = s3d_topts_check_args(c, bucket, key);
     if (rc == 0)
-        rc = resolve_opts(c, opts, &o);
+        rc = s3d_topts_resolve(c, opts, &o);
     if (rc < 0)
         return rc;
     if (src == NULL && len > 0)
         return s3d_fail(S3D_EINVAL, "s3d_upload_from_buffer: src is NULL");
-    put_opts(&o, len, NULL, &po);
+    s3d_topts_put(&o, len, NULL, &po);
     if (len < c->multipart_threshold) {
         struct iovec v = {.iov_base = (void *)src, .iov_len = (size_t)len};
         return s3d_xfer_put_single(c, bucket, key, &v, 1, &po);
@@ -631,7 +621,7 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
     if (rc < 0)
         goto out;
     first = f.pending_len;
-    put_opts(o, size_hint, content_type, &po);
+    s3d_topts_put(o, size_hint, content_type, &po);
     if (f.eof && first < c->multipart_threshold) {
         struct iovec v = {.iov_base = f.pending, .iov_len = (size_t)first};
         po.total_hint = first;
@@ -649,9 +639,9 @@ int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *k
 {
     struct topts o;
     struct stat st;
-    int fd, rc = check_args(c, bucket, key);
+    int fd, rc = s3d_topts_check_args(c, bucket, key);
     if (rc == 0)
-        rc = resolve_opts(c, opts, &o);
+        rc = s3d_topts_resolve(c, opts, &o);
     if (rc < 0)
         return rc;
     if (path == NULL || path[0] == '\0')
@@ -671,146 +661,4 @@ int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *k
     }
     close(fd);
     return rc;
-}
-
-/* ---- copy: ranged GETs of a window of parts, then those parts uploaded --------------------- */
-
-struct copy_ctx {
-    struct s3d_client *c;
-    const char *bucket, *key;
-    const char *etag; /* of the source version the copy started on (If-Match) */
-    uint64_t size, part, next_off;
-    uint32_t next_number;
-    struct topts *o;
-    struct s3d_slots slots;
-    struct s3d_get_job *win; /* the fetched window, one per slot */
-    size_t win_n, win_next;
-};
-
-static int copy_next(void *ctx, struct s3d_put_part *p)
-{
-    struct copy_ctx *x = ctx;
-    struct s3d_get_job *j;
-    size_t k;
-    int rc;
-    if (x->win_next == x->win_n) {
-        if (x->next_off >= x->size)
-            return S3D_FEED_DONE;
-        /* Fetch the next window only when every slot is back: memory stays bounded. */
-        if (s3d_slots_free_count(&x->slots) < x->slots.n)
-            return S3D_FEED_NOT_YET;
-        x->win_n = 0;
-        x->win_next = 0;
-        for (k = 0; k < x->slots.n && x->next_off < x->size; k++) {
-            j = &x->win[k];
-            memset(j, 0, sizeof(*j));
-            j->bucket = x->bucket;
-            j->key = x->key;
-            j->if_match = x->etag;
-            j->object_size = x->size;
-            j->offset = x->next_off;
-            j->length = S3D_MIN(x->part, x->size - x->next_off);
-            j->dst = s3d_slot_get(&x->slots);
-            if (j->dst == NULL)
-                return s3d_fail(S3D_ENOMEM, "out of memory for a copy buffer");
-            x->next_off += j->length;
-            x->win_n++;
-        }
-        rc = s3d_xfer_get(x->c, x->win, x->win_n, NULL, x->o->max_conc, NULL, NULL, x->o->cancel);
-        if (rc < 0)
-            return rc;
-    }
-    j = &x->win[x->win_next++];
-    s3d_slot_as_part(&x->slots, j->dst, j->length, x->next_number++, p);
-    return S3D_FEED_OK;
-}
-
-static int copy_release(void *ctx, const struct s3d_put_part *p)
-{
-    struct copy_ctx *x = ctx;
-    s3d_slot_put(&x->slots, p->user);
-    return 0;
-}
-
-/* A copy below the multipart threshold: one GET of the whole source (its version pinned by
- * If-Match), then one PUT. */
-static int copy_single(struct s3d_client *c, const char *src_bucket, const char *src_key,
-                       const char *dst_bucket, const char *dst_key,
-                       const struct s3d_object_info *info, const struct s3d_want_crc *want,
-                       const struct s3d_put_options *po)
-{
-    char *buf = malloc(info->size ? info->size : 1);
-    int rc = 0;
-    if (buf == NULL)
-        return s3d_fail(S3D_ENOMEM, "out of memory");
-    if (info->size > 0)
-        rc = s3d_op_get_range(&c->s3, src_bucket, src_key, 0, info->size, buf, info->etag,
-                              info->size);
-    if (rc == 0 && want->b64[0] != '\0')
-        rc = s3d_own_verify(src_bucket, src_key, want, s3d_crc32c(0, buf, (size_t)info->size));
-    if (rc == 0) {
-        struct iovec v = {.iov_base = buf, .iov_len = (size_t)info->size};
-        rc = s3d_xfer_put_single(c, dst_bucket, dst_key, &v, 1, po);
-    }
-    free(buf);
-    return rc;
-}
-
-/* A multipart copy: windows of ranged GETs into the slots, handed out as parts (copy_next). */
-static int copy_multipart(struct s3d_client *c, const char *src_bucket, const char *src_key,
-                          const char *dst_bucket, const char *dst_key,
-                          const struct s3d_object_info *info, struct topts *o,
-                          const struct s3d_put_options *po)
-{
-    struct copy_ctx x = {.c = c,
-                         .bucket = src_bucket,
-                         .key = src_key,
-                         .etag = info->etag,
-                         .size = info->size,
-                         .part = s3d_upload_part_size(o->part_size, info->size),
-                         .next_number = 1,
-                         .o = o};
-    const struct s3d_put_hooks h = {.next = copy_next, .release = copy_release, .ctx = &x};
-    int rc = s3d_slots_init(&x.slots, s3d_client_buffers(c, o->max_conc, x.part), x.part);
-    x.win = calloc(x.slots.n, sizeof(*x.win));
-    if (rc == 0 && x.win == NULL)
-        rc = s3d_fail(S3D_ENOMEM, "out of memory");
-    if (rc == 0)
-        rc = s3d_xfer_put_multipart(c, dst_bucket, dst_key, &h, po);
-    s3d_slots_free(&x.slots);
-    free(x.win);
-    return rc;
-}
-
-int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *src_key,
-                    const char *dst_bucket, const char *dst_key,
-                    const struct s3d_transfer_options *opts)
-{
-    struct s3d_object_info info;
-    struct s3d_put_options po;
-    struct s3d_op_sums sums;
-    struct s3d_want_crc want;
-    struct topts o;
-    int rc = check_args(c, src_bucket, src_key);
-    if (rc == 0)
-        rc = check_args(c, dst_bucket, dst_key);
-    if (rc == 0)
-        rc = resolve_opts(c, opts, &o);
-    if (rc < 0)
-        return rc;
-    rc = s3d_op_head_sums(&c->s3, src_bucket, src_key, &info, &sums);
-    if (rc == 0) /* the HEAD carries the server's checksum: no second one */
-        rc = s3d_own_object_checksum(c, src_bucket, src_key, &info, &sums, 1, &want);
-    if (rc < 0)
-        return rc;
-    S3D_ASSERT(rc == 0); /* both return 0 or a negative code: want is filled */
-    put_opts(&o, info.size,
-             o.content_type ? o.content_type : (info.content_type[0] ? info.content_type : NULL),
-             &po);
-    /* The bytes read from the source are checked against its checksum before the copy is
-     * stored (and given a CRC of its own). */
-    po.expect_crc32c = want.b64;
-    if (info.size < c->multipart_threshold)
-        return copy_single(c, src_bucket, src_key, dst_bucket, dst_key, &info, &want, &po);
-    return copy_multipart(c, src_bucket, src_key, dst_bucket, dst_key, &info, &o, &po);
 }

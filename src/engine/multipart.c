@@ -130,21 +130,49 @@ int s3d_multipart_create(struct s3d_client *c, const char *bucket, const char *k
     return 0;
 }
 
+/* 0 when the sorted parts combine to the ETag expected (a server-side copy's source's), else
+ * S3D_ECHANGED (recorded). */
+static int check_etag(const char *bucket, const char *key, const struct s3d_op_part *parts,
+                      size_t n, const char *expect)
+{
+    char got[80];
+    if (s3d_op_multipart_etag(parts, n, got) < 0)
+        snprintf(got, sizeof(got), "(none: a part's ETag is not an MD5)");
+    else if (s3d_op_etag_same(got, expect))
+        return 0;
+    return s3d_fail(S3D_ECHANGED,
+                    "copy to s3://%s/%s: the copied parts make ETag %s, not the source's %s: "
+                    "the source was replaced during the copy (or the server told its parts "
+                    "wrong); nothing was written",
+                    bucket, key, got, expect);
+}
+
 int s3d_multipart_finish(struct s3d_client *c, const char *bucket, const char *key,
                          const char *upload_id, struct s3d_op_part *parts, size_t n,
-                         const char *expect_crc32c, int rc)
+                         const struct s3d_put_options *o, int rc)
 {
+    const char *expect_etag = o != NULL && o->expect_etag != NULL ? o->expect_etag : "";
+    const char *own = o != NULL ? o->object_crc32c : NULL;
     char etag[80] = "";
     if (rc == 0) {
         qsort(parts, n, sizeof(*parts), part_cmp);
-        rc = s3d_own_check_expected(bucket, key, parts, n, expect_crc32c);
+        if (own == NULL)
+            rc = s3d_own_check_expected(bucket, key, parts, n, o ? o->expect_crc32c : NULL);
     }
-    if (rc == 0) {
+    if (rc == 0 && expect_etag[0] != '\0')
+        rc = check_etag(bucket, key, parts, n, expect_etag);
+    if (rc == 0)
         rc = s3d_op_complete_multipart(&c->s3, bucket, key, upload_id, parts, n, etag);
-    }
-    if (rc < 0)
+    if (rc < 0) {
         abort_upload(c, bucket, key, upload_id, rc);
-    else
-        s3d_own_tag(c, bucket, key, parts, n, etag);
+        return rc;
+    }
+    if (expect_etag[0] != '\0' && etag[0] != '\0' && !s3d_op_etag_same(etag, expect_etag))
+        return s3d_fail(S3D_ECHANGED,
+                        "copy to s3://%s/%s: CompleteMultipartUpload answered ETag %s where "
+                        "its parts make %s: the object written is not what was verified (left "
+                        "in place without a checksum tag)",
+                        bucket, key, etag, expect_etag);
+    s3d_own_tag(c, bucket, key, parts, n, etag, own);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "common/compiler.h"
+#include "engine/xfer.h"
 #include "s3/ops.h"
 #include "s3direct/client.h"
 
@@ -22,14 +23,16 @@ S3D_NODISCARD int s3d_multipart_create(struct s3d_client *c, const char *bucket,
                                        const char *content_type, char **upload_id);
 
 /* Ends the upload upload_id whose parts ran with the result rc (0 or a recorded negative
- * code). When rc is 0: parts[0..n) are sorted by number, checked against expect_crc32c (the
- * source's CRC32C of a copy, s3d_own_check_expected; NULL = none), and the upload completed;
- * once complete, the object gets its CRC-32C tag (s3d_own_tag). On any failure, rc's or
- * these steps', the upload is aborted, so the key keeps its previous object, and the first
- * error is kept as the last error with what the abort tells (still open, or none open).
+ * code). When rc is 0: parts[0..n) are sorted by number, checked against o's expect_crc32c
+ * (the source's CRC32C of a copy, s3d_own_check_expected) and expect_etag (the ETag they
+ * must combine to), and the upload completed; Complete's ETag, when it sends one, must be
+ * expect_etag too. Once complete, the object gets its CRC-32C tag (s3d_own_tag; o's
+ * object_crc32c when set). On any failure before Complete, rc's or these steps', the upload
+ * is aborted, so the key keeps its previous object, and the first error is kept as the last
+ * error with what the abort tells (still open, or none open). o may be NULL (no checks).
  * Returns rc, or the error of a step that failed. */
 S3D_NODISCARD int s3d_multipart_finish(struct s3d_client *c, const char *bucket, const char *key,
                                        const char *upload_id, struct s3d_op_part *parts, size_t n,
-                                       const char *expect_crc32c, int rc);
+                                       const struct s3d_put_options *o, int rc);
 
 #endif

@@ -45,7 +45,8 @@ int s3d_own_check_expected(const char *bucket, const char *key, const struct s3d
  * a failure here (no permission, no tagging on the server) only leaves it without the tag,
  * which makes its downloads unverified where the server stores no checksum. */
 void s3d_own_tag(struct s3d_client *c, const char *bucket, const char *key,
-                 const struct s3d_op_part *parts, size_t n, const char *etag)
+                 const struct s3d_op_part *parts, size_t n, const char *etag,
+                 const char *object_crc32c)
 {
     char value[128];
     size_t len;
@@ -64,7 +65,12 @@ void s3d_own_tag(struct s3d_client *c, const char *bucket, const char *key,
         S3D_DEBUG("s3://%s/%s: no CRC32C tag: ETag %s is not quoted", bucket, key, etag);
         return;
     }
-    crc = s3d_own_parts_crc(parts, n);
+    if (object_crc32c == NULL) {
+        crc = s3d_own_parts_crc(parts, n);
+    } else if (s3d_crc32c_from_base64(object_crc32c, strlen(object_crc32c), &crc) < 0) {
+        S3D_DEBUG("s3://%s/%s: no CRC32C tag: the copy's source has no known CRC32C", bucket, key);
+        return;
+    }
     snprintf(value, sizeof(value), "%08x %.*s", crc, (int)(len - 2), etag + 1);
     if (s3d_op_put_crc_tag(&c->s3, bucket, key, value) < 0)
         S3D_DEBUG("s3://%s/%s: its CRC32C could not be stored as a tag, so downloads from a "

@@ -32,11 +32,13 @@ S3D_NODISCARD int s3d_own_check_expected(const char *bucket, const char *key,
                                          const char *expect_crc32c);
 
 /* After a multipart upload of parts[0..n) (sorted) completed with etag (Complete's; "" when
- * the server sent none): stores the object's CRC-32C as its S3D_OP_CRC_TAG tag. Never fails:
- * the object is in place, and one the tag cannot be stored on is left without it (logged at
- * debug level). */
+ * the server sent none): stores the object's CRC-32C as its S3D_OP_CRC_TAG tag: the parts'
+ * combined (object_crc32c NULL), or object_crc32c (base64: a server-side copy's source's; ""
+ * = not known, no tag). Never fails: the object is in place, and one the tag cannot be stored
+ * on is left without it (logged at debug level). */
 void s3d_own_tag(struct s3d_client *c, const char *bucket, const char *key,
-                 const struct s3d_op_part *parts, size_t n, const char *etag);
+                 const struct s3d_op_part *parts, size_t n, const char *etag,
+                 const char *object_crc32c);
 
 /* ---- read side: whole-object downloads ------------------------------------------------------ */
 

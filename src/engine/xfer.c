@@ -96,6 +96,7 @@ struct engine {
     size_t handed_out;
     unsigned char *seen;   /* part numbers handed out, 1..10000 */
     uint64_t copied_bytes; /* of copy parts kept: progress, never the controller's bytes */
+    int object_crc;        /* object_crc32c given: a copy part's CRC is the server's, or none */
     const struct iovec *single_iov;
     int single_iovcnt;
     uint64_t single_len;
@@ -401,10 +402,9 @@ static int finish_ok(struct engine *g, struct item *it)
         break;
     case KIND_PART: {
         struct s3d_op_part *p;
-        char copy_etag[80] = "";
+        char copy_etag[80] = "", crc[16] = "";
         const int is_copy = it->part.copy_source != NULL;
         if (is_copy) {
-            char crc[16];
             int keep;
             rc = s3d_op_copy_part_result(&it->op, copy_etag, crc);
             if (rc < 0)
@@ -436,8 +436,8 @@ static int finish_ok(struct engine *g, struct item *it)
         p = &g->parts[g->n_parts++];
         memset(p, 0, sizeof(*p));
         p->part_number = it->part.part_number;
-        snprintf(p->crc32c, sizeof(p->crc32c), "%s", it->crc);
-        p->crc = it->crc_v;
+        snprintf(p->crc32c, sizeof(p->crc32c), "%s", is_copy && g->object_crc ? crc : it->crc);
+        p->crc = is_copy && g->object_crc ? 0 : it->crc_v;
         p->length = it->part.length;
         if (is_copy) {
             /* Quoted as UploadPart's header ETag is (the XML may carry it bare). */
@@ -945,6 +945,7 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
     g.poll = hooks->poll;
     g.hook_ctx = hooks->ctx;
     g.total = o ? o->total_hint : 0;
+    g.object_crc = o != NULL && o->object_crc32c != NULL;
     g.seen = calloc(S3D_MAX_PARTS + 1, 1);
     if (g.seen == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory starting an upload");
@@ -959,8 +960,7 @@ int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucket, const char 
     rc = run(&g);
     if (rc == 0 && s3d_cancel_is_set(g.cancel))
         rc = s3d_fail(S3D_ECANCELED, "upload of s3://%s/%s canceled", bucket, key);
-    rc = s3d_multipart_finish(c, bucket, key, upload_id, g.parts, g.n_parts,
-                              o ? o->expect_crc32c : NULL, rc);
+    rc = s3d_multipart_finish(c, bucket, key, upload_id, g.parts, g.n_parts, o, rc);
 out:
     free(upload_id);
     free(g.parts);

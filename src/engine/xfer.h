@@ -143,7 +143,8 @@ struct s3d_put_part {
      * (s3d_op_copy_source), iov NULL, the bytes [copy_offset, copy_offset + length) of it,
      * guarded with copy_if_match (NULL = none). copy_crc is the CRC-32C of the bytes the
      * producer expects there: the server's ChecksumCRC32C must match it, and it counts in the
-     * object's CRC-32C. The answer is judged by the check_copy hook. */
+     * object's CRC-32C (unless s3d_put_options' object_crc32c gives the whole object's
+     * instead). The answer is judged by the check_copy hook. */
     const char *copy_source;
     uint64_t copy_offset;
     const char *copy_if_match;
@@ -187,6 +188,19 @@ struct s3d_put_options {
      * source checksum: checked before CompleteMultipartUpload, S3D_ECHECKSUM (and the upload
      * aborted) when it differs. */
     const char *expect_crc32c;
+    /* Multipart, a server-side copy whose parts' CRC-32Cs the producer does not know (it never
+     * read their bytes) but whose whole object's CRC-32C it does (the source's, base64): NULL
+     * = not such an upload (the object's CRC is the parts' combined, as always). Non-NULL: the
+     * copy parts' copy_crc is not used (Complete lists the CRC the server answered the copy
+     * with, or none); expect_crc32c is not checked; the completed object's CRC-32C tag
+     * (own_checksum.h) holds this value, and "" (the source's CRC is not known) sets no tag. */
+    const char *object_crc32c;
+    /* Multipart: the ETag the completed object must have (NULL or "" = none; a server-side
+     * copy's, computed from its source's): before CompleteMultipartUpload the parts' ETags
+     * must combine to it (s3d_op_multipart_etag), else S3D_ECHANGED and the upload is
+     * aborted; after it, Complete's answer must show it when it carries one, else
+     * S3D_ECHANGED (the object is in place, untagged). */
+    const char *expect_etag;
 };
 
 /* Uploads one object as a multipart upload fed by hooks: CreateMultipartUpload, UploadPart for

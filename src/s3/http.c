@@ -104,6 +104,15 @@ static void copy_value(char *dst, size_t cap, const char *v, size_t len)
     dst[n] = '\0';
 }
 
+/* A header's count (digits up to 1,000,000; 0 when there are none). */
+static uint32_t small_count(const char *v, const char *end)
+{
+    uint32_t n = 0;
+    for (const char *p = v; p < end && isdigit((unsigned char)*p) && n < 1000000; p++)
+        n = n * 10 + (uint32_t)(*p - '0');
+    return n;
+}
+
 static int name_is(const char *line, size_t name_len, const char *name)
 {
     return strlen(name) == name_len && strncasecmp(line, name, name_len) == 0;
@@ -169,12 +178,11 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
         copy_value(h->meta_crc32c, sizeof(h->meta_crc32c), v, (size_t)(end - v));
     else if (name_is(line, name_len, "x-amz-bucket-region"))
         copy_value(h->bucket_region, sizeof(h->bucket_region), v, (size_t)(end - v));
-    else if (name_is(line, name_len, "x-amz-tagging-count")) {
-        uint32_t n = 0;
-        for (const char *p = v; p < end && isdigit((unsigned char)*p) && n < 1000000; p++)
-            n = n * 10 + (uint32_t)(*p - '0');
-        h->tagging_count = n;
-    } else if (name_is(line, name_len, "content-length")) {
+    else if (name_is(line, name_len, "x-amz-tagging-count"))
+        h->tagging_count = small_count(v, end);
+    else if (name_is(line, name_len, "x-amz-mp-parts-count"))
+        h->mp_parts_count = small_count(v, end);
+    else if (name_is(line, name_len, "content-length")) {
         uint64_t cl = 0;
         const char *p = v;
         int ok = p < end;

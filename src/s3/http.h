@@ -34,11 +34,12 @@ struct s3d_http_resp {
     char last_modified[64];
     char content_range[96];
     char checksum_crc32c[16];
-    char checksum_type[16]; /* x-amz-checksum-type: COMPOSITE or FULL_OBJECT */
-    char meta_crc32c[16];   /* x-amz-meta-s3d-crc32c: the CRC-32C s3direct stored (ops.h) */
-    uint32_t tagging_count; /* x-amz-tagging-count */
-    char bucket_region[32]; /* x-amz-bucket-region (S3 sends it with 301 and 400 answers) */
-    uint64_t received;      /* body bytes of a 2xx response written to dst */
+    char checksum_type[16];  /* x-amz-checksum-type: COMPOSITE or FULL_OBJECT */
+    char meta_crc32c[16];    /* x-amz-meta-s3d-crc32c: the CRC-32C s3direct stored (ops.h) */
+    uint32_t tagging_count;  /* x-amz-tagging-count */
+    uint32_t mp_parts_count; /* x-amz-mp-parts-count (a GET or HEAD with partNumber) */
+    char bucket_region[32];  /* x-amz-bucket-region (S3 sends it with 301 and 400 answers) */
+    uint64_t received;       /* body bytes of a 2xx response written to dst */
     size_t header_bytes;
     int overflow;           /* a 2xx body longer than dst_cap (protocol error) */
     int header_toobig;      /* headers over S3D_HTTP_MAX_HEADER_BYTES */

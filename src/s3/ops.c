@@ -197,6 +197,32 @@ out:
     return rc;
 }
 
+int s3d_op_head_part(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                     uint32_t part_number, uint64_t *length, uint32_t *parts_count)
+{
+    struct s3d_s3_op op;
+    char number[12];
+    int rc;
+
+    s3d_op_init(&op, "HeadObject", "HEAD", bucket, key);
+    snprintf(number, sizeof(number), "%u", part_number);
+    s3d_s3_op_add_query(&op, "partNumber", number);
+    *length = 0;
+    *parts_count = 0;
+    rc = s3d_s3_op_run(ctx, &op);
+    if (rc == 0 && !op.req.resp.has_content_length) {
+        struct s3d_err_s3 d = s3d_op_detail(&op);
+        rc = s3d_fail_s3(S3D_EPROTO, &d, "HeadObject s3://%s/%s?partNumber=%u: no Content-Length",
+                         bucket, key, part_number);
+    }
+    if (rc == 0) {
+        *length = op.req.resp.content_length;
+        *parts_count = op.req.resp.mp_parts_count;
+    }
+    s3d_s3_op_cleanup(&op);
+    return rc;
+}
+
 /* "bytes A-B/T" of a 206: A, B and T. -1 when it is not that. */
 static int parse_content_range(const char *s, uint64_t *a, uint64_t *b, uint64_t *t)
 {

@@ -155,9 +155,24 @@ void s3d_op_sums_get(const struct s3d_s3_op *op, struct s3d_op_sums *out);
  * part's ETag is not 32 hex digits in quotes (an encrypted object's, say). */
 int s3d_op_multipart_etag(const struct s3d_op_part *parts, size_t n, char out[80]);
 
+/* 1 when ETags a and b are the same (non-empty), quotes and the case of hex digits aside. */
+int s3d_op_etag_same(const char *a, const char *b);
+
+/* What an ETag (quotes optional) says of its object: 1 = a single upload's MD5 (32 hex
+ * digits); 2 = a multipart upload's MD5 of its parts' MD5s, "-" and the part count (into
+ * *parts); 0 = neither (SSE-KMS or SSE-C objects, other servers' schemes). */
+int s3d_op_etag_shape(const char *etag, uint32_t *parts);
+
 /* s3d_op_head that also returns the response's sums (NULL = not wanted). */
 S3D_NODISCARD int s3d_op_head_sums(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
                                    struct s3d_object_info *out, struct s3d_op_sums *sums);
+
+/* HeadObject ?partNumber=part_number: the part's size (its Content-Length) into *length and
+ * the object's x-amz-mp-parts-count into *parts_count (0 when the server sent none: Ceph RGW
+ * 16 ignores partNumber and answers for the whole object). The response's ETag is not
+ * checked: AWS sends the object's, moto the part's. */
+S3D_NODISCARD int s3d_op_head_part(struct s3d_s3ctx *ctx, const char *bucket, const char *key,
+                                   uint32_t part_number, uint64_t *length, uint32_t *parts_count);
 
 /* PutObjectTagging with the one tag S3D_OP_CRC_TAG = value (replacing the object's tags: an
  * object just completed by s3direct has none). */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <openssl/evp.h>
@@ -350,4 +351,41 @@ int s3d_op_multipart_etag(const struct s3d_op_part *parts, size_t n, char out[80
         snprintf(out + 1 + 2 * k, 3, "%02x", md[k]);
     snprintf(out + 33, 80 - 33, "-%zu\"", n);
     return 0;
+}
+
+int s3d_op_etag_same(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la >= 2 && a[0] == '"' && a[la - 1] == '"')
+        a++, la -= 2;
+    if (lb >= 2 && b[0] == '"' && b[lb - 1] == '"')
+        b++, lb -= 2;
+    return la == lb && la > 0 && strncasecmp(a, b, la) == 0;
+}
+
+int s3d_op_etag_shape(const char *etag, uint32_t *parts)
+{
+    size_t n = strlen(etag), i;
+    uint32_t count = 0;
+    *parts = 0;
+    if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"')
+        etag++, n -= 2;
+    if (n < 32)
+        return 0;
+    for (i = 0; i < 32; i++)
+        if (hexval(etag[i]) < 0)
+            return 0;
+    if (n == 32)
+        return 1;
+    if (etag[32] != '-' || n == 33 || n > 38)
+        return 0;
+    for (i = 33; i < n; i++) {
+        if (etag[i] < '0' || etag[i] > '9')
+            return 0;
+        count = count * 10 + (uint32_t)(etag[i] - '0');
+    }
+    if (count == 0)
+        return 0;
+    *parts = count;
+    return 2;
 }

@@ -16,6 +16,10 @@ int s3d_retry_is_transient(int err, int http_status, const char *s3_code)
             strcmp(s3_code, "InternalError") == 0 || strcmp(s3_code, "ServiceUnavailable") == 0)
             return 1;
     }
+    /* 501 Not Implemented is an answer, not a failure (botocore does not retry it either): a
+     * copy that a server refuses so goes through the client at once (engine/api_copy.c). */
+    if (http_status == 501 || (s3_code != NULL && strcmp(s3_code, "NotImplemented") == 0))
+        return 0;
     if (http_status >= 500)
         return 1;
     if (http_status == 408 || http_status == 429)

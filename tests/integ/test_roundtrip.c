@@ -1,6 +1,7 @@
 /* test_roundtrip.c - bytes in = bytes out, through every path: buffer and file uploads and
  * downloads at the sizes around the multipart boundaries (0, 1, 5 MiB - 1, 5 MiB, 5 MiB + 1,
- * 64 MiB), ranged downloads, keys with spaces and unicode, copy, upload streams (including an
+ * 64 MiB), ranged downloads, keys with spaces and unicode, copies (through the client and on
+ * the server), upload streams (including an
  * abandoned one), stdin and stdout, and progress reports. */
 #include <fcntl.h>
 #include <pthread.h>
@@ -28,6 +29,12 @@ static int on_progress(void *user, uint64_t done, uint64_t total)
     p->total = total;
     p->calls++;
     return 0;
+}
+
+static int cancel_progress(void *user, uint64_t done, uint64_t total)
+{
+    (void)user, (void)done, (void)total;
+    return 1;
 }
 
 static int count_uploads(void *user, const struct s3d_upload_entry *e)
@@ -234,6 +241,36 @@ int main(void)
     CHECK_EQ_U64(got, 777);
     CHECK(memcmp(dst, src, 777) == 0);
 
+    /* A copy made by the server (a single-part source: one UploadPartCopy): progress counts
+     * the copied bytes; one canceled by its progress callback leaves no object and no upload
+     * (checked with the others below). */
+    {
+        struct s3d_client *cb;
+        struct s3d_object_info info = {.struct_size = sizeof(struct s3d_object_info)};
+        struct prog pc = {0};
+        struct s3d_transfer_options to = {.progress = on_progress, .progress_user = &pc};
+        memset(&o, 0, sizeof(o));
+        o.endpoint_url = t_s3_endpoint();
+        o.multipart_threshold = 64 * MiB;
+        CHECK_OK(s3d_client_new(&o, &cb));
+        CHECK_OK(s3d_upload_from_buffer(cb, bucket, "single", src, n, NULL));
+        CHECK_OK(s3d_copy_object(c, bucket, "single", bucket, "copy single", &to));
+        CHECK(!pc.backwards);
+        CHECK_EQ_U64(pc.last, n);
+        CHECK_EQ_U64(pc.total, n);
+        CHECK_OK(s3d_head_object(c, bucket, "copy single", &info));
+        CHECK(strstr(info.etag, "-1\"") != NULL); /* the one copied part */
+        CHECK_OK(
+            s3d_download_to_buffer(c, bucket, "copy single", 0, UINT64_MAX, dst, n, &got, NULL));
+        CHECK_EQ_U64(got, n);
+        CHECK(memcmp(dst, src, n) == 0);
+        to.progress = cancel_progress;
+        CHECK_ERR(s3d_copy_object(c, bucket, "single", bucket, "copy canceled", &to),
+                  S3D_ECANCELED);
+        CHECK_ERR(s3d_head_object(c, bucket, "copy canceled", &info), S3D_ENOSUCHKEY);
+        s3d_client_free(cb);
+    }
+
     /* Upload streams: odd write sizes, multipart; a tiny one (single PUT); an abandoned one. */
     {
         struct s3d_upload_stream *s;
@@ -317,8 +354,8 @@ int main(void)
     CHECK_OK(s3d_list_uploads(c, bucket, NULL, count_uploads, &uploads));
     CHECK(uploads == 0);
     {
-        const char *keys[] = {"ranged", "copy big",     "small",     "copy small",
-                              "stream", "stream small", "from stdin"};
+        const char *keys[] = {"ranged", "copy big",     "small",      "copy small", "single",
+                              "stream", "stream small", "from stdin", "copy single"};
         CHECK_OK(s3d_delete_objects(c, bucket, keys, sizeof(keys) / sizeof(keys[0])));
     }
     CHECK_OK(s3d_delete_bucket(c, bucket));

@@ -45,10 +45,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _answer(self, status, headers, data):
         self.send_response(status)
+        length = str(len(data))
         for k, v in headers:
-            if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+            if k.lower() == "content-length" and self.command == "HEAD":
+                length = v  # a HEAD's is the object's, with no body
+            elif k.lower() not in ("content-length", "transfer-encoding", "connection"):
                 self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Length", length)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)

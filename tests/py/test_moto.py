@@ -218,3 +218,126 @@ def test_error_names_moto_request_id_and_no_placeholder(cli, moto_env, moto_buck
     err = r.stderr.decode()
     assert r.returncode != 0 and "HTTP 404" in err, err
     assert "request id" not in err, err
+
+
+def _boto3(env):
+    import boto3
+    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def _copy_through(env, relay, bucket, src, dst):
+    c = s3direct.Client(endpoint_url=relay.url, region="us-east-1", access_key_id="testing",
+                        secret_access_key="testing")
+    try:
+        c.copy_object(bucket, src, bucket, dst)
+    finally:
+        c.close()
+
+
+def test_multipart_copy_stays_on_the_server(moto_env, moto_bucket):
+    """moto tells a multipart object's part sizes (HEAD ?partNumber=k, x-amz-mp-parts-count),
+    which Ceph RGW 16 does not: a source boto3 uploaded in uneven parts is copied part for
+    part by the server, and the copy has the source's ETag (proved before Complete)."""
+    from test_copy_server import UNEVEN, Counter, _multipart_source
+
+    s3 = _boto3(moto_env)
+    body = _multipart_source(s3, moto_bucket, "mpc/src.bin", UNEVEN, seed=21)
+    etag = s3.head_object(Bucket=moto_bucket, Key="mpc/src.bin")["ETag"]
+    assert etag.endswith(f'-{len(UNEVEN)}"')
+    relay = Counter(moto_env["AWS_ENDPOINT_URL"])
+    try:
+        _copy_through(moto_env, relay, moto_bucket, "mpc/src.bin", "mpc/dst.bin")
+    finally:
+        relay.close()
+    assert relay.copies == len(UNEVEN)
+    assert relay.total < 64 << 10, (relay.up, relay.down)  # 41 MiB stayed on the server
+    got = s3.get_object(Bucket=moto_bucket, Key="mpc/dst.bin")
+    assert got["Body"].read() == body
+    assert got["ETag"] == etag
+
+
+def test_multipart_copy_of_a_replaced_source_fails(moto_env, moto_bucket):
+    """The parts the server copied combine to another ETag than the source's (a rewritten
+    answer stands for a source replaced between the HEAD and the copies): the copy fails
+    before Complete, the destination keeps its object, and no upload is left."""
+    import hashlib
+
+    from test_copy_server import UNEVEN, Counter, _multipart_source
+
+    s3 = _boto3(moto_env)
+    _multipart_source(s3, moto_bucket, "mpr/src.bin", UNEVEN, seed=22)
+    s3.put_object(Bucket=moto_bucket, Key="mpr/dst.bin", Body=b"previous")
+    relay = Counter(moto_env["AWS_ENDPOINT_URL"],
+                    copy_etag='"%s"' % hashlib.md5(b"another version").hexdigest())
+    try:
+        with pytest.raises(s3direct.TransferError) as e:
+            _copy_through(moto_env, relay, moto_bucket, "mpr/src.bin", "mpr/dst.bin")
+    finally:
+        relay.close()
+    msg = str(e.value)
+    assert "the copied parts make ETag" in msg and "nothing was written" in msg, msg
+    assert s3.get_object(Bucket=moto_bucket, Key="mpr/dst.bin")["Body"].read() == b"previous"
+    ups = s3.list_multipart_uploads(Bucket=moto_bucket).get("Uploads", [])
+    assert [u for u in ups if u["Key"].startswith("mpr/")] == []
+
+
+def test_multipart_copy_complete_answering_another_etag_fails(moto_env, moto_bucket):
+    """Complete's answer names another ETag than the one the copied parts were proved to make:
+    the object is in place by then, so the copy fails saying so, and the object gets no
+    CRC-32C tag (a download would otherwise be checked against bytes never proved)."""
+    def spoil(handler, status, data):
+        if handler.command == "POST" and "uploadId=" in handler.path and b"<ETag>" in data:
+            a, b = data.index(b"<ETag>") + 6, data.index(b"</ETag>")
+            data = data[:a] + b'"0123456789abcdef0123456789abcdef-7"' + data[b:]
+        return data
+
+    s3 = _boto3(moto_env)
+    c = _client(moto_env)  # s3direct's upload: its CRC-32C tag would reach a proved copy
+    try:
+        c.upload_bytes(moto_bucket, "mpx/src.bin", os.urandom(23 * MiB))
+    finally:
+        c.close()
+    assert _has_crc_tag(s3, moto_bucket, "mpx/src.bin")
+    relay = HttpRelay(moto_env["AWS_ENDPOINT_URL"], rewrite=spoil)
+    try:
+        with pytest.raises(s3direct.TransferError) as e:
+            _copy_through(moto_env, relay, moto_bucket, "mpx/src.bin", "mpx/dst.bin")
+    finally:
+        relay.close()
+    msg = str(e.value)
+    assert "CompleteMultipartUpload answered ETag" in msg and "left in place" in msg, msg
+    assert not _has_crc_tag(s3, moto_bucket, "mpx/dst.bin")
+
+
+def _has_crc_tag(s3, bucket, key):
+    tags = s3.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]
+    return any(t["Key"] == "s3direct-crc32c" for t in tags)
+
+
+def test_multipart_copy_keeps_the_source_crc(moto_env, moto_bucket):
+    """A multipart source s3direct wrote carries its CRC-32C as a tag bound to its ETag; the
+    copy made on the server (whose parts' CRCs the client never sees) gets the same CRC, bound
+    to its own ETag, so downloads of the copy are still checked."""
+    from test_copy_server import Counter
+
+    s3 = _boto3(moto_env)
+    body = os.urandom(23 * MiB)
+    c = _client(moto_env)
+    relay = Counter(moto_env["AWS_ENDPOINT_URL"])
+    try:
+        c.upload_bytes(moto_bucket, "mpk/src.bin", body)
+        _copy_through(moto_env, relay, moto_bucket, "mpk/src.bin", "mpk/dst.bin")
+        assert c.download_bytes(moto_bucket, "mpk/dst.bin") == body  # checked by the tag
+    finally:
+        relay.close()
+        c.close()
+    assert relay.copies == 5 and relay.total < 64 << 10, (relay.copies, relay.total)
+
+    def tag(key):
+        tags = s3.get_object_tagging(Bucket=moto_bucket, Key=key)["TagSet"]
+        return {t["Key"]: t["Value"] for t in tags}["s3direct-crc32c"]
+    src_crc, src_etag = tag("mpk/src.bin").split()
+    dst_crc, dst_etag = tag("mpk/dst.bin").split()
+    assert dst_crc == src_crc and dst_etag == src_etag  # same parts: same ETag
+    assert s3.head_object(Bucket=moto_bucket, Key="mpk/dst.bin")["ETag"] == f'"{dst_etag}"'

@@ -14,6 +14,8 @@ struct transient_case {
 static const struct transient_case transient_cases[] = {
     {S3D_ESERVER, 500, "InternalError", 1},
     {S3D_ESERVER, 502, NULL, 1},
+    {S3D_ESERVER, 501, "NotImplemented", 0}, /* an answer: UploadPartCopy not there */
+    {S3D_ESERVER, 501, NULL, 0},
     {S3D_ESLOWDOWN, 503, "SlowDown", 1},
     {S3D_ESLOWDOWN, 503, "", 1},
     {S3D_ETIMEDOUT, 400, "RequestTimeout", 1},
