@@ -16,8 +16,10 @@
  *   - a cuFileWrite that does not start and end on a 4 KiB boundary reads the partial blocks
  *     first (GDS's read-modify-write), so it fails on a write-only descriptor (-1, EBADF);
  * FAKE_CUDA_FAIL_INIT=1 makes cuInit fail; FAKE_CUDA_FAIL_COPY=1 makes copies fail with
- * CUDA_ERROR_ILLEGAL_ADDRESS. fake_cuda_stats() reports counters to the test,
- * fake_cuda_ctx_refs(d) the references on device d's primary context. */
+ * CUDA_ERROR_ILLEGAL_ADDRESS, FAKE_CUDA_FAIL_RECORD=1 event records (copies queued before
+ * stay queued: fake_cuda_pending_copies() shows who returned a buffer before they ran).
+ * fake_cuda_stats() reports counters to the test, fake_cuda_ctx_refs(d) the references on device
+ * d's primary context. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -376,7 +378,10 @@ EXPORT CUresult cuEventDestroy_v2(void *e)
 }
 EXPORT CUresult cuEventRecord(void *e, void *s)
 {
+    const char *f = getenv("FAKE_CUDA_FAIL_RECORD");
     struct fevent *ev = e;
+    if (f && *f == '1')
+        return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS: the work queued before stays queued */
     /* Streams 0, 1 (legacy) and 2 (per thread) mean the current context's. */
     struct fstream *st = stream_of(s);
     struct fctx *sc = st != NULL ? st->ctx : NULL;

@@ -12,6 +12,7 @@
 #include "common/crc32c.h"
 #include "device/device.h"
 #include "engine/fileio.h"
+#include "engine/fileio_stage.h"
 #include "engine/pool.h"
 #include "testutil.h"
 
@@ -474,6 +475,34 @@ int main(int argc, char **argv)
             CHECK(memcmp((void *)(uintptr_t)(d1 + 16), data + 4096 + 3, cl[q]) == 0);
             CHECK(crc[0] == s3d_crc32c(0, data + 4096 + 3, cl[q]));
             CHECK(s3d_pool_free_count(pool) == 4);
+        }
+        /* A copy back queued, then its event record fails: the chunks go back to the pool
+         * only once that copy has run (the fake runs it only when asked, as late as a GPU
+         * could), or another transfer that takes them would see its bytes overwritten. */
+        {
+            int (*pending)(void) = (int (*)(void))dlsym(lib, "fake_cuda_pending_copies");
+            struct s3d_stream_set g;
+            struct s3d_cufile *cf = NULL;
+            uint64_t moved = 0;
+            int failed = 0, rfd = open(path, O_RDONLY);
+            CHECK(pending != NULL && rfd >= 0);
+            s3d_stream_set_init(&g, dev);
+            CHECK_OK(s3d_cufile_open(dev, 1, rfd, &cf));
+            const struct fio_cufile_io io = {
+                dev, pool, &g, cf, NULL, 1, 0, (uint64_t)(uintptr_t)(d1 + 8), 3u << 20, 1, crc};
+            setenv("FAKE_CUDA_FAIL_RECORD", "1", 1);
+            CHECK_ERR(fio_cufile_crc_io(&io, &moved, &failed), S3D_ECUDA);
+            unsetenv("FAKE_CUDA_FAIL_RECORD");
+            CHECK_MSG_HAS("cuEventRecord");
+            if (pending() != 0)
+                t_fail(__FILE__, __LINE__,
+                       "%d copies into staging chunks still queued after "
+                       "they went back to the pool",
+                       pending());
+            CHECK(s3d_pool_free_count(pool) == 4);
+            s3d_stream_set_free(&g);
+            s3d_cufile_close(cf);
+            close(rfd);
         }
         /* AUTO: no nvidia-fs here, so cuFile would run in compatibility mode: the staged
          * path is used. With nvidia-fs (S3D_NVFS_PATH stands in for it), cuFile. */
