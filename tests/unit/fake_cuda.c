@@ -15,6 +15,12 @@
  *     FAKE_CUDA_FORK_OK=1 in a child that only tests something else).
  *   - a cuFileWrite that does not start and end on a 4 KiB boundary reads the partial blocks
  *     first (GDS's read-modify-write), so it fails on a write-only descriptor (-1, EBADF);
+ *   - cuFileRead/cuFileWrite of device memory need that device's context current
+ *     (CU_FILE_CUDA_CONTEXT_MISMATCH otherwise); the device of the context the driver was
+ *     opened in and the last file registered in is kept (fake_cufile_open_dev, _register_dev);
+ *   - cuFile does not follow stream order: a cuFileRead/cuFileWrite while stream work that
+ *     touches its device memory is still queued is counted (fake_cufile_unordered), and the
+ *     I/O goes on, so that work runs after it and the bytes come out wrong, as on a GPU;
  * FAKE_CUDA_FAIL_INIT=1 makes cuInit fail; FAKE_CUDA_FAIL_COPY=1 makes copies fail with
  * CUDA_ERROR_ILLEGAL_ADDRESS, FAKE_CUDA_FAIL_RECORD=1 event records (copies queued before
  * stay queued: fake_cuda_pending_copies() shows who returned a buffer before they ran).
@@ -65,6 +71,7 @@ struct fevent {
 
 static struct fctx g_ctx[NDEV] = {{0, 0}, {1, 0}};
 static struct fstream g_legacy[NDEV];
+static struct fstream *g_streams[256]; /* those cuStreamCreate made and not destroyed (g_mu) */
 static __thread struct fctx *t_cur;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -91,6 +98,35 @@ EXPORT int fake_cuda_pending_copies(void)
     return n;
 }
 static struct fake_cuda_stats g_stats;
+
+static int overlaps(const void *a, size_t an, const void *b, size_t bn)
+{
+    const char *x = a, *y = b;
+    return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
+/* Queued work on any stream that conflicts with an access of n bytes at p that no stream
+ * orders: a copy into that memory, or (for_write: the access writes it) a copy out of it. What
+ * the libcufile copy asks before each cuFileRead or cuFileWrite, which do not follow stream
+ * order: such work runs after the I/O on a GPU, so the I/O sees or leaves the wrong bytes. */
+EXPORT int fake_cuda_pending_on(const void *p, size_t n, int for_write)
+{
+    int hits = 0;
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < 256 + NDEV; i++) {
+        const struct fstream *st = i < 256 ? g_streams[i] : &g_legacy[i - 256];
+        if (st == NULL)
+            continue;
+        for (size_t k = st->done; k < st->n_ops; k++) {
+            const struct fop *op = &st->ops[k];
+            if (op->wait == NULL &&
+                (overlaps(op->dst, op->n, p, n) || (for_write && overlaps(op->src, op->n, p, n))))
+                hits++;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return hits;
+}
 
 EXPORT void fake_cuda_stats(struct fake_cuda_stats *out)
 {
@@ -315,6 +351,13 @@ EXPORT CUresult cuStreamCreate(void **s, unsigned flags)
     st->flags = flags;
     if (flags == 1)
         g_stats.stream_flags_seen++;
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < 256; i++)
+        if (g_streams[i] == NULL) {
+            g_streams[i] = st;
+            break;
+        }
+    pthread_mutex_unlock(&g_mu);
     *s = st;
     return 0;
 }
@@ -323,6 +366,9 @@ EXPORT CUresult cuStreamDestroy_v2(void *s)
     struct fstream *st = s;
     pthread_mutex_lock(&g_mu);
     run(st, ~0ull, 0); /* queued work completes, as on the GPU */
+    for (int i = 0; i < 256; i++)
+        if (g_streams[i] == st)
+            g_streams[i] = NULL;
     pthread_mutex_unlock(&g_mu);
     free(st->ops);
     free(st);
@@ -472,6 +518,36 @@ static void *cufile_ctx(void)
     return ctx;
 }
 
+/* The device of the thread's current context (-1: none), and of the memory at p (-1: not
+ * device memory CUDA knows), asked of the libcuda copy. */
+static int cufile_ctx_dev(void)
+{
+    const struct fctx *c = cufile_ctx();
+    return c != NULL ? c->dev : -1;
+}
+static int cufile_mem_dev(const void *p)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CUresult (*attr)(void *, int, CUdeviceptr) = NULL;
+    int dev = -1;
+    if (lib != NULL) {
+        *(void **)&attr = dlsym(lib, "cuPointerGetAttribute");
+        if (attr == NULL || attr(&dev, 9, (CUdeviceptr)(uintptr_t)p) != 0)
+            dev = -1;
+        dlclose(lib);
+    }
+    return dev;
+}
+static int g_cufile_open_dev = -1; /* the device of the context cuFileDriverOpen ran in */
+static int g_cufile_reg_dev = -1;  /* ... and the last cuFileHandleRegister */
+EXPORT int fake_cufile_open_dev(void)
+{
+    return g_cufile_open_dev;
+}
+EXPORT int fake_cufile_register_dev(void)
+{
+    return g_cufile_reg_dev;
+}
 typedef struct {
     int err;
     int cu_err;
@@ -495,6 +571,7 @@ EXPORT CUfileError_t cuFileDriverOpen(void)
     if (cufile_ctx() == NULL)              /* the driver sets up in the current context */
         return (CUfileError_t){5011, 201}; /* CUDA_DRIVER_ERROR, CUDA_ERROR_INVALID_CONTEXT */
     g_cufile_open++;
+    g_cufile_open_dev = cufile_ctx_dev();
     return (CUfileError_t){0, 0};
 }
 /* Successful cuFileDriverOpen calls. */
@@ -578,6 +655,7 @@ EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
     if (fd < 0)
         return (CUfileError_t){5030, 0}; /* INTERNAL_ERROR */
     *fh = (void *)(intptr_t)(fd + 1);
+    g_cufile_reg_dev = cufile_ctx_dev();
     return (CUfileError_t){0, 0};
 }
 EXPORT void cuFileHandleDeregister(void *fh)
@@ -591,6 +669,32 @@ EXPORT CUfileError_t cuFileBufRegister(const void *p, size_t n, int flags)
 EXPORT CUfileError_t cuFileBufDeregister(const void *p)
 {
     return (CUfileError_t){0, 0};
+}
+/* cuFileRead/cuFileWrite calls made while stream work that touches their device memory was
+ * still queued (fake_cuda_pending_on): the caller's kernels not waited for. The I/O goes on
+ * regardless, as on a GPU, so the bytes come out wrong as they would there. */
+static int g_cufile_unordered;
+EXPORT int fake_cufile_unordered(void)
+{
+    return g_cufile_unordered;
+}
+static void note_unordered(const void *p, size_t n, int for_write)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    int (*pending_on)(const void *, size_t, int) = NULL;
+    if (lib != NULL) {
+        *(void **)&pending_on = dlsym(lib, "fake_cuda_pending_on");
+        if (pending_on != NULL && pending_on(p, n, for_write) > 0)
+            __atomic_fetch_add(&g_cufile_unordered, 1, __ATOMIC_RELAXED);
+        dlclose(lib);
+    }
+}
+/* The device memory of a cuFileRead/cuFileWrite is the current context's device's
+ * (CU_FILE_CUDA_CONTEXT_MISMATCH otherwise, as cuFile maps the buffer in that context). */
+static int cufile_ctx_mismatch(const void *p)
+{
+    const int cd = cufile_ctx_dev(), md = cufile_mem_dev(p);
+    return cd < 0 || (md >= 0 && md != cd);
 }
 static int g_cufile_reads;
 EXPORT int fake_cufile_reads(void)
@@ -621,10 +725,11 @@ static void note_overlap(void)
 EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
 {
     const char *f = getenv("FAKE_CUFILE_FAIL_IO");
-    if (cufile_ctx() == NULL)
+    if (cufile_ctx_mismatch((char *)base + boff))
         return -5015; /* CONTEXT_MISMATCH */
     g_cufile_reads++;
     note_overlap();
+    note_unordered((char *)base + boff, n > (1u << 20) ? 1u << 20 : n, 1);
     if (f && *f == '1')
         return -5044;
     return pread((int)(intptr_t)fh - 1, (char *)base + boff, n > (1u << 20) ? 1u << 20 : n, off);
@@ -652,9 +757,10 @@ EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t n, off_t off, off_
 {
     const char *f = getenv("FAKE_CUFILE_FAIL_IO");
     int fd = (int)(intptr_t)fh - 1;
-    if (cufile_ctx() == NULL)
+    if (cufile_ctx_mismatch((const char *)base + boff))
         return -5015;
     note_overlap();
+    note_unordered((const char *)base + boff, n > (1u << 20) ? 1u << 20 : n, 0);
     if (f && *f == '1')
         return -5044;
     n = n > (1u << 20) ? 1u << 20 : n;

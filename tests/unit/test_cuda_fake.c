@@ -129,10 +129,88 @@ static int cufile_mode_child(char **argv)
     return 0;
 }
 
+/* test_cuda_fake cufile-ctx FILE read|write: run by main in a process of its own (a fresh
+ * cuFile driver), on a thread whose current context is device 0's, reading FILE into device 1
+ * in mode AUTO (nvidia-fs present) and CUFILE and writing it back from there, or ("write")
+ * only saving from device 1 in mode AUTO, the first cuFile use: the driver is opened, the
+ * file registered and every cuFile call made in device 1's context (the fake refuses I/O
+ * into memory of another device than the current context's), and the thread's context is
+ * device 0's again after each call. Exit 0 when so. */
+static int cufile_ctx_child(char **argv)
+{
+    void *culib = dlopen("libcufile.so.0", RTLD_NOW), *ctx0;
+    int (*open_dev)(void) = culib ? (int (*)(void))dlsym(culib, "fake_cufile_open_dev") : NULL;
+    int (*reg_dev)(void) = culib ? (int (*)(void))dlsym(culib, "fake_cufile_register_dev") : NULL;
+    int (*reads)(void) = culib ? (int (*)(void))dlsym(culib, "fake_cufile_reads") : NULL;
+    struct s3d_device *d;
+    struct s3d_pool *pl;
+    struct s3d_file_writer *w;
+    uint64_t dst;
+    uint32_t c = 0, wc = 0;
+    char out[600];
+    const size_t n = 3u << 20;
+    unsigned char *want = malloc(n), *back = malloc(n);
+    int fd = open(argv[2], O_RDONLY);
+    if (open_dev == NULL || reg_dev == NULL || reads == NULL || want == NULL || back == NULL ||
+        fd < 0 || pread(fd, want, n, 1) != (ssize_t)n)
+        return 2;
+    close(fd);
+    setenv("S3D_NVFS_PATH", argv[2], 1);
+    setenv("S3D_CUFILE_BLOCK", "nvme", 1);
+    if (retain(&ctx0, 0) != 0 || set_cur(ctx0) != 0 || s3d_device_open(0, &d) != 0 ||
+        s3d_device_mem_alloc(d, 1, 8u << 20, &dst) != 0 ||
+        s3d_pool_new(d, 4u << 20, 1u << 20, &pl) != 0)
+        return 3;
+    struct s3d_file_range r = {1, n, (void *)(uintptr_t)(dst + 8), 1, &c};
+    struct s3d_file_io_opts o = {.mode = S3D_FILE_IO_AUTO};
+    struct s3d_file_seg seg = {(const void *)(uintptr_t)(dst + 8), n, 1};
+    snprintf(out, sizeof(out), "%s.ctx-out", argv[2]);
+    if (strcmp(argv[3], "write") == 0) { /* a save opens the driver: AUTO, nvidia-fs present */
+        memcpy((void *)(uintptr_t)(dst + 8), want, n);
+        if (s3d_file_writer_open(d, pl, out, &o, &w) != 0 ||
+            s3d_file_writer_write(w, 0, &seg, 1, &wc) != 0 || s3d_file_writer_commit(w) != 0)
+            return 10;
+        s3d_file_writer_free(w);
+        unlink(out);
+        return open_dev() == 1 && reg_dev() == 1 && current() == ctx0 ? 0 : 11;
+    }
+    if (s3d_file_read_ranges(d, pl, argv[2], &r, 1, &o) != 0 || reads() == 0)
+        return 4; /* AUTO opened cuFile and read through it */
+    if (open_dev() != 1 || reg_dev() != 1 || current() != ctx0)
+        return 5;
+    o.mode = S3D_FILE_IO_CUFILE;
+    memset((void *)(uintptr_t)dst, 0, 8u << 20);
+    if (s3d_file_read_ranges(d, pl, argv[2], &r, 1, &o) != 0 || reg_dev() != 1 ||
+        current() != ctx0 || memcmp((void *)(uintptr_t)(dst + 8), want, n) != 0 ||
+        c != s3d_crc32c(0, want, n))
+        return 6;
+    if (s3d_file_writer_open(d, pl, out, &o, &w) != 0 ||
+        s3d_file_writer_write(w, 0, &seg, 1, &wc) != 0 || s3d_file_writer_commit(w) != 0 ||
+        reg_dev() != 1 || current() != ctx0)
+        return 7;
+    s3d_file_writer_free(w);
+    fd = open(out, O_RDONLY);
+    if (fd < 0 || read(fd, back, n) != (ssize_t)n || memcmp(back, want, n) != 0 ||
+        wc != s3d_crc32c(0, want, n))
+        return 8;
+    close(fd);
+    unlink(out);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 6 && strcmp(argv[1], "cufile-mode") == 0)
         return cufile_mode_child(argv);
+    if (argc == 4 && strcmp(argv[1], "cufile-ctx") == 0) {
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+        if (lib == NULL)
+            return 9;
+        *(void **)&get_cur = dlsym(lib, "cuCtxGetCurrent");
+        *(void **)&set_cur = dlsym(lib, "cuCtxSetCurrent");
+        *(void **)&retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
+        return cufile_ctx_child(argv);
+    }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (lib == NULL)
         t_skip("the fake libcuda.so.1 does not load: %s", dlerror());
@@ -476,6 +554,52 @@ int main(int argc, char **argv)
             CHECK(crc[0] == s3d_crc32c(0, data + 4096 + 3, cl[q]));
             CHECK(s3d_pool_free_count(pool) == 4);
         }
+        /* cuFile does not follow stream order. A read into memory the caller's stream still
+         * writes (a kernel queued before the load) and a write of memory it still writes
+         * (the kernel producing the tensor) wait for that work first: the fake libcufile
+         * counts I/O that did not (fake_cufile_unordered), whose bytes come out wrong as on
+         * a GPU (the queued work runs after the I/O). */
+        {
+            int (*unordered)(void) = (int (*)(void))dlsym(culib, "fake_cufile_unordered");
+            int (*stream_sync)(void *) = (int (*)(void *))dlsym(lib, "cuStreamSynchronize");
+            static unsigned char junk[1u << 20];
+            char wout[600];
+            struct s3d_file_writer *w;
+            struct s3d_file_seg seg = {(const void *)(uintptr_t)(d1 + 8), 3u << 20, 1};
+            void *caller;
+            uint32_t wcrc = 0;
+            CHECK(unordered != NULL && stream_sync != NULL && stream_create(&caller, 1) == 0);
+            const int u0 = unordered();
+            memset(junk, 0xee, sizeof(junk));
+            memset((void *)(uintptr_t)d1, 0, 8u << 20);
+            for (unsigned q = 0; q < 3; q++)
+                CHECK(htod_async(d1 + 8 + (q << 20), junk, sizeof(junk), caller) == 0);
+            o.cuda_stream = (uint64_t)(uintptr_t)caller;
+            CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+            CHECK(stream_sync(caller) == 0);
+            CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 1, 3u << 20) == 0);
+            CHECK(crc[0] == s3d_crc32c(0, data + 1, 3u << 20));
+            memset((void *)(uintptr_t)(d1 + 8), 0x11, 3u << 20); /* stale until the kernel */
+            CHECK(htod_async(d1 + 8, data + 1, 3u << 20, caller) == 0);
+            snprintf(wout, sizeof(wout), "%s/fake-order.bin", t_tmpdir());
+            CHECK_OK(s3d_file_writer_open(dev, pool, wout, &o, &w));
+            CHECK_OK(s3d_file_writer_write(w, 0, &seg, 1, &wcrc));
+            CHECK_OK(s3d_file_writer_commit(w));
+            s3d_file_writer_free(w);
+            CHECK(wcrc == s3d_crc32c(0, data + 1, 3u << 20));
+            unsigned char *wb = malloc(3u << 20);
+            int wfd = open(wout, O_RDONLY);
+            CHECK(wb != NULL && wfd >= 0 && read(wfd, wb, 3u << 20) == (ssize_t)(3u << 20));
+            close(wfd);
+            CHECK(memcmp(wb, data + 1, 3u << 20) == 0);
+            free(wb);
+            unlink(wout);
+            if (unordered() != u0)
+                t_fail(__FILE__, __LINE__, "%d cuFile calls ran before the caller's stream work",
+                       unordered() - u0);
+            o.cuda_stream = 0;
+            CHECK(stream_destroy(caller) == 0);
+        }
         /* A copy back queued, then its event record fails: the chunks go back to the pool
          * only once that copy has run (the fake runs it only when asked, as late as a GPU
          * could), or another transfer that takes them would see its bytes overwritten. */
@@ -647,6 +771,23 @@ int main(int argc, char **argv)
               "    \"use_pcip2pdma\" : true\n  }\n}\n",
               jf);
         fclose(jf);
+        /* The driver, the file handle and the I/O in the destination's context when the
+         * caller's thread works on another GPU. */
+        for (int m = 0; m < 2; m++) {
+            pid = fork();
+            CHECK(pid >= 0);
+            if (pid == 0) {
+                execl("/proc/self/exe", "test_cuda_fake", "cufile-ctx", path,
+                      m == 0 ? "read" : "write", (char *)NULL);
+                _exit(9);
+            }
+            CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+            if (WEXITSTATUS(status) != 0)
+                t_fail(__FILE__, __LINE__,
+                       "cuFile %s with device 0's context current, device 1's memory: child "
+                       "exit %d",
+                       m == 0 ? "read" : "write", WEXITSTATUS(status));
+        }
         for (int m = 0; m < 2; m++) {
             pid = fork();
             CHECK(pid >= 0);
@@ -688,10 +829,10 @@ int main(int argc, char **argv)
     CHECK(st.bad_context == 0);
     CHECK(st.stream_flags_seen >= 2); /* ours were CU_STREAM_NON_BLOCKING */
     /* 1 + 2 above, + each read waiting for the caller stream once per device (2 for the
-     * staged read, 1 for each of the 15 cuFile-mode reads and the staged read of a tmpfs file), +
-     * the 2 writers waiting on it, + 4 for each of the 2 checkpoint round trips (a save and a load
+     * staged read, 1 for each of the 16 cuFile-mode reads and the staged read of a tmpfs file), +
+     * the 3 writers waiting on it, + 4 for each of the 2 checkpoint round trips (a save and a load
      * on 2 devices), + 2 for each of the 2 round trips on device 1 of load_into_dev1. */
-    CHECK(st.wait_events == 1 + 4 + 8 + (18 + 4) * fake_cufile);
+    CHECK(st.wait_events == 1 + 4 + 8 + (20 + 4) * fake_cufile);
     CHECK(st.copies > 6);
 
     unlink(path);
