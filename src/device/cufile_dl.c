@@ -3,11 +3,15 @@
  * The cuFile driver is process-wide: it is opened once per process on first use (never again
  * in a forked child of a process that tried it: reported unavailable there), logs to
  * /dev/null (cuFile 1.14+, set through cuFileSetParameterString: the environment is never
- * written) unless S3D_LOG=debug or CUFILE_LOGFILE_PATH says otherwise, and is never closed
- * while the process runs (closing it under other users, e.g. a
- * second client or another library, is unsafe, and the process exit releases it). When the library
- * or the driver is missing the reason is kept and every caller is told "not available", so AUTO
- * falls back to O_DIRECT. */
+ * written) unless S3D_LOG=debug or CUFILE_LOGFILE_PATH says otherwise, and is not closed
+ * while the process runs (a second client or another library may still use it), but at exit:
+ * cuFile's own implicit close at process exit is known to crash on GDS hosts (NVIDIA/cudf#17121,
+ * rapidsai/kvikio#497), which torchrun reports as a failed rank. So the process that opened it
+ * registers an exit hook once (atexit), which closes it with cuFileDriverClose_v2 (reference
+ * counted: another library's open stays; cuFileDriverClose before cuFile 1.7), unless a file
+ * handle of ours is still registered (a thread still doing I/O) or the hook runs in a forked
+ * child, which never opened it. When the library or the driver is missing the reason is kept
+ * and every caller is told "not available", so AUTO falls back to O_DIRECT. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -100,6 +104,7 @@ struct cufile_fns {
     CUfileError_t (*cuFileGetVersion)(int *version);
     CUfileError_t (*cuFileDriverGetProperties)(CUfileDrvProps_t *props);
     CUfileError_t (*cuFileGetParameterBool)(int param, _Bool *value);
+    CUfileError_t (*cuFileDriverClose)(void); /* _v2 when there; NULL: never closed */
 };
 
 /* Process-wide state. Locked part: everything, under mu, until state != 0; afterwards
@@ -114,6 +119,8 @@ static struct cufile_fns g_f;
 static int g_version;
 static unsigned g_dstatus, g_nvfs_major, g_fflags;
 static int g_have_props, g_p2p, g_force_compat;
+static int g_handles;     /* files registered and not yet deregistered */
+static int g_exit_hooked; /* close_at_exit registered (once per process image) */
 
 struct s3d_cufile {
     struct s3d_device *dev;
@@ -293,6 +300,20 @@ static void detect_mode(void *lib)
               g_fflags >> CU_FILE_P2P_SUPPORTED & 1u, (int)force, g_dstatus);
 }
 
+/* The exit hook: closes the driver this process opened, when no file of ours is registered.
+ * Never waits for the lock (a thread stopped inside try_open would hang the exit). */
+static void close_at_exit(void)
+{
+    if (pthread_mutex_trylock(&g_mu) != 0)
+        return;
+    if (g_state > 0 && g_pid == getpid() && g_handles == 0 && g_f.cuFileDriverClose != NULL) {
+        g_state = -1;
+        snprintf(g_why, sizeof(g_why), "cuFile's driver was closed at process exit");
+        s3d_ignore_rc(g_f.cuFileDriverClose().err); /* exiting: nobody to tell */
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
 static void try_open(void)
 {
     static const struct {
@@ -348,6 +369,12 @@ static void try_open(void)
         return;
     }
     detect_mode(lib);
+    dlerror();
+    *(void **)&g_f.cuFileDriverClose = dlsym(lib, "cuFileDriverClose_v2");
+    if (g_f.cuFileDriverClose == NULL)
+        *(void **)&g_f.cuFileDriverClose = dlsym(lib, "cuFileDriverClose");
+    if (!g_exit_hooked && atexit(close_at_exit) == 0)
+        g_exit_hooked = 1;
     g_state = 1;
 }
 
@@ -565,6 +592,7 @@ int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd, struct s3d_cufi
      * reach directly in compatibility mode. Which one this is, for AUTO and for --debug. */
     pthread_mutex_lock(&g_mu);
     const int dmode = mode_locked();
+    g_handles++;
     pthread_mutex_unlock(&g_mu);
     f->mode = file_mode(dmode, g_dstatus, fd, &f->why);
     S3D_DEBUG("cufile: fd %d: mode %s (%s)", fd, s3d_cufile_mode_name(f->mode), f->why);
@@ -580,6 +608,9 @@ void s3d_cufile_close(struct s3d_cufile *f)
     if (f == NULL)
         return;
     g_f.cuFileHandleDeregister(f->fh);
+    pthread_mutex_lock(&g_mu);
+    g_handles--;
+    pthread_mutex_unlock(&g_mu);
     free(f);
 }
 

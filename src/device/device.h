@@ -202,11 +202,12 @@ void s3d_stream_set_free(struct s3d_stream_set *set);
 struct s3d_cufile;
 
 /* Whether cuFile can be used: loads libcufile.so.0 and calls cuFileDriverOpen the first time
- * (once per process; the driver is never closed while the process runs), in the primary
- * context of device ordinal, the device the I/O is for (-1: the caller's current context,
- * else device 0's; the data path always names its device, so a rank on GPU 3 makes no
- * context on GPU 0). Returns 1 when usable; 0 when not (no GPU, library missing, driver or
- * nvidia-fs refusing, no such ordinal), with the reason in *why (static or owned by the
+ * (once per process; the driver is not closed while the process runs, but by an exit hook of
+ * the process that opened it: see cufile_dl.c), in the primary context of device ordinal, the
+ * device the I/O is for (-1, S3D_ANY_CTX: the caller's current context, else a primary context
+ * this device retained, else device 0's; the data path always names its device, so a rank on
+ * GPU 3 makes no context on GPU 0). Returns 1 when usable; 0 when not (no GPU, library missing,
+ * driver or nvidia-fs refusing, no such ordinal), with the reason in *why (static or owned by the
  * process; why may be NULL) - not an error. Callers in mode AUTO ask s3d_cufile_gds() first,
  * so that cuFile is not even opened where it would not be used. */
 int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why);

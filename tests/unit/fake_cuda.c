@@ -579,6 +579,24 @@ EXPORT int fake_cufile_opens(void)
 {
     return g_cufile_open;
 }
+/* cuFileDriverClose_v2 (reference counted, cufile.h's cuFileDriverClose) and the old
+ * cuFileDriverClose, both exported as by the real library: counted together. */
+static int g_cufile_closes;
+EXPORT CUfileError_t cuFileDriverClose_v2(void)
+{
+    if (g_cufile_open - g_cufile_closes <= 0)
+        return (CUfileError_t){5001, 0}; /* DRIVER_NOT_INITIALIZED */
+    g_cufile_closes++;
+    return (CUfileError_t){0, 0};
+}
+EXPORT CUfileError_t cuFileDriverClose(void)
+{
+    return cuFileDriverClose_v2();
+}
+EXPORT int fake_cufile_closes(void)
+{
+    return g_cufile_closes;
+}
 /* cuFile 1.14+: string parameters, only before the driver is open (as the library's
  * properties are read at open). 1 = CUFILE_PARAM_ENV_LOGFILE_PATH. */
 EXPORT CUfileError_t cuFileSetParameterString(int param, const char *value)

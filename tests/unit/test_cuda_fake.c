@@ -198,8 +198,47 @@ static int cufile_ctx_child(char **argv)
     return 0;
 }
 
+/* test_cuda_fake cufile-exit never|open|fork: run by main in a process of its own, which exits
+ * with exit() after it never opened cuFile, opened it, or opened it and forked a child that
+ * exits too. An exit hook registered before cuFile was opened runs after the library's and
+ * checks that the driver was closed exactly once in the process that opened it and never
+ * elsewhere: _exit(20 + closes) otherwise. */
+static pid_t g_opener;
+static int (*g_closes)(void);
+static void exit_check(void)
+{
+    const int want = getpid() == g_opener ? 1 : 0;
+    if (g_closes() != want)
+        _exit(20 + g_closes());
+}
+static int cufile_exit_child(char **argv)
+{
+    void *culib = dlopen("libcufile.so.0", RTLD_NOW);
+    struct s3d_device *d;
+    *(void **)&g_closes = culib != NULL ? dlsym(culib, "fake_cufile_closes") : NULL;
+    if (g_closes == NULL || atexit(exit_check) != 0)
+        return 2;
+    if (strcmp(argv[2], "never") == 0)
+        exit(0);
+    if (s3d_device_open(0, &d) != 0 || s3d_cufile_available(d, 1, NULL) != 1)
+        return 3;
+    g_opener = getpid();
+    if (strcmp(argv[2], "fork") == 0) {
+        int status;
+        pid_t pid = fork();
+        if (pid == 0)
+            exit(0); /* inherits the hooks: closes nothing it never opened */
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0)
+            return 4;
+    }
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "cufile-exit") == 0)
+        return cufile_exit_child(argv);
     if (argc == 6 && strcmp(argv[1], "cufile-mode") == 0)
         return cufile_mode_child(argv);
     if (argc == 4 && strcmp(argv[1], "cufile-ctx") == 0) {
@@ -771,6 +810,21 @@ int main(int argc, char **argv)
               "    \"use_pcip2pdma\" : true\n  }\n}\n",
               jf);
         fclose(jf);
+        /* cuFile's driver is closed at exit by the process that opened it, once, and not by
+         * a child forked after (its implicit close at exit crashes on GDS hosts). */
+        static const char *const exits[] = {"never", "open", "fork"};
+        for (size_t m = 0; m < S3D_ARRAY_LEN(exits); m++) {
+            pid = fork();
+            CHECK(pid >= 0);
+            if (pid == 0) {
+                execl("/proc/self/exe", "test_cuda_fake", "cufile-exit", exits[m], (char *)NULL);
+                _exit(9);
+            }
+            CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+            if (WEXITSTATUS(status) != 0)
+                t_fail(__FILE__, __LINE__, "cuFile close at exit (%s): child exit %d", exits[m],
+                       WEXITSTATUS(status));
+        }
         /* The driver, the file handle and the I/O in the destination's context when the
          * caller's thread works on another GPU. */
         for (int m = 0; m < 2; m++) {
