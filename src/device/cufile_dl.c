@@ -119,12 +119,28 @@ static struct cufile_fns g_f;
 static int g_version;
 static unsigned g_dstatus, g_nvfs_major, g_fflags;
 static int g_have_props, g_p2p, g_force_compat;
-static int g_handles;     /* files registered and not yet deregistered */
-static int g_exit_hooked; /* close_at_exit registered (once per process image) */
+static int g_handles; /* s3d_cufile handles open (each holds a registration reference) */
+static struct cufile_reg *g_regs; /* the descriptors registered with cuFile */
+static int g_exit_hooked;         /* close_at_exit registered (once per process image) */
+
+/* One cuFile registration per open descriptor: cuFile refuses a descriptor registered twice
+ * (CU_FILE_HANDLE_ALREADY_REGISTERED), and concurrent reads of one file may share the
+ * reader's descriptor (a file system that refuses O_DIRECT). Each s3d_cufile_open of a
+ * registered descriptor takes a reference; the last s3d_cufile_close deregisters it. The
+ * list is under g_mu; dev and ino tell a descriptor number reused for another file. */
+struct cufile_reg {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    int refs;
+    CUfileHandle_t fh;
+    struct cufile_reg *next;
+};
 
 struct s3d_cufile {
     struct s3d_device *dev;
-    CUfileHandle_t fh;
+    struct cufile_reg *reg; /* shared: the registration of fd */
+    CUfileHandle_t fh;      /* reg->fh */
     int fd;
     int mode;        /* S3D_CUFILE_MODE_*: how this file's I/O runs */
     const char *why; /* static: why that mode */
@@ -558,11 +574,64 @@ static int not_available(struct s3d_device *dev, int ordinal)
     return s3d_fail(S3D_ENOTSUP, "cuFile not available: %s", why);
 }
 
+/* A reference on fd's registration, registering it (in the current context) when it is not
+ * yet: *out set, or < 0 (S3D_ECUFILE naming cuFile's code, S3D_EIO when fd cannot be
+ * stat'ed). Called with g_mu held. */
+static int reg_get_locked(int fd, struct cufile_reg **out)
+{
+    struct stat sb;
+    CUfileDescr_t d;
+    CUfileError_t st;
+    struct cufile_reg *r;
+
+    if (fstat(fd, &sb) != 0)
+        return s3d_fail(S3D_EIO, "cufile: fstat(fd %d): %s", fd, strerror(errno));
+    for (r = g_regs; r != NULL; r = r->next)
+        if (r->fd == fd && r->dev == sb.st_dev && r->ino == sb.st_ino) {
+            r->refs++;
+            *out = r;
+            return 0;
+        }
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return s3d_fail(S3D_ENOMEM, "cufile: out of memory");
+    memset(&d, 0, sizeof(d));
+    d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
+    d.handle.fd = fd;
+    d.fs_ops = NULL;
+    st = g_f.cuFileHandleRegister(&r->fh, &d);
+    if (st.err != CU_FILE_SUCCESS) {
+        char what[160];
+        free(r);
+        describe(st, what, sizeof(what));
+        return s3d_fail(S3D_ECUFILE, "cuFileHandleRegister(fd %d): %s", fd, what);
+    }
+    r->fd = fd;
+    r->dev = sb.st_dev;
+    r->ino = sb.st_ino;
+    r->refs = 1;
+    r->next = g_regs;
+    g_regs = r;
+    *out = r;
+    return 0;
+}
+
+/* Drops a reference on r; the last deregisters the descriptor. Called with g_mu held. */
+static void reg_put_locked(struct cufile_reg *r)
+{
+    struct cufile_reg **pp;
+    if (--r->refs > 0)
+        return;
+    for (pp = &g_regs; *pp != r; pp = &(*pp)->next)
+        S3D_ASSERT(*pp != NULL);
+    *pp = r->next;
+    g_f.cuFileHandleDeregister(r->fh);
+    free(r);
+}
+
 int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd, struct s3d_cufile **out)
 {
     struct s3d_cufile *f;
-    CUfileDescr_t d;
-    CUfileError_t st;
     struct s3d_cuda_prev prev;
     int rc;
 
@@ -572,28 +641,22 @@ int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd, struct s3d_cufi
     f = calloc(1, sizeof(*f));
     if (f == NULL)
         return s3d_fail(S3D_ENOMEM, "cufile: out of memory");
-    memset(&d, 0, sizeof(d));
-    d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
-    d.handle.fd = fd;
-    d.fs_ops = NULL;
     if ((rc = s3d_cuda_ctx_enter(dev, ordinal, &prev)) < 0)
         goto fail;
-    st = g_f.cuFileHandleRegister(&f->fh, &d);
-    s3d_cuda_ctx_leave(dev, ordinal, &prev);
-    if (st.err != CU_FILE_SUCCESS) {
-        char what[160];
-        describe(st, what, sizeof(what));
-        rc = s3d_fail(S3D_ECUFILE, "cuFileHandleRegister(fd %d): %s", fd, what);
-        goto fail;
-    }
-    f->dev = dev;
-    f->fd = fd;
+    pthread_mutex_lock(&g_mu);
+    rc = reg_get_locked(fd, &f->reg);
     /* Registered is not direct: cuFile registers any file and serves the ones it cannot
      * reach directly in compatibility mode. Which one this is, for AUTO and for --debug. */
-    pthread_mutex_lock(&g_mu);
     const int dmode = mode_locked();
-    g_handles++;
+    if (rc == 0)
+        g_handles++;
     pthread_mutex_unlock(&g_mu);
+    s3d_cuda_ctx_leave(dev, ordinal, &prev);
+    if (rc < 0)
+        goto fail;
+    f->fh = f->reg->fh;
+    f->dev = dev;
+    f->fd = fd;
     f->mode = file_mode(dmode, g_dstatus, fd, &f->why);
     S3D_DEBUG("cufile: fd %d: mode %s (%s)", fd, s3d_cufile_mode_name(f->mode), f->why);
     *out = f;
@@ -607,8 +670,8 @@ void s3d_cufile_close(struct s3d_cufile *f)
 {
     if (f == NULL)
         return;
-    g_f.cuFileHandleDeregister(f->fh);
     pthread_mutex_lock(&g_mu);
+    reg_put_locked(f->reg);
     g_handles--;
     pthread_mutex_unlock(&g_mu);
     free(f);

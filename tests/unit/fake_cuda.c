@@ -15,6 +15,7 @@
  *     FAKE_CUDA_FORK_OK=1 in a child that only tests something else).
  *   - a cuFileWrite that does not start and end on a 4 KiB boundary reads the partial blocks
  *     first (GDS's read-modify-write), so it fails on a write-only descriptor (-1, EBADF);
+ *   - a descriptor registered twice is refused (CU_FILE_HANDLE_ALREADY_REGISTERED);
  *   - cuFileRead/cuFileWrite of device memory need that device's context current
  *     (CU_FILE_CUDA_CONTEXT_MISMATCH otherwise); the device of the context the driver was
  *     opened in and the last file registered in is kept (fake_cufile_open_dev, _register_dev);
@@ -661,10 +662,21 @@ EXPORT CUfileError_t cuFileGetParameterBool(int param, _Bool *value)
              (param == 2 && strcmp(fake_mode(), "compat") == 0);
     return (CUfileError_t){0, 0};
 }
+/* The caller's descriptors registered and not deregistered, by handle (own fd + 1): cuFile
+ * refuses a descriptor registered twice. */
+static int g_reg_fd[1024];
+static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
 EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
 {
     if (d->type != 1 || d->fs_ops != NULL || cufile_ctx() == NULL)
         return (CUfileError_t){5022, 0}; /* INVALID_VALUE */
+    pthread_mutex_lock(&g_reg_mu);
+    for (int i = 0; i < 1024; i++)
+        if (g_reg_fd[i] == d->handle.fd + 1) {
+            pthread_mutex_unlock(&g_reg_mu);
+            return (CUfileError_t){5028, 0}; /* HANDLE_ALREADY_REGISTERED */
+        }
+    pthread_mutex_unlock(&g_reg_mu);
     /* The real cuFile handles unaligned I/O on an O_DIRECT fd; the fake reads through its own
      * buffered descriptor of the same file. */
     char p[64];
@@ -672,13 +684,25 @@ EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
     int fd = open(p, fcntl(d->handle.fd, F_GETFL) & O_ACCMODE);
     if (fd < 0)
         return (CUfileError_t){5030, 0}; /* INTERNAL_ERROR */
+    if (fd >= 1024) {
+        close(fd);
+        return (CUfileError_t){5030, 0};
+    }
+    pthread_mutex_lock(&g_reg_mu);
+    g_reg_fd[fd] = d->handle.fd + 1;
+    pthread_mutex_unlock(&g_reg_mu);
     *fh = (void *)(intptr_t)(fd + 1);
     g_cufile_reg_dev = cufile_ctx_dev();
     return (CUfileError_t){0, 0};
 }
 EXPORT void cuFileHandleDeregister(void *fh)
 {
-    close((int)(intptr_t)fh - 1);
+    const int fd = (int)(intptr_t)fh - 1;
+    pthread_mutex_lock(&g_reg_mu);
+    if (fd >= 0 && fd < 1024)
+        g_reg_fd[fd] = 0;
+    pthread_mutex_unlock(&g_reg_mu);
+    close(fd);
 }
 EXPORT CUfileError_t cuFileBufRegister(const void *p, size_t n, int flags)
 {

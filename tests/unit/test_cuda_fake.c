@@ -6,6 +6,7 @@
  * library is found first (LD_LIBRARY_PATH on a GPU machine). */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,6 +197,26 @@ static int cufile_ctx_child(char **argv)
     close(fd);
     unlink(out);
     return 0;
+}
+
+/* Concurrent reads of one file through one descriptor (the reader's own, as when the file
+ * system refuses O_DIRECT), each into its own 1 MiB of device memory, mode CUFILE. */
+struct shared_read {
+    struct s3d_device *dev;
+    struct s3d_pool *pool;
+    const char *path;
+    int fd, rc;
+    uint64_t dst, off;
+    uint32_t crc;
+};
+static void *shared_read_main(void *arg)
+{
+    struct shared_read *a = arg;
+    struct s3d_file_range r = {a->off, 1u << 20, (void *)(uintptr_t)a->dst, 1, &a->crc};
+    struct s3d_file_io_opts o = {.mode = S3D_FILE_IO_CUFILE};
+    for (int i = 0; i < 8 && a->rc == 0; i++)
+        a->rc = s3d_file_read_ranges_fd(a->dev, a->pool, a->fd, a->path, &r, 1, &o);
+    return NULL;
 }
 
 /* test_cuda_fake cufile-exit never|open|fork: run by main in a process of its own, which exits
@@ -667,6 +688,40 @@ int main(int argc, char **argv)
             s3d_cufile_close(cf);
             close(rfd);
         }
+        /* One descriptor, registered with cuFile by concurrent reads (the fake refuses a
+         * descriptor registered twice, as cuFile does): one registration, shared, dropped
+         * with the last reference. */
+        {
+            struct shared_read a[4];
+            pthread_t th[4];
+            struct s3d_cufile *held = NULL;
+            int sfd = open(path, O_RDONLY);
+            CHECK(sfd >= 0);
+            CHECK_OK(s3d_cufile_open(dev, 1, sfd, &held)); /* another load's, still open */
+            s3d_fileio_refuse_direct = 1;
+            for (int k = 0; k < 4; k++) {
+                a[k] = (struct shared_read){.dev = dev,
+                                            .pool = pool,
+                                            .path = path,
+                                            .fd = sfd,
+                                            .dst = d1 + ((uint64_t)k << 21),
+                                            .off = 4096u * k + 5};
+                CHECK(pthread_create(&th[k], NULL, shared_read_main, &a[k]) == 0);
+            }
+            for (int k = 0; k < 4; k++) {
+                CHECK(pthread_join(th[k], NULL) == 0);
+                if (a[k].rc != 0)
+                    t_fail(__FILE__, __LINE__, "read %d of a shared descriptor: %s", k,
+                           s3d_err_name(a[k].rc));
+                CHECK(memcmp((void *)(uintptr_t)a[k].dst, data + a[k].off, 1u << 20) == 0);
+                CHECK(a[k].crc == s3d_crc32c(0, data + a[k].off, 1u << 20));
+            }
+            s3d_fileio_refuse_direct = 0;
+            s3d_cufile_close(held);
+            CHECK_OK(s3d_cufile_open(dev, 1, sfd, &held)); /* deregistered with the last */
+            s3d_cufile_close(held);
+            close(sfd);
+        }
         /* AUTO: no nvidia-fs here, so cuFile would run in compatibility mode: the staged
          * path is used. With nvidia-fs (S3D_NVFS_PATH stands in for it), cuFile. */
         o.mode = S3D_FILE_IO_AUTO;
@@ -885,8 +940,9 @@ int main(int argc, char **argv)
     /* 1 + 2 above, + each read waiting for the caller stream once per device (2 for the
      * staged read, 1 for each of the 16 cuFile-mode reads and the staged read of a tmpfs file), +
      * the 3 writers waiting on it, + 4 for each of the 2 checkpoint round trips (a save and a load
-     * on 2 devices), + 2 for each of the 2 round trips on device 1 of load_into_dev1. */
-    CHECK(st.wait_events == 1 + 4 + 8 + (20 + 4) * fake_cufile);
+     * on 2 devices), + 2 for each of the 2 round trips on device 1 of load_into_dev1, + the 32
+     * reads of a shared descriptor. */
+    CHECK(st.wait_events == 1 + 4 + 8 + (20 + 4 + 32) * fake_cufile);
     CHECK(st.copies > 6);
 
     unlink(path);
