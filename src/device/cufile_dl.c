@@ -12,8 +12,10 @@
  * handle of ours is still registered (a thread still doing I/O) or the hook runs in a forked
  * child, which never opened it. When the library or the driver is missing the reason is kept
  * and every caller is told "not available", so AUTO falls back to O_DIRECT. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,23 +473,62 @@ int s3d_cufile_driver_mode(void)
     return mode;
 }
 
-/* 1 when the file system of fd sits on an NVMe device: its block device's sysfs path names an
- * nvme controller (a partition's too). S3D_CUFILE_BLOCK=nvme|other (tests) says instead. */
+/* 1 when the block device at sysfs folder dir (a /sys/class/block/NAME or /sys/dev/block/M:m
+ * path, or a slave link) is NVMe: its resolved path names an nvme controller (a partition's
+ * too); else a stacked device (md RAID, dm: LVM, crypt) whose slaves are all NVMe, followed
+ * down to depth 8 (LVM on md on NVMe partitions); a partition of a stacked device asks its
+ * parent's slaves. 0 for anything else or what cannot be read. */
+static int sysfs_block_nvme(const char *dir, int depth)
+{
+    char real[PATH_MAX], sub[PATH_MAX + 16];
+    struct dirent *e;
+    DIR *d;
+    int n = 0, all = 1;
+    if (depth > 8 || realpath(dir, real) == NULL)
+        return 0;
+    if (strstr(real, "/nvme") != NULL)
+        return 1;
+    snprintf(sub, sizeof(sub), "%s/partition", real);
+    if (access(sub, F_OK) == 0) { /* a partition: the slaves are its parent's */
+        char *slash = strrchr(real, '/');
+        if (slash == NULL)
+            return 0;
+        *slash = 0;
+    }
+    snprintf(sub, sizeof(sub), "%s/slaves", real);
+    if ((d = opendir(sub)) == NULL)
+        return 0;
+    while (all && (e = readdir(d)) != NULL) {
+        char slave[PATH_MAX + 16 + 256];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(slave, sizeof(slave), "%s/%s", sub, e->d_name);
+        n++;
+        all = sysfs_block_nvme(slave, depth + 1);
+    }
+    closedir(d);
+    return n > 0 && all;
+}
+
+int s3d_cufile_block_nvme(const char *sysfs, unsigned maj, unsigned min)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/dev/block/%u:%u", sysfs, maj, min);
+    return sysfs_block_nvme(dir, 0);
+}
+
+/* 1 when the file system of fd sits on NVMe (s3d_cufile_block_nvme: plain, partitions, md and
+ * dm volumes over NVMe such as a DGX's /raid). S3D_CUFILE_BLOCK=nvme|other (tests) says
+ * instead. */
 static int block_is_nvme(int fd)
 {
     struct stat st;
-    char sys[64], link[512];
     const char *force = getenv("S3D_CUFILE_BLOCK");
     if (force != NULL)
         return strcmp(force, "nvme") == 0;
     if (fstat(fd, &st) != 0)
         return 0;
-    snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
-    ssize_t n = readlink(sys, link, sizeof(link) - 1);
-    if (n <= 0)
-        return 0;
-    link[n] = 0;
-    return strstr(link, "/nvme") != NULL;
+    return s3d_cufile_block_nvme("/sys", major(st.st_dev), minor(st.st_dev));
 }
 
 /* How the driver in mode `mode` serves a file on the file system of fd: directly when it is

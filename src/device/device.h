@@ -218,6 +218,11 @@ int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why);
 int s3d_cufile_gds(void);
 /* 1 when the nvidia-fs kernel module is loaded (S3D_NVFS_PATH: tests name a file instead). */
 int s3d_cufile_nvfs(void);
+/* 1 when block device maj:min, as sysfs (normally "/sys"; tests pass a tree of their own)
+ * describes it, is NVMe: a namespace or its partition, or an md or dm volume (RAID, LVM,
+ * crypt, stacked up to 8 deep) whose every slave is; 0 otherwise. What AUTO asks of the device
+ * under an ext4 or xfs file before it lets cuFile read or write it directly. */
+int s3d_cufile_block_nvme(const char *sysfs, unsigned maj, unsigned min);
 
 /* How cuFile moves bytes: through nvidia-fs, through the kernel's PCI P2PDMA (cuFile 1.15,
  * no nvidia-fs), or in compatibility mode (POSIX I/O into cuFile's bounce buffers). */
