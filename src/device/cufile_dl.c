@@ -264,12 +264,11 @@ static int json_p2pdma(void)
     return on;
 }
 
-/* The open driver's mode, from what this cuFile can say: nvidia-fs when its module is there
- * (its dstatusflags list the file systems it serves); PCI P2PDMA (cuFile 1.15, no nvidia-fs)
- * when the library reports the feature and use_pcip2pdma is on; else compatibility mode
- * (POSIX reads into cuFile's own bounce buffers). Forced compatibility wins. Called with
- * g_mu held, once. */
-/* The open driver's mode from what detect_mode read; nvidia-fs is looked for each time. */
+/* The open driver's mode, from what detect_mode read of this cuFile: nvidia-fs when its
+ * module is there (looked for at each call; its dstatusflags list the file systems it
+ * serves); PCI P2PDMA (cuFile 1.15, no nvidia-fs) when the library reports the feature and
+ * use_pcip2pdma is on; else compatibility mode (POSIX reads into cuFile's own bounce
+ * buffers). Forced compatibility wins. Called with g_mu held. */
 static int mode_locked(void)
 {
     if (g_force_compat)

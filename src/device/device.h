@@ -242,13 +242,16 @@ const char *s3d_cufile_mode_name(int mode);
  * "CU_FILE_?" for a code the header does not define. Static string. */
 const char *s3d_cufile_err_name(int err);
 /* Registers an open file with cuFile (cuFileHandleRegister), in device ordinal's primary
- * context (-1 as for s3d_cufile_available). The fd should be opened with O_DIRECT (GDS mode
- * needs it; compatibility mode works without); it stays owned by the caller and must outlive
- * the handle. S3D_ECUFILE on refusal, S3D_ENOTSUP when cuFile is not available. *out is NULL
- * on failure. */
+ * context (-1 as for s3d_cufile_available). A descriptor another open handle registered
+ * already is not registered again (cuFile refuses that): the handle shares the registration,
+ * which the last s3d_cufile_close of the descriptor drops, so concurrent reads may share one
+ * descriptor. Thread-safe. The fd should be opened with O_DIRECT (GDS mode needs it;
+ * compatibility mode works without); it stays owned by the caller and must outlive the
+ * handle. S3D_ECUFILE on refusal, S3D_ENOTSUP when cuFile is not available. *out is NULL on
+ * failure. */
 S3D_NODISCARD int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd,
                                   struct s3d_cufile **out);
-/* cuFileHandleDeregister. NULL ok. */
+/* Frees the handle; cuFileHandleDeregister when it was the last on its descriptor. NULL ok. */
 void s3d_cufile_close(struct s3d_cufile *f);
 /* Registers [dptr, dptr + len) of device ordinal's memory for cuFile (optional: speeds up
  * repeated I/O to one buffer). Deregister with the same dptr before freeing the memory. */
