@@ -151,6 +151,7 @@ static int cufile_ctx_child(char **argv)
     char out[600];
     const size_t n = 3u << 20;
     unsigned char *want = malloc(n), *back = malloc(n);
+    int rc = 0;
     int fd = open(argv[2], O_RDONLY);
     if (open_dev == NULL || reg_dev == NULL || reads == NULL || want == NULL || back == NULL ||
         fd < 0 || pread(fd, want, n, 1) != (ssize_t)n)
@@ -173,7 +174,8 @@ static int cufile_ctx_child(char **argv)
             return 10;
         s3d_file_writer_free(w);
         unlink(out);
-        return open_dev() == 1 && reg_dev() == 1 && current() == ctx0 ? 0 : 11;
+        rc = open_dev() == 1 && reg_dev() == 1 && current() == ctx0 ? 0 : 11;
+        goto out;
     }
     if (s3d_file_read_ranges(d, pl, argv[2], &r, 1, &o) != 0 || reads() == 0)
         return 4; /* AUTO opened cuFile and read through it */
@@ -196,7 +198,13 @@ static int cufile_ctx_child(char **argv)
         return 8;
     close(fd);
     unlink(out);
-    return 0;
+out:
+    s3d_pool_free(pl);
+    s3d_device_mem_free(d, 1, dst);
+    s3d_device_free(d);
+    free(want);
+    free(back);
+    return rc;
 }
 
 /* Concurrent reads of one file through one descriptor (the reader's own, as when the file
@@ -243,6 +251,7 @@ static int cufile_exit_child(char **argv)
         exit(0);
     if (s3d_device_open(0, &d) != 0 || s3d_cufile_available(d, 1, NULL) != 1)
         return 3;
+    s3d_device_free(d); /* cuFile's driver stays open: it is the process's */
     g_opener = getpid();
     if (strcmp(argv[2], "fork") == 0) {
         int status;
