@@ -3,7 +3,9 @@
  * server needed: it answers the multipart calls and keeps no bytes). Each save's parts need
  * one chunk each; part 1 goes last. When part 1 kept its chunk for the whole save, as soon as
  * every chunk was some save's part 1 no save could build another part and all of them waited
- * forever (issue 39). The alarm turns that hang into a failure before the runner's timeout. */
+ * forever (issue 39). The alarm turns that hang into a failure before the runner's timeout.
+ * Then one save whose tensor changes on the device midway: part 1, built again at the end, no
+ * longer has the CRCs the header got, and the save fails (S3D_ECHANGED). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt_util.h"
+#include "device/device.h"
 
 #define N_THREADS 8
 #define N_SAVES   3
@@ -106,6 +109,19 @@ static void *server(void *arg)
     }
 }
 
+/* The progress callback of the save below: once bytes are sent (part 2 has gone, part 1 was
+ * built, summed and given back) a "kernel" changes the tensor's first byte, in part 1. */
+static int change_first_byte(void *user, uint64_t done, uint64_t total)
+{
+    int *changed = user;
+    (void)total;
+    if (done > 0 && !*changed) {
+        ((unsigned char *)s3d_device_emu_view((uint64_t)(uintptr_t)g_ts[0].src[0].ptr))[0] ^= 1;
+        *changed = 1;
+    }
+    return 0;
+}
+
 static void *saver(void *arg)
 {
     size_t k = (size_t)(uintptr_t)arg;
@@ -172,9 +188,29 @@ int main(void)
     if (atomic_load(&g_parts) != 3 * N_THREADS * N_SAVES)
         t_fail(__FILE__, __LINE__, "%d parts uploaded, %d expected", atomic_load(&g_parts),
                3 * N_THREADS * N_SAVES);
+    s3d_client_free(g_c);
+
+    /* Part 1 is built again at the end: a tensor changed on the device since its first pass
+     * fails the save (its CRC in the header would not cover the bytes sent). One request at a
+     * time, so the progress callback runs before the last part is handed out. */
+    {
+        struct s3d_write_options wo;
+        int changed = 0;
+        memset(&wo, 0, sizeof(wo));
+        wo.progress = change_first_byte;
+        wo.progress_user = &changed;
+        o.max_concurrency = 1;
+        o.min_concurrency = 1;
+        CHECK_OK(s3d_client_new(&o, &g_c));
+        CHECK_ERR(s3d_checkpoint_write(g_c, "s3://bkt/changed.safetensors", g_ts[0].src, g_ts[0].n,
+                                       NULL, 0, &wo),
+                  S3D_ECHANGED);
+        CHECK_MSG_HAS("changed while the save ran");
+        CHECK(changed);
+        s3d_client_free(g_c);
+    }
     for (size_t k = 0; k < N_THREADS; k++)
         t_free_tensors(&g_ts[k]);
-    s3d_client_free(g_c);
     printf("ok: %d saves of 3 parts, %d threads, a 3-chunk pool\n", N_THREADS * N_SAVES, N_THREADS);
     return 0;
 }
