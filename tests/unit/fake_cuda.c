@@ -38,6 +38,8 @@
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
+/* Counters bumped by any thread (concurrent loads in one test): atomic, for TSan. */
+#define BUMP(x) __atomic_fetch_add(&(x), 1, __ATOMIC_RELAXED)
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -144,7 +146,7 @@ EXPORT int fake_cuda_ctx_refs(int d)
 static int need_ctx(void)
 {
     if (t_cur == NULL) {
-        g_stats.bad_context++;
+        BUMP(g_stats.bad_context);
         return 201; /* CUDA_ERROR_INVALID_CONTEXT */
     }
     return 0;
@@ -210,15 +212,15 @@ EXPORT CUresult cuDeviceGet(int *d, int ordinal)
 }
 EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int d)
 {
-    g_ctx[d].refs++;
-    g_stats.retains++;
+    BUMP(g_ctx[d].refs);
+    BUMP(g_stats.retains);
     *ctx = &g_ctx[d];
     return 0;
 }
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int d)
 {
-    g_ctx[d].refs--;
-    g_stats.releases++;
+    __atomic_fetch_sub(&g_ctx[d].refs, 1, __ATOMIC_RELAXED);
+    BUMP(g_stats.releases);
     return 0;
 }
 EXPORT CUresult cuCtxGetCurrent(void **ctx)
@@ -280,7 +282,7 @@ static struct fstream *stream_of(void *s)
     if ((uintptr_t)s <= 2) {
         if (t_cur == NULL)
             return NULL;
-        g_legacy[t_cur->dev].ctx = t_cur;
+        __atomic_store_n(&g_legacy[t_cur->dev].ctx, t_cur, __ATOMIC_RELAXED);
         return &g_legacy[t_cur->dev];
     }
     return s;
@@ -323,7 +325,7 @@ static CUresult copy(void *dst, const void *src, size_t n, void *stream)
     if (f && *f == '1')
         return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS */
     if (t_cur == NULL || s == NULL || s->ctx != t_cur) {
-        g_stats.bad_context++;
+        BUMP(g_stats.bad_context);
         return 201;
     }
     /* Deferred: the bytes move when the stream's work is seen complete or synchronized. */
@@ -331,7 +333,7 @@ static CUresult copy(void *dst, const void *src, size_t n, void *stream)
     push(s, (struct fop){dst, src, n, NULL, 0});
     g_pending++;
     pthread_mutex_unlock(&g_mu);
-    g_stats.copies++;
+    BUMP(g_stats.copies);
     return 0;
 }
 EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *s)
@@ -351,7 +353,7 @@ EXPORT CUresult cuStreamCreate(void **s, unsigned flags)
     st->ctx = t_cur;
     st->flags = flags;
     if (flags == 1)
-        g_stats.stream_flags_seen++;
+        BUMP(g_stats.stream_flags_seen);
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < 256; i++)
         if (g_streams[i] == NULL) {
@@ -380,7 +382,7 @@ EXPORT CUresult cuStreamSynchronize(void *s)
     struct fstream *st = stream_of(s);
     if (st == NULL)
         return 201;
-    g_stats.stream_syncs++;
+    BUMP(g_stats.stream_syncs);
     pthread_mutex_lock(&g_mu);
     run(st, ~0ull, 0);
     pthread_mutex_unlock(&g_mu);
@@ -391,10 +393,10 @@ EXPORT CUresult cuStreamWaitEvent(void *s, void *e, unsigned flags)
     struct fstream *st = stream_of(s);
     struct fevent *ev = e;
     if (st == NULL || st->ctx != t_cur) {
-        g_stats.bad_context++;
+        BUMP(g_stats.bad_context);
         return 201;
     }
-    g_stats.wait_events++;
+    BUMP(g_stats.wait_events);
     pthread_mutex_lock(&g_mu);
     if (ev->s != NULL)
         push(st, (struct fop){NULL, NULL, 0, ev->s, ev->seq});
@@ -433,7 +435,7 @@ EXPORT CUresult cuEventRecord(void *e, void *s)
     struct fstream *st = stream_of(s);
     struct fctx *sc = st != NULL ? st->ctx : NULL;
     if (sc == NULL || ev->ctx != sc || sc != t_cur) {
-        g_stats.bad_context++;
+        BUMP(g_stats.bad_context);
         return 201;
     }
     pthread_mutex_lock(&g_mu);
@@ -692,7 +694,7 @@ EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
     g_reg_fd[fd] = d->handle.fd + 1;
     pthread_mutex_unlock(&g_reg_mu);
     *fh = (void *)(intptr_t)(fd + 1);
-    g_cufile_reg_dev = cufile_ctx_dev();
+    __atomic_store_n(&g_cufile_reg_dev, cufile_ctx_dev(), __ATOMIC_RELAXED);
     return (CUfileError_t){0, 0};
 }
 EXPORT void cuFileHandleDeregister(void *fh)
@@ -758,7 +760,7 @@ static void note_overlap(void)
     if (lib != NULL) {
         *(void **)&pending = dlsym(lib, "fake_cuda_pending_copies");
         if (pending != NULL && pending() > 0)
-            g_cufile_overlapped++;
+            BUMP(g_cufile_overlapped);
         dlclose(lib);
     }
 }
@@ -769,7 +771,7 @@ EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
     const char *f = getenv("FAKE_CUFILE_FAIL_IO");
     if (cufile_ctx_mismatch((char *)base + boff))
         return -5015; /* CONTEXT_MISMATCH */
-    g_cufile_reads++;
+    BUMP(g_cufile_reads);
     note_overlap();
     note_unordered((char *)base + boff, n > (1u << 20) ? 1u << 20 : n, 1);
     if (f && *f == '1')
@@ -807,7 +809,7 @@ EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t n, off_t off, off_
         return -5044;
     n = n > (1u << 20) ? 1u << 20 : n;
     if ((off % 4096) != 0 || ((off + (off_t)n) % 4096) != 0) {
-        g_cufile_rmw++;
+        BUMP(g_cufile_rmw);
         if (cufile_rmw_read(fd, off, n) < 0)
             return -1;
     }
