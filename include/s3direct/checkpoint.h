@@ -252,7 +252,9 @@ struct s3d_write_stats {
  * shards go under names of this save's own (several at once to S3), the index replaces the old one
  * last, and only then are the old checkpoint's shards removed (docs/internals/checkpoint.md,
  * "Shards"). On failure the previous checkpoint at uri is left as it was; of two saves at once, the
- * last index written wins, whole. */
+ * last index written wins, whole. The tensors must not change until it returns: a multipart
+ * upload reads its first part's device bytes twice, and fails with S3D_ECHANGED when they
+ * differ. */
 S3D_API int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
                                  const struct s3d_tensor_src *tensors, size_t n,
                                  const struct s3d_metadata_entry *metadata, size_t n_metadata,

@@ -3,13 +3,19 @@
  * The cuFile driver is process-wide: it is opened once per process on first use (never again
  * in a forked child of a process that tried it: reported unavailable there), logs to
  * /dev/null (cuFile 1.14+, set through cuFileSetParameterString: the environment is never
- * written) unless S3D_LOG=debug or CUFILE_LOGFILE_PATH says otherwise, and is never closed
- * while the process runs (closing it under other users, e.g. a
- * second client or another library, is unsafe, and the process exit releases it). When the library
- * or the driver is missing the reason is kept and every caller is told "not available", so AUTO
- * falls back to O_DIRECT. */
+ * written) unless S3D_LOG=debug or CUFILE_LOGFILE_PATH says otherwise, and is not closed
+ * while the process runs (a second client or another library may still use it), but at exit:
+ * cuFile's own implicit close at process exit is known to crash on GDS hosts (NVIDIA/cudf#17121,
+ * rapidsai/kvikio#497), which torchrun reports as a failed rank. So the process that opened it
+ * registers an exit hook once (atexit), which closes it with cuFileDriverClose_v2 (reference
+ * counted: another library's open stays; cuFileDriverClose before cuFile 1.7), unless a file
+ * handle of ours is still registered (a thread still doing I/O) or the hook runs in a forked
+ * child, which never opened it. When the library or the driver is missing the reason is kept
+ * and every caller is told "not available", so AUTO falls back to O_DIRECT. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +106,7 @@ struct cufile_fns {
     CUfileError_t (*cuFileGetVersion)(int *version);
     CUfileError_t (*cuFileDriverGetProperties)(CUfileDrvProps_t *props);
     CUfileError_t (*cuFileGetParameterBool)(int param, _Bool *value);
+    CUfileError_t (*cuFileDriverClose)(void); /* _v2 when there; NULL: never closed */
 };
 
 /* Process-wide state. Locked part: everything, under mu, until state != 0; afterwards
@@ -114,10 +121,28 @@ static struct cufile_fns g_f;
 static int g_version;
 static unsigned g_dstatus, g_nvfs_major, g_fflags;
 static int g_have_props, g_p2p, g_force_compat;
+static int g_handles; /* s3d_cufile handles open (each holds a registration reference) */
+static struct cufile_reg *g_regs; /* the descriptors registered with cuFile */
+static int g_exit_hooked;         /* close_at_exit registered (once per process image) */
+
+/* One cuFile registration per open descriptor: cuFile refuses a descriptor registered twice
+ * (CU_FILE_HANDLE_ALREADY_REGISTERED), and concurrent reads of one file may share the
+ * reader's descriptor (a file system that refuses O_DIRECT). Each s3d_cufile_open of a
+ * registered descriptor takes a reference; the last s3d_cufile_close deregisters it. The
+ * list is under g_mu; dev and ino tell a descriptor number reused for another file. */
+struct cufile_reg {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    int refs;
+    CUfileHandle_t fh;
+    struct cufile_reg *next;
+};
 
 struct s3d_cufile {
     struct s3d_device *dev;
-    CUfileHandle_t fh;
+    struct cufile_reg *reg; /* shared: the registration of fd */
+    CUfileHandle_t fh;      /* reg->fh */
     int fd;
     int mode;        /* S3D_CUFILE_MODE_*: how this file's I/O runs */
     const char *why; /* static: why that mode */
@@ -239,12 +264,11 @@ static int json_p2pdma(void)
     return on;
 }
 
-/* The open driver's mode, from what this cuFile can say: nvidia-fs when its module is there
- * (its dstatusflags list the file systems it serves); PCI P2PDMA (cuFile 1.15, no nvidia-fs)
- * when the library reports the feature and use_pcip2pdma is on; else compatibility mode
- * (POSIX reads into cuFile's own bounce buffers). Forced compatibility wins. Called with
- * g_mu held, once. */
-/* The open driver's mode from what detect_mode read; nvidia-fs is looked for each time. */
+/* The open driver's mode, from what detect_mode read of this cuFile: nvidia-fs when its
+ * module is there (looked for at each call; its dstatusflags list the file systems it
+ * serves); PCI P2PDMA (cuFile 1.15, no nvidia-fs) when the library reports the feature and
+ * use_pcip2pdma is on; else compatibility mode (POSIX reads into cuFile's own bounce
+ * buffers). Forced compatibility wins. Called with g_mu held. */
 static int mode_locked(void)
 {
     if (g_force_compat)
@@ -291,6 +315,20 @@ static void detect_mode(void *lib)
               g_version, s3d_cufile_mode_name(mode_locked()),
               s3d_cufile_nvfs() ? "loaded" : "absent", (int)p2p,
               g_fflags >> CU_FILE_P2P_SUPPORTED & 1u, (int)force, g_dstatus);
+}
+
+/* The exit hook: closes the driver this process opened, when no file of ours is registered.
+ * Never waits for the lock (a thread stopped inside try_open would hang the exit). */
+static void close_at_exit(void)
+{
+    if (pthread_mutex_trylock(&g_mu) != 0)
+        return;
+    if (g_state > 0 && g_pid == getpid() && g_handles == 0 && g_f.cuFileDriverClose != NULL) {
+        g_state = -1;
+        snprintf(g_why, sizeof(g_why), "cuFile's driver was closed at process exit");
+        s3d_ignore_rc(g_f.cuFileDriverClose().err); /* exiting: nobody to tell */
+    }
+    pthread_mutex_unlock(&g_mu);
 }
 
 static void try_open(void)
@@ -348,6 +386,12 @@ static void try_open(void)
         return;
     }
     detect_mode(lib);
+    dlerror();
+    *(void **)&g_f.cuFileDriverClose = dlsym(lib, "cuFileDriverClose_v2");
+    if (g_f.cuFileDriverClose == NULL)
+        *(void **)&g_f.cuFileDriverClose = dlsym(lib, "cuFileDriverClose");
+    if (!g_exit_hooked && atexit(close_at_exit) == 0)
+        g_exit_hooked = 1;
     g_state = 1;
 }
 
@@ -428,23 +472,62 @@ int s3d_cufile_driver_mode(void)
     return mode;
 }
 
-/* 1 when the file system of fd sits on an NVMe device: its block device's sysfs path names an
- * nvme controller (a partition's too). S3D_CUFILE_BLOCK=nvme|other (tests) says instead. */
+/* 1 when the block device at sysfs folder dir (a /sys/class/block/NAME or /sys/dev/block/M:m
+ * path, or a slave link) is NVMe: its resolved path names an nvme controller (a partition's
+ * too); else a stacked device (md RAID, dm: LVM, crypt) whose slaves are all NVMe, followed
+ * down to depth 8 (LVM on md on NVMe partitions); a partition of a stacked device asks its
+ * parent's slaves. 0 for anything else or what cannot be read. */
+static int sysfs_block_nvme(const char *dir, int depth)
+{
+    char real[PATH_MAX], sub[PATH_MAX + 16];
+    struct dirent *e;
+    DIR *d;
+    int n = 0, all = 1;
+    if (depth > 8 || realpath(dir, real) == NULL)
+        return 0;
+    if (strstr(real, "/nvme") != NULL)
+        return 1;
+    snprintf(sub, sizeof(sub), "%s/partition", real);
+    if (access(sub, F_OK) == 0) { /* a partition: the slaves are its parent's */
+        char *slash = strrchr(real, '/');
+        if (slash == NULL)
+            return 0;
+        *slash = 0;
+    }
+    snprintf(sub, sizeof(sub), "%s/slaves", real);
+    if ((d = opendir(sub)) == NULL)
+        return 0;
+    while (all && (e = readdir(d)) != NULL) {
+        char slave[PATH_MAX + 16 + 256];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(slave, sizeof(slave), "%s/%s", sub, e->d_name);
+        n++;
+        all = sysfs_block_nvme(slave, depth + 1);
+    }
+    closedir(d);
+    return n > 0 && all;
+}
+
+int s3d_cufile_block_nvme(const char *sysfs, unsigned maj, unsigned min)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/dev/block/%u:%u", sysfs, maj, min);
+    return sysfs_block_nvme(dir, 0);
+}
+
+/* 1 when the file system of fd sits on NVMe (s3d_cufile_block_nvme: plain, partitions, md and
+ * dm volumes over NVMe such as a DGX's /raid). S3D_CUFILE_BLOCK=nvme|other (tests) says
+ * instead. */
 static int block_is_nvme(int fd)
 {
     struct stat st;
-    char sys[64], link[512];
     const char *force = getenv("S3D_CUFILE_BLOCK");
     if (force != NULL)
         return strcmp(force, "nvme") == 0;
     if (fstat(fd, &st) != 0)
         return 0;
-    snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
-    ssize_t n = readlink(sys, link, sizeof(link) - 1);
-    if (n <= 0)
-        return 0;
-    link[n] = 0;
-    return strstr(link, "/nvme") != NULL;
+    return s3d_cufile_block_nvme("/sys", major(st.st_dev), minor(st.st_dev));
 }
 
 /* How the driver in mode `mode` serves a file on the file system of fd: directly when it is
@@ -531,11 +614,64 @@ static int not_available(struct s3d_device *dev, int ordinal)
     return s3d_fail(S3D_ENOTSUP, "cuFile not available: %s", why);
 }
 
+/* A reference on fd's registration, registering it (in the current context) when it is not
+ * yet: *out set, or < 0 (S3D_ECUFILE naming cuFile's code, S3D_EIO when fd cannot be
+ * stat'ed). Called with g_mu held. */
+static int reg_get_locked(int fd, struct cufile_reg **out)
+{
+    struct stat sb;
+    CUfileDescr_t d;
+    CUfileError_t st;
+    struct cufile_reg *r;
+
+    if (fstat(fd, &sb) != 0)
+        return s3d_fail(S3D_EIO, "cufile: fstat(fd %d): %s", fd, strerror(errno));
+    for (r = g_regs; r != NULL; r = r->next)
+        if (r->fd == fd && r->dev == sb.st_dev && r->ino == sb.st_ino) {
+            r->refs++;
+            *out = r;
+            return 0;
+        }
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return s3d_fail(S3D_ENOMEM, "cufile: out of memory");
+    memset(&d, 0, sizeof(d));
+    d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
+    d.handle.fd = fd;
+    d.fs_ops = NULL;
+    st = g_f.cuFileHandleRegister(&r->fh, &d);
+    if (st.err != CU_FILE_SUCCESS) {
+        char what[160];
+        free(r);
+        describe(st, what, sizeof(what));
+        return s3d_fail(S3D_ECUFILE, "cuFileHandleRegister(fd %d): %s", fd, what);
+    }
+    r->fd = fd;
+    r->dev = sb.st_dev;
+    r->ino = sb.st_ino;
+    r->refs = 1;
+    r->next = g_regs;
+    g_regs = r;
+    *out = r;
+    return 0;
+}
+
+/* Drops a reference on r; the last deregisters the descriptor. Called with g_mu held. */
+static void reg_put_locked(struct cufile_reg *r)
+{
+    struct cufile_reg **pp;
+    if (--r->refs > 0)
+        return;
+    for (pp = &g_regs; *pp != r; pp = &(*pp)->next)
+        S3D_ASSERT(*pp != NULL);
+    *pp = r->next;
+    g_f.cuFileHandleDeregister(r->fh);
+    free(r);
+}
+
 int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd, struct s3d_cufile **out)
 {
     struct s3d_cufile *f;
-    CUfileDescr_t d;
-    CUfileError_t st;
     struct s3d_cuda_prev prev;
     int rc;
 
@@ -545,27 +681,22 @@ int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd, struct s3d_cufi
     f = calloc(1, sizeof(*f));
     if (f == NULL)
         return s3d_fail(S3D_ENOMEM, "cufile: out of memory");
-    memset(&d, 0, sizeof(d));
-    d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
-    d.handle.fd = fd;
-    d.fs_ops = NULL;
     if ((rc = s3d_cuda_ctx_enter(dev, ordinal, &prev)) < 0)
         goto fail;
-    st = g_f.cuFileHandleRegister(&f->fh, &d);
-    s3d_cuda_ctx_leave(dev, ordinal, &prev);
-    if (st.err != CU_FILE_SUCCESS) {
-        char what[160];
-        describe(st, what, sizeof(what));
-        rc = s3d_fail(S3D_ECUFILE, "cuFileHandleRegister(fd %d): %s", fd, what);
-        goto fail;
-    }
-    f->dev = dev;
-    f->fd = fd;
+    pthread_mutex_lock(&g_mu);
+    rc = reg_get_locked(fd, &f->reg);
     /* Registered is not direct: cuFile registers any file and serves the ones it cannot
      * reach directly in compatibility mode. Which one this is, for AUTO and for --debug. */
-    pthread_mutex_lock(&g_mu);
     const int dmode = mode_locked();
+    if (rc == 0)
+        g_handles++;
     pthread_mutex_unlock(&g_mu);
+    s3d_cuda_ctx_leave(dev, ordinal, &prev);
+    if (rc < 0)
+        goto fail;
+    f->fh = f->reg->fh;
+    f->dev = dev;
+    f->fd = fd;
     f->mode = file_mode(dmode, g_dstatus, fd, &f->why);
     S3D_DEBUG("cufile: fd %d: mode %s (%s)", fd, s3d_cufile_mode_name(f->mode), f->why);
     *out = f;
@@ -579,7 +710,10 @@ void s3d_cufile_close(struct s3d_cufile *f)
 {
     if (f == NULL)
         return;
-    g_f.cuFileHandleDeregister(f->fh);
+    pthread_mutex_lock(&g_mu);
+    reg_put_locked(f->reg);
+    g_handles--;
+    pthread_mutex_unlock(&g_mu);
     free(f);
 }
 

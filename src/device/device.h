@@ -202,11 +202,12 @@ void s3d_stream_set_free(struct s3d_stream_set *set);
 struct s3d_cufile;
 
 /* Whether cuFile can be used: loads libcufile.so.0 and calls cuFileDriverOpen the first time
- * (once per process; the driver is never closed while the process runs), in the primary
- * context of device ordinal, the device the I/O is for (-1: the caller's current context,
- * else device 0's; the data path always names its device, so a rank on GPU 3 makes no
- * context on GPU 0). Returns 1 when usable; 0 when not (no GPU, library missing, driver or
- * nvidia-fs refusing, no such ordinal), with the reason in *why (static or owned by the
+ * (once per process; the driver is not closed while the process runs, but by an exit hook of
+ * the process that opened it: see cufile_dl.c), in the primary context of device ordinal, the
+ * device the I/O is for (-1, S3D_ANY_CTX: the caller's current context, else a primary context
+ * this device retained, else device 0's; the data path always names its device, so a rank on
+ * GPU 3 makes no context on GPU 0). Returns 1 when usable; 0 when not (no GPU, library missing,
+ * driver or nvidia-fs refusing, no such ordinal), with the reason in *why (static or owned by the
  * process; why may be NULL) - not an error. Callers in mode AUTO ask s3d_cufile_gds() first,
  * so that cuFile is not even opened where it would not be used. */
 int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why);
@@ -217,6 +218,11 @@ int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why);
 int s3d_cufile_gds(void);
 /* 1 when the nvidia-fs kernel module is loaded (S3D_NVFS_PATH: tests name a file instead). */
 int s3d_cufile_nvfs(void);
+/* 1 when block device maj:min, as sysfs (normally "/sys"; tests pass a tree of their own)
+ * describes it, is NVMe: a namespace or its partition, or an md or dm volume (RAID, LVM,
+ * crypt, stacked up to 8 deep) whose every slave is; 0 otherwise. What AUTO asks of the device
+ * under an ext4 or xfs file before it lets cuFile read or write it directly. */
+int s3d_cufile_block_nvme(const char *sysfs, unsigned maj, unsigned min);
 
 /* How cuFile moves bytes: through nvidia-fs, through the kernel's PCI P2PDMA (cuFile 1.15,
  * no nvidia-fs), or in compatibility mode (POSIX I/O into cuFile's bounce buffers). */
@@ -236,13 +242,16 @@ const char *s3d_cufile_mode_name(int mode);
  * "CU_FILE_?" for a code the header does not define. Static string. */
 const char *s3d_cufile_err_name(int err);
 /* Registers an open file with cuFile (cuFileHandleRegister), in device ordinal's primary
- * context (-1 as for s3d_cufile_available). The fd should be opened with O_DIRECT (GDS mode
- * needs it; compatibility mode works without); it stays owned by the caller and must outlive
- * the handle. S3D_ECUFILE on refusal, S3D_ENOTSUP when cuFile is not available. *out is NULL
- * on failure. */
+ * context (-1 as for s3d_cufile_available). A descriptor another open handle registered
+ * already is not registered again (cuFile refuses that): the handle shares the registration,
+ * which the last s3d_cufile_close of the descriptor drops, so concurrent reads may share one
+ * descriptor. Thread-safe. The fd should be opened with O_DIRECT (GDS mode needs it;
+ * compatibility mode works without); it stays owned by the caller and must outlive the
+ * handle. S3D_ECUFILE on refusal, S3D_ENOTSUP when cuFile is not available. *out is NULL on
+ * failure. */
 S3D_NODISCARD int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd,
                                   struct s3d_cufile **out);
-/* cuFileHandleDeregister. NULL ok. */
+/* Frees the handle; cuFileHandleDeregister when it was the last on its descriptor. NULL ok. */
 void s3d_cufile_close(struct s3d_cufile *f);
 /* Registers [dptr, dptr + len) of device ordinal's memory for cuFile (optional: speeds up
  * repeated I/O to one buffer). Deregister with the same dptr before freeing the memory. */

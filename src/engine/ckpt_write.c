@@ -3,10 +3,13 @@
  * The header must come first in the object, but it holds each tensor's CRC32C, known only
  * once the bytes have passed. So the header is built first with placeholder CRCs (its length
  * is final: see format/safetensors.h), and:
- *   - S3, multipart: part 1 (header + first data bytes) is prepared first and held back;
- *     parts 2..N are produced in order and uploaded; when every CRC is known the header is
- *     patched in place and part 1 goes last. CompleteMultipartUpload then makes the object
- *     appear; any failure aborts the upload, so the previous object stays.
+ *   - S3, multipart: part 1 (header + first data bytes) is prepared first, its CRCs
+ *     recorded, and its staging chunks given back (held for the whole save, they let as
+ *     many concurrent saves as the pool has chunks wait forever for each other); parts
+ *     2..N are produced in order and uploaded; when every CRC is known part 1 is built
+ *     again (its device bytes copied a second time and checked against the first CRCs),
+ *     the header is patched in place and part 1 goes last. CompleteMultipartUpload then
+ *     makes the object appear; any failure aborts the upload, so the previous object stays.
  *   - S3, small objects: the same single part, uploaded with one PutObject.
  *   - Files: the data is written after the header's place in a temporary file, the patched
  *     header last, then fsync and rename (fileio.h).
@@ -189,7 +192,7 @@ static int part_add_host(struct shard_writer *w, struct part *p, int *cap,
     int known = sr->tensor >= 0; /* the header is patched before part 1 goes */
     uint32_t crc = known ? s3d_crc32c(0, src, take) : 0;
     int rc = iov_push(p, cap, src, take, crc, known);
-    if (rc < 0 || !known || !w->with_crc || w->crc_known)
+    if (rc < 0 || !known || !w->with_crc || w->crc_known || w->replay)
         return rc;
     return add_rec(w, (size_t)sr->tensor, take, crc, NULL);
 }
@@ -205,7 +208,7 @@ static int part_pend_crc(struct shard_writer *w, struct part *p, size_t tensor, 
         return s3d_fail(S3D_ENOMEM, "out of memory building a part");
     p->pend = pc;
     p->pend[p->npend].rec = SIZE_MAX;
-    if (w->with_crc && !w->crc_known) {
+    if (w->with_crc && !w->crc_known && !w->replay) {
         rc = add_rec(w, tensor, piece, 0, &p->pend[p->npend].rec);
         if (rc < 0)
             return rc;
@@ -377,6 +380,59 @@ int s3d_cw_part_hand_out(struct part *p, uint32_t number, struct s3d_put_part *o
     return S3D_FEED_OK;
 }
 
+/* Part 1, built, copied and summed: keeps the CRC of each of its iov entries and gives its
+ * chunks back to the pool until it is built again at the end (part1_rebuild). */
+static int part1_park(struct shard_writer *w, struct part *p)
+{
+    w->part1_crc = s3d_calloc((size_t)(p->iovcnt ? p->iovcnt : 1), sizeof(*w->part1_crc));
+    if (w->part1_crc == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory building part 1");
+    for (int i = 0; i < p->iovcnt; i++)
+        w->part1_crc[i] = p->icrc_known[i] ? p->icrc[i] : 0;
+    w->part1_iovcnt = p->iovcnt;
+    w->part1_held = 1;
+    s3d_cw_part_release(w, p); /* its copies are done: part_ready said so */
+    return 0;
+}
+
+/* Part 1 built again from the start of the object (the cursor is put back after): 0 when
+ * built (copies queued), 1 when no chunk is free yet, < 0 on error. Its tensor CRCs are
+ * recorded already, so the build records none. */
+static int part1_rebuild(struct shard_writer *w, struct part *p)
+{
+    const size_t src = w->cur_src;
+    const uint64_t off = w->cur_off;
+    int rc;
+    w->cur_src = 0;
+    w->cur_off = 0;
+    w->replay = 1;
+    rc = s3d_cw_part_build(w, p, part_len(w, 1), 0);
+    w->replay = 0;
+    w->cur_src = src;
+    w->cur_off = off;
+    if (rc == 0) {
+        p->number = 1;
+        w->part1_rebuilt = 1;
+    }
+    return rc;
+}
+
+/* The rebuilt part 1 holds the bytes whose CRCs the header carries: a tensor changed on the
+ * device while the save ran fails the save rather than upload bytes its CRC does not cover. */
+static int part1_check(const struct shard_writer *w, const struct part *p)
+{
+    if (p->iovcnt != w->part1_iovcnt)
+        return s3d_fail(S3D_EINVAL, "part 1 rebuilt with %d pieces, first built with %d", p->iovcnt,
+                        w->part1_iovcnt);
+    for (int i = 0; i < p->iovcnt; i++)
+        if (p->icrc_known[i] && p->icrc[i] != w->part1_crc[i])
+            return s3d_fail(S3D_ECHANGED,
+                            "the first %llu bytes of the object changed while the save ran (a "
+                            "tensor written during the save)",
+                            (unsigned long long)p->length);
+    return 0;
+}
+
 static int mp_next(void *ctx, struct s3d_put_part *out)
 {
     struct mp_ctx *m = ctx;
@@ -390,10 +446,16 @@ static int mp_next(void *ctx, struct s3d_put_part *out)
             if (rc <= 0)
                 return rc < 0 ? rc : S3D_FEED_NOT_YET;
             w->pending = NULL;
-            if (p->number == 1) {
-                w->part1_held = 1; /* goes last, once the header is patched */
+            if (p->number == 1 && !w->part1_held) {
+                /* Goes last, once the header is patched. Its chunks go back now: held for the
+                 * whole save, as many concurrent saves as the pool has chunks' worth of part
+                 * 1s waited forever for each other's. */
+                if ((rc = part1_park(w, p)) < 0)
+                    return rc;
                 continue;
             }
+            if (p->number == 1)
+                continue; /* built again and copied: sent below */
             return s3d_cw_part_hand_out(p, p->number, out);
         }
         if (w->next_number <= w->nparts) {
@@ -406,8 +468,17 @@ static int mp_next(void *ctx, struct s3d_put_part *out)
             w->pending = p;
             continue;
         }
+        if (w->part1_held && !w->part1_rebuilt) {
+            struct part *p = &w->parts[0];
+            if ((rc = part1_rebuild(w, p)) != 0)
+                return rc == 1 ? S3D_FEED_NOT_YET : rc;
+            w->pending = p;
+            continue;
+        }
         if (w->part1_held && !w->part1_sent) {
             struct part *p = &w->parts[0];
+            if ((rc = part1_check(w, p)) < 0)
+                return rc;
             if (w->with_crc)
                 finish_crcs(w, m->header, m->crc_pos);
             w->part1_sent = 1;
@@ -503,6 +574,8 @@ static int write_shard_s3(struct shard_writer *w, const struct s3d_loc *loc, cha
             s3d_cw_part_release(w, &w->parts[i]);
         free(w->parts);
         w->parts = NULL;
+        free(w->part1_crc);
+        w->part1_crc = NULL;
     }
     return rc;
 }

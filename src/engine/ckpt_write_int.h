@@ -78,8 +78,16 @@ struct shard_writer {
     uint32_t next_number; /* next part to build */
     struct part *parts;   /* indexed by number - 1 */
     struct part *pending; /* built, copies in flight */
+    /* Part 1 goes last, but holds no chunk meanwhile: once its copies are done and summed it
+     * is released, keeping the CRC of each iov entry (part1_crc, part1_iovcnt), and built
+     * again from the sources when every other part has gone (part1_rebuilt; replay: the
+     * build records no tensor CRC), its CRCs checked against the first pass. */
     int part1_held;
+    int part1_rebuilt;
     int part1_sent;
+    int replay;
+    uint32_t *part1_crc;
+    int part1_iovcnt;
 
     /* Incremental (planned) uploads: every CRC is known before the first part (crc_known),
      * and the parts follow plan, sent or copied from the base (ckpt_delta.h). */

@@ -374,12 +374,14 @@ int fio_cufile_crc_io(const struct fio_cufile_io *io, uint64_t *moved, int *io_f
             pending[b] = 0;
         }
         if (got > 0) {
-            rc = s3d_device_copy_dtoh(io->dev, st, chunk[b], io->dptr + pos, (size_t)got);
-            if (rc == 0)
-                rc = s3d_device_event_record(io->dev, ev[b], st);
-            if (rc < 0)
+            if ((rc = s3d_device_copy_dtoh(io->dev, st, chunk[b], io->dptr + pos, (size_t)got)) < 0)
                 goto out;
+            /* Pending from here: a failed record leaves the copy queued with no event to wait
+             * on, and only the stream's synchronize at out then keeps the chunk from going
+             * back to the pool (to another transfer) before the copy has written it. */
             pending[b] = 1;
+            if ((rc = s3d_device_event_record(io->dev, ev[b], st)) < 0)
+                goto out;
         }
         plen[b] = got;
         if (io->is_write) {

@@ -2,6 +2,7 @@
 s3d_test(test_crc32c unit/test_crc32c.c)
 s3d_test(test_device_host unit/test_device_host.c)
 s3d_test(test_device_emu unit/test_device_emu.c)
+s3d_test(test_cufile_block unit/test_cufile_block.c)
 s3d_test(test_pool unit/test_pool.c)
 s3d_test(test_fileio unit/test_fileio.c)
 # Stand-ins for libcuda.so.1 and libcufile.so.0 (one source), found first by test_cuda_fake

@@ -15,9 +15,18 @@
  *     FAKE_CUDA_FORK_OK=1 in a child that only tests something else).
  *   - a cuFileWrite that does not start and end on a 4 KiB boundary reads the partial blocks
  *     first (GDS's read-modify-write), so it fails on a write-only descriptor (-1, EBADF);
+ *   - a descriptor registered twice is refused (CU_FILE_HANDLE_ALREADY_REGISTERED);
+ *   - cuFileRead/cuFileWrite of device memory need that device's context current
+ *     (CU_FILE_CUDA_CONTEXT_MISMATCH otherwise); the device of the context the driver was
+ *     opened in and the last file registered in is kept (fake_cufile_open_dev, _register_dev);
+ *   - cuFile does not follow stream order: a cuFileRead/cuFileWrite while stream work that
+ *     touches its device memory is still queued is counted (fake_cufile_unordered), and the
+ *     I/O goes on, so that work runs after it and the bytes come out wrong, as on a GPU;
  * FAKE_CUDA_FAIL_INIT=1 makes cuInit fail; FAKE_CUDA_FAIL_COPY=1 makes copies fail with
- * CUDA_ERROR_ILLEGAL_ADDRESS. fake_cuda_stats() reports counters to the test,
- * fake_cuda_ctx_refs(d) the references on device d's primary context. */
+ * CUDA_ERROR_ILLEGAL_ADDRESS, FAKE_CUDA_FAIL_RECORD=1 event records (copies queued before
+ * stay queued: fake_cuda_pending_copies() shows who returned a buffer before they ran).
+ * fake_cuda_stats() reports counters to the test, fake_cuda_ctx_refs(d) the references on device
+ * d's primary context. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +38,8 @@
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
+/* Counters bumped by any thread (concurrent loads in one test): atomic, for TSan. */
+#define BUMP(x) __atomic_fetch_add(&(x), 1, __ATOMIC_RELAXED)
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -63,6 +74,7 @@ struct fevent {
 
 static struct fctx g_ctx[NDEV] = {{0, 0}, {1, 0}};
 static struct fstream g_legacy[NDEV];
+static struct fstream *g_streams[256]; /* those cuStreamCreate made and not destroyed (g_mu) */
 static __thread struct fctx *t_cur;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -90,6 +102,35 @@ EXPORT int fake_cuda_pending_copies(void)
 }
 static struct fake_cuda_stats g_stats;
 
+static int overlaps(const void *a, size_t an, const void *b, size_t bn)
+{
+    const char *x = a, *y = b;
+    return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
+/* Queued work on any stream that conflicts with an access of n bytes at p that no stream
+ * orders: a copy into that memory, or (for_write: the access writes it) a copy out of it. What
+ * the libcufile copy asks before each cuFileRead or cuFileWrite, which do not follow stream
+ * order: such work runs after the I/O on a GPU, so the I/O sees or leaves the wrong bytes. */
+EXPORT int fake_cuda_pending_on(const void *p, size_t n, int for_write)
+{
+    int hits = 0;
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < 256 + NDEV; i++) {
+        const struct fstream *st = i < 256 ? g_streams[i] : &g_legacy[i - 256];
+        if (st == NULL)
+            continue;
+        for (size_t k = st->done; k < st->n_ops; k++) {
+            const struct fop *op = &st->ops[k];
+            if (op->wait == NULL &&
+                (overlaps(op->dst, op->n, p, n) || (for_write && overlaps(op->src, op->n, p, n))))
+                hits++;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return hits;
+}
+
 EXPORT void fake_cuda_stats(struct fake_cuda_stats *out)
 {
     *out = g_stats;
@@ -105,7 +146,7 @@ EXPORT int fake_cuda_ctx_refs(int d)
 static int need_ctx(void)
 {
     if (t_cur == NULL) {
-        g_stats.bad_context++;
+        BUMP(g_stats.bad_context);
         return 201; /* CUDA_ERROR_INVALID_CONTEXT */
     }
     return 0;
@@ -171,15 +212,15 @@ EXPORT CUresult cuDeviceGet(int *d, int ordinal)
 }
 EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int d)
 {
-    g_ctx[d].refs++;
-    g_stats.retains++;
+    BUMP(g_ctx[d].refs);
+    BUMP(g_stats.retains);
     *ctx = &g_ctx[d];
     return 0;
 }
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int d)
 {
-    g_ctx[d].refs--;
-    g_stats.releases++;
+    __atomic_fetch_sub(&g_ctx[d].refs, 1, __ATOMIC_RELAXED);
+    BUMP(g_stats.releases);
     return 0;
 }
 EXPORT CUresult cuCtxGetCurrent(void **ctx)
@@ -241,7 +282,7 @@ static struct fstream *stream_of(void *s)
     if ((uintptr_t)s <= 2) {
         if (t_cur == NULL)
             return NULL;
-        g_legacy[t_cur->dev].ctx = t_cur;
+        __atomic_store_n(&g_legacy[t_cur->dev].ctx, t_cur, __ATOMIC_RELAXED);
         return &g_legacy[t_cur->dev];
     }
     return s;
@@ -284,7 +325,7 @@ static CUresult copy(void *dst, const void *src, size_t n, void *stream)
     if (f && *f == '1')
         return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS */
     if (t_cur == NULL || s == NULL || s->ctx != t_cur) {
-        g_stats.bad_context++;
+        BUMP(g_stats.bad_context);
         return 201;
     }
     /* Deferred: the bytes move when the stream's work is seen complete or synchronized. */
@@ -292,7 +333,7 @@ static CUresult copy(void *dst, const void *src, size_t n, void *stream)
     push(s, (struct fop){dst, src, n, NULL, 0});
     g_pending++;
     pthread_mutex_unlock(&g_mu);
-    g_stats.copies++;
+    BUMP(g_stats.copies);
     return 0;
 }
 EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *s)
@@ -312,7 +353,14 @@ EXPORT CUresult cuStreamCreate(void **s, unsigned flags)
     st->ctx = t_cur;
     st->flags = flags;
     if (flags == 1)
-        g_stats.stream_flags_seen++;
+        BUMP(g_stats.stream_flags_seen);
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < 256; i++)
+        if (g_streams[i] == NULL) {
+            g_streams[i] = st;
+            break;
+        }
+    pthread_mutex_unlock(&g_mu);
     *s = st;
     return 0;
 }
@@ -321,6 +369,9 @@ EXPORT CUresult cuStreamDestroy_v2(void *s)
     struct fstream *st = s;
     pthread_mutex_lock(&g_mu);
     run(st, ~0ull, 0); /* queued work completes, as on the GPU */
+    for (int i = 0; i < 256; i++)
+        if (g_streams[i] == st)
+            g_streams[i] = NULL;
     pthread_mutex_unlock(&g_mu);
     free(st->ops);
     free(st);
@@ -331,7 +382,7 @@ EXPORT CUresult cuStreamSynchronize(void *s)
     struct fstream *st = stream_of(s);
     if (st == NULL)
         return 201;
-    g_stats.stream_syncs++;
+    BUMP(g_stats.stream_syncs);
     pthread_mutex_lock(&g_mu);
     run(st, ~0ull, 0);
     pthread_mutex_unlock(&g_mu);
@@ -342,10 +393,10 @@ EXPORT CUresult cuStreamWaitEvent(void *s, void *e, unsigned flags)
     struct fstream *st = stream_of(s);
     struct fevent *ev = e;
     if (st == NULL || st->ctx != t_cur) {
-        g_stats.bad_context++;
+        BUMP(g_stats.bad_context);
         return 201;
     }
-    g_stats.wait_events++;
+    BUMP(g_stats.wait_events);
     pthread_mutex_lock(&g_mu);
     if (ev->s != NULL)
         push(st, (struct fop){NULL, NULL, 0, ev->s, ev->seq});
@@ -376,12 +427,15 @@ EXPORT CUresult cuEventDestroy_v2(void *e)
 }
 EXPORT CUresult cuEventRecord(void *e, void *s)
 {
+    const char *f = getenv("FAKE_CUDA_FAIL_RECORD");
     struct fevent *ev = e;
+    if (f && *f == '1')
+        return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS: the work queued before stays queued */
     /* Streams 0, 1 (legacy) and 2 (per thread) mean the current context's. */
     struct fstream *st = stream_of(s);
     struct fctx *sc = st != NULL ? st->ctx : NULL;
     if (sc == NULL || ev->ctx != sc || sc != t_cur) {
-        g_stats.bad_context++;
+        BUMP(g_stats.bad_context);
         return 201;
     }
     pthread_mutex_lock(&g_mu);
@@ -467,6 +521,36 @@ static void *cufile_ctx(void)
     return ctx;
 }
 
+/* The device of the thread's current context (-1: none), and of the memory at p (-1: not
+ * device memory CUDA knows), asked of the libcuda copy. */
+static int cufile_ctx_dev(void)
+{
+    const struct fctx *c = cufile_ctx();
+    return c != NULL ? c->dev : -1;
+}
+static int cufile_mem_dev(const void *p)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CUresult (*attr)(void *, int, CUdeviceptr) = NULL;
+    int dev = -1;
+    if (lib != NULL) {
+        *(void **)&attr = dlsym(lib, "cuPointerGetAttribute");
+        if (attr == NULL || attr(&dev, 9, (CUdeviceptr)(uintptr_t)p) != 0)
+            dev = -1;
+        dlclose(lib);
+    }
+    return dev;
+}
+static int g_cufile_open_dev = -1; /* the device of the context cuFileDriverOpen ran in */
+static int g_cufile_reg_dev = -1;  /* ... and the last cuFileHandleRegister */
+EXPORT int fake_cufile_open_dev(void)
+{
+    return g_cufile_open_dev;
+}
+EXPORT int fake_cufile_register_dev(void)
+{
+    return g_cufile_reg_dev;
+}
 typedef struct {
     int err;
     int cu_err;
@@ -490,12 +574,31 @@ EXPORT CUfileError_t cuFileDriverOpen(void)
     if (cufile_ctx() == NULL)              /* the driver sets up in the current context */
         return (CUfileError_t){5011, 201}; /* CUDA_DRIVER_ERROR, CUDA_ERROR_INVALID_CONTEXT */
     g_cufile_open++;
+    g_cufile_open_dev = cufile_ctx_dev();
     return (CUfileError_t){0, 0};
 }
 /* Successful cuFileDriverOpen calls. */
 EXPORT int fake_cufile_opens(void)
 {
     return g_cufile_open;
+}
+/* cuFileDriverClose_v2 (reference counted, cufile.h's cuFileDriverClose) and the old
+ * cuFileDriverClose, both exported as by the real library: counted together. */
+static int g_cufile_closes;
+EXPORT CUfileError_t cuFileDriverClose_v2(void)
+{
+    if (g_cufile_open - g_cufile_closes <= 0)
+        return (CUfileError_t){5001, 0}; /* DRIVER_NOT_INITIALIZED */
+    g_cufile_closes++;
+    return (CUfileError_t){0, 0};
+}
+EXPORT CUfileError_t cuFileDriverClose(void)
+{
+    return cuFileDriverClose_v2();
+}
+EXPORT int fake_cufile_closes(void)
+{
+    return g_cufile_closes;
 }
 /* cuFile 1.14+: string parameters, only before the driver is open (as the library's
  * properties are read at open). 1 = CUFILE_PARAM_ENV_LOGFILE_PATH. */
@@ -561,10 +664,21 @@ EXPORT CUfileError_t cuFileGetParameterBool(int param, _Bool *value)
              (param == 2 && strcmp(fake_mode(), "compat") == 0);
     return (CUfileError_t){0, 0};
 }
+/* The caller's descriptors registered and not deregistered, by handle (own fd + 1): cuFile
+ * refuses a descriptor registered twice. */
+static int g_reg_fd[1024];
+static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
 EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
 {
     if (d->type != 1 || d->fs_ops != NULL || cufile_ctx() == NULL)
         return (CUfileError_t){5022, 0}; /* INVALID_VALUE */
+    pthread_mutex_lock(&g_reg_mu);
+    for (int i = 0; i < 1024; i++)
+        if (g_reg_fd[i] == d->handle.fd + 1) {
+            pthread_mutex_unlock(&g_reg_mu);
+            return (CUfileError_t){5028, 0}; /* HANDLE_ALREADY_REGISTERED */
+        }
+    pthread_mutex_unlock(&g_reg_mu);
     /* The real cuFile handles unaligned I/O on an O_DIRECT fd; the fake reads through its own
      * buffered descriptor of the same file. */
     char p[64];
@@ -572,12 +686,25 @@ EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
     int fd = open(p, fcntl(d->handle.fd, F_GETFL) & O_ACCMODE);
     if (fd < 0)
         return (CUfileError_t){5030, 0}; /* INTERNAL_ERROR */
+    if (fd >= 1024) {
+        close(fd);
+        return (CUfileError_t){5030, 0};
+    }
+    pthread_mutex_lock(&g_reg_mu);
+    g_reg_fd[fd] = d->handle.fd + 1;
+    pthread_mutex_unlock(&g_reg_mu);
     *fh = (void *)(intptr_t)(fd + 1);
+    __atomic_store_n(&g_cufile_reg_dev, cufile_ctx_dev(), __ATOMIC_RELAXED);
     return (CUfileError_t){0, 0};
 }
 EXPORT void cuFileHandleDeregister(void *fh)
 {
-    close((int)(intptr_t)fh - 1);
+    const int fd = (int)(intptr_t)fh - 1;
+    pthread_mutex_lock(&g_reg_mu);
+    if (fd >= 0 && fd < 1024)
+        g_reg_fd[fd] = 0;
+    pthread_mutex_unlock(&g_reg_mu);
+    close(fd);
 }
 EXPORT CUfileError_t cuFileBufRegister(const void *p, size_t n, int flags)
 {
@@ -586,6 +713,32 @@ EXPORT CUfileError_t cuFileBufRegister(const void *p, size_t n, int flags)
 EXPORT CUfileError_t cuFileBufDeregister(const void *p)
 {
     return (CUfileError_t){0, 0};
+}
+/* cuFileRead/cuFileWrite calls made while stream work that touches their device memory was
+ * still queued (fake_cuda_pending_on): the caller's kernels not waited for. The I/O goes on
+ * regardless, as on a GPU, so the bytes come out wrong as they would there. */
+static int g_cufile_unordered;
+EXPORT int fake_cufile_unordered(void)
+{
+    return g_cufile_unordered;
+}
+static void note_unordered(const void *p, size_t n, int for_write)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    int (*pending_on)(const void *, size_t, int) = NULL;
+    if (lib != NULL) {
+        *(void **)&pending_on = dlsym(lib, "fake_cuda_pending_on");
+        if (pending_on != NULL && pending_on(p, n, for_write) > 0)
+            __atomic_fetch_add(&g_cufile_unordered, 1, __ATOMIC_RELAXED);
+        dlclose(lib);
+    }
+}
+/* The device memory of a cuFileRead/cuFileWrite is the current context's device's
+ * (CU_FILE_CUDA_CONTEXT_MISMATCH otherwise, as cuFile maps the buffer in that context). */
+static int cufile_ctx_mismatch(const void *p)
+{
+    const int cd = cufile_ctx_dev(), md = cufile_mem_dev(p);
+    return cd < 0 || (md >= 0 && md != cd);
 }
 static int g_cufile_reads;
 EXPORT int fake_cufile_reads(void)
@@ -607,7 +760,7 @@ static void note_overlap(void)
     if (lib != NULL) {
         *(void **)&pending = dlsym(lib, "fake_cuda_pending_copies");
         if (pending != NULL && pending() > 0)
-            g_cufile_overlapped++;
+            BUMP(g_cufile_overlapped);
         dlclose(lib);
     }
 }
@@ -616,10 +769,11 @@ static void note_overlap(void)
 EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
 {
     const char *f = getenv("FAKE_CUFILE_FAIL_IO");
-    if (cufile_ctx() == NULL)
+    if (cufile_ctx_mismatch((char *)base + boff))
         return -5015; /* CONTEXT_MISMATCH */
-    g_cufile_reads++;
+    BUMP(g_cufile_reads);
     note_overlap();
+    note_unordered((char *)base + boff, n > (1u << 20) ? 1u << 20 : n, 1);
     if (f && *f == '1')
         return -5044;
     return pread((int)(intptr_t)fh - 1, (char *)base + boff, n > (1u << 20) ? 1u << 20 : n, off);
@@ -647,14 +801,15 @@ EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t n, off_t off, off_
 {
     const char *f = getenv("FAKE_CUFILE_FAIL_IO");
     int fd = (int)(intptr_t)fh - 1;
-    if (cufile_ctx() == NULL)
+    if (cufile_ctx_mismatch((const char *)base + boff))
         return -5015;
     note_overlap();
+    note_unordered((const char *)base + boff, n > (1u << 20) ? 1u << 20 : n, 0);
     if (f && *f == '1')
         return -5044;
     n = n > (1u << 20) ? 1u << 20 : n;
     if ((off % 4096) != 0 || ((off + (off_t)n) % 4096) != 0) {
-        g_cufile_rmw++;
+        BUMP(g_cufile_rmw);
         if (cufile_rmw_read(fd, off, n) < 0)
             return -1;
     }

@@ -6,12 +6,14 @@
  * library is found first (LD_LIBRARY_PATH on a GPU machine). */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/crc32c.h"
 #include "device/device.h"
 #include "engine/fileio.h"
+#include "engine/fileio_stage.h"
 #include "engine/pool.h"
 #include "testutil.h"
 
@@ -128,10 +130,156 @@ static int cufile_mode_child(char **argv)
     return 0;
 }
 
+/* test_cuda_fake cufile-ctx FILE read|write: run by main in a process of its own (a fresh
+ * cuFile driver), on a thread whose current context is device 0's, reading FILE into device 1
+ * in mode AUTO (nvidia-fs present) and CUFILE and writing it back from there, or ("write")
+ * only saving from device 1 in mode AUTO, the first cuFile use: the driver is opened, the
+ * file registered and every cuFile call made in device 1's context (the fake refuses I/O
+ * into memory of another device than the current context's), and the thread's context is
+ * device 0's again after each call. Exit 0 when so. */
+static int cufile_ctx_child(char **argv)
+{
+    void *culib = dlopen("libcufile.so.0", RTLD_NOW), *ctx0;
+    int (*open_dev)(void) = culib ? (int (*)(void))dlsym(culib, "fake_cufile_open_dev") : NULL;
+    int (*reg_dev)(void) = culib ? (int (*)(void))dlsym(culib, "fake_cufile_register_dev") : NULL;
+    int (*reads)(void) = culib ? (int (*)(void))dlsym(culib, "fake_cufile_reads") : NULL;
+    struct s3d_device *d;
+    struct s3d_pool *pl;
+    struct s3d_file_writer *w;
+    uint64_t dst;
+    uint32_t c = 0, wc = 0;
+    char out[600];
+    const size_t n = 3u << 20;
+    unsigned char *want = malloc(n), *back = malloc(n);
+    int rc = 0;
+    int fd = open(argv[2], O_RDONLY);
+    if (open_dev == NULL || reg_dev == NULL || reads == NULL || want == NULL || back == NULL ||
+        fd < 0 || pread(fd, want, n, 1) != (ssize_t)n)
+        return 2;
+    close(fd);
+    setenv("S3D_NVFS_PATH", argv[2], 1);
+    setenv("S3D_CUFILE_BLOCK", "nvme", 1);
+    if (retain(&ctx0, 0) != 0 || set_cur(ctx0) != 0 || s3d_device_open(0, &d) != 0 ||
+        s3d_device_mem_alloc(d, 1, 8u << 20, &dst) != 0 ||
+        s3d_pool_new(d, 4u << 20, 1u << 20, &pl) != 0)
+        return 3;
+    struct s3d_file_range r = {1, n, (void *)(uintptr_t)(dst + 8), 1, &c};
+    struct s3d_file_io_opts o = {.mode = S3D_FILE_IO_AUTO};
+    struct s3d_file_seg seg = {(const void *)(uintptr_t)(dst + 8), n, 1};
+    snprintf(out, sizeof(out), "%s.ctx-out", argv[2]);
+    if (strcmp(argv[3], "write") == 0) { /* a save opens the driver: AUTO, nvidia-fs present */
+        memcpy((void *)(uintptr_t)(dst + 8), want, n);
+        if (s3d_file_writer_open(d, pl, out, &o, &w) != 0 ||
+            s3d_file_writer_write(w, 0, &seg, 1, &wc) != 0 || s3d_file_writer_commit(w) != 0)
+            return 10;
+        s3d_file_writer_free(w);
+        unlink(out);
+        rc = open_dev() == 1 && reg_dev() == 1 && current() == ctx0 ? 0 : 11;
+        goto out;
+    }
+    if (s3d_file_read_ranges(d, pl, argv[2], &r, 1, &o) != 0 || reads() == 0)
+        return 4; /* AUTO opened cuFile and read through it */
+    if (open_dev() != 1 || reg_dev() != 1 || current() != ctx0)
+        return 5;
+    o.mode = S3D_FILE_IO_CUFILE;
+    memset((void *)(uintptr_t)dst, 0, 8u << 20);
+    if (s3d_file_read_ranges(d, pl, argv[2], &r, 1, &o) != 0 || reg_dev() != 1 ||
+        current() != ctx0 || memcmp((void *)(uintptr_t)(dst + 8), want, n) != 0 ||
+        c != s3d_crc32c(0, want, n))
+        return 6;
+    if (s3d_file_writer_open(d, pl, out, &o, &w) != 0 ||
+        s3d_file_writer_write(w, 0, &seg, 1, &wc) != 0 || s3d_file_writer_commit(w) != 0 ||
+        reg_dev() != 1 || current() != ctx0)
+        return 7;
+    s3d_file_writer_free(w);
+    fd = open(out, O_RDONLY);
+    if (fd < 0 || read(fd, back, n) != (ssize_t)n || memcmp(back, want, n) != 0 ||
+        wc != s3d_crc32c(0, want, n))
+        return 8;
+    close(fd);
+    unlink(out);
+out:
+    s3d_pool_free(pl);
+    s3d_device_mem_free(d, 1, dst);
+    s3d_device_free(d);
+    free(want);
+    free(back);
+    return rc;
+}
+
+/* Concurrent reads of one file through one descriptor (the reader's own, as when the file
+ * system refuses O_DIRECT), each into its own 1 MiB of device memory, mode CUFILE. */
+struct shared_read {
+    struct s3d_device *dev;
+    struct s3d_pool *pool;
+    const char *path;
+    int fd, rc;
+    uint64_t dst, off;
+    uint32_t crc;
+};
+static void *shared_read_main(void *arg)
+{
+    struct shared_read *a = arg;
+    struct s3d_file_range r = {a->off, 1u << 20, (void *)(uintptr_t)a->dst, 1, &a->crc};
+    struct s3d_file_io_opts o = {.mode = S3D_FILE_IO_CUFILE};
+    for (int i = 0; i < 8 && a->rc == 0; i++)
+        a->rc = s3d_file_read_ranges_fd(a->dev, a->pool, a->fd, a->path, &r, 1, &o);
+    return NULL;
+}
+
+/* test_cuda_fake cufile-exit never|open|fork: run by main in a process of its own, which exits
+ * with exit() after it never opened cuFile, opened it, or opened it and forked a child that
+ * exits too. An exit hook registered before cuFile was opened runs after the library's and
+ * checks that the driver was closed exactly once in the process that opened it and never
+ * elsewhere: _exit(20 + closes) otherwise. */
+static pid_t g_opener;
+static int (*g_closes)(void);
+static void exit_check(void)
+{
+    const int want = getpid() == g_opener ? 1 : 0;
+    if (g_closes() != want)
+        _exit(20 + g_closes());
+}
+static int cufile_exit_child(char **argv)
+{
+    void *culib = dlopen("libcufile.so.0", RTLD_NOW);
+    struct s3d_device *d;
+    *(void **)&g_closes = culib != NULL ? dlsym(culib, "fake_cufile_closes") : NULL;
+    if (g_closes == NULL || atexit(exit_check) != 0)
+        return 2;
+    if (strcmp(argv[2], "never") == 0)
+        exit(0);
+    if (s3d_device_open(0, &d) != 0 || s3d_cufile_available(d, 1, NULL) != 1)
+        return 3;
+    s3d_device_free(d); /* cuFile's driver stays open: it is the process's */
+    g_opener = getpid();
+    if (strcmp(argv[2], "fork") == 0) {
+        int status;
+        pid_t pid = fork();
+        if (pid == 0)
+            exit(0); /* inherits the hooks: closes nothing it never opened */
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0)
+            return 4;
+    }
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "cufile-exit") == 0)
+        return cufile_exit_child(argv);
     if (argc == 6 && strcmp(argv[1], "cufile-mode") == 0)
         return cufile_mode_child(argv);
+    if (argc == 4 && strcmp(argv[1], "cufile-ctx") == 0) {
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+        if (lib == NULL)
+            return 9;
+        *(void **)&get_cur = dlsym(lib, "cuCtxGetCurrent");
+        *(void **)&set_cur = dlsym(lib, "cuCtxSetCurrent");
+        *(void **)&retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
+        return cufile_ctx_child(argv);
+    }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (lib == NULL)
         t_skip("the fake libcuda.so.1 does not load: %s", dlerror());
@@ -475,6 +623,114 @@ int main(int argc, char **argv)
             CHECK(crc[0] == s3d_crc32c(0, data + 4096 + 3, cl[q]));
             CHECK(s3d_pool_free_count(pool) == 4);
         }
+        /* cuFile does not follow stream order. A read into memory the caller's stream still
+         * writes (a kernel queued before the load) and a write of memory it still writes
+         * (the kernel producing the tensor) wait for that work first: the fake libcufile
+         * counts I/O that did not (fake_cufile_unordered), whose bytes come out wrong as on
+         * a GPU (the queued work runs after the I/O). */
+        {
+            int (*unordered)(void) = (int (*)(void))dlsym(culib, "fake_cufile_unordered");
+            int (*stream_sync)(void *) = (int (*)(void *))dlsym(lib, "cuStreamSynchronize");
+            static unsigned char junk[1u << 20];
+            char wout[600];
+            struct s3d_file_writer *w;
+            struct s3d_file_seg seg = {(const void *)(uintptr_t)(d1 + 8), 3u << 20, 1};
+            void *caller;
+            uint32_t wcrc = 0;
+            CHECK(unordered != NULL && stream_sync != NULL && stream_create(&caller, 1) == 0);
+            const int u0 = unordered();
+            memset(junk, 0xee, sizeof(junk));
+            memset((void *)(uintptr_t)d1, 0, 8u << 20);
+            for (unsigned q = 0; q < 3; q++)
+                CHECK(htod_async(d1 + 8 + (q << 20), junk, sizeof(junk), caller) == 0);
+            o.cuda_stream = (uint64_t)(uintptr_t)caller;
+            CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+            CHECK(stream_sync(caller) == 0);
+            CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 1, 3u << 20) == 0);
+            CHECK(crc[0] == s3d_crc32c(0, data + 1, 3u << 20));
+            memset((void *)(uintptr_t)(d1 + 8), 0x11, 3u << 20); /* stale until the kernel */
+            CHECK(htod_async(d1 + 8, data + 1, 3u << 20, caller) == 0);
+            snprintf(wout, sizeof(wout), "%s/fake-order.bin", t_tmpdir());
+            CHECK_OK(s3d_file_writer_open(dev, pool, wout, &o, &w));
+            CHECK_OK(s3d_file_writer_write(w, 0, &seg, 1, &wcrc));
+            CHECK_OK(s3d_file_writer_commit(w));
+            s3d_file_writer_free(w);
+            CHECK(wcrc == s3d_crc32c(0, data + 1, 3u << 20));
+            unsigned char *wb = malloc(3u << 20);
+            int wfd = open(wout, O_RDONLY);
+            CHECK(wb != NULL && wfd >= 0 && read(wfd, wb, 3u << 20) == (ssize_t)(3u << 20));
+            close(wfd);
+            CHECK(memcmp(wb, data + 1, 3u << 20) == 0);
+            free(wb);
+            unlink(wout);
+            if (unordered() != u0)
+                t_fail(__FILE__, __LINE__, "%d cuFile calls ran before the caller's stream work",
+                       unordered() - u0);
+            o.cuda_stream = 0;
+            CHECK(stream_destroy(caller) == 0);
+        }
+        /* A copy back queued, then its event record fails: the chunks go back to the pool
+         * only once that copy has run (the fake runs it only when asked, as late as a GPU
+         * could), or another transfer that takes them would see its bytes overwritten. */
+        {
+            int (*pending)(void) = (int (*)(void))dlsym(lib, "fake_cuda_pending_copies");
+            struct s3d_stream_set g;
+            struct s3d_cufile *cf = NULL;
+            uint64_t moved = 0;
+            int failed = 0, rfd = open(path, O_RDONLY);
+            CHECK(pending != NULL && rfd >= 0);
+            s3d_stream_set_init(&g, dev);
+            CHECK_OK(s3d_cufile_open(dev, 1, rfd, &cf));
+            const struct fio_cufile_io io = {
+                dev, pool, &g, cf, NULL, 1, 0, (uint64_t)(uintptr_t)(d1 + 8), 3u << 20, 1, crc};
+            setenv("FAKE_CUDA_FAIL_RECORD", "1", 1);
+            CHECK_ERR(fio_cufile_crc_io(&io, &moved, &failed), S3D_ECUDA);
+            unsetenv("FAKE_CUDA_FAIL_RECORD");
+            CHECK_MSG_HAS("cuEventRecord");
+            if (pending() != 0)
+                t_fail(__FILE__, __LINE__,
+                       "%d copies into staging chunks still queued after "
+                       "they went back to the pool",
+                       pending());
+            CHECK(s3d_pool_free_count(pool) == 4);
+            s3d_stream_set_free(&g);
+            s3d_cufile_close(cf);
+            close(rfd);
+        }
+        /* One descriptor, registered with cuFile by concurrent reads (the fake refuses a
+         * descriptor registered twice, as cuFile does): one registration, shared, dropped
+         * with the last reference. */
+        {
+            struct shared_read a[4];
+            pthread_t th[4];
+            struct s3d_cufile *held = NULL;
+            int sfd = open(path, O_RDONLY);
+            CHECK(sfd >= 0);
+            CHECK_OK(s3d_cufile_open(dev, 1, sfd, &held)); /* another load's, still open */
+            s3d_fileio_refuse_direct = 1;
+            for (int k = 0; k < 4; k++) {
+                a[k] = (struct shared_read){.dev = dev,
+                                            .pool = pool,
+                                            .path = path,
+                                            .fd = sfd,
+                                            .dst = d1 + ((uint64_t)k << 21),
+                                            .off = 4096u * k + 5};
+                CHECK(pthread_create(&th[k], NULL, shared_read_main, &a[k]) == 0);
+            }
+            for (int k = 0; k < 4; k++) {
+                CHECK(pthread_join(th[k], NULL) == 0);
+                if (a[k].rc != 0)
+                    t_fail(__FILE__, __LINE__, "read %d of a shared descriptor: %s", k,
+                           s3d_err_name(a[k].rc));
+                CHECK(memcmp((void *)(uintptr_t)a[k].dst, data + a[k].off, 1u << 20) == 0);
+                CHECK(a[k].crc == s3d_crc32c(0, data + a[k].off, 1u << 20));
+            }
+            s3d_fileio_refuse_direct = 0;
+            s3d_cufile_close(held);
+            CHECK_OK(s3d_cufile_open(dev, 1, sfd, &held)); /* deregistered with the last */
+            s3d_cufile_close(held);
+            close(sfd);
+        }
         /* AUTO: no nvidia-fs here, so cuFile would run in compatibility mode: the staged
          * path is used. With nvidia-fs (S3D_NVFS_PATH stands in for it), cuFile. */
         o.mode = S3D_FILE_IO_AUTO;
@@ -618,6 +874,38 @@ int main(int argc, char **argv)
               "    \"use_pcip2pdma\" : true\n  }\n}\n",
               jf);
         fclose(jf);
+        /* cuFile's driver is closed at exit by the process that opened it, once, and not by
+         * a child forked after (its implicit close at exit crashes on GDS hosts). */
+        static const char *const exits[] = {"never", "open", "fork"};
+        for (size_t m = 0; m < S3D_ARRAY_LEN(exits); m++) {
+            pid = fork();
+            CHECK(pid >= 0);
+            if (pid == 0) {
+                execl("/proc/self/exe", "test_cuda_fake", "cufile-exit", exits[m], (char *)NULL);
+                _exit(9);
+            }
+            CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+            if (WEXITSTATUS(status) != 0)
+                t_fail(__FILE__, __LINE__, "cuFile close at exit (%s): child exit %d", exits[m],
+                       WEXITSTATUS(status));
+        }
+        /* The driver, the file handle and the I/O in the destination's context when the
+         * caller's thread works on another GPU. */
+        for (int m = 0; m < 2; m++) {
+            pid = fork();
+            CHECK(pid >= 0);
+            if (pid == 0) {
+                execl("/proc/self/exe", "test_cuda_fake", "cufile-ctx", path,
+                      m == 0 ? "read" : "write", (char *)NULL);
+                _exit(9);
+            }
+            CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+            if (WEXITSTATUS(status) != 0)
+                t_fail(__FILE__, __LINE__,
+                       "cuFile %s with device 0's context current, device 1's memory: child "
+                       "exit %d",
+                       m == 0 ? "read" : "write", WEXITSTATUS(status));
+        }
         for (int m = 0; m < 2; m++) {
             pid = fork();
             CHECK(pid >= 0);
@@ -659,10 +947,11 @@ int main(int argc, char **argv)
     CHECK(st.bad_context == 0);
     CHECK(st.stream_flags_seen >= 2); /* ours were CU_STREAM_NON_BLOCKING */
     /* 1 + 2 above, + each read waiting for the caller stream once per device (2 for the
-     * staged read, 1 for each of the 15 cuFile-mode reads and the staged read of a tmpfs file), +
-     * the 2 writers waiting on it, + 4 for each of the 2 checkpoint round trips (a save and a load
-     * on 2 devices), + 2 for each of the 2 round trips on device 1 of load_into_dev1. */
-    CHECK(st.wait_events == 1 + 4 + 8 + (18 + 4) * fake_cufile);
+     * staged read, 1 for each of the 16 cuFile-mode reads and the staged read of a tmpfs file), +
+     * the 3 writers waiting on it, + 4 for each of the 2 checkpoint round trips (a save and a load
+     * on 2 devices), + 2 for each of the 2 round trips on device 1 of load_into_dev1, + the 32
+     * reads of a shared descriptor. */
+    CHECK(st.wait_events == 1 + 4 + 8 + (20 + 4 + 32) * fake_cufile);
     CHECK(st.copies > 6);
 
     unlink(path);
