@@ -25,6 +25,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "device/device_impl.h"
@@ -237,7 +238,7 @@ static void describe(CUfileError_t st, char *buf, size_t cap)
  * decide after that). */
 static int json_p2pdma(void)
 {
-    const char *p = getenv("CUFILE_ENV_PATH_JSON");
+    const char *p = s3d_env("CUFILE_ENV_PATH_JSON");
     char buf[65536];
     FILE *f = fopen(p != NULL ? p : "/etc/cufile.json", "re");
     int on = 0;
@@ -369,8 +370,8 @@ static void try_open(void)
      * where its cufile.json says. */
     dlerror();
     *(void **)&g_f.cuFileSetParameterString = dlsym(lib, "cuFileSetParameterString");
-    const char *lvl = getenv("S3D_LOG");
-    if (g_f.cuFileSetParameterString != NULL && getenv("CUFILE_LOGFILE_PATH") == NULL &&
+    const char *lvl = s3d_env("S3D_LOG");
+    if (g_f.cuFileSetParameterString != NULL && s3d_env("CUFILE_LOGFILE_PATH") == NULL &&
         (lvl == NULL || strcmp(lvl, "debug") != 0)) {
         CUfileError_t ps = g_f.cuFileSetParameterString(CUFILE_PARAM_ENV_LOGFILE_PATH, "/dev/null");
         if (ps.err != CU_FILE_SUCCESS)
@@ -443,7 +444,7 @@ int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why)
 int s3d_cufile_nvfs(void)
 {
     /* S3D_NVFS_PATH (tests) names the file to look for instead. */
-    const char *p = getenv("S3D_NVFS_PATH");
+    const char *p = s3d_env("S3D_NVFS_PATH");
     return access(p != NULL ? p : "/proc/driver/nvidia-fs/version", R_OK) == 0;
 }
 
@@ -522,7 +523,7 @@ int s3d_cufile_block_nvme(const char *sysfs, unsigned maj, unsigned min)
 static int block_is_nvme(int fd)
 {
     struct stat st;
-    const char *force = getenv("S3D_CUFILE_BLOCK");
+    const char *force = s3d_env("S3D_CUFILE_BLOCK");
     if (force != NULL)
         return strcmp(force, "nvme") == 0;
     if (fstat(fd, &st) != 0)

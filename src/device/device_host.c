@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "device/device_impl.h"
 
@@ -180,18 +181,12 @@ static struct s3d_emu g_emu = {.mu = PTHREAD_MUTEX_INITIALIZER, .next_id = 16};
 
 int s3d_emu_open(struct s3d_device *dev)
 {
-    const char *env = getenv("S3D_DEVICE_EMULATE_COUNT");
-    int count = 1;
-    if (env != NULL && env[0] != '\0') {
-        char *end;
-        long v = strtol(env, &end, 10);
-        if (*end != '\0' || v < 1 || v > S3D_MAX_DEVICES)
-            return s3d_fail(S3D_EINVAL, "S3D_DEVICE_EMULATE_COUNT=%s: expected 1 to %d", env,
-                            S3D_MAX_DEVICES);
-        count = (int)v;
-    }
+    int64_t count = 1;
+    if (s3d_env_int("S3D_DEVICE_EMULATE_COUNT", 1, S3D_MAX_DEVICES, &count) < 0)
+        return s3d_fail(S3D_EINVAL, "S3D_DEVICE_EMULATE_COUNT=%s: expected 1 to %d",
+                        s3d_env("S3D_DEVICE_EMULATE_COUNT"), S3D_MAX_DEVICES);
     dev->emu = &g_emu;
-    dev->count = count;
+    dev->count = (int)count;
     return 0;
 }
 

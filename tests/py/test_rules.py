@@ -334,3 +334,37 @@ def test_python_has_no_file_commit_of_its_own():
                 if own.search(line):
                     bad.append(f"{f}:{n}: {line.strip()}")
     assert not bad, "\n".join(bad)
+
+
+# ---- one reader of the environment --------------------------------------------------------
+
+_C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+ENV_READER = "src/common/env.c"
+
+
+def _getenv_calls(files: dict[str, str]) -> list[str]:
+    """'path:line' of each getenv / secure_getenv call outside comments in files (path -> text)
+    other than the one reader."""
+    out = []
+    for path, text in sorted(files.items()):
+        if path == ENV_READER:
+            continue
+        code = _C_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+        for m in re.finditer(r"\b(?:secure_)?getenv\s*\(", code):
+            out.append(f"{path}:{code.count(chr(10), 0, m.start()) + 1}")
+    return out
+
+
+def test_library_reads_the_environment_in_one_place():
+    """Every variable the library reads goes through s3d_env / s3d_env_int (src/common/env.c):
+    one behaviour for an empty value and for a malformed number (issue 38)."""
+    src = {f: _read(f) for f in _tracked() if f.startswith("src/") and f.endswith((".c", ".h"))}
+    assert ENV_READER in src and len(src) > 50
+    bad = _getenv_calls(src)
+    assert not bad, "getenv() outside " + ENV_READER + ": " + ", ".join(bad)
+
+
+def test_getenv_check_catches_calls_not_comments():
+    files = {"src/a.c": "/* getenv(\"X\") */\nint x = 1; // getenv(\"Y\")\nchar *p = getenv(\"Z\");\n",
+             "src/b.c": "p = secure_getenv (\"W\");\n", ENV_READER: "return getenv(name);\n"}
+    assert _getenv_calls(files) == ["src/a.c:3", "src/b.c:1"]
