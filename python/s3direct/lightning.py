@@ -45,8 +45,9 @@ from .client import Client, resolve
 _plugins_io: Any = importlib.import_module("lightning.pytorch.plugins.io")
 _CheckpointIO: Any = _plugins_io.CheckpointIO
 _AttributeDict: Any = importlib.import_module("lightning.fabric.utilities.data").AttributeDict
+_ModelCheckpoint: Any = importlib.import_module("lightning.pytorch.callbacks").ModelCheckpoint
 
-__all__ = ["S3DirectCheckpointIO"]
+__all__ = ["ModelCheckpoint", "S3DirectCheckpointIO"]
 
 # storage_options keys passed on to s3direct.save (shard_size is not: a sharded checkpoint
 # is an index plus shards, and Lightning names one file per checkpoint).
@@ -330,6 +331,46 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
         if self.allow_pickle:
             given["allow_pickle"] = True
         return f"S3DirectCheckpointIO({', '.join(f'{k}={v!r}' for k, v in given.items())})"
+
+
+class ModelCheckpoint(_ModelCheckpoint):  # type: ignore[misc]  # Any: lightning by name
+    """Lightning's ModelCheckpoint, with ``fit(ckpt_path="last")`` working when dirpath is an
+    s3:// (or s3direct://, or any fsspec) URL: a drop-in for
+    ``lightning.pytorch.callbacks.ModelCheckpoint``, the same arguments.
+
+    Lightning 2.x finds "last" by listing dirpath through fsspec, whose names carry no
+    protocol ("bucket/ckpts/last.ckpt", s3fs's too), and then looks for those names on the
+    local disk: it finds nothing and trains from scratch with a warning. This class gives the
+    names back with dirpath's protocol, so the newest last*.ckpt is found and resumed from.
+
+    Example::
+
+        from s3direct.lightning import ModelCheckpoint, S3DirectCheckpointIO
+        trainer = Trainer(plugins=[S3DirectCheckpointIO()],
+                          callbacks=[ModelCheckpoint(dirpath="s3://bucket/ckpts",
+                                                     save_last=True)])
+        trainer.fit(model, ckpt_path="last")
+    """
+
+    def _find_last_checkpoints(self, trainer: Any) -> set[str]:
+        found: set[str] = super()._find_last_checkpoints(trainer)
+        return {_with_protocol(p, self.dirpath, self._fs) for p in found}
+
+
+def _with_protocol(name: str, dirpath: Any, fs: Any) -> str:
+    """name as fsspec's ls gave it, with the protocol of dirpath (else of fs, when fs is not
+    the local one) in front: "bucket/k" -> "s3://bucket/k"; local names as they are."""
+    if "://" in name:
+        return name
+    d = str(dirpath) if dirpath is not None else ""
+    if "://" in d:
+        scheme = d.split("://", 1)[0]
+    else:
+        proto = getattr(fs, "protocol", "file")
+        scheme = proto[0] if isinstance(proto, (tuple, list)) else str(proto)
+        if scheme in ("file", "local"):
+            return name
+    return f"{scheme}://{name.lstrip('/')}"
 
 
 def _key(uri: str) -> str:

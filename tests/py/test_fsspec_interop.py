@@ -134,10 +134,12 @@ def test_dcp_fsspec_writer_reader(fs, bucket):
 
 # ---- Lightning ------------------------------------------------------------------------------
 
-def _tiny_fit(dirpath, epochs, ckpt_path=None, plugins=()):
+def _tiny_fit(dirpath, epochs, ckpt_path=None, plugins=(), mc_cls=None):
     torch = pytest.importorskip("torch")
     L = pytest.importorskip("lightning")
     from lightning.pytorch.callbacks import ModelCheckpoint
+
+    ModelCheckpoint = mc_cls or ModelCheckpoint  # noqa: N806
     from torch.utils.data import DataLoader, TensorDataset
 
     class Tiny(L.LightningModule):
@@ -174,9 +176,8 @@ def _tiny_fit(dirpath, epochs, ckpt_path=None, plugins=()):
 @pytest.mark.parametrize("scheme", ["s3direct", "s3"])
 def test_lightning_model_checkpoint(fs, bucket, s3_registered, scheme):
     """The default CheckpointIO writes through fsspec: ModelCheckpoint, save_top_k pruning,
-    load_from_checkpoint and a resume, all through S3DirectFileSystem. (Not ckpt_path="last":
-    Lightning 2.6 resolves it from fs.ls names, which carry no protocol in fsspec, s3fs's
-    included, and then looks for them on the local disk.)"""
+    load_from_checkpoint and a resume, all through S3DirectFileSystem. (ckpt_path="last" needs
+    s3direct.lightning.ModelCheckpoint: test_lightning_resume_from_last.)"""
     pytest.importorskip("lightning")
     dirpath = f"{scheme}://{bucket}/run/ckpts"
     Tiny, model, mc, trainer = _tiny_fit(dirpath, 3)
@@ -188,6 +189,26 @@ def test_lightning_model_checkpoint(fs, bucket, s3_registered, scheme):
         assert (a == b).all()
     _, resumed, _, t2 = _tiny_fit(dirpath, 4, ckpt_path=f"{dirpath}/last.ckpt")
     assert resumed.epochs == [3] and t2.current_epoch == 4 and trainer.current_epoch == 3
+    assert "s3fs" not in sys.modules
+
+
+@pytest.mark.parametrize("scheme,plugin", [("s3direct", False), ("s3", False), ("s3", True)])
+def test_lightning_resume_from_last(fs, bucket, s3_registered, scheme, plugin):
+    """fit(ckpt_path="last") on an S3 dirpath with s3direct.lightning.ModelCheckpoint: the
+    newest last.ckpt is found and the fit continues at epoch 3 (Lightning's own class lists
+    protocol-less names, looks for them on the local disk and starts again at epoch 0)."""
+    pytest.importorskip("lightning")
+    from s3direct.lightning import ModelCheckpoint, S3DirectCheckpointIO
+
+    plugins = [S3DirectCheckpointIO()] if plugin else []
+    dirpath = f"{scheme}://{bucket}/last-{scheme}-{int(plugin)}/ckpts"
+    _, _, mc, _ = _tiny_fit(dirpath, 3, plugins=plugins, mc_cls=ModelCheckpoint)
+    assert mc.last_model_path == f"{dirpath}/last.ckpt"
+    plugins = [S3DirectCheckpointIO()] if plugin else []
+    _, resumed, _, t2 = _tiny_fit(dirpath, 4, ckpt_path="last", plugins=plugins,
+                                  mc_cls=ModelCheckpoint)
+    assert resumed.epochs == [3] and t2.current_epoch == 4
+    assert t2.ckpt_path == f"{dirpath}/last.ckpt"
     assert "s3fs" not in sys.modules
 
 
