@@ -1,7 +1,8 @@
 """s3direct.fs with what reaches S3 through fsspec: s3fs's answers on the same objects (s3fs
 from tests/.lightning-s3fs, in a subprocess: its pinned botocore stays out of this process),
-torch DCP's FsspecWriter/FsspecReader, and Lightning's ModelCheckpoint, load_from_checkpoint
-and resume over s3direct:// and, after register_s3(), s3:// -- with no s3fs in the process."""
+torch DCP's FsspecWriter/FsspecReader, pandas' CSV and JSON lines, and Lightning's
+ModelCheckpoint, load_from_checkpoint and resume over s3direct:// and, after register_s3(),
+s3:// -- with no s3fs in the process."""
 
 from __future__ import annotations
 
@@ -110,6 +111,49 @@ def test_same_answers_as_s3fs(fs, bucket, s3_env):
     fs.invalidate_cache()
     ours = json.loads(json.dumps(ns["answers"](fs, bucket)))
     assert {k: v for k, v in ours.items() if v != theirs[k]} == {}
+
+
+# ---- pandas ----------------------------------------------------------------------------------
+
+_PANDAS_S3FS = r"""
+import io, os, sys
+import pandas as pd
+opts = {"client_kwargs": {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}}
+bucket = sys.argv[1]
+# s3fs reads what s3direct wrote, and writes what s3direct then reads.
+df = pd.read_csv(f"s3://{bucket}/pd/by-s3direct.csv", storage_options=opts)
+sys.stdout.write(df.to_csv(index=False))
+df.assign(c=df["a"] * 2).to_json(f"s3://{bucket}/pd/by-s3fs.jsonl", orient="records",
+                                 lines=True, storage_options=opts)
+"""
+
+
+@pytest.mark.parametrize("scheme", ["s3direct", "s3"])
+def test_pandas_csv_and_json_lines(fs, bucket, s3_registered, scheme):
+    """pandas reads and writes CSV and JSON lines through s3direct:// (and s3:// after
+    register_s3()), with s3fs-style storage_options too; s3fs (in its subprocess) reads the
+    same CSV to the same text and writes a file pandas then reads through s3direct."""
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"a": range(2000), "b": [f"row {i}, quoted" for i in range(2000)],
+                       "x": [i / 7 for i in range(2000)]})
+    uri = f"{scheme}://{bucket}/pd/by-s3direct.csv"
+    df.to_csv(uri, index=False)
+    back = pd.read_csv(uri)
+    pd.testing.assert_frame_equal(back, df)
+    opts = {"key": os.environ["AWS_ACCESS_KEY_ID"], "secret": os.environ["AWS_SECRET_ACCESS_KEY"],
+            "client_kwargs": {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}}
+    pd.testing.assert_frame_equal(pd.read_csv(uri, storage_options=opts), df)
+    assert "s3fs" not in sys.modules
+    if not os.path.isdir(os.path.join(S3FS_DIR, "s3fs")):
+        pytest.skip("s3fs not installed in tests/.lightning-s3fs (scripts/deps.sh)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([S3FS_DIR, PYDIR]))
+    r = subprocess.run([sys.executable, "-c", _PANDAS_S3FS, bucket], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout == df.to_csv(index=False)
+    fs.invalidate_cache()
+    theirs = pd.read_json(f"{scheme}://{bucket}/pd/by-s3fs.jsonl", lines=True)
+    pd.testing.assert_frame_equal(theirs, df.assign(c=df["a"] * 2))
 
 
 # ---- torch DCP's fsspec storage -------------------------------------------------------------
