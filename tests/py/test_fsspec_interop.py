@@ -1,6 +1,7 @@
 """s3direct.fs with what reaches S3 through fsspec: s3fs's answers on the same objects (s3fs
 from tests/.lightning-s3fs, in a subprocess: its pinned botocore stays out of this process),
-torch DCP's FsspecWriter/FsspecReader, pandas' CSV and JSON lines, and Lightning's
+torch DCP's FsspecWriter/FsspecReader, pandas (CSV, JSON lines, parquet), Hugging Face
+datasets, and Lightning's
 ModelCheckpoint, load_from_checkpoint and resume over s3direct:// and, after register_s3(),
 s3:// -- with no s3fs in the process."""
 
@@ -154,6 +155,47 @@ def test_pandas_csv_and_json_lines(fs, bucket, s3_registered, scheme):
     fs.invalidate_cache()
     theirs = pd.read_json(f"{scheme}://{bucket}/pd/by-s3fs.jsonl", lines=True)
     pd.testing.assert_frame_equal(theirs, df.assign(c=df["a"] * 2))
+
+
+_PARQUET_S3FS = r"""
+import os, sys
+import pandas as pd
+opts = {"client_kwargs": {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}}
+sys.stdout.write(pd.read_parquet(f"s3://{sys.argv[1]}", storage_options=opts).to_csv(index=False))
+"""
+
+
+@pytest.mark.parametrize("scheme", ["s3direct", "s3"])
+def test_datasets_and_parquet(fs, bucket, s3_registered, scheme, tmp_path):
+    """Hugging Face datasets over s3direct:// (and s3:// after register_s3()): load_dataset of
+    a CSV, save_to_disk / load_from_disk of a folder, to_parquet read back by pandas, and by
+    s3fs (in its subprocess) to the same rows."""
+    pd = pytest.importorskip("pandas")
+    datasets = pytest.importorskip("datasets")
+    df = pd.DataFrame({"text": [f"line {i}" for i in range(500)],
+                       "label": [i % 3 for i in range(500)]})
+    root = f"{scheme}://{bucket}/ds-{scheme}"
+    df.to_csv(f"{root}/train.csv", index=False)
+    ds = datasets.load_dataset("csv", data_files=f"{root}/train.csv", split="train",
+                               cache_dir=str(tmp_path / "cache"))
+    assert ds.num_rows == 500 and ds[7] == {"text": "line 7", "label": 1}
+    d2 = datasets.Dataset.from_pandas(df)
+    d2.save_to_disk(f"{root}/saved")
+    names = sorted(n.rsplit("/", 1)[1] for n in fs.ls(f"{bucket}/ds-{scheme}/saved",
+                                                       detail=False))
+    assert "dataset_info.json" in names and any(n.endswith(".arrow") for n in names), names
+    back = datasets.load_from_disk(f"{root}/saved")
+    assert back.num_rows == 500 and back[499] == {"text": "line 499", "label": 1}
+    d2.to_parquet(f"{root}/x.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(f"{root}/x.parquet"), df)
+    assert "s3fs" not in sys.modules
+    if not os.path.isdir(os.path.join(S3FS_DIR, "s3fs")):
+        pytest.skip("s3fs not installed in tests/.lightning-s3fs (scripts/deps.sh)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([S3FS_DIR, PYDIR]))
+    r = subprocess.run([sys.executable, "-c", _PARQUET_S3FS, f"{bucket}/ds-{scheme}/x.parquet"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout == df.to_csv(index=False)
 
 
 # ---- torch DCP's fsspec storage -------------------------------------------------------------
