@@ -19,7 +19,8 @@
 #                       (bench/path/), many ranks loading one checkpoint (bench/ranks/),
 #                       incremental saves (bench/incremental/) and/or tensors as they arrive
 #                       (bench/stream/), in the order given; all six also run at the end of
-#                       the full run
+#                       the full run. BENCH_ONLY=fsspec: s3direct.fs next to s3fs
+#                       (bench/fsspec/), only when asked for
 #                       (BENCH_SKIP="sweep peers path ranks incremental stream" leaves them out)
 #
 # How each client is measured:
@@ -275,8 +276,22 @@ run_stream() {
   gc
   return $rc
 }
-# BENCH_ONLY="sweep", "peers", "path", "ranks", "incremental", "stream" or several: only those
-# parts, in that order.
+# The fsspec part (issue 37): s3direct.fs next to s3fs on the same objects (cat, read, get,
+# put, write, pandas parquet), fresh processes, FSSPEC_MIB (512), FSSPEC_ROUNDS (3), FSSPEC_OPS.
+# Only with BENCH_ONLY=fsspec. Rows and table into $fsspec_out.
+fsspec_out=${BENCH_KEEP:-$work}/fsspec
+run_fsspec() {
+  local rc=0
+  fresh_server || return 1
+  say "fsspec benchmark (s3direct.fs and s3fs, issue 37), results in $fsspec_out"
+  PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} S3D_BUILD_DIR=$build \
+    python3 "$here/fsspec/run.py" --out "$fsspec_out" --mib "${FSSPEC_MIB:-512}" \
+    --rounds "${FSSPEC_ROUNDS:-3}" ${FSSPEC_OPS:+--ops "$FSSPEC_OPS"} || rc=1
+  gc
+  return $rc
+}
+# BENCH_ONLY="sweep", "peers", "path", "ranks", "incremental", "stream", "fsspec" or several:
+# only those parts, in that order.
 if [ -n "${BENCH_ONLY:-}" ]; then
   rc=0
   for part in $BENCH_ONLY; do
@@ -287,8 +302,9 @@ if [ -n "${BENCH_ONLY:-}" ]; then
       ranks) run_ranks || rc=1 ;;
       incremental) run_incremental || rc=1 ;;
       stream) run_stream || rc=1 ;;
+      fsspec) run_fsspec || rc=1 ;;
       *) say "bench: BENCH_ONLY=$part: not a part (sweep, peers, path, ranks, incremental," \
-          "stream)"
+          "stream, fsspec)"
         exit 2 ;;
     esac
   done
