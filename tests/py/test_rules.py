@@ -1,6 +1,6 @@
 """The rules CONTRIBUTING.md writes down, checked on the tree rather than trusted:
 
-- every ``#include`` of src/, include/ and tools/ against the dependency table of
+- every ``#include`` of src/, include/, tools/ and bench/ against the dependency table of
   CONTRIBUTING.md (read from the table itself, so the rule and the check cannot drift), and the
   Python package binds only functions the public headers declare;
 - every repository path the docs name (README.md, CONTRIBUTING.md, docs/**/*.md,
@@ -86,7 +86,7 @@ def include_violations(files: dict[str, str], table: dict[str, set[str]]) -> lis
             allowed = table[own] | {own, PUBLIC}
         elif parts[0] == "include":
             own, allowed = PUBLIC, {PUBLIC}
-        else:  # tools/: the public headers and its own folder
+        else:  # tools/ and bench/: the public headers and their own folder
             own, allowed = parts[0], {PUBLIC}
         folder = os.path.dirname(path)
         for m in _INCLUDE.finditer(text):
@@ -106,7 +106,7 @@ def include_violations(files: dict[str, str], table: dict[str, set[str]]) -> lis
 
 
 def _c_files(tracked: list[str]) -> dict[str, str]:
-    roots = ("src/", "include/", "tools/")
+    roots = ("src/", "include/", "tools/", "bench/")
     return {f: _read(f) for f in tracked
             if f.startswith(roots) and f.endswith((".c", ".h"))}
 

@@ -14,7 +14,7 @@ s3d_test(test_creds unit/test_creds.c)
 s3d_test(sigv4_tool unit/sigv4_tool.c)
 # sign_bench: CPU cost of the payload hash and of signing, quoted in docs/internals/sigv4.md
 # (not a test; internal API, so it is built here).
-s3d_test(sign_bench ${PROJECT_SOURCE_DIR}/bench/sign_bench.c)
+s3d_test(sign_bench unit/sign_bench.c)
 s3d_test(test_emfile unit/test_emfile.c)
 # the socket set of a multi handle and the unacknowledged bytes of an upload (no server).
 s3d_test(test_sockset unit/test_sockset.c)
