@@ -19,4 +19,16 @@ const char *s3d_env(const char *name);
  * decides whether that falls back to its default or fails. */
 int s3d_env_int(const char *name, int64_t lo, int64_t hi, int64_t *out);
 
+/* Test hooks: the S3D_TEST_* variables (docs/internals/environment.md), read as s3d_env and
+ * s3d_env_int in a build with the CMake option S3D_TEST_HOOKS (on wherever the tests are
+ * built, S3D_TESTS); elsewhere (the wheel) always unset, and their names are not even in the
+ * library (tests/wheel/check-file.sh looks). */
+#ifdef S3D_TEST_HOOKS
+#define S3D_TEST_HOOK(name)                  s3d_env(name)
+#define S3D_TEST_HOOK_INT(name, lo, hi, out) s3d_env_int((name), (lo), (hi), (out))
+#else
+#define S3D_TEST_HOOK(name)                  ((const char *)0)
+#define S3D_TEST_HOOK_INT(name, lo, hi, out) ((void)(out), 0)
+#endif
+
 #endif

@@ -443,8 +443,8 @@ int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why)
 
 int s3d_cufile_nvfs(void)
 {
-    /* S3D_NVFS_PATH (tests) names the file to look for instead. */
-    const char *p = s3d_env("S3D_NVFS_PATH");
+    /* S3D_TEST_NVFS_PATH (tests) names the file to look for instead. */
+    const char *p = S3D_TEST_HOOK("S3D_TEST_NVFS_PATH");
     return access(p != NULL ? p : "/proc/driver/nvidia-fs/version", R_OK) == 0;
 }
 
@@ -518,12 +518,12 @@ int s3d_cufile_block_nvme(const char *sysfs, unsigned maj, unsigned min)
 }
 
 /* 1 when the file system of fd sits on NVMe (s3d_cufile_block_nvme: plain, partitions, md and
- * dm volumes over NVMe such as a DGX's /raid). S3D_CUFILE_BLOCK=nvme|other (tests) says
+ * dm volumes over NVMe such as a DGX's /raid). S3D_TEST_CUFILE_BLOCK=nvme|other (tests) says
  * instead. */
 static int block_is_nvme(int fd)
 {
     struct stat st;
-    const char *force = s3d_env("S3D_CUFILE_BLOCK");
+    const char *force = S3D_TEST_HOOK("S3D_TEST_CUFILE_BLOCK");
     if (force != NULL)
         return strcmp(force, "nvme") == 0;
     if (fstat(fd, &st) != 0)

@@ -216,7 +216,7 @@ int s3d_cufile_available(struct s3d_device *dev, int ordinal, const char **why);
  * /etc/cufile.json); once the driver is open, 1 unless it reports compatibility mode. 0 when
  * cuFile would run in compatibility mode. S3D_FILE_IO_AUTO uses cuFile only with GDS. */
 int s3d_cufile_gds(void);
-/* 1 when the nvidia-fs kernel module is loaded (S3D_NVFS_PATH: tests name a file instead). */
+/* 1 when the nvidia-fs kernel module is loaded (S3D_TEST_NVFS_PATH: tests name a file instead). */
 int s3d_cufile_nvfs(void);
 /* 1 when block device maj:min, as sysfs (normally "/sys"; tests pass a tree of their own)
  * describes it, is NVMe: a namespace or its partition, or an md or dm volume (RAID, LVM,

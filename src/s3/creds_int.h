@@ -22,7 +22,7 @@
 #define S3D_CREDS_HTTP_MS   5000L /* STS, SSO, container endpoint: whole request */
 #define S3D_CREDS_IMDS_MS   1000L /* IMDS: connect and whole request (one attempt) */
 #define S3D_CREDS_PROCESS_MS                                                                       \
-    60000 /* credential_process, overridable: S3D_CREDENTIAL_PROCESS_TIMEOUT_MS */
+    60000 /* credential_process, overridable: S3D_TEST_CREDENTIAL_PROCESS_TIMEOUT_MS */
 
 /* One config-file section's top-level keys: "[profile NAME]" (with the credentials file's
  * "[NAME]" merged over it, as botocore merges them) or "[sso-session NAME]". */

@@ -6,7 +6,7 @@
  *    "Expiration": "2026-12-03T07:00:00Z"}
  * (SessionToken and Expiration optional). Its stderr goes to ours, so the tool can talk to the
  * user. stdout is capped at S3D_CREDS_MAX_BODY; the process is killed after
- * S3D_CREDS_PROCESS_MS (or S3D_CREDENTIAL_PROCESS_TIMEOUT_MS milliseconds).
+ * S3D_CREDS_PROCESS_MS (or S3D_TEST_CREDENTIAL_PROCESS_TIMEOUT_MS milliseconds).
  *
  * The deadline covers both the end of its stdout and its exit: a process that closes stdout
  * and stays alive, or one that exits while a child of its own holds the pipe open, is waited
@@ -133,7 +133,7 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
     json_error_t jerr;
 
     *out = NULL;
-    if (s3d_env_int("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS", 1, INT32_MAX, &t) == 1)
+    if (S3D_TEST_HOOK_INT("S3D_TEST_CREDENTIAL_PROCESS_TIMEOUT_MS", 1, INT32_MAX, &t) == 1)
         timeout_ms = (long)t;
     if ((buf = malloc(strlen(command) + 1 + MAX_ARGS)) == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory running credential_process");

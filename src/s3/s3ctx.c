@@ -93,7 +93,7 @@ int s3d_s3ctx_init(struct s3d_s3ctx *ctx, const struct s3d_client_options *opts,
     {
         /* Tests shorten the backoff so that retry paths stay quick. */
         int64_t b;
-        if (s3d_env_int("S3D_RETRY_BASE_MS", 1, UINT32_MAX, &b) == 1)
+        if (S3D_TEST_HOOK_INT("S3D_TEST_RETRY_BASE_MS", 1, UINT32_MAX, &b) == 1)
             ctx->retry_base_ms = (uint32_t)b;
     }
     ctx->max_host_connections = max_conns;

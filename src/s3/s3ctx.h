@@ -63,7 +63,7 @@ struct s3d_s3ctx {
     struct s3d_credcache *creds; /* thread-safe itself; NULL for an anonymous client */
     uint32_t max_attempts;
     uint32_t deadline_ms;      /* per request, retries included; 0 = none */
-    uint32_t retry_base_ms;    /* S3D_RETRY_BASE_MS, or env S3D_RETRY_BASE_MS (tests) */
+    uint32_t retry_base_ms;    /* S3D_RETRY_BASE_MS, or env S3D_TEST_RETRY_BASE_MS (tests) */
     long max_host_connections; /* CURLMOPT_MAX_HOST_CONNECTIONS of each multi */
     char proxy[512];           /* the proxy libcurl uses for the endpoint (environment), or "" */
     CURLSH *share;

@@ -153,7 +153,7 @@ int main(void)
     char *v1 = malloc(N), *v2 = malloc(N), *dst = malloc(N);
 
     CHECK(v1 != NULL && v2 != NULL && dst != NULL);
-    setenv("S3D_RETRY_BASE_MS", "20", 1);
+    setenv("S3D_TEST_RETRY_BASE_MS", "20", 1);
     tproxy_parse_endpoint(ep, host, sizeof(host), &port);
     direct = t_s3_client();
     t_s3_bucket(direct, "consist", bucket, sizeof(bucket));

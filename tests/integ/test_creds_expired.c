@@ -72,7 +72,7 @@ int main(void)
     CHECK(src != NULL);
     if (id == NULL || secret == NULL)
         t_skip("no AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY for the server");
-    setenv("S3D_RETRY_BASE_MS", "20", 1);
+    setenv("S3D_TEST_RETRY_BASE_MS", "20", 1);
     snprintf(dir, sizeof(dir), "%s/creds_expired", t_tmpdir());
     mkdir(dir, 0700);
     snprintf(counter, sizeof(counter), "%s/runs", dir);

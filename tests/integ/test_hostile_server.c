@@ -449,7 +449,7 @@ int main(void)
 
     CHECK(buf != NULL);
     signal(SIGPIPE, SIG_IGN); /* the fake server writes to clients that gave up */
-    setenv("S3D_RETRY_BASE_MS", "5", 1);
+    setenv("S3D_TEST_RETRY_BASE_MS", "5", 1);
     lfd = socket(AF_INET, SOCK_STREAM, 0);
     CHECK(lfd >= 0);
     memset(&a, 0, sizeof(a));

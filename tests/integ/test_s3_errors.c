@@ -33,7 +33,7 @@ int main(void)
     pid_t pid;
     int st;
 
-    setenv("S3D_RETRY_BASE_MS", "10", 1);
+    setenv("S3D_TEST_RETRY_BASE_MS", "10", 1);
     c = t_s3_client();
     t_s3_bucket(c, "errs", bucket, sizeof(bucket));
     CHECK_OK(s3d_upload_from_buffer(c, bucket, "there", "hello", 5, NULL));

@@ -44,7 +44,7 @@ int main(void)
     const char *log, *r2;
 
     CHECK(src != NULL && dst != NULL);
-    setenv("S3D_RETRY_BASE_MS", "20", 1);
+    setenv("S3D_TEST_RETRY_BASE_MS", "20", 1);
     tproxy_parse_endpoint(ep, host, sizeof(host), &port);
     direct = t_s3_client();
     t_s3_bucket(direct, "retry", bucket, sizeof(bucket));

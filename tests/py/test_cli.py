@@ -584,6 +584,6 @@ def test_curl_verbose_redacts_secrets(cli, s3_env, bucket, boto3_client):
 def test_unreachable_proxy_is_named(cli, s3_env, bucket):
     """A proxy from the environment that does not answer is named as the proxy."""
     env = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
-           "no_proxy": "", "NO_PROXY": "", "S3D_RETRY_BASE_MS": "1"}
+           "no_proxy": "", "NO_PROXY": "", "S3D_TEST_RETRY_BASE_MS": "1"}
     line = one_error_line(run(cli, "ls", f"s3://{bucket}", env=env))
     assert "proxy http://127.0.0.1:9" in line, line

@@ -262,10 +262,12 @@ def test_credential_process_failures(env, monkeypatch):
     write(env / "config", f"[profile p]\ncredential_process = {nover}\n")
     with pytest.raises(errors.NoCredentials, match="Version"):
         s3direct_resolve_and_sign("p")
+    if os.environ.get("S3D_TEST_INSTALLED") == "1":
+        return  # the wheel is built without the S3D_TEST_* hooks (src/common/env.h)
     slow = env / "slow.sh"
     write(slow, "#!/bin/sh\nsleep 5\n", 0o700)
     write(env / "config", f"[profile p]\ncredential_process = {slow}\n")
-    monkeypatch.setenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS", "300")
+    monkeypatch.setenv("S3D_TEST_CREDENTIAL_PROCESS_TIMEOUT_MS", "300")
     t0 = time.monotonic()
     with pytest.raises(errors.NoCredentials, match="did not finish within 300 ms"):
         s3direct_resolve_and_sign("p")

@@ -148,7 +148,7 @@ def test_a_dead_address_is_skipped(hosts, s3_env, bucket, big, tmp_path):
     px = Proxy(s3_env, tmp_path / "stats.json", ["127.0.0.1"])
     try:
         env = dict(os.environ, AWS_ENDPOINT_URL=f"http://localhost:{px.port}",
-                   S3D_RETRY_BASE_MS="20")
+                   S3D_TEST_RETRY_BASE_MS="20")
         out = tmp_path / "big.out"
         r = _cli(hosts, env, "--debug", "--part-size", "1MiB", "--concurrency", "16", "cp",
                  f"s3://{bucket}/big", str(out))

@@ -4,7 +4,7 @@ read somewhere. Text only: no build, no library, no server.
 
 Reads found:
 - C (.c, .h anywhere in the tree): a string literal "S3D_..." among the arguments of a call
-  whose name holds "env" (getenv, setenv, env, env_any);
+  whose name holds "env" (getenv, setenv, s3d_env, env_any) or of S3D_TEST_HOOK*;
 - Python (.py anywhere): os.environ.get / os.environ[...] / os.environ.setdefault / .pop /
   os.getenv with a literal "S3D_..." name;
 - shell (.sh, .ci/run): $S3D_... or ${S3D_...}.
@@ -18,7 +18,7 @@ from test_rules import _read, _tracked
 
 PAGE = "docs/internals/environment.md"
 
-_C_CALL = re.compile(r"\b\w*env\w*\s*\(([^()]*)\)")
+_C_CALL = re.compile(r"\b(?:\w*env\w*|S3D_TEST_HOOK\w*)\s*\(([^()]*)\)")
 _C_NAME = re.compile(r'"(S3D_\w+)"')
 _PY = re.compile(r"""(?:\benviron(?:\.get|\.setdefault|\.pop)?\s*[\[(]|\bgetenv\s*\()\s*"""
                  r"""["'](S3D_\w+)["']""")
@@ -73,7 +73,7 @@ def test_every_s3d_variable_read_is_on_the_page():
 
 def test_every_variable_on_the_page_is_read():
     names = page_variables(_read(PAGE))
-    assert len(names) > 50 and "AWS_PROFILE" in names and "S3D_RETRY_BASE_MS" in names
+    assert len(names) > 50 and "AWS_PROFILE" in names and "S3D_TEST_RETRY_BASE_MS" in names
     dup = sorted({n for n in names if names.count(n) > 1})
     assert not dup, f"listed twice on {PAGE}: {dup}"
     files = _code_files()

@@ -368,3 +368,36 @@ def test_getenv_check_catches_calls_not_comments():
     files = {"src/a.c": "/* getenv(\"X\") */\nint x = 1; // getenv(\"Y\")\nchar *p = getenv(\"Z\");\n",
              "src/b.c": "p = secure_getenv (\"W\");\n", ENV_READER: "return getenv(name);\n"}
     assert _getenv_calls(files) == ["src/a.c:3", "src/b.c:1"]
+
+
+def _hook_violations(files: dict[str, str]) -> list[str]:
+    """'path: why' for a "S3D_TEST_..." name read other than through S3D_TEST_HOOK*, and for
+    an S3D_TEST_HOOK* reading a name without the S3D_TEST_ prefix (comments left out)."""
+    bad = []
+    for path, text in sorted(files.items()):
+        code = _C_COMMENT.sub(" ", text)
+        hooked = set()
+        for m in re.finditer(r'\bS3D_TEST_HOOK(?:_INT)?\s*\(\s*"(\w+)"', code):
+            hooked.add(m.start(1))
+            if not m.group(1).startswith("S3D_TEST_"):
+                bad.append(f"{path}: the hook {m.group(1)} is not named S3D_TEST_*")
+        for m in re.finditer(r'"(S3D_TEST_\w+)"', code):
+            if m.start(1) not in hooked:
+                bad.append(f"{path}: {m.group(1)} read without S3D_TEST_HOOK")
+    return bad
+
+
+def test_test_hooks_only_through_the_hook_macros():
+    """The S3D_TEST_* variables are read in src/ only through S3D_TEST_HOOK / _INT, which a
+    build without S3D_TEST_HOOKS (the wheel) compiles to "unset" (issue 38)."""
+    src = {f: _read(f) for f in _tracked() if f.startswith("src/") and f.endswith((".c", ".h"))}
+    assert any("S3D_TEST_HOOK(" in t for t in src.values())
+    bad = _hook_violations(src)
+    assert not bad, "\n".join(bad)
+
+
+def test_hook_check_catches_violations():
+    files = {"src/a.c": 'p = S3D_TEST_HOOK("S3D_TEST_X");\nq = s3d_env("S3D_TEST_Y");\n'
+                        '/* "S3D_TEST_Z" */ r = S3D_TEST_HOOK_INT("S3D_W", 0, 1, &v);\n'}
+    assert _hook_violations(files) == ["src/a.c: the hook S3D_W is not named S3D_TEST_*",
+                                       "src/a.c: S3D_TEST_Y read without S3D_TEST_HOOK"]

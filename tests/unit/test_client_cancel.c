@@ -97,7 +97,7 @@ static void one(int port, int which)
 int main(void)
 {
     int fd, port = mute_server(&fd);
-    setenv("S3D_RETRY_BASE_MS", "1", 1);
+    setenv("S3D_TEST_RETRY_BASE_MS", "1", 1);
     CHECK_ERR(s3d_client_set_cancel(NULL, NULL), S3D_EINVAL);
     one(port, 0);
     one(port, 1);

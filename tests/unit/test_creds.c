@@ -43,7 +43,7 @@ static void reset(void)
         unsetenv(vars[i]);
     setenv("HOME", home, 1);
     setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
-    unsetenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS");
+    unsetenv("S3D_TEST_CREDENTIAL_PROCESS_TIMEOUT_MS");
 }
 
 static void write_file(const char *name, const char *text, int mode)
@@ -181,7 +181,7 @@ static void test_process(void)
     /* The timeout. */
     write_file("slow.sh", "#!/bin/sh\nexec sleep 10\n", 0700);
     snprintf(cmd, sizeof(cmd), "%s/slow.sh", home);
-    setenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS", "200", 1);
+    setenv("S3D_TEST_CREDENTIAL_PROCESS_TIMEOUT_MS", "200", 1);
     {
         time_t t0 = time(NULL);
         CHECK_ERR(s3d_creds_process(cmd, "p", &cr), S3D_ECREDS);
@@ -238,7 +238,7 @@ static void process_hang_cases(void)
     time_t t0;
     pid_t pid;
 
-    setenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS", "300", 1);
+    setenv("S3D_TEST_CREDENTIAL_PROCESS_TIMEOUT_MS", "300", 1);
     /* Closes stdout and stays alive: before, waitpid waited for its exit (30 s here). */
     snprintf(text, sizeof(text), "#!/bin/sh\necho $$ > %s/closer.pid\nexec sleep 30 >&-\n", home);
     write_file("closer.sh", text, 0700);
@@ -271,7 +271,7 @@ static void process_hang_cases(void)
     CHECK(cr == NULL);
     /* A host process that ignores SIGCHLD: the kernel reaps the command (waitpid: ECHILD),
      * and its output still counts, at once. */
-    setenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS", "20000", 1);
+    setenv("S3D_TEST_CREDENTIAL_PROCESS_TIMEOUT_MS", "20000", 1);
     signal(SIGCHLD, SIG_IGN);
     snprintf(cmd, sizeof(cmd), "%s/ok.sh 'a b'", home);
     t0 = time(NULL);
@@ -280,7 +280,7 @@ static void process_hang_cases(void)
     CHECK_STREQ(cr->access_key_id, "AKID");
     s3d_creds_release(cr);
     signal(SIGCHLD, SIG_DFL);
-    unsetenv("S3D_CREDENTIAL_PROCESS_TIMEOUT_MS");
+    unsetenv("S3D_TEST_CREDENTIAL_PROCESS_TIMEOUT_MS");
 }
 
 /* In a child with no controlling terminal (setsid), as a service or a job runs: there the

@@ -67,9 +67,9 @@ static void load_into_dev1(uint64_t d1, int (*ctx_refs)(int), const char *nvfs_p
     co.part_size = 1u << 20;
     snprintf(path, sizeof(path), "%s/dev1-auto.safetensors", t_tmpdir());
     if (nvfs_path != NULL)
-        setenv("S3D_NVFS_PATH", nvfs_path, 1);
+        setenv("S3D_TEST_NVFS_PATH", nvfs_path, 1);
     else
-        unsetenv("S3D_NVFS_PATH");
+        unsetenv("S3D_TEST_NVFS_PATH");
     set_cur(NULL);
     CHECK_OK(s3d_client_new(&co, &cl));
     t_fill_random((void *)(uintptr_t)d1, 3u << 20, 61);
@@ -86,7 +86,7 @@ static void load_into_dev1(uint64_t d1, int (*ctx_refs)(int), const char *nvfs_p
                nvfs_path ? "present" : "absent");
     s3d_client_free(cl);
     unlink(path);
-    unsetenv("S3D_NVFS_PATH");
+    unsetenv("S3D_TEST_NVFS_PATH");
     set_cur(saved);
 }
 
@@ -102,7 +102,7 @@ static int cufile_mode_child(char **argv)
     const char *why = NULL;
     setenv("FAKE_CUFILE_MODE", argv[2], 1);
     if (p2p) {
-        unsetenv("S3D_NVFS_PATH");
+        unsetenv("S3D_TEST_NVFS_PATH");
         setenv("CUFILE_ENV_PATH_JSON", "/nonexistent/cufile.json", 1);
         if (s3d_cufile_gds() != 0) /* no nvidia-fs, no P2PDMA configured */
             return 2;
@@ -110,7 +110,7 @@ static int cufile_mode_child(char **argv)
         if (s3d_cufile_gds() != 1) /* configured: worth opening */
             return 3;
     } else {
-        setenv("S3D_NVFS_PATH", argv[3], 1);
+        setenv("S3D_TEST_NVFS_PATH", argv[3], 1);
     }
     if (s3d_device_open(0, &d2) != 0 || s3d_cufile_available(d2, 0, &why) != 1)
         return 4;
@@ -157,8 +157,8 @@ static int cufile_ctx_child(char **argv)
         fd < 0 || pread(fd, want, n, 1) != (ssize_t)n)
         return 2;
     close(fd);
-    setenv("S3D_NVFS_PATH", argv[2], 1);
-    setenv("S3D_CUFILE_BLOCK", "nvme", 1);
+    setenv("S3D_TEST_NVFS_PATH", argv[2], 1);
+    setenv("S3D_TEST_CUFILE_BLOCK", "nvme", 1);
     if (retain(&ctx0, 0) != 0 || set_cur(ctx0) != 0 || s3d_device_open(0, &d) != 0 ||
         s3d_device_mem_alloc(d, 1, 8u << 20, &dst) != 0 ||
         s3d_pool_new(d, 4u << 20, 1u << 20, &pl) != 0)
@@ -545,7 +545,7 @@ int main(int argc, char **argv)
     const char *why = NULL;
     if (fake_cufile) {
         /* The test folder counts as being on NVMe (the per-file mode checks below say why). */
-        setenv("S3D_CUFILE_BLOCK", "nvme", 1);
+        setenv("S3D_TEST_CUFILE_BLOCK", "nvme", 1);
         int (*cf_opens)(void) = (int (*)(void))dlsym(culib, "fake_cufile_opens");
         int (*ctx_refs)(int) = (int (*)(int))dlsym(lib, "fake_cuda_ctx_refs");
         CHECK(cf_opens != NULL && ctx_refs != NULL);
@@ -732,14 +732,14 @@ int main(int argc, char **argv)
             close(sfd);
         }
         /* AUTO: no nvidia-fs here, so cuFile would run in compatibility mode: the staged
-         * path is used. With nvidia-fs (S3D_NVFS_PATH stands in for it), cuFile. */
+         * path is used. With nvidia-fs (S3D_TEST_NVFS_PATH stands in for it), cuFile. */
         o.mode = S3D_FILE_IO_AUTO;
         int before = cf_reads();
-        unsetenv("S3D_NVFS_PATH");
+        unsetenv("S3D_TEST_NVFS_PATH");
         CHECK(!s3d_cufile_gds());
         CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
         CHECK(cf_reads() == before);
-        setenv("S3D_NVFS_PATH", path, 1);
+        setenv("S3D_TEST_NVFS_PATH", path, 1);
         CHECK(s3d_cufile_gds());
         CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
         CHECK(cf_reads() > before);
@@ -748,7 +748,7 @@ int main(int argc, char **argv)
         before = cf_reads();
         load_into_dev1(d1, ctx_refs, path);
         CHECK(cf_reads() > before);
-        setenv("S3D_NVFS_PATH", path, 1);
+        setenv("S3D_TEST_NVFS_PATH", path, 1);
         /* A cuFileRead failing at run time: AUTO falls back to the staged path (right bytes);
          * CUFILE fails with the cuFile code named. */
         setenv("FAKE_CUFILE_FAIL_IO", "1", 1);
@@ -761,7 +761,7 @@ int main(int argc, char **argv)
         CHECK_ERR(s3d_file_read_ranges(dev, pool, path, r, 1, &o), S3D_ECUFILE);
         CHECK_MSG_HAS("CU_FILE_IO_ERROR");
         unsetenv("FAKE_CUFILE_FAIL_IO");
-        unsetenv("S3D_NVFS_PATH");
+        unsetenv("S3D_TEST_NVFS_PATH");
 
         char out[600];
         snprintf(out, sizeof(out), "%s/fake-out.bin", t_tmpdir());
@@ -800,7 +800,7 @@ int main(int argc, char **argv)
 
         /* A cuFileWrite failing at run time: AUTO (with nvidia-fs) writes the segment
          * through the staging pool instead, with the same bytes. */
-        setenv("S3D_NVFS_PATH", path, 1);
+        setenv("S3D_TEST_NVFS_PATH", path, 1);
         setenv("FAKE_CUFILE_FAIL_IO", "1", 1);
         o.mode = S3D_FILE_IO_AUTO;
         CHECK_OK(s3d_file_writer_open(dev, pool, out, &o, &w));
@@ -817,12 +817,12 @@ int main(int argc, char **argv)
         free(back);
         unlink(out);
         unsetenv("FAKE_CUFILE_FAIL_IO");
-        unsetenv("S3D_NVFS_PATH");
+        unsetenv("S3D_TEST_NVFS_PATH");
 
         /* Which way cuFile moves a file's bytes. nvidia-fs here (the fake's properties serve
          * NVMe): a file on ext4 goes direct, a file on tmpfs is registered all the same but
          * runs in compatibility mode, so AUTO reads it through the staging pool. */
-        setenv("S3D_NVFS_PATH", path, 1);
+        setenv("S3D_TEST_NVFS_PATH", path, 1);
         CHECK(s3d_cufile_driver_mode() == S3D_CUFILE_MODE_NVFS);
         CHECK_STREQ(s3d_cufile_mode_name(S3D_CUFILE_MODE_NVFS), "nvidia-fs");
         char shm_path[128];
@@ -833,11 +833,11 @@ int main(int argc, char **argv)
         CHECK(efd >= 0);
         struct s3d_cufile *cfe, *cfs;
         /* ext4 on a disk that is not NVMe (a VM's virtio disk): compatibility mode too. */
-        setenv("S3D_CUFILE_BLOCK", "other", 1);
+        setenv("S3D_TEST_CUFILE_BLOCK", "other", 1);
         CHECK_OK(s3d_cufile_open(dev, 1, efd, &cfe));
         CHECK(s3d_cufile_file_mode(cfe) == S3D_CUFILE_MODE_COMPAT);
         s3d_cufile_close(cfe);
-        setenv("S3D_CUFILE_BLOCK", "nvme", 1); /* as if the test folder were on NVMe */
+        setenv("S3D_TEST_CUFILE_BLOCK", "nvme", 1); /* as if the test folder were on NVMe */
         CHECK_OK(s3d_cufile_open(dev, 1, efd, &cfe));
         CHECK_OK(s3d_cufile_open(dev, 1, sfd, &cfs));
         CHECK(s3d_cufile_file_mode(cfe) == S3D_CUFILE_MODE_NVFS);
@@ -861,7 +861,7 @@ int main(int argc, char **argv)
         CHECK(cf_reads() > reads0);
         close(efd);
         close(sfd);
-        unsetenv("S3D_NVFS_PATH");
+        unsetenv("S3D_TEST_NVFS_PATH");
         /* cuFile 1.15's P2PDMA (no nvidia-fs): AUTO opens cuFile when cufile.json turns
          * use_pcip2pdma on, the driver reports it, and ext4 goes direct, tmpfs not. Forced
          * compatibility mode: not GDS even with nvidia-fs. Each in a child, which opens its
@@ -936,7 +936,7 @@ int main(int argc, char **argv)
             _exit(0);
         }
         CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        unsetenv("S3D_CUFILE_BLOCK");
+        unsetenv("S3D_TEST_CUFILE_BLOCK");
     } else {
         printf("a real libcufile.so.0 is found first: cuFile part skipped\n");
     }

@@ -46,7 +46,7 @@ int main(void)
     char buf[16];
 
     /* Retries, were they made, would take seconds. */
-    setenv("S3D_RETRY_BASE_MS", "1000", 1);
+    setenv("S3D_TEST_RETRY_BASE_MS", "1000", 1);
     CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
     rl.rlim_cur = 64;
     CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
@@ -83,7 +83,7 @@ int main(void)
     s3d_client_free(c);
 
     /* 3. With descriptors back, the real cause again (quick retries this time). */
-    setenv("S3D_RETRY_BASE_MS", "1", 1);
+    setenv("S3D_TEST_RETRY_BASE_MS", "1", 1);
     c = client(4);
     CHECK_ERR(s3d_head_object(c, "bucket", "key", &info), S3D_ECONNECT);
     s3d_client_free(c);

@@ -14,7 +14,8 @@
 #     the build folder, where anyone who can write on a user's machine could plant an
 #     openssl.cnf (issue 35, item 8; tests/py/test_cabundle.py checks none is read at all);
 #   - its .dist-info/licenses/ holds LICENSE, NOTICE and THIRD_PARTY_LICENSES, the same bytes
-#     as the checkout's (issue 37: the notices of the OpenSSL, libcurl and jansson it links).
+#     as the checkout's (issue 37: the notices of the OpenSSL, libcurl and jansson it links);
+#   - no S3D_TEST_* hook name is in libs3direct.so (issue 38: built without S3D_TEST_HOOKS).
 set -euo pipefail
 whl=$1
 work=$(mktemp -d /tmp/s3d-wheelfile.XXXXXX)
@@ -68,6 +69,9 @@ dirs=$(strings -a "$so" | grep -E '^(OPENSSLDIR|ENGINESDIR|MODULESDIR): "' || tr
 bad=$(printf '%s\n' "$dirs" | grep -Ev '^[A-Z]+DIR: "/(etc|usr)/[^"]*"$' | tr '\n' ' ' || true)
 if [ "$(printf '%s\n' "$dirs" | grep -c .)" = 3 ] && [ -z "$bad" ]; then r=ok; else r=no; fi
 check $r "OpenSSL's compiled-in folders are system paths: $(printf '%s\n' "$dirs" | tr '\n' ' ')"
+hooks=$(strings -a "$so" | grep -o 'S3D_TEST_[A-Z0-9_]*' | sort -u | tr '\n' ' ' || true)
+if [ -z "$hooks" ]; then r=ok; else r=no; fi
+check $r "no test hook in libs3direct.so (S3D_TEST_HOOKS off: src/common/env.h)${hooks:+ (found: $hooks)}"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 missing=
 for f in LICENSE NOTICE THIRD_PARTY_LICENSES; do
