@@ -23,7 +23,7 @@ struct ctx {
     int cancel_on_stop; /* jobs wait for stop() and return S3D_ECANCELED */
     int poll_stop_after;
     pthread_t caller;
-    int off_caller; /* a job ran on another thread */
+    atomic_int off_caller; /* a job ran on another thread */
 };
 
 static int job(void *p, size_t i)
@@ -34,7 +34,7 @@ static int job(void *p, size_t i)
         ;
     atomic_fetch_add(&c->ran[i], 1);
     if (!pthread_equal(pthread_self(), c->caller))
-        c->off_caller = 1;
+        atomic_store(&c->off_caller, 1);
     if (c->fail_at[i]) {
         usleep((useconds_t)c->fail_at[i] * 1000);
         atomic_fetch_sub(&c->now, 1);
@@ -91,7 +91,7 @@ int main(void)
     for (int i = 0; i < N; i++)
         CHECK(atomic_load(&c.ran[i]) == 1);
     CHECK(atomic_load(&c.most) <= 4 && atomic_load(&c.most) > 1);
-    CHECK(c.off_caller && atomic_load(&c.stops) == 0);
+    CHECK(atomic_load(&c.off_caller) && atomic_load(&c.stops) == 0);
 
     /* Job 9 fails first (at 2 ms), job 3 later (at 60 ms): job 3's error is the result. */
     f = fan(&c, N, 8);
@@ -126,7 +126,8 @@ int main(void)
     f = fan(&c, N, 1);
     c.fail_at[2] = 1;
     CHECK(s3d_fanout_run(&f) == S3D_EIO);
-    CHECK(!c.off_caller && atomic_load(&c.ran[1]) == 1 && atomic_load(&c.ran[3]) == 0);
+    CHECK(!atomic_load(&c.off_caller) && atomic_load(&c.ran[1]) == 1 &&
+          atomic_load(&c.ran[3]) == 0);
     CHECK(atomic_load(&c.most) == 1);
     printf("ok\n");
     return 0;
