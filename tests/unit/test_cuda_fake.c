@@ -53,8 +53,10 @@ static void load_into_dev1(uint64_t d1, int (*ctx_refs)(int), const char *nvfs_p
                                 .nbytes = 3u << 20};
     struct s3d_tensor_dest td = {
         .ptr = (void *)(uintptr_t)(d1 + (4u << 20)), .device = 1, .capacity = 3u << 20};
-    struct s3d_write_options wo = {.file_io = S3D_FILE_IO_BUFFERED};
-    struct s3d_read_options ro = {.file_io = S3D_FILE_IO_AUTO};
+    struct s3d_write_stats ws = {.struct_size = sizeof(ws)}; /* which path: the counters */
+    struct s3d_read_stats rs = {.struct_size = sizeof(rs)};
+    struct s3d_write_options wo = {.file_io = S3D_FILE_IO_BUFFERED, .stats = &ws};
+    struct s3d_read_options ro = {.file_io = S3D_FILE_IO_AUTO, .stats = &rs};
     struct s3d_client_options co;
     struct s3d_client *cl = NULL;
     struct s3d_reader *rd = NULL;
@@ -80,6 +82,9 @@ static void load_into_dev1(uint64_t d1, int (*ctx_refs)(int), const char *nvfs_p
     CHECK_OK(s3d_reader_read(rd, &td, 1, &ro));
     s3d_reader_close(rd);
     CHECK(memcmp((void *)(uintptr_t)(d1 + (4u << 20)), (void *)(uintptr_t)d1, 3u << 20) == 0);
+    CHECK(ws.bytes_cufile == 0 && ws.bytes_direct == 0 && ws.bytes_buffered == 3u << 20);
+    CHECK(rs.bytes_cufile == (nvfs_path ? 3u << 20 : 0));
+    CHECK(rs.bytes_cufile + rs.bytes_direct + rs.bytes_buffered == 3u << 20);
     CHECK(current() == NULL);
     if (ctx_refs(0) != refs0)
         t_fail(__FILE__, __LINE__, "a load into cuda:1 (nvidia-fs %s) made a context on GPU 0",
