@@ -164,6 +164,20 @@ struct s3d_read_options {
      * unspecified bytes. */
     s3d_ready_fn on_ready;
     void *ready_user;
+    /* Filled with what the read did when it succeeds (NULL = not wanted). */
+    struct s3d_read_stats *stats;
+};
+
+/* What a read did (s3d_read_options.stats). An output struct that can grow (version.h).
+ * Local files only (0 when reading from S3): the tensor bytes delivered by each way of
+ * reading a file, so that a caller can tell which ran. A cuFile read that fails and is read
+ * again through the staging pool counts under the path that delivered the bytes. */
+struct s3d_read_stats {
+    uint32_t struct_size;    /* sizeof(struct s3d_read_stats); 0 = the first version's size */
+    uint64_t bytes_cufile;   /* read by cuFile (GPUDirect Storage) straight into GPU memory */
+    uint64_t bytes_direct;   /* read with O_DIRECT (into pool chunks, or into host memory) */
+    uint64_t bytes_buffered; /* read through the page cache (mode BUFFERED, host destinations
+                                outside DIRECT's aligned middle, O_DIRECT refused) */
 };
 
 /* Reads the chosen tensors in one planned transfer: only their byte ranges are fetched,
@@ -242,6 +256,14 @@ struct s3d_write_stats {
     uint32_t copies_refused; /* copies the server refused or that could not be proved, sent
                                 instead */
     int32_t base_used;       /* 1 when the base served at least one range; 0: a full save */
+    /* Local files only (0 for S3): the tensor bytes the client wrote by each way of writing a
+     * file (headers and bytes_copied not included). Saves never write with O_DIRECT (a
+     * device tensor staged through the pool is written through the page cache), so
+     * bytes_direct is 0 today. A cuFile write that fails and is written again through the
+     * pool counts under bytes_buffered. */
+    uint64_t bytes_cufile;   /* written by cuFile (GPUDirect Storage) from GPU memory */
+    uint64_t bytes_direct;   /* written with O_DIRECT */
+    uint64_t bytes_buffered; /* written through the page cache */
 };
 
 /* Writes tensors and metadata as a safetensors checkpoint. Tensors are laid out in the order

@@ -181,6 +181,17 @@ class TensorDest(Structure):
     ]
 
 
+class ReadStats(_OutStruct):
+    """What a read did (s3d_read_options.stats): tensor bytes of local files by path."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("bytes_cufile", c_uint64),
+        ("bytes_direct", c_uint64),
+        ("bytes_buffered", c_uint64),
+    ]
+
+
 class ReadOptions(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -194,6 +205,7 @@ class ReadOptions(Structure):
         ("n_cuda_streams", c_uint32),
         ("on_ready", READY_FN),
         ("ready_user", c_void_p),
+        ("stats", POINTER(ReadStats)),
     ]
 
 
@@ -226,6 +238,9 @@ class WriteStats(_OutStruct):
         ("parts_copied", c_uint32),
         ("copies_refused", c_uint32),
         ("base_used", c_int32),
+        ("bytes_cufile", c_uint64),
+        ("bytes_direct", c_uint64),
+        ("bytes_buffered", c_uint64),
     ]
 
 

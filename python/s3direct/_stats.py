@@ -28,6 +28,11 @@ class SaveStats:
         base_used: True when the base served at least one range; False: a full save (no
             base, or one that is missing, on other storage, without checksums, or shares
             nothing).
+        bytes_cufile: local files only (0 on S3): tensor bytes written by cuFile
+            (GPUDirect Storage) from GPU memory.
+        bytes_direct: tensor bytes written with O_DIRECT (saves do not use it today: 0).
+        bytes_buffered: tensor bytes written through the page cache (host tensors, device
+            tensors staged through the pool, a failed cuFile write written again).
     """
 
     bytes_total: int = 0
@@ -38,6 +43,9 @@ class SaveStats:
     parts_copied: int = 0
     copies_refused: int = 0
     base_used: bool = False
+    bytes_cufile: int = 0
+    bytes_direct: int = 0
+    bytes_buffered: int = 0
 
 
 def from_c(s: _capi.WriteStats) -> SaveStats:
@@ -45,4 +53,6 @@ def from_c(s: _capi.WriteStats) -> SaveStats:
     return SaveStats(bytes_total=int(s.bytes_total), bytes_sent=int(s.bytes_sent),
                      bytes_copied=int(s.bytes_copied), tensors_total=int(s.tensors_total),
                      tensors_reused=int(s.tensors_reused), parts_copied=int(s.parts_copied),
-                     copies_refused=int(s.copies_refused), base_used=bool(s.base_used))
+                     copies_refused=int(s.copies_refused), base_used=bool(s.base_used),
+                     bytes_cufile=int(s.bytes_cufile), bytes_direct=int(s.bytes_direct),
+                     bytes_buffered=int(s.bytes_buffered))

@@ -45,6 +45,7 @@ static inline void s3d_opts_copy(void *out, size_t out_size, const void *src)
 #define S3D_ERROR_INFO_SIZE_V1    S3D_SIZE_THROUGH(struct s3d_error_info, request_id)
 #define S3D_TENSOR_INFO_SIZE_V1   S3D_SIZE_THROUGH(struct s3d_tensor_info, crc32c)
 #define S3D_WRITE_STATS_SIZE_V1   S3D_SIZE_THROUGH(struct s3d_write_stats, base_used)
+#define S3D_READ_STATS_SIZE_V1    S3D_SIZE_THROUGH(struct s3d_read_stats, bytes_buffered)
 
 /* Copies the filled struct full (full_size bytes, struct_size first) into the caller's out:
  * only the prefix out's struct_size covers (0 = v1_size), never more than full_size, and

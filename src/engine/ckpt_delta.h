@@ -13,6 +13,7 @@
 
 #include "common/compiler.h"
 #include "device/device.h"
+#include "engine/fileio.h"
 #include "s3direct/checkpoint.h"
 
 struct s3d_pool;
@@ -31,6 +32,7 @@ struct s3d_ckpt_base {
     uint64_t bytes_total, bytes_sent, bytes_copied, tensors_total, tensors_reused;
     uint32_t parts_copied, copies_refused;
     int32_t base_used;
+    struct s3d_file_io_counts io; /* files: the tensor bytes written by each path */
 };
 
 /* Adds v to *p atomically (the shards' threads). */

@@ -504,9 +504,10 @@ static void file_range(const struct s3d_reader *r, struct dest *dd, const struct
     out->crc_out = dd->verify ? &dd->crc : NULL;
 }
 
-/* The file I/O options of a read: the caller's, with progress summed over the shards in acc. */
+/* The file I/O options of a read: the caller's, with progress summed over the shards in acc
+ * and the bytes of each path in counts. */
 static void file_opts(const struct s3d_read_options *o, struct s3d_progress_acc *acc,
-                      struct s3d_file_io_opts *fo)
+                      struct s3d_file_io_counts *counts, struct s3d_file_io_opts *fo)
 {
     memset(fo, 0, sizeof(*fo));
     fo->mode = o->file_io;
@@ -516,6 +517,7 @@ static void file_opts(const struct s3d_read_options *o, struct s3d_progress_acc 
     fo->cuda_stream = o->cuda_stream;
     fo->cuda_streams = o->cuda_streams;
     fo->n_cuda_streams = o->n_cuda_streams;
+    fo->counts = counts;
 }
 
 /* Batches of a read from files with on_ready: the first destination alone (the first tensor
@@ -528,7 +530,7 @@ static void file_opts(const struct s3d_read_options *o, struct s3d_progress_acc 
 static int read_files_ready(struct s3d_reader *r, struct s3d_device *dev, struct s3d_pool *pool,
                             struct dest *dests, const struct s3d_tensor_dest *d, size_t n,
                             const struct s3d_read_options *o, struct s3d_file_range *ranges,
-                            struct s3d_progress_acc *acc)
+                            struct s3d_progress_acc *acc, struct s3d_file_io_counts *counts)
 {
     uint64_t cap = 1;
     size_t i = 0;
@@ -546,7 +548,7 @@ static int read_files_ready(struct s3d_reader *r, struct s3d_device *dev, struct
             i++;
         }
         cap = S3D_MIN((uint64_t)S3D_READY_BATCH_MAX, S3D_MAX(cap, bytes) * 2);
-        file_opts(o, acc, &fo);
+        file_opts(o, acc, counts, &fo);
         rc = s3d_file_read_ranges_fd(dev, pool, r->shards[sh].fd, r->shards[sh].loc.path, ranges, k,
                                      &fo);
         acc->base += bytes;
@@ -560,7 +562,7 @@ static int read_files_ready(struct s3d_reader *r, struct s3d_device *dev, struct
 }
 
 static int read_files(struct s3d_reader *r, struct dest *dests, const struct s3d_tensor_dest *d,
-                      size_t n, const struct s3d_read_options *o)
+                      size_t n, const struct s3d_read_options *o, struct s3d_file_io_counts *counts)
 {
     struct s3d_file_range *ranges = s3d_calloc(n, sizeof(*ranges));
     struct s3d_progress_acc acc = {.fn = o->progress, .user = o->progress_user};
@@ -583,7 +585,7 @@ static int read_files(struct s3d_reader *r, struct dest *dests, const struct s3d
     if (rc == 0 && need_pool)
         rc = s3d_client_pool(r->client, first_device, &pool);
     if (rc == 0 && o->on_ready != NULL) {
-        rc = read_files_ready(r, dev, pool, dests, d, n, o, ranges, &acc);
+        rc = read_files_ready(r, dev, pool, dests, d, n, o, ranges, &acc, counts);
         free(ranges);
         return rc;
     }
@@ -600,7 +602,7 @@ static int read_files(struct s3d_reader *r, struct dest *dests, const struct s3d
         }
         if (k == 0)
             continue;
-        file_opts(o, &acc, &fo);
+        file_opts(o, &acc, counts, &fo);
         rc = s3d_file_read_ranges_fd(dev, pool, r->shards[sh].fd, r->shards[sh].loc.path, ranges, k,
                                      &fo);
         acc.base += bytes;
@@ -609,9 +611,24 @@ static int read_files(struct s3d_reader *r, struct dest *dests, const struct s3d
     return rc;
 }
 
+/* s3d_read_options.stats of a read that succeeded. */
+static void fill_stats(const struct s3d_read_options *o, const struct s3d_file_io_counts *counts)
+{
+    struct s3d_read_stats st;
+    if (o->stats == NULL)
+        return;
+    memset(&st, 0, sizeof(st));
+    st.struct_size = sizeof(st);
+    st.bytes_cufile = counts->cufile;
+    st.bytes_direct = counts->direct;
+    st.bytes_buffered = counts->buffered;
+    s3d_out_copy(o->stats, &st, sizeof(st), S3D_READ_STATS_SIZE_V1);
+}
+
 int s3d_reader_read(struct s3d_reader *r, const struct s3d_tensor_dest *dests, size_t n,
                     const struct s3d_read_options *opts)
 {
+    struct s3d_file_io_counts counts = {0, 0, 0};
     struct s3d_read_options o;
     struct s3d_device *dev = NULL;
     struct dest *dd = NULL;
@@ -623,8 +640,10 @@ int s3d_reader_read(struct s3d_reader *r, const struct s3d_tensor_dest *dests, s
     if (rc < 0)
         return rc;
     s3d_opts_copy(&o, sizeof(o), opts);
-    if (n == 0)
+    if (n == 0) {
+        fill_stats(&o, &counts);
         return 0;
+    }
     for (size_t i = 0; i < n; i++)
         if (dests[i].device >= 0) { /* host-only reads never open the device layer */
             if ((rc = s3d_client_device(r->client, &dev)) < 0)
@@ -641,12 +660,14 @@ int s3d_reader_read(struct s3d_reader *r, const struct s3d_tensor_dest *dests, s
         if (dd[i].len == 0 && (rc = report_ready(&o, i)) < 0)
             goto out;
     /* All shards of one checkpoint live in one place (the index resolves them beside it). */
-    rc = r->shards[0].loc.is_s3 ? read_s3(r, dd, dests, n, &o) : read_files(r, dd, dests, n, &o);
+    rc = r->shards[0].loc.is_s3 ? read_s3(r, dd, dests, n, &o)
+                                : read_files(r, dd, dests, n, &o, &counts);
     if (rc < 0)
         goto out;
     for (size_t i = 0; i < n && o.on_ready == NULL; i++)
         if ((rc = check_crc(r, &dd[i])) < 0)
             goto out;
+    fill_stats(&o, &counts);
 out:
     free(dd);
     return rc;

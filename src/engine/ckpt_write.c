@@ -597,6 +597,7 @@ static int write_shard_file(struct shard_writer *w, const struct s3d_loc *loc, c
     fo.cuda_stream = w->o->cuda_stream;
     fo.cuda_streams = w->o->cuda_streams;
     fo.n_cuda_streams = w->o->n_cuda_streams;
+    fo.counts = &w->base->io;
     if (w->base->r != NULL && w->with_crc) {
         rc = s3d_cw_delta_prepare(w, loc, header, crc_pos, w->t);
         if (rc < 0)
@@ -867,6 +868,9 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
         st.parts_copied = base.parts_copied;
         st.copies_refused = base.copies_refused;
         st.base_used = base.base_used;
+        st.bytes_cufile = base.io.cufile;
+        st.bytes_direct = base.io.direct;
+        st.bytes_buffered = base.io.buffered;
         s3d_out_copy(o.stats, &st, sizeof(st), S3D_WRITE_STATS_SIZE_V1);
     }
     return rc;

@@ -38,6 +38,13 @@
 struct s3d_device;
 struct s3d_pool;
 
+/* Bytes by the path that moved them (s3d_read_stats, s3d_write_stats): range or segment
+ * bytes only, counted where each path's I/O succeeded, added atomically (the shards of a save
+ * write on several threads into one). */
+struct s3d_file_io_counts {
+    uint64_t cufile, direct, buffered;
+};
+
 /* Options shared by reads and writers. NULL means all defaults. */
 struct s3d_file_io_opts {
     int32_t mode;             /* enum s3d_file_io; 0 = AUTO */
@@ -51,6 +58,7 @@ struct s3d_file_io_opts {
                                      synchronize) device memory wait for its work so far */
     const uint64_t *cuda_streams; /* per device ordinal; NULL or k >= n: cuda_stream */
     uint32_t n_cuda_streams;
+    struct s3d_file_io_counts *counts; /* NULL, or where the bytes of each path are added */
 };
 
 /* One byte range of the file and where it goes. */

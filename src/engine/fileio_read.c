@@ -54,6 +54,8 @@ static int read_window(struct reader *rd, void *buf, uint64_t len, uint64_t off,
     if (rd->fd_direct >= 0) {
         rc = s3d_fileio_refuse_direct == 2 ? -EINVAL
                                            : s3d_pread_full(rd->fd_direct, buf, len, off, got);
+        if (rc == 0)
+            FIO_COUNT(rd->o, direct, *got);
         if (rc != -EINVAL)
             goto out;
         S3D_DEBUG("fileio: O_DIRECT read of %s refused, using buffered I/O", rd->path);
@@ -61,6 +63,8 @@ static int read_window(struct reader *rd, void *buf, uint64_t len, uint64_t off,
         rd->fd_direct = -1;
     }
     rc = s3d_pread_full(rd->fd, buf, len, off, got);
+    if (rc == 0)
+        FIO_COUNT(rd->o, buffered, *got);
 out:
     return rc < 0 ? fio_io_fail(-rc, "read", rd->path, off) : 0;
 }
@@ -88,6 +92,7 @@ static int read_host_range(struct reader *rd, const struct s3d_file_range *r)
             return truncated(rd, r->file_offset + pos + got, step - got);
         if (r->crc_out != NULL)
             crc = s3d_crc32c(crc, dst, (size_t)step);
+        FIO_COUNT(rd->o, buffered, step);
         pos += step;
         rd->done += step;
         if ((rc = fio_check_cancel(rd->o, rd->done, rd->total)) < 0)
@@ -224,12 +229,13 @@ static int copy_window(struct reader *rd, const struct s3d_file_range *ranges, c
     const uint64_t pos = s->file_off;
     uint64_t got = s->job.got;
     int rc = s->job.rc;
-    if (rd->fd_direct >= 0 && s->job.fd == rd->fd_direct &&
-        (rc == -EINVAL || s3d_fileio_refuse_direct == 2)) {
+    int direct = rd->fd_direct >= 0 && s->job.fd == rd->fd_direct; /* which path read it */
+    if (direct && (rc == -EINVAL || s3d_fileio_refuse_direct == 2)) {
         /* Refused at read time: this and every later window buffered. The descriptor stays
          * open until the end of the call: reads in flight may still use it. */
         S3D_DEBUG("fileio: O_DIRECT read of %s refused, using buffered I/O", rd->path);
         rd->direct_refused = 1;
+        direct = 0;
         rc = s3d_pread_full(rd->fd, s->chunk, s->len, pos, &got);
     }
     if (rc < 0)
@@ -260,6 +266,10 @@ static int copy_window(struct reader *rd, const struct s3d_file_range *ranges, c
             return rc;
         used[r->device] = 1;
         rd->done += b - a;
+        if (direct)
+            FIO_COUNT(rd->o, direct, b - a);
+        else
+            FIO_COUNT(rd->o, buffered, b - a);
     }
     for (int o = 0; o < S3D_MAX_DEVICES; o++)
         if (used[o] && (rc = fio_slot_record(ring, s, o, rd->gpu.stream[o])) < 0)
@@ -360,6 +370,7 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
 {
     struct s3d_cufile *cf = NULL;
     const uint64_t done_before = rd->done;
+    uint64_t moved = 0; /* counted once all is read: a fallback reads it all again */
     int rc;
 
     /* Registered in the context of the first destination's device (never GPU 0's by
@@ -425,9 +436,12 @@ static int read_cufile(struct reader *rd, const struct s3d_file_range *ranges, c
             break;
         }
         rd->done += r->length;
+        moved += r->length;
         if ((rc = fio_check_cancel(rd->o, rd->done, rd->total)) < 0)
             break;
     }
+    if (rc == 0)
+        FIO_COUNT(rd->o, cufile, moved);
     s3d_cufile_close(cf);
     return rc;
 }

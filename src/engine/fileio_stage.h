@@ -22,6 +22,13 @@
 #define FIO_MAX_INFLIGHT 4
 #define FIO_READERS      3 /* threads reading staged windows, so up to 3 preads at once */
 
+/* Adds n bytes to the counter of o->counts that field names (cufile, direct, buffered). */
+#define FIO_COUNT(o, field, n)                                                                     \
+    do {                                                                                           \
+        if ((o)->counts != NULL)                                                                   \
+            __atomic_fetch_add(&(o)->counts->field, (uint64_t)(n), __ATOMIC_RELAXED);              \
+    } while (0)
+
 /* s3d_fail with the errno e naming what ("read", "write"), the path and the offset. */
 int fio_io_fail(int e, const char *what, const char *path, uint64_t off);
 /* S3D_ECANCELED when o's cancel token is set or its progress callback (called with done,

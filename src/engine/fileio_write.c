@@ -132,6 +132,7 @@ static int write_host_seg(struct s3d_file_writer *w, const struct s3d_file_seg *
             *crc = s3d_crc32c(*crc, src, (size_t)step);
         if ((rc = s3d_pwrite_full(w->tmp.fd, src, step, off + pos)) < 0)
             return fio_io_fail(-rc, "write", w->tmp.path, off + pos);
+        FIO_COUNT(&w->o, buffered, step);
         pos += step;
         w->written += step;
         if ((rc = fio_check_cancel(&w->o, w->written, w->o.progress_total)) < 0)
@@ -149,6 +150,7 @@ static int write_slot_done(void *ctx, struct fio_slot *s)
         w->crc_out[s->seg] = s3d_crc32c(w->crc_out[s->seg], s->chunk, (size_t)s->len);
     if ((rc = s3d_pwrite_full(w->tmp.fd, s->chunk, s->len, s->file_off)) < 0)
         return fio_io_fail(-rc, "write", w->tmp.path, s->file_off);
+    FIO_COUNT(&w->o, buffered, s->len);
     w->written += s->len;
     return fio_check_cancel(&w->o, w->written, w->o.progress_total);
 }
@@ -219,6 +221,7 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
             }
         }
         if (via_cufile) {
+            FIO_COUNT(&w->o, cufile, sg->length);
             w->written += sg->length;
             off += sg->length;
             rc = fio_check_cancel(&w->o, w->written, w->o.progress_total);

@@ -18,11 +18,12 @@
  * read once untimed first (the read client's connections opened and its pool pinned), so
  * that the timed loads measure transfers, not set-up.
  *
- * Each file row says which path ran, from the library's own debug lines (fileio:, cufile:)
- * taken through s3d_log_set_callback: "cuFile (<mode>)" when a line says the file was read or
- * written by cuFile, "buffered fallback" when one says O_DIRECT was refused, "O_DIRECT
- * staged" for a DIRECT row without such a line. The library has no counters for this: an
- * O_DIRECT read that worked logs nothing, so that path is inferred from silence.
+ * Each file row says which path ran, from the library's counters of the bytes each path moved
+ * (s3d_file_io_opts.counts, what s3d_read_stats and s3d_write_stats report): "cuFile",
+ * "O_DIRECT" or "buffered", or the share of each when several moved bytes (a fallback part
+ * way). What the library's debug lines (fileio:, cufile:, taken through s3d_log_set_callback)
+ * said is added after "; log: ": cuFile's mode, or why O_DIRECT or cuFile was not used. Only
+ * when nothing was counted does the row rely on the lines alone.
  *
  * "cold" runs drop the file from the page cache first (posix_fadvise DONTNEED). */
 #include <fcntl.h>
@@ -47,7 +48,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* ---- which path a file row took: the library's debug lines -------------------------------- */
+/* ---- which path a file row took: the library's counters, its debug lines ------------------ */
 
 static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_path_seen[160]; /* what the lines of the current row said, "" = nothing */
@@ -88,12 +89,31 @@ static void path_reset(void)
     pthread_mutex_unlock(&g_log_lock);
 }
 
-/* The path of the row just run in mode: what the lines said, else what mode means when
- * nothing was said. */
-static void path_of(int mode, char *out, size_t cap)
+/* The path of the row just run in mode: the paths that moved its bytes (n), with what the
+ * lines said; when nothing was counted, what the lines said, else what mode means. */
+static void path_of(int mode, const struct s3d_file_io_counts *n, char *out, size_t cap)
 {
+    const uint64_t sum = n->cufile + n->direct + n->buffered;
+    const struct {
+        const char *name;
+        uint64_t bytes;
+    } p[3] = {{"cuFile", n->cufile}, {"O_DIRECT", n->direct}, {"buffered", n->buffered}};
     pthread_mutex_lock(&g_log_lock);
-    if (g_path_seen[0] != '\0')
+    if (sum > 0) {
+        size_t len = 0;
+        out[0] = '\0';
+        for (int i = 0; i < 3; i++) {
+            if (p[i].bytes == 0 || len >= cap)
+                continue;
+            if (p[i].bytes == sum)
+                len += (size_t)snprintf(out + len, cap - len, "%s", p[i].name);
+            else
+                len += (size_t)snprintf(out + len, cap - len, "%s%s %.1f%%", len ? " + " : "",
+                                        p[i].name, 100.0 * (double)p[i].bytes / (double)sum);
+        }
+        if (g_path_seen[0] != '\0' && len < cap)
+            snprintf(out + len, cap - len, "; log: %s", g_path_seen);
+    } else if (g_path_seen[0] != '\0')
         snprintf(out, cap, "%s", g_path_seen);
     else if (mode == S3D_FILE_IO_DIRECT)
         snprintf(out, cap, "O_DIRECT staged (no fallback logged)");
@@ -207,9 +227,10 @@ static void bench_read(struct ctx *c, const char *what, int mode, int device, in
                        int with_crc)
 {
     uint32_t crc = 0;
-    char path[160];
+    char path[240];
     struct s3d_file_range r = {0, c->size, device ? (void *)(uintptr_t)c->d : c->host,
                                device ? 0 : -1, with_crc ? &crc : NULL};
+    struct s3d_file_io_counts n = {0, 0, 0};
     struct s3d_file_io_opts o = {.mode = mode};
     if (cold)
         drop_cache(c->path);
@@ -217,10 +238,11 @@ static void bench_read(struct ctx *c, const char *what, int mode, int device, in
         /* Warm it; the timed read below checks the result. */
         s3d_ignore_rc(s3d_file_read_ranges(c->dev, c->pool, c->path, &r, 1, &o));
     path_reset();
+    o.counts = &n;
     double t0 = now_s();
     int rc = s3d_file_read_ranges(c->dev, c->pool, c->path, &r, 1, &o);
     double t = now_s() - t0;
-    path_of(mode, path, sizeof(path));
+    path_of(mode, &n, path, sizeof(path));
     row_path(what, c->size, rc == 0 ? t : -1,
              rc == 0 ? (cold ? "cold cache" : "warm cache") : s3d_last_error_message(),
              rc == 0 ? path : NULL);
@@ -228,10 +250,11 @@ static void bench_read(struct ctx *c, const char *what, int mode, int device, in
 
 static void bench_write(struct ctx *c, const char *what, int mode)
 {
-    char out[600], path[160];
+    char out[600], path[240];
     struct s3d_file_writer *w = NULL;
     struct s3d_file_seg seg = {(const void *)(uintptr_t)c->d, c->size, 0};
-    struct s3d_file_io_opts o = {.mode = mode};
+    struct s3d_file_io_counts n = {0, 0, 0};
+    struct s3d_file_io_opts o = {.mode = mode, .counts = &n};
     uint32_t crc;
     snprintf(out, sizeof(out), "%s.out", c->path);
     path_reset();
@@ -242,7 +265,7 @@ static void bench_write(struct ctx *c, const char *what, int mode)
     if (rc == 0)
         rc = s3d_file_writer_commit(w);
     double t = now_s() - t0;
-    path_of(mode, path, sizeof(path));
+    path_of(mode, &n, path, sizeof(path));
     row_path(what, c->size, rc == 0 ? t : -1,
              rc == 0 ? "CRC on, incl. fsync" : s3d_last_error_message(), rc == 0 ? path : NULL);
     s3d_file_writer_free(w);

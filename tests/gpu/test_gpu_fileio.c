@@ -1,6 +1,8 @@
 /* test_gpu_fileio.c - file <-> GPU memory on a real GPU (skipped without one): reads of
  * misaligned ranges in every mode (cuFile when it opens), checked by copying back and by CRC;
- * the writer from device memory, checked against the file. */
+ * the writer from device memory, checked against the file. Each read and write prints the
+ * bytes each path moved (s3d_file_io_opts.counts) and checks that they add up to the data
+ * and fit the mode (CUFILE all cuFile, BUFFERED all buffered, writes never O_DIRECT). */
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,6 +12,25 @@
 #include "gpu_util.h"
 
 #define SIZE ((40u << 20) + 777u)
+
+/* The counters of one call in mode, checked against the bytes it moved (host_bytes of them
+ * from host memory, always buffered). */
+static void check_counts(const char *what, int mode, const struct s3d_file_io_counts *n,
+                         uint64_t bytes, uint64_t host_bytes)
+{
+    printf("%s mode %d: cufile %llu direct %llu buffered %llu of %llu\n", what, mode,
+           (unsigned long long)n->cufile, (unsigned long long)n->direct,
+           (unsigned long long)n->buffered, (unsigned long long)bytes);
+    CHECK(n->cufile + n->direct + n->buffered == bytes);
+    if (mode == S3D_FILE_IO_CUFILE)
+        CHECK(n->cufile == bytes - host_bytes);
+    if (mode == S3D_FILE_IO_BUFFERED)
+        CHECK(n->buffered == bytes);
+    if (mode == S3D_FILE_IO_DIRECT || mode == S3D_FILE_IO_BUFFERED)
+        CHECK(n->cufile == 0);
+    if (host_bytes > 0) /* a write */
+        CHECK(n->direct == 0);
+}
 
 int main(void)
 {
@@ -51,7 +72,8 @@ int main(void)
                 (struct s3d_file_range){offs[i], lens[i], (void *)(uintptr_t)(d + at), 0, &crc[i]};
             at += (lens[i] + 7) & ~7ull;
         }
-        struct s3d_file_io_opts o = {.mode = modes[mi]};
+        struct s3d_file_io_counts n = {0, 0, 0};
+        struct s3d_file_io_opts o = {.mode = modes[mi], .counts = &n};
         CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 7, &o));
         CHECK_OK(s3d_device_copy_dtoh(dev, s, back, d, at));
         CHECK_OK(s3d_device_stream_sync(dev, s));
@@ -63,6 +85,10 @@ int main(void)
             at += (lens[i] + 7) & ~7ull;
         }
         CHECK(s3d_pool_free_count(pool) == 4);
+        uint64_t sum = 0;
+        for (int i = 0; i < 7; i++)
+            sum += lens[i];
+        check_counts("read", modes[mi], &n, sum, 0);
         printf("read mode %d ok\n", modes[mi]);
     }
 
@@ -73,7 +99,8 @@ int main(void)
     for (size_t mi = 0; mi < 4; mi++) {
         if (modes[mi] == S3D_FILE_IO_CUFILE && !have_cufile)
             continue;
-        struct s3d_file_io_opts o = {.mode = modes[mi]};
+        struct s3d_file_io_counts n = {0, 0, 0};
+        struct s3d_file_io_opts o = {.mode = modes[mi], .counts = &n};
         struct s3d_file_writer *w;
         struct s3d_file_seg seg[2] = {{(const void *)(uintptr_t)(d + 100), SIZE - 100 - 5, 0},
                                       {data + SIZE - 5, 5, -1}};
@@ -88,6 +115,7 @@ int main(void)
         CHECK(fd >= 0 && read(fd, back, SIZE) == (ssize_t)SIZE);
         close(fd);
         CHECK(memcmp(back, data, SIZE) == 0);
+        check_counts("write", modes[mi], &n, SIZE - 100, 5);
         printf("write mode %d ok\n", modes[mi]);
     }
 

@@ -119,7 +119,9 @@ def test_write_stats_layout(tmp_path):
     lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "s3direct/s3direct.h"',
              "int main(void) {"]
     checks = [("WriteStats", "s3d_write_stats", [f for f, _ in _capi.WriteStats._fields_]),
-              ("WriteOptions", "s3d_write_options", ["base", "stats"])]
+              ("WriteOptions", "s3d_write_options", ["base", "stats"]),
+              ("ReadStats", "s3d_read_stats", [f for f, _ in _capi.ReadStats._fields_]),
+              ("ReadOptions", "s3d_read_options", ["on_ready", "stats"])]
     for cls, c_name, fields in checks:
         lines.append(f'printf("{cls} =sizeof %zu\\n", sizeof(struct {c_name}));')
         for f in fields:
@@ -156,9 +158,14 @@ def test_local_incremental(lib_path, tmp_path):
     a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
     st0 = s3direct.save(s0, a)
     _full(st0, os.path.getsize(a), 10)
+    # Host tensors to a file: every tensor byte through the page cache (headers not counted).
+    assert (st0.bytes_cufile, st0.bytes_direct) == (0, 0)
+    assert st0.bytes_buffered == sum(_nbytes(t) for t in s0.values())
     s1 = _changed(s0, "layer.2.weight")
     st1 = s3direct.save(s1, b, base=a)
     _incremental(st1, os.path.getsize(b), 10, 9, _nbytes(s1["layer.2.weight"]))
+    assert (st1.bytes_cufile, st1.bytes_direct) == (0, 0)
+    assert _nbytes(s1["layer.2.weight"]) <= st1.bytes_buffered < st1.bytes_sent
     _check_file(b, s1)
     _check_file(a, s0)  # the base is untouched
     os.remove(a)
@@ -269,6 +276,7 @@ def test_s3_incremental(s3_env, bucket, boto3_client):
     st0 = s3direct.save(s0, f"s3://{bucket}/a.safetensors")
     size0 = boto3_client.head_object(Bucket=bucket, Key="a.safetensors")["ContentLength"]
     _full(st0, size0, 10)
+    assert (st0.bytes_cufile, st0.bytes_direct, st0.bytes_buffered) == (0, 0, 0)  # S3
     s1 = _changed(s0, "layer.2.weight")
     st1 = s3direct.save(s1, f"s3://{bucket}/b.safetensors", base=f"s3://{bucket}/a.safetensors")
     size1 = _check_s3(boto3_client, bucket, "b.safetensors", s1)

@@ -53,8 +53,10 @@ static void load_into_dev1(uint64_t d1, int (*ctx_refs)(int), const char *nvfs_p
                                 .nbytes = 3u << 20};
     struct s3d_tensor_dest td = {
         .ptr = (void *)(uintptr_t)(d1 + (4u << 20)), .device = 1, .capacity = 3u << 20};
-    struct s3d_write_options wo = {.file_io = S3D_FILE_IO_BUFFERED};
-    struct s3d_read_options ro = {.file_io = S3D_FILE_IO_AUTO};
+    struct s3d_write_stats ws = {.struct_size = sizeof(ws)}; /* which path: the counters */
+    struct s3d_read_stats rs = {.struct_size = sizeof(rs)};
+    struct s3d_write_options wo = {.file_io = S3D_FILE_IO_BUFFERED, .stats = &ws};
+    struct s3d_read_options ro = {.file_io = S3D_FILE_IO_AUTO, .stats = &rs};
     struct s3d_client_options co;
     struct s3d_client *cl = NULL;
     struct s3d_reader *rd = NULL;
@@ -80,6 +82,9 @@ static void load_into_dev1(uint64_t d1, int (*ctx_refs)(int), const char *nvfs_p
     CHECK_OK(s3d_reader_read(rd, &td, 1, &ro));
     s3d_reader_close(rd);
     CHECK(memcmp((void *)(uintptr_t)(d1 + (4u << 20)), (void *)(uintptr_t)d1, 3u << 20) == 0);
+    CHECK(ws.bytes_cufile == 0 && ws.bytes_direct == 0 && ws.bytes_buffered == 3u << 20);
+    CHECK(rs.bytes_cufile == (nvfs_path ? 3u << 20 : 0));
+    CHECK(rs.bytes_cufile + rs.bytes_direct + rs.bytes_buffered == 3u << 20);
     CHECK(current() == NULL);
     if (ctx_refs(0) != refs0)
         t_fail(__FILE__, __LINE__, "a load into cuda:1 (nvidia-fs %s) made a context on GPU 0",
@@ -604,9 +609,13 @@ int main(int argc, char **argv)
         r[0].crc_out = &crc[0];
         memset((void *)(uintptr_t)d1, 0, 8u << 20);
         int ov0 = cf_overlapped();
+        struct s3d_file_io_counts cnt = {0, 0, 0}; /* the bytes by path, here all cuFile's */
+        o.counts = &cnt;
         stats(&c0);
         CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
         stats(&c1);
+        o.counts = NULL;
+        CHECK(cnt.cufile == 3u << 20 && cnt.direct == 0 && cnt.buffered == 0);
         CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 1, 3u << 20) == 0);
         CHECK(crc[0] == s3d_crc32c(0, data + 1, 3u << 20));
         if (cf_overlapped() - ov0 < 2 || c1.stream_syncs - c0.stream_syncs > syncs_no_crc)
@@ -754,7 +763,11 @@ int main(int argc, char **argv)
         setenv("FAKE_CUFILE_FAIL_IO", "1", 1);
         memset((void *)(uintptr_t)d1, 0, 8u << 20);
         crc[0] = 0;
+        memset(&cnt, 0, sizeof(cnt));
+        o.counts = &cnt; /* the bytes count under the staged path that delivered them */
         CHECK_OK(s3d_file_read_ranges(dev, pool, path, r, 1, &o));
+        o.counts = NULL;
+        CHECK(cnt.cufile == 0 && cnt.direct + cnt.buffered == 3u << 20);
         CHECK(memcmp((void *)(uintptr_t)(d1 + 8), data + 1, 3u << 20) == 0);
         CHECK(crc[0] == s3d_crc32c(0, data + 1, 3u << 20));
         o.mode = S3D_FILE_IO_CUFILE;
@@ -775,7 +788,10 @@ int main(int argc, char **argv)
             cf_lib ? (int (*)(void))dlsym(cf_lib, "fake_cufile_rmw_writes") : NULL;
         CHECK(cf_rmw != NULL);
         int rmw_before = cf_rmw();
+        memset(&cnt, 0, sizeof(cnt));
+        o.counts = &cnt;
         CHECK_OK(s3d_file_writer_open(dev, pool, out, &o, &w));
+        o.counts = NULL;
         ov0 = cf_overlapped();
         stats(&c0);
         CHECK_OK(s3d_file_writer_write(w, 10, &seg, 1, &wcrc));
@@ -789,6 +805,7 @@ int main(int argc, char **argv)
         CHECK_OK(s3d_file_writer_commit(w));
         s3d_file_writer_free(w);
         CHECK(wcrc == s3d_crc32c(0, data + 1, 3u << 20));
+        CHECK(cnt.cufile == 3u << 20 && cnt.direct == 0 && cnt.buffered == 0);
         size_t n = (3u << 20) + 10;
         unsigned char *back = malloc(n + 1);
         fd = open(out, O_RDONLY);
@@ -803,12 +820,16 @@ int main(int argc, char **argv)
         setenv("S3D_TEST_NVFS_PATH", path, 1);
         setenv("FAKE_CUFILE_FAIL_IO", "1", 1);
         o.mode = S3D_FILE_IO_AUTO;
+        memset(&cnt, 0, sizeof(cnt));
+        o.counts = &cnt;
         CHECK_OK(s3d_file_writer_open(dev, pool, out, &o, &w));
+        o.counts = NULL;
         CHECK_OK(s3d_file_writer_write(w, 10, &seg, 1, &wcrc));
         CHECK_OK(s3d_file_writer_pwrite(w, 0, "0123456789", 10));
         CHECK_OK(s3d_file_writer_commit(w));
         s3d_file_writer_free(w);
         CHECK(wcrc == s3d_crc32c(0, data + 1, 3u << 20));
+        CHECK(cnt.cufile == 0 && cnt.direct == 0 && cnt.buffered == 3u << 20);
         back = malloc(n + 1);
         fd = open(out, O_RDONLY);
         CHECK(fd >= 0 && read(fd, back, n + 1) == (ssize_t)n);

@@ -7,7 +7,8 @@
  *     windows wrap around chunks) and the pool left whole afterwards;
  *   - a short file: S3D_EFMT_TRUNCATED naming path and offset, before any byte moves;
  *   - the writer: host and device segments, header pwrite, CRCs, atomic commit; abort, free
- *     without commit and a canceled write leave the previous file intact and no temp files.
+ *     without commit and a canceled write leave the previous file intact and no temp files;
+ *   - the bytes counted for each path (O_DIRECT, buffered, the fallback) by reads and writes.
  * The emulated device defers copies until an event is seen complete, so a chunk reused too
  * early shows up here as wrong bytes. */
 #include <dirent.h>
@@ -397,6 +398,77 @@ static void writer(const char *dir, int mode)
     s3d_pool_free(pool);
 }
 
+/* The bytes each path moved (s3d_file_io_opts.counts): one device range and one host range
+ * whose middle is O_DIRECT-aligned, with and without O_DIRECT refused, and a writer. */
+static void counts_one(const char *path, int mode, struct s3d_file_range *r, uint64_t want_direct)
+{
+    struct s3d_file_io_counts n = {0, 0, 0};
+    struct s3d_file_io_opts o = {.mode = mode, .counts = &n};
+    struct s3d_pool *pool;
+    CHECK_OK(s3d_pool_new(g_emu, 4 * 16384, 16384, &pool));
+    CHECK_OK(s3d_file_read_ranges(g_emu, pool, path, r, 1, &o));
+    if (n.cufile != 0 || n.direct != want_direct || n.buffered != r->length - want_direct)
+        t_fail(__FILE__, __LINE__,
+               "mode %d refuse %d device %d: cufile %llu direct %llu "
+               "buffered %llu, want direct %llu of %llu",
+               mode, s3d_fileio_refuse_direct, r->device, (unsigned long long)n.cufile,
+               (unsigned long long)n.direct, (unsigned long long)n.buffered,
+               (unsigned long long)want_direct, (unsigned long long)r->length);
+    CHECK(memcmp(r->device >= 0 ? s3d_device_emu_view((uint64_t)(uintptr_t)r->dst) : r->dst,
+                 g_data + r->file_offset, r->length) == 0);
+    s3d_pool_free(pool);
+}
+
+static void path_counts(const char *dir, const char *path)
+{
+    int fd = fio_open_direct(path, O_RDONLY);
+    void *buf = NULL;
+    uint64_t dmem;
+    CHECK(posix_memalign(&buf, 4096, 4096) == 0);
+    /* tmpfs refuses O_DIRECT, or (Linux 6.6 on) takes it. */
+    const int direct = fd >= 0 && pread(fd, buf, 4096, 0) == 4096;
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    CHECK_OK(s3d_device_mem_alloc(g_emu, 0, 2u << 20, &dmem));
+    CHECK(posix_memalign(&buf, 4096, 3u << 20) == 0);
+    struct s3d_file_range dr = {1, (1u << 20) + 5, (void *)(uintptr_t)(dmem + 8), 0, NULL};
+    /* Host: the middle [4096, 2 MiB) O_DIRECT in mode DIRECT, the edges buffered. */
+    struct s3d_file_range hr = {100, 2u << 20, (char *)buf + 100, -1, NULL};
+    const uint64_t mid = (2u << 20) - 4096;
+    counts_one(path, S3D_FILE_IO_DIRECT, &dr, direct ? dr.length : 0);
+    counts_one(path, S3D_FILE_IO_AUTO, &dr, direct ? dr.length : 0);
+    counts_one(path, S3D_FILE_IO_BUFFERED, &dr, 0);
+    counts_one(path, S3D_FILE_IO_DIRECT, &hr, direct ? mid : 0);
+    counts_one(path, S3D_FILE_IO_AUTO, &hr, 0);
+    for (int refuse = 1; refuse <= 2; refuse++) {
+        s3d_fileio_refuse_direct = refuse;
+        counts_one(path, S3D_FILE_IO_DIRECT, &dr, 0);
+        counts_one(path, S3D_FILE_IO_DIRECT, &hr, 0);
+        s3d_fileio_refuse_direct = 0;
+    }
+    /* Writes never use O_DIRECT: host and staged device segments are buffered; the header
+     * pwrite is not tensor data. */
+    char out[1024];
+    struct s3d_file_io_counts n = {0, 0, 0};
+    struct s3d_file_io_opts o = {.mode = S3D_FILE_IO_DIRECT, .counts = &n};
+    struct s3d_file_seg segs[2] = {{g_data, 5000, -1}, {(void *)(uintptr_t)dmem, 70000, 0}};
+    struct s3d_file_writer *w;
+    struct s3d_pool *pool;
+    snprintf(out, sizeof(out), "%s/counts.bin", dir);
+    CHECK_OK(s3d_pool_new(g_emu, 4 * 16384, 16384, &pool));
+    CHECK_OK(s3d_file_writer_open(g_emu, pool, out, &o, &w));
+    CHECK_OK(s3d_file_writer_write(w, 8, segs, 2, NULL));
+    CHECK_OK(s3d_file_writer_pwrite(w, 0, "header..", 8));
+    CHECK_OK(s3d_file_writer_commit(w));
+    s3d_file_writer_free(w);
+    CHECK(n.cufile == 0 && n.direct == 0 && n.buffered == 75000);
+    unlink(out);
+    s3d_pool_free(pool);
+    free(buf);
+    s3d_device_mem_free(g_emu, 0, dmem);
+}
+
 static void run_in(const char *dir)
 {
     char path[1024];
@@ -420,6 +492,7 @@ static void run_in(const char *dir)
         read_depth(path, S3D_FILE_IO_AUTO);
         s3d_fileio_refuse_direct = 0;
     }
+    path_counts(dir, path);
     errors(dir, path);
     writer(dir, S3D_FILE_IO_AUTO);
     writer(dir, S3D_FILE_IO_DIRECT);

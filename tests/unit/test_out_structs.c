@@ -2,7 +2,7 @@
  * prefix the caller's struct_size covers, never struct_size itself, and struct_size 0 means
  * the first version's layout. Every size from 1 to past sizeof is tried on a buffer whose
  * bytes past that size are a canary. HeadObject and the listing entries need the test S3
- * server; the rest runs without one. */
+ * server; the rest runs without one (s3d_write_stats and s3d_read_stats of a local file). */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -80,6 +80,34 @@ static void fill_tensor(void *out, void *ctx)
 {
     struct tensor_ctx *t = ctx;
     CHECK_OK(s3d_reader_tensor(t->r, t->i, out));
+}
+
+/* A save of one host tensor to a file: s3d_write_stats (bytes_buffered appended after v1). */
+struct save_ctx {
+    struct s3d_client *c;
+    const char *path;
+    const struct s3d_tensor_src *src;
+};
+
+static void fill_write_stats(void *out, void *ctx)
+{
+    struct save_ctx *sv = ctx;
+    struct s3d_write_options wo;
+    memset(&wo, 0, sizeof(wo));
+    wo.stats = out;
+    CHECK_OK(s3d_checkpoint_write(sv->c, sv->path, sv->src, 1, NULL, 0, &wo));
+}
+
+/* A read of tensor 0 into host memory: s3d_read_stats (bytes_buffered). */
+static void fill_read_stats(void *out, void *ctx)
+{
+    struct tensor_ctx *t = ctx;
+    static float dst[12];
+    struct s3d_tensor_dest d = {0, dst, -1, sizeof(dst), 0, 0};
+    struct s3d_read_options ro;
+    memset(&ro, 0, sizeof(ro));
+    ro.stats = out;
+    CHECK_OK(s3d_reader_read(t->r, &d, 1, &ro));
 }
 
 struct head_ctx {
@@ -183,11 +211,16 @@ int main(void)
                    S3D_SIZE_THROUGH(struct s3d_client_config, gpu_available), fill_config, c);
 
     snprintf(path, sizeof(path), "%s/one.safetensors", t_tmpdir());
-    CHECK_OK(s3d_checkpoint_write(c, path, &src, 1, NULL, 0, NULL));
+    struct save_ctx sv = {c, path, &src};
+    check_prefixes("s3d_write_stats", sizeof(struct s3d_write_stats), S3D_WRITE_STATS_SIZE_V1,
+                   fill_write_stats, &sv);
+    CHECK(S3D_WRITE_STATS_SIZE_V1 < sizeof(struct s3d_write_stats));
     CHECK_OK(s3d_reader_open(c, path, &t.r));
     t.i = 0;
     check_prefixes("s3d_tensor_info", sizeof(struct s3d_tensor_info),
                    sizeof(struct s3d_tensor_info), fill_tensor, &t);
+    check_prefixes("s3d_read_stats", sizeof(struct s3d_read_stats), S3D_READ_STATS_SIZE_V1,
+                   fill_read_stats, &t);
     s3d_reader_close(t.r);
     unlink(path);
     s3d_client_free(c);
