@@ -540,171 +540,234 @@ static int par_write(struct par *p, uint32_t nthreads, const struct s3d_write_op
     return rc;
 }
 
-int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
-                           const char *uri, const struct s3d_tensor_src *t, size_t n,
-                           const struct s3d_metadata_entry *meta, size_t n_meta,
-                           struct s3d_ckpt_base *base, const struct s3d_write_options *o)
+uint32_t s3d_shard_partition(const struct s3d_tensor_src *t, size_t n, uint64_t max_bytes,
+                             size_t *first, uint64_t *total)
 {
-    size_t *first =
-        s3d_calloc(n + 1, sizeof(*first)); /* shard k = tensors [first[k], first[k+1]) */
-    const char **names = s3d_calloc(n, sizeof(*names));
-    const char **shard_of = s3d_calloc(n, sizeof(*shard_of));
-    struct names mine = {0}, old = {0};
-    struct s3d_dynbuf name, path, index;
-    struct s3d_progress_acc acc = {.fn = o->progress, .user = o->progress_user};
-    struct s3d_write_options so = *o;
-    uint32_t nshards = 0, nthreads = 0;
-    uint64_t acc_bytes = 0, total = 0;
-    char **uris = NULL;
-    char generation[33], token[S3D_ST_SHARD_TOKEN_LEN + 1];
-    int rc = 0, folder_fd = -1;
-
-    new_generation(generation, token);
-    s3d_dynbuf_init(&name, 4096);
-    s3d_dynbuf_init(&path, 8192);
-    s3d_dynbuf_init(&index, S3D_ST_INDEX_MAX);
-    if (first == NULL || names == NULL || shard_of == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
-        goto out;
-    }
-    /* Greedy, in order: a shard closes when the next tensor would push it over the limit;
-     * a tensor bigger than the limit gets a shard of its own. */
+    uint32_t k = 0;
+    uint64_t acc = 0;
+    *total = 0;
     for (size_t i = 0; i < n; i++) {
-        if (i == 0 || (acc_bytes > 0 && acc_bytes + t[i].nbytes > o->max_shard_size)) {
-            first[nshards++] = i;
-            acc_bytes = 0;
+        if (i == 0 || (acc > 0 && acc + t[i].nbytes > max_bytes)) {
+            first[k++] = i;
+            acc = 0;
         }
-        acc_bytes += t[i].nbytes;
-        total += t[i].nbytes;
+        acc += t[i].nbytes;
+        *total += t[i].nbytes;
     }
     if (n == 0)
-        first[nshards++] = 0;
-    first[nshards] = n;
-    for (uint32_t k = 0; k < nshards; k++) {
-        rc = s3d_st_shard_name_tok(uri, token, k + 1, nshards, &name);
-        if (rc < 0)
-            goto out;
-        rc = names_push(&mine, name.data, name.len);
-        if (rc < 0)
-            goto out;
+        first[k++] = 0;
+    first[k] = n;
+    return k;
+}
+
+/* One sharded save: what its steps share. */
+struct sharded {
+    struct s3d_client *c;
+    struct s3d_device *dev;
+    struct s3d_pool *pool;
+    const char *uri;
+    const struct s3d_tensor_src *t;
+    size_t n;
+    const struct s3d_metadata_entry *meta;
+    size_t n_meta;
+    struct s3d_ckpt_base *base;
+    const struct s3d_write_options *o;
+    size_t *first; /* shard k = tensors [first[k], first[k+1]) */
+    uint32_t nshards;
+    uint64_t total;
+    const char **names, **shard_of; /* per tensor, for the index */
+    struct names mine;              /* this save's shard names */
+    char generation[33];
+    struct s3d_progress_acc acc;
+    struct s3d_write_options so; /* o with progress through acc */
+    struct s3d_dynbuf path;
+};
+
+static void sharded_record(struct sharded *s, uint32_t k)
+{
+    for (size_t i = s->first[k]; i < s->first[k + 1]; i++) {
+        s->names[i] = s->t[i].name;
+        s->shard_of[i] = s->mine.v[k];
     }
-    acc.total = total;
-    so.progress = o->progress ? s3d_progress_acc_cb : NULL;
-    so.progress_user = &acc;
-    if (strncmp(uri, "s3://", 5) == 0 && nshards > 1 &&
-        (nthreads = par_threads(c, pool, nshards, o->max_shard_size)) > 1) {
-        struct par p = {.c = c,
-                        .dev = dev,
-                        .pool = pool,
-                        .t = t,
-                        .first = first,
-                        .nshards = nshards,
-                        .meta = meta,
-                        .n_meta = n_meta,
-                        .generation = generation,
-                        .base = base,
-                        .so = *o};
-        uris = s3d_calloc(nshards, sizeof(*uris));
-        if (uris == NULL) {
-            rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
-            goto out;
-        }
-        for (uint32_t k = 0; k < nshards; k++) {
-            rc = s3d_st_shard_resolve(uri, mine.v[k], &path);
-            if (rc < 0)
-                goto fail_shards;
-            uris[k] = s3d_strdup(path.data);
-            if (uris[k] == NULL) {
-                rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
-                goto fail_shards;
-            }
-        }
+}
+
+/* The shards to S3 side by side, nthreads at once. */
+static int shards_parallel(struct sharded *s, uint32_t nthreads)
+{
+    struct par p = {.c = s->c,
+                    .dev = s->dev,
+                    .pool = s->pool,
+                    .t = s->t,
+                    .first = s->first,
+                    .nshards = s->nshards,
+                    .meta = s->meta,
+                    .n_meta = s->n_meta,
+                    .generation = s->generation,
+                    .base = s->base,
+                    .so = *s->o};
+    char **uris = s3d_calloc(s->nshards, sizeof(*uris));
+    int rc = 0;
+    if (uris == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory writing %s", s->uri);
+    for (uint32_t k = 0; rc == 0 && k < s->nshards; k++) {
+        rc = s3d_st_shard_resolve(s->uri, s->mine.v[k], &s->path);
+        if (rc == 0 && (uris[k] = s3d_strdup(s->path.data)) == NULL)
+            rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", s->uri);
+    }
+    if (rc == 0) {
         p.uris = (const char *const *)uris;
-        S3D_DEBUG("%s: %u shards, %u at once", uri, nshards, nthreads);
-        rc = par_write(&p, nthreads, o, &acc);
-        if (rc < 0)
-            goto fail_shards;
-        for (uint32_t k = 0; k < nshards; k++)
-            for (size_t i = first[k]; i < first[k + 1]; i++) {
-                names[i] = t[i].name;
-                shard_of[i] = mine.v[k];
-            }
-    } else {
-        for (uint32_t k = 0; k < nshards; k++) {
-            size_t cnt = first[k + 1] - first[k];
-            rc = s3d_st_shard_resolve(uri, mine.v[k], &path);
-            if (rc < 0)
-                goto fail_shards;
-            rc = s3d_ckpt_write_one(c, dev, pool, path.data, t + first[k], cnt, meta, n_meta,
-                                    generation, base, &so);
-            if (rc < 0)
-                goto fail_shards;
-            for (size_t i = first[k]; i < first[k + 1]; i++) {
-                names[i] = t[i].name;
-                shard_of[i] = mine.v[k];
-                acc.base += t[i].nbytes;
-            }
-        }
+        S3D_DEBUG("%s: %u shards, %u at once", s->uri, s->nshards, nthreads);
+        rc = par_write(&p, nthreads, s->o, &s->acc);
     }
-    rc = s3d_st_index_build(names, shard_of, n, total, generation, &index);
+    for (uint32_t k = 0; rc == 0 && k < s->nshards; k++)
+        sharded_record(s, k);
+    for (uint32_t k = 0; k < s->nshards; k++)
+        free(uris[k]);
+    free(uris);
+    return rc;
+}
+
+/* The shards one after the other (files, one shard, or a level of one). */
+static int shards_in_turn(struct sharded *s)
+{
+    for (uint32_t k = 0; k < s->nshards; k++) {
+        size_t cnt = s->first[k + 1] - s->first[k];
+        int rc = s3d_st_shard_resolve(s->uri, s->mine.v[k], &s->path);
+        if (rc == 0)
+            rc = s3d_ckpt_write_one(s->c, s->dev, s->pool, s->path.data, s->t + s->first[k], cnt,
+                                    s->meta, s->n_meta, s->generation, s->base, &s->so);
+        if (rc < 0)
+            return rc;
+        sharded_record(s, k);
+        for (size_t i = s->first[k]; i < s->first[k + 1]; i++)
+            s->acc.base += s->t[i].nbytes;
+    }
+    return 0;
+}
+
+/* The index replaces the old checkpoint's, whole; then the old shards go. 1: failed before
+ * the commit point (this save's shards are to be removed); 0 or < 0 past it. */
+static int index_swap(struct sharded *s, int *before_commit)
+{
+    struct s3d_dynbuf index;
+    struct s3d_write_options so = *s->o;
+    struct names old = {0};
+    int rc, folder_fd = -1;
+
+    *before_commit = 1;
+    s3d_dynbuf_init(&index, S3D_ST_INDEX_MAX);
+    rc = s3d_st_index_build(s->names, s->shard_of, s->n, s->total, s->generation, &index);
     if (rc < 0)
-        goto fail_shards;
-    folder_fd = lock_folder(uri);
-    index_in_place(c, uri, &old, NULL);
+        goto out;
+    folder_fd = lock_folder(s->uri);
+    index_in_place(s->c, s->uri, &old, NULL);
     /* The commit point. A cancel up to here removes this save's shards. The index write
      * itself is not cancelled: stopped midway, a PutObject may still land on the server
      * unanswered, and the save could then report neither outcome truly. */
-    if (o->cancel != NULL && s3d_cancel_requested(o->cancel)) {
-        rc = s3d_fail(S3D_ECANCELED, "save of %s canceled before its index", uri);
-        goto fail_shards;
+    if (s->o->cancel != NULL && s3d_cancel_requested(s->o->cancel)) {
+        rc = s3d_fail(S3D_ECANCELED, "save of %s canceled before its index", s->uri);
+        goto out;
     }
-    so = *o;
+    *before_commit = 0;
     so.cancel = NULL;
-    /* The new checkpoint replaces the old one here, whole. A failure leaves this save's shards
-     * (the index may have reached the server although the answer did not: they are not
-     * removed); a later save sweeps them when stale. */
-    rc = s3d_ckpt_write_small(c, dev, uri, index.data, index.len, &so);
+    /* A failure leaves this save's shards (the index may have reached the server although the
+     * answer did not: they are not removed); a later save sweeps them when stale. */
+    rc = s3d_ckpt_write_small(s->c, s->dev, s->uri, index.data, index.len, &so);
     unlock_folder(&folder_fd);
     if (rc < 0)
         goto out;
-    S3D_DELTA_ADD(&base->bytes_total, (uint64_t)index.len);
-    S3D_DELTA_ADD(&base->bytes_sent, (uint64_t)index.len);
+    S3D_DELTA_ADD(&s->base->bytes_total, (uint64_t)index.len);
+    S3D_DELTA_ADD(&s->base->bytes_sent, (uint64_t)index.len);
     for (size_t i = 0; i < old.n;) {
-        if (names_has(&mine, old.v[i])) { /* cannot be (the token is new); never remove it */
+        if (names_has(&s->mine, old.v[i])) { /* cannot be (the token is new); never remove it */
             free(old.v[i]);
             old.v[i] = old.v[--old.n];
         } else {
             i++;
         }
     }
-    remove_shards(c, uri, &old);
-    sweep_stale(c, uri, &mine);
-    remove_if_replaced(c, uri, generation, &mine);
-    goto out;
-
-fail_shards : {
-    /* No index names this save's shards: remove those written, keeping the error. */
+    remove_shards(s->c, s->uri, &old);
+    sweep_stale(s->c, s->uri, &s->mine);
+    remove_if_replaced(s->c, s->uri, s->generation, &s->mine);
+out:
     unlock_folder(&folder_fd);
+    names_free(&old);
+    s3d_dynbuf_free(&index);
+    return rc;
+}
+
+/* After a failure (rc) before the commit point: no index names this save's shards; those
+ * written are removed, and rc comes back with its error detail kept. */
+static int remove_own_shards(struct sharded *s, int rc)
+{
     struct s3d_err_record *err = malloc(sizeof(*err));
     if (err != NULL)
         s3d_err_save(err, rc);
-    remove_shards(c, uri, &mine);
+    remove_shards(s->c, s->uri, &s->mine);
     if (err != NULL)
         rc = s3d_err_restore(err);
     free(err);
+    return rc;
 }
+
+int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
+                           const char *uri, const struct s3d_tensor_src *t, size_t n,
+                           const struct s3d_metadata_entry *meta, size_t n_meta,
+                           struct s3d_ckpt_base *base, const struct s3d_write_options *o)
+{
+    struct sharded s = {.c = c,
+                        .dev = dev,
+                        .pool = pool,
+                        .uri = uri,
+                        .t = t,
+                        .n = n,
+                        .meta = meta,
+                        .n_meta = n_meta,
+                        .base = base,
+                        .o = o,
+                        .acc = {.fn = o->progress, .user = o->progress_user}};
+    struct s3d_dynbuf name;
+    char token[S3D_ST_SHARD_TOKEN_LEN + 1];
+    uint32_t nthreads = 0;
+    int rc = 0, before_commit = 1;
+
+    new_generation(s.generation, token);
+    s3d_dynbuf_init(&name, 4096);
+    s3d_dynbuf_init(&s.path, 8192);
+    s.first = s3d_calloc(n + 1, sizeof(*s.first));
+    s.names = s3d_calloc(n, sizeof(*s.names));
+    s.shard_of = s3d_calloc(n, sizeof(*s.shard_of));
+    if (s.first == NULL || s.names == NULL || s.shard_of == NULL) {
+        rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+        goto out;
+    }
+    s.nshards = s3d_shard_partition(t, n, o->max_shard_size, s.first, &s.total);
+    for (uint32_t k = 0; rc == 0 && k < s.nshards; k++) {
+        rc = s3d_st_shard_name_tok(uri, token, k + 1, s.nshards, &name);
+        if (rc == 0)
+            rc = names_push(&s.mine, name.data, name.len);
+    }
+    if (rc < 0)
+        goto out;
+    s.acc.total = s.total;
+    s.so = *o;
+    s.so.progress = o->progress ? s3d_progress_acc_cb : NULL;
+    s.so.progress_user = &s.acc;
+    if (strncmp(uri, "s3://", 5) == 0 && s.nshards > 1 &&
+        (nthreads = par_threads(c, pool, s.nshards, o->max_shard_size)) > 1)
+        rc = shards_parallel(&s, nthreads);
+    else
+        rc = shards_in_turn(&s);
+    if (rc == 0)
+        rc = index_swap(&s, &before_commit);
+    if (rc < 0 && before_commit)
+        rc = remove_own_shards(&s, rc);
 out:
-    if (uris != NULL)
-        for (uint32_t k = 0; k < nshards; k++)
-            free(uris[k]);
-    free(uris);
-    names_free(&mine);
-    names_free(&old);
-    free(first);
-    free(names);
-    free(shard_of);
+    names_free(&s.mine);
+    free(s.first);
+    free(s.names);
+    free(s.shard_of);
     s3d_dynbuf_free(&name);
-    s3d_dynbuf_free(&path);
-    s3d_dynbuf_free(&index);
+    s3d_dynbuf_free(&s.path);
     return rc;
 }

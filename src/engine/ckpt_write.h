@@ -6,6 +6,7 @@
 #define S3D_ENGINE_CKPT_WRITE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/compiler.h"
 #include "s3direct/checkpoint.h"
@@ -31,7 +32,17 @@ S3D_NODISCARD int s3d_ckpt_write_small(struct s3d_client *c, struct s3d_device *
                                        const char *uri, const char *data, size_t len,
                                        const struct s3d_write_options *o);
 
-/* The sharded save (ckpt_shards.c): o->max_shard_size > 0, uri ends in the index suffix. */
+/* A sharded save's partition (pure): greedy, in order, a shard closes when the next tensor
+ * would push it over max_bytes; a tensor bigger than max_bytes gets a shard of its own; no
+ * tensor at all is one empty shard. Fills first[0..k] (shard j = tensors [first[j],
+ * first[j+1]); first holds n + 1 entries) and *total (the tensors' bytes); returns k, the
+ * number of shards (1 .. max(n, 1)). */
+uint32_t s3d_shard_partition(const struct s3d_tensor_src *t, size_t n, uint64_t max_bytes,
+                             size_t *first, uint64_t *total);
+
+/* The sharded save (ckpt_shards.c): o->max_shard_size > 0, uri ends in the index suffix:
+ * partition (s3d_shard_partition), the shards written (several at once to S3: fanout.h),
+ * then the index swapped in. */
 S3D_NODISCARD int s3d_ckpt_write_sharded(struct s3d_client *c, struct s3d_device *dev,
                                          struct s3d_pool *pool, const char *uri,
                                          const struct s3d_tensor_src *t, size_t n,

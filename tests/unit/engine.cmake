@@ -3,6 +3,7 @@
 s3d_test(test_ckpt_plan unit/test_ckpt_plan.c)
 s3d_test(test_delta_plan unit/test_delta_plan.c)
 s3d_test(test_fanout unit/test_fanout.c)
+s3d_test(test_shard_partition unit/test_shard_partition.c)
 s3d_test(test_ckpt_local integ/test_ckpt_local.c integ/ckpt_util.c)
 s3d_test(test_ckpt_file_paths integ/test_ckpt_file_paths.c integ/ckpt_util.c)
 s3d_test(test_ckpt_replaced_local integ/test_ckpt_replaced_local.c integ/ckpt_util.c)
