@@ -24,6 +24,7 @@ set(S3D_ENGINE_SOURCES
   src/engine/ckpt_open.c
   src/engine/ckpt_read.c
   src/engine/ckpt_write.c
+  src/engine/api_ckpt_write.c
   src/engine/ckpt_shards.c
   src/engine/fanout.c
   src/engine/ckpt_delta.c
