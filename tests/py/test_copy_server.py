@@ -319,3 +319,17 @@ def test_small_objects_still_stream(s3_env, bucket, boto3_client, counter):
     assert relay.copies == 0
     got = boto3_client.get_object(Bucket=bucket, Key="t.bin")
     assert got["Body"].read() == body and "-" not in got["ETag"]
+
+
+def test_a_slow_part_copy_is_not_taken_for_a_stall(s3_env, bucket, boto3_client, counter):
+    """No byte flows while the server copies a part (up to 5 GiB: minutes): the stall
+    detection (low_speed_time_s, here 1 s) must not end and resend that request. The relay
+    holds the UploadPartCopy 3 s before the server gets it."""
+    body = data(SIZE, seed=19)
+    boto3_client.put_object(Bucket=bucket, Key="src.bin", Body=body)
+    relay = counter(copy_delay=3.0)
+    c = s3direct.Client(endpoint_url=relay.url, part_size=8 * MiB, low_speed_time_s=1)
+    c.copy_object(bucket, "src.bin", bucket, "dst.bin")
+    assert relay.copies == 1  # not resent
+    assert relay.total < 64 << 10, (relay.up, relay.down)
+    assert boto3_client.get_object(Bucket=bucket, Key="dst.bin")["Body"].read() == body
