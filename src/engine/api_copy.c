@@ -1,12 +1,13 @@
 /* api_copy.c - s3d_copy_object (transfer.h): an object copied to another key.
  *
  * From the multipart threshold on, the server copies it (server_copy): UploadPartCopy parts
- * into a multipart upload, proved by MD5 ETags before CompleteMultipartUpload (the rules, and
- * when the copy goes through the client instead: docs/internals/engine.md, "Server-side
- * copies"). Through the client, a copy holds at most s3d_client_buffers() slots of part_size
- * bytes (the fixed concurrency, or what staging_bytes holds while it adapts), fetched a window
- * at a time and handed out as the parts of the upload; below the multipart threshold one
- * buffer of the object's size. */
+ * into a multipart upload, at the source's part boundaries (told by the server, or guessed
+ * from its ETag's part count: ss_guess_parts), proved by MD5 ETags before
+ * CompleteMultipartUpload (the rules, and when the copy goes through the client instead:
+ * docs/internals/engine.md, "Server-side copies"). Through the client, a copy holds at most
+ * s3d_client_buffers() slots of part_size bytes (the fixed concurrency, or what staging_bytes
+ * holds while it adapts), fetched a window at a time and handed out as the parts of the
+ * upload; below the multipart threshold one buffer of the object's size. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
