@@ -272,59 +272,12 @@ static int ss_learn_parts(struct s3d_client *c, struct ss_copy *x, uint64_t size
     return 0;
 }
 
-/* ---- part sizes guessed from the ETag's part count ---------------------------------------- */
-
-#define MIB          (1ull << 20)
-#define AWS_CLI_PART (8ull << 20) /* the AWS CLI's (s3transfer's) and s3direct's default */
-
-/* 1 when an upload in parts of p bytes (the last one 1..p) makes n parts of size bytes:
- * ceil(size / p) == n, and p a part size S3 takes (5 MiB at least unless n is 1). */
-static int part_fits(uint64_t p, uint64_t size, uint32_t n)
-{
-    if (p == 0 || p > S3D_MAX_PART_SIZE || (n > 1 && p < S3D_MIN_PART_SIZE))
-        return 0;
-    return (size + p - 1) / p == n;
-}
-
-/* The AWS CLI's part size for size bytes: 8 MiB, doubled while that makes over 10,000 parts
- * (s3transfer's ChunksizeAdjuster). */
-static uint64_t aws_cli_part(uint64_t size)
-{
-    uint64_t p = AWS_CLI_PART;
-    while ((size + p - 1) / p > S3D_MAX_PARTS)
-        p *= 2;
-    return p;
-}
-
-/* The one part size worth a copy for a source of size bytes in n > 1 parts whose sizes the
- * server does not tell, or 0: the first that fits of s3direct's rule for this client's
- * part_size (s3d_upload_part_size, which grows for big objects), the same rule for 8 MiB, the
- * AWS CLI's; else the MiB multiple that fits when exactly one does. Only one: a wrong guess
- * costs a whole copy on the server before the ETag check rejects it (docs/internals/engine.md,
- * "Server-side copies"). */
-static uint64_t guess_part_size(uint64_t size, uint32_t n, uint64_t part_size)
-{
-    const uint64_t known[3] = {s3d_upload_part_size(part_size, size),
-                               s3d_upload_part_size(AWS_CLI_PART, size), aws_cli_part(size)};
-    uint64_t lo, hi;
-    for (size_t k = 0; k < 3; k++)
-        if (part_fits(known[k], size, n))
-            return known[k];
-    if (n < 2 || size < n)
-        return 0;
-    /* ceil(size / p) == n: size / n <= p < size / (n - 1) */
-    lo = S3D_MAX((size + n - 1) / n, S3D_MIN_PART_SIZE);
-    hi = (size - 1) / (n - 1);
-    lo = (lo + MIB - 1) / MIB;
-    hi /= MIB;
-    return lo == hi && part_fits(lo * MIB, size, n) ? lo * MIB : 0;
-}
-
-/* After SS_UNTOLD: x's parts guessed (x->guess; the reason kept in x->untold), or
- * SS_FALLBACK with why not in x->why. */
+/* After SS_UNTOLD: x's parts guessed from the ETag's part count (s3d_guess_part_size: one
+ * guess, as a wrong one costs a whole copy on the server before the ETag check rejects it;
+ * x->guess, the reason kept in x->untold), or SS_FALLBACK with why not in x->why. */
 static int ss_guess_parts(struct ss_copy *x, uint64_t size, uint64_t part_size)
 {
-    const uint64_t p = guess_part_size(size, x->n, part_size);
+    const uint64_t p = s3d_guess_part_size(size, x->n, part_size);
     snprintf(x->untold, sizeof(x->untold), "%.299s", x->why);
     if (p == 0) {
         snprintf(x->why, sizeof(x->why),
