@@ -1,12 +1,13 @@
 /* api_copy.c - s3d_copy_object (transfer.h): an object copied to another key.
  *
  * From the multipart threshold on, the server copies it (server_copy): UploadPartCopy parts
- * into a multipart upload, proved by MD5 ETags before CompleteMultipartUpload (the rules, and
- * when the copy goes through the client instead: docs/internals/engine.md, "Server-side
- * copies"). Through the client, a copy holds at most s3d_client_buffers() slots of part_size
- * bytes (the fixed concurrency, or what staging_bytes holds while it adapts), fetched a window
- * at a time and handed out as the parts of the upload; below the multipart threshold one
- * buffer of the object's size. */
+ * into a multipart upload, at the source's part boundaries (told by the server, or guessed
+ * from its ETag's part count: ss_guess_parts), proved by MD5 ETags before
+ * CompleteMultipartUpload (the rules, and when the copy goes through the client instead:
+ * docs/internals/engine.md, "Server-side copies"). Through the client, a copy holds at most
+ * s3d_client_buffers() slots of part_size bytes (the fixed concurrency, or what staging_bytes
+ * holds while it adapts), fetched a window at a time and handed out as the parts of the
+ * upload; below the multipart threshold one buffer of the object's size. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,8 @@ static int copy_multipart(struct s3d_client *c, const char *src_bucket, const ch
 /* What s3d_copy_object does when a server-side copy cannot prove its bytes (or the server
  * will not copy): the copy goes through the client instead, which checks them itself. */
 #define SS_FALLBACK 1
+/* ss_learn_parts: the server does not tell the source's part sizes (why in x->why). */
+#define SS_UNTOLD 2
 
 /* A server-side copy: the source's parts (their byte lengths) copied as the same parts. */
 struct ss_copy {
@@ -150,8 +153,11 @@ struct ss_copy {
     const char *copy_source;
     uint64_t *lens;
     uint32_t n, next;
+    int single;     /* a single-part source: its one part's ETag must be the source's */
+    uint64_t guess; /* the part size guessed from the ETag (ss_guess_parts); 0 = none */
     uint64_t next_off;
-    char why[400]; /* the reason to go through the client instead ("" = none) */
+    char why[400];    /* the reason to go through the client instead ("" = none) */
+    char untold[300]; /* with guess: why the server's part sizes are not known */
 };
 
 static int ss_next(void *ctx, struct s3d_put_part *p)
@@ -208,7 +214,7 @@ static int ss_check(void *ctx, const struct s3d_put_part *p, const char *etag, c
                  p->part_number, etag);
         return s3d_fail(S3D_EPROTO, "%s", x->why);
     }
-    if (x->n == 1 && !s3d_op_etag_same(etag, x->etag))
+    if (x->single && !s3d_op_etag_same(etag, x->etag))
         return s3d_fail(S3D_ECHANGED,
                         "copy of s3://%s/%s to s3://%s/%s: the server copied bytes with ETag "
                         "%s, but the source's is %s: the source was replaced during the copy; "
@@ -217,9 +223,10 @@ static int ss_check(void *ctx, const struct s3d_put_part *p, const char *etag, c
     return 0;
 }
 
-/* The source's part lengths into x (HEAD ?partNumber=k, one after another), or why not:
- * SS_FALLBACK with x->why set. A server that refuses partNumber (400, 416, 501) is one that
- * does not tell them; other errors fail the copy. */
+/* The source's part lengths into x (HEAD ?partNumber=k, one after another), or why not, in
+ * x->why: SS_UNTOLD for a server that does not tell them (refuses partNumber with 400, 416 or
+ * 501, or answers without the part count: Ceph RGW 16), SS_FALLBACK for sizes a copy cannot
+ * use; other errors fail the copy. */
 static int ss_learn_parts(struct s3d_client *c, struct ss_copy *x, uint64_t size,
                           struct s3d_cancel *cancel)
 {
@@ -238,14 +245,14 @@ static int ss_learn_parts(struct s3d_client *c, struct ss_copy *x, uint64_t size
             if (e.http_status != 400 && e.http_status != 416 && e.http_status != 501)
                 return rc;
             snprintf(x->why, sizeof(x->why), "HEAD ?partNumber=%u was refused: %s", k, e.message);
-            return SS_FALLBACK;
+            return SS_UNTOLD;
         }
         if (count != x->n) {
             snprintf(x->why, sizeof(x->why),
                      "the server does not tell the source's part sizes (HEAD ?partNumber=%u "
                      "answered x-amz-mp-parts-count %u, the ETag says %u)",
                      k, count, x->n);
-            return SS_FALLBACK;
+            return SS_UNTOLD;
         }
         if (k < x->n && len < S3D_MIN_PART_SIZE) {
             snprintf(x->why, sizeof(x->why),
@@ -265,6 +272,27 @@ static int ss_learn_parts(struct s3d_client *c, struct ss_copy *x, uint64_t size
     return 0;
 }
 
+/* After SS_UNTOLD: x's parts guessed from the ETag's part count (s3d_guess_part_size: one
+ * guess, as a wrong one costs a whole copy on the server before the ETag check rejects it;
+ * x->guess, the reason kept in x->untold), or SS_FALLBACK with why not in x->why. */
+static int ss_guess_parts(struct ss_copy *x, uint64_t size, uint64_t part_size)
+{
+    const uint64_t p = s3d_guess_part_size(size, x->n, part_size);
+    snprintf(x->untold, sizeof(x->untold), "%.299s", x->why);
+    if (p == 0) {
+        snprintf(x->why, sizeof(x->why),
+                 "%.280s, and no usual part size (s3direct's, the AWS CLI's, or the only MiB "
+                 "multiple that fits) cuts its %" PRIu64 " bytes into %u parts",
+                 x->untold, size, x->n);
+        return SS_FALLBACK;
+    }
+    for (uint32_t k = 0; k < x->n; k++)
+        x->lens[k] = k + 1 < x->n ? p : size - (uint64_t)(x->n - 1) * p;
+    x->guess = p;
+    x->why[0] = '\0';
+    return 0;
+}
+
 /* What the copy's parts must combine to, into expect (80 bytes): a multipart source's own
  * ETag; for a single-part source, the ETag of a one-part upload of its bytes (the MD5 of its
  * MD5, "-1"). */
@@ -281,12 +309,30 @@ static void ss_expect_etag(const struct ss_copy *x, uint32_t shape, char expect[
         expect[0] = '\0';
 }
 
+/* After the upload ran with rc < 0: SS_FALLBACK, the reason in x->why, when the server
+ * refused the copy (ss_check set it) or the guessed parts made another ETag than the
+ * source's (made, the upload aborted); else rc. */
+static int ss_failed(struct ss_copy *x, const char *made, int rc)
+{
+    if (x->why[0] != '\0')
+        return SS_FALLBACK;
+    if (x->guess == 0 || made[0] == '\0')
+        return rc;
+    snprintf(x->why, sizeof(x->why),
+             "%.200s; the %u parts of %" PRIu64 " bytes guessed from its ETag are not its "
+             "parts: copied, they make ETag %s, not the source's %s (the upload was aborted)",
+             x->untold, x->n, x->guess, made, x->etag);
+    return SS_FALLBACK;
+}
+
 /* The copy made by the server: 0, a failure (recorded), or SS_FALLBACK with the reason in
- * why (nothing written, no upload left). */
+ * why (nothing written, no upload left). part_size: the client's, for a guess of the
+ * source's parts (ss_guess_parts). */
 static int server_copy(struct s3d_client *c, const char *src_bucket, const char *src_key,
                        const char *dst_bucket, const char *dst_key,
                        const struct s3d_object_info *info, const struct s3d_want_crc *want,
-                       const struct s3d_put_options *po0, char *why, size_t why_cap)
+                       const struct s3d_put_options *po0, uint64_t part_size, char *why,
+                       size_t why_cap)
 {
     struct ss_copy x = {.src_bucket = src_bucket,
                         .src_key = src_key,
@@ -296,7 +342,7 @@ static int server_copy(struct s3d_client *c, const char *src_bucket, const char 
     const struct s3d_put_hooks h = {.next = ss_next, .check_copy = ss_check, .ctx = &x};
     struct s3d_put_options po = *po0;
     struct s3d_dynbuf src;
-    char expect[80];
+    char expect[80], made[80] = "";
     uint32_t parts = 0;
     const uint32_t shape = (uint32_t)s3d_op_etag_shape(info->etag, &parts);
     int rc;
@@ -313,11 +359,14 @@ static int server_copy(struct s3d_client *c, const char *src_bucket, const char 
         return SS_FALLBACK;
     }
     x.n = shape == 2 ? parts : 1;
+    x.single = shape == 1;
     x.lens = calloc(x.n, sizeof(*x.lens));
     if (x.lens == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory");
-    x.lens[0] = info->size;
-    rc = shape == 2 ? ss_learn_parts(c, &x, info->size, po.cancel) : 0;
+    x.lens[0] = info->size; /* also a multipart source of one part: nothing to learn */
+    rc = x.n > 1 ? ss_learn_parts(c, &x, info->size, po.cancel) : 0;
+    if (rc == SS_UNTOLD)
+        rc = ss_guess_parts(&x, info->size, part_size);
     s3d_dynbuf_init(&src, 8192);
     if (rc == 0)
         rc = s3d_op_copy_source(&src, src_bucket, src_key);
@@ -325,11 +374,16 @@ static int server_copy(struct s3d_client *c, const char *src_bucket, const char 
         x.copy_source = src.data;
         ss_expect_etag(&x, shape, expect);
         po.expect_etag = expect;
+        po.made_etag = made;
         po.expect_crc32c = NULL;
         po.object_crc32c = want->b64; /* "" when the source's is not known: no tag */
         rc = s3d_xfer_put_multipart(c, dst_bucket, dst_key, &h, &po);
-        if (rc < 0 && x.why[0] != '\0')
-            rc = SS_FALLBACK;
+        if (rc < 0)
+            rc = ss_failed(&x, made, rc);
+        else if (x.guess != 0)
+            S3D_DEBUG("copy of s3://%s/%s: %u parts of %" PRIu64 " bytes guessed from the ETag "
+                      "(%s), proved by it",
+                      src_bucket, src_key, x.n, x.guess, x.untold);
     }
     if (rc == SS_FALLBACK)
         snprintf(why, why_cap, "%s", x.why);
@@ -371,8 +425,8 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
     po.expect_crc32c = want.b64;
     if (info.size < c->multipart_threshold || info.size == 0)
         return copy_single(c, src_bucket, src_key, dst_bucket, dst_key, &info, &want, &po);
-    rc = server_copy(c, src_bucket, src_key, dst_bucket, dst_key, &info, &want, &po, why,
-                     sizeof(why));
+    rc = server_copy(c, src_bucket, src_key, dst_bucket, dst_key, &info, &want, &po, o.part_size,
+                     why, sizeof(why));
     if (rc != SS_FALLBACK)
         return rc;
     S3D_INFO("copy of s3://%s/%s to s3://%s/%s goes through the client: %s", src_bucket, src_key,

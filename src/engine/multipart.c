@@ -85,9 +85,9 @@ static int err_restore_none_open(const struct s3d_err_record *s, const char *upl
 /* After the failure rc (recorded): aborts the upload, so that the object at the key stays
  * what it was, and keeps rc's detail as the last error; when the abort fails too, the error
  * says the upload is left open (err_restore_left_open), or that none is, when the server
- * knows no such upload (err_restore_none_open). */
-static void abort_upload(struct s3d_client *c, const char *bucket, const char *key,
-                         const char *upload_id, int rc)
+ * knows no such upload (err_restore_none_open). Returns the abort's result (0 = aborted). */
+static int abort_upload(struct s3d_client *c, const char *bucket, const char *key,
+                        const char *upload_id, int rc)
 {
     struct s3d_err_record *se = malloc(sizeof(*se));
     int arc;
@@ -118,6 +118,7 @@ static void abort_upload(struct s3d_client *c, const char *bucket, const char *k
         s3d_ignore_rc(s3d_err_restore(se)); /* the detail is back; the caller returns rc */
         free(se);
     }
+    return arc;
 }
 
 int s3d_multipart_create(struct s3d_client *c, const char *bucket, const char *key,
@@ -133,11 +134,10 @@ int s3d_multipart_create(struct s3d_client *c, const char *bucket, const char *k
 /* 0 when the sorted parts combine to the ETag expected (a server-side copy's source's), else
  * S3D_ECHANGED (recorded). */
 static int check_etag(const char *bucket, const char *key, const struct s3d_op_part *parts,
-                      size_t n, const char *expect)
+                      size_t n, const char *expect, char got[80])
 {
-    char got[80];
     if (s3d_op_multipart_etag(parts, n, got) < 0)
-        snprintf(got, sizeof(got), "(none: a part's ETag is not an MD5)");
+        snprintf(got, 80, "(none: a part's ETag is not an MD5)");
     else if (s3d_op_etag_same(got, expect))
         return 0;
     return s3d_fail(S3D_ECHANGED,
@@ -153,18 +153,22 @@ int s3d_multipart_finish(struct s3d_client *c, const char *bucket, const char *k
 {
     const char *expect_etag = o != NULL && o->expect_etag != NULL ? o->expect_etag : "";
     const char *own = o != NULL ? o->object_crc32c : NULL;
-    char etag[80] = "";
+    char etag[80] = "", made[80] = "";
+    int mismatch = 0;
     if (rc == 0) {
         qsort(parts, n, sizeof(*parts), part_cmp);
         if (own == NULL)
             rc = s3d_own_check_expected(bucket, key, parts, n, o ? o->expect_crc32c : NULL);
     }
-    if (rc == 0 && expect_etag[0] != '\0')
-        rc = check_etag(bucket, key, parts, n, expect_etag);
+    if (rc == 0 && expect_etag[0] != '\0') {
+        rc = check_etag(bucket, key, parts, n, expect_etag, made);
+        mismatch = rc < 0;
+    }
     if (rc == 0)
         rc = s3d_op_complete_multipart(&c->s3, bucket, key, upload_id, parts, n, etag);
     if (rc < 0) {
-        abort_upload(c, bucket, key, upload_id, rc);
+        if (abort_upload(c, bucket, key, upload_id, rc) == 0 && mismatch && o->made_etag != NULL)
+            snprintf(o->made_etag, 80, "%s", made);
         return rc;
     }
     if (expect_etag[0] != '\0' && etag[0] != '\0' && !s3d_op_etag_same(etag, expect_etag))

@@ -29,7 +29,9 @@ S3D_NODISCARD int s3d_multipart_create(struct s3d_client *c, const char *bucket,
  * expect_etag too. Once complete, the object gets its CRC-32C tag (s3d_own_tag; o's
  * object_crc32c when set). On any failure before Complete, rc's or these steps', the upload
  * is aborted, so the key keeps its previous object, and the first error is kept as the last
- * error with what the abort tells (still open, or none open). o may be NULL (no checks).
+ * error with what the abort tells (still open, or none open); o's made_etag gets the ETag
+ * the parts made when it was not expect_etag and the abort left none open. o may be NULL (no
+ * checks).
  * Returns rc, or the error of a step that failed. */
 S3D_NODISCARD int s3d_multipart_finish(struct s3d_client *c, const char *bucket, const char *key,
                                        const char *upload_id, struct s3d_op_part *parts, size_t n,

@@ -1,5 +1,6 @@
 /* part_size.h - the part size of a multipart upload, one rule for every upload: the byte
- * transfers (api_transfer.c, api_upload_stream.c) and checkpoint saves (ckpt_write.c).
+ * transfers (api_transfer.c, api_upload_stream.c) and checkpoint saves (ckpt_write.c); and
+ * the part size of another's upload guessed from its part count (server-side copies).
  *
  * S3's limits (s3/limits.h): every part but the last at least S3D_MIN_PART_SIZE (5 MiB), at
  * most S3D_MAX_PARTS (10,000) parts. Pure function, tested as a table (test_part_size). */
@@ -23,5 +24,13 @@ uint64_t s3d_upload_part_size(uint64_t wanted, uint64_t total);
 /* The range size for a download of len bytes: len / S3D_DL_MIN_RANGES rounded up to 256 KiB,
  * at least S3D_DL_MIN_RANGE, at most part_size (0 = no cap). */
 uint64_t s3d_download_range_size(uint64_t part_size, uint64_t len);
+
+/* The part size of an upload of size bytes in n parts, every one but the last of that size,
+ * when it is a likely one, else 0 (also for n < 2): the first that fits (ceil(size / p) == n,
+ * 5 MiB..5 GiB) of s3d_upload_part_size(part_size, size) (s3direct's uploads with that
+ * part_size), s3d_upload_part_size(8 MiB, size) (its default), the AWS CLI's 8 MiB doubled
+ * while over 10,000 parts; else the MiB multiple that fits when exactly one does. One answer:
+ * a server-side copy (api_copy.c) pays a whole copy for each wrong guess. */
+uint64_t s3d_guess_part_size(uint64_t size, uint32_t n, uint64_t part_size);
 
 #endif

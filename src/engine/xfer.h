@@ -201,6 +201,11 @@ struct s3d_put_options {
      * aborted; after it, Complete's answer must show it when it carries one, else
      * S3D_ECHANGED (the object is in place, untagged). */
     const char *expect_etag;
+    /* Multipart, with expect_etag: NULL, or 80 bytes that receive the ETag the parts made
+     * when it was not expect_etag and the upload was aborted, none left open (untouched
+     * otherwise): a producer that guessed the parts' boundaries (api_copy.c) learns that the
+     * guess failed, and that it may copy another way. */
+    char *made_etag;
 };
 
 /* Uploads one object as a multipart upload fed by hooks: CreateMultipartUpload, UploadPart for

@@ -402,6 +402,19 @@ void s3d_sockset_free(struct s3d_sockset *s)
     memset(s, 0, sizeof(*s));
 }
 
+/* The limit on the whole request (0 = none): req's timeout_ms, or less for a quiet request
+ * (quiet_len, http.h). */
+static long whole_timeout_ms(const struct s3d_http_req *req, const struct s3d_http_conf *conf)
+{
+    /* the stall window; 30 s (S3D_DEFAULT_LOW_SPEED_TIME_S) where the conf has none */
+    const uint64_t window_s = conf->low_speed_time_s > 0 ? (uint64_t)conf->low_speed_time_s : 30;
+    uint64_t ms;
+    if (req->quiet_len == 0)
+        return req->timeout_ms;
+    ms = window_s * 1000 + req->quiet_len * 1000 / S3D_HTTP_QUIET_RATE;
+    return req->timeout_ms > 0 && (uint64_t)req->timeout_ms < ms ? req->timeout_ms : (long)ms;
+}
+
 #define SETOPT(opt, val)                                                                           \
     do {                                                                                           \
         if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
@@ -443,12 +456,12 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
         SETOPT(CURLOPT_SHARE, conf->share);
     if (conf->connect_timeout_ms > 0)
         SETOPT(CURLOPT_CONNECTTIMEOUT_MS, conf->connect_timeout_ms);
-    if (conf->low_speed_limit > 0 && conf->low_speed_time_s > 0) {
+    if (conf->low_speed_limit > 0 && conf->low_speed_time_s > 0 && req->quiet_len == 0) {
         SETOPT(CURLOPT_LOW_SPEED_LIMIT, conf->low_speed_limit);
         SETOPT(CURLOPT_LOW_SPEED_TIME, conf->low_speed_time_s);
     }
-    if (req->timeout_ms > 0)
-        SETOPT(CURLOPT_TIMEOUT_MS, req->timeout_ms);
+    if (whole_timeout_ms(req, conf) > 0)
+        SETOPT(CURLOPT_TIMEOUT_MS, whole_timeout_ms(req, conf));
     if (conf->buffer_size > 0)
         SETOPT(CURLOPT_BUFFERSIZE, conf->buffer_size);
     if (conf->no_verify_ssl) {

@@ -84,6 +84,11 @@ struct s3d_http_req {
     size_t body_max;   /* cap of resp.body for a 2xx body without dst;
                           0 = S3D_XML_MAX_BODY */
     long timeout_ms;   /* whole request; 0 = none */
+    /* > 0: a request the server answers only when done with that many bytes, no byte
+     * flowing meanwhile (UploadPartCopy of a 5 GiB part: minutes): no stall detection (it
+     * would end, and resend, a copy in progress) but a limit on the whole request, the conf's
+     * stall window plus quiet_len at S3D_HTTP_QUIET_RATE, or timeout_ms when that is less. */
+    uint64_t quiet_len;
     /* Internal state. */
     int iov_idx;
     size_t iov_off;
@@ -93,6 +98,8 @@ struct s3d_http_req {
     char errbuf[CURL_ERROR_SIZE];
     struct s3d_http_resp resp;
 };
+
+#define S3D_HTTP_QUIET_RATE (1ull << 20) /* bytes/s, the slowest copy quiet_len allows */
 
 /* Prepares req (resets the response and the body cursor, keeps the caller's fields) and sets
  * every option on the easy handle e, which must be fresh or curl_easy_reset. Returns 0, or

@@ -139,6 +139,7 @@ void s3d_op_upload_part_copy_init(struct s3d_s3_op *op, const char *bucket, cons
                                   char *range_buf, const char *if_match)
 {
     s3d_op_init(op, "UploadPartCopy", "PUT", bucket, key);
+    op->req.quiet_len = length; /* no byte flows while the server copies: http.h */
     snprintf(number_buf, 12, "%u", part_number);
     s3d_s3_op_add_query(op, "partNumber", number_buf);
     s3d_s3_op_add_query(op, "uploadId", upload_id);

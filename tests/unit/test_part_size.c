@@ -1,5 +1,6 @@
 /* test_part_size.c - the one part-size rule of multipart uploads (engine/part_size.h), as a
- * table: byte uploads and checkpoint saves both use it. */
+ * table: byte uploads and checkpoint saves both use it; and the guess of another upload's
+ * part size from its part count (server-side copies). */
 #include "engine/client_impl.h"
 #include "engine/part_size.h"
 #include "testutil.h"
@@ -65,6 +66,37 @@ int main(void)
             if (got != dl[i].want)
                 fprintf(stderr, "download row %zu\n", i);
             CHECK_EQ_U64(got, dl[i].want);
+        }
+    }
+    /* Another's upload's part size guessed from its part count (server-side copies). */
+    {
+        const struct guess {
+            uint64_t size;
+            uint32_t n;
+            uint64_t part_size, want;
+        } g[] = {
+            {43 * MiB + 77, 6, 8 * MiB, 8 * MiB},     /* the AWS CLI's and s3direct's 8 MiB */
+            {31 * MiB, 6, 8 * MiB, 6 * MiB},          /* 6 MiB, the only MiB multiple */
+            {40 * MiB + 123457, 7, 8 * MiB, 6 * MiB}, /* fits, but uneven parts fail its check */
+            {30 * MiB, 3, 8 * MiB, 0},                /* 10..14 MiB fit: no guess */
+            {100 * GiB, 9310, 8 * MiB, 11 * MiB},     /* s3direct's rule, grown for 100 GiB */
+            {100 * GiB, 6400, 8 * MiB, 16 * MiB},     /* the AWS CLI's: 8 MiB doubled */
+            {1 * GiB, 16, 64 * MiB, 64 * MiB},        /* the client's part_size */
+            {1 * GiB, 16, 8 * MiB, 0},                /* 64..68 MiB fit: no guess */
+            {40 * MiB, 5, 8 * MiB, 8 * MiB},          /* 8 and 9 MiB fit: the usual first */
+            {25 * MiB + 100, 6, 8 * MiB, 5 * MiB},    /* the 5 MiB minimum */
+            {10 * MiB, 5, 8 * MiB, 0},                /* parts under 5 MiB: none */
+            {5 * TiB, 2, 8 * MiB, 0},                 /* parts over 5 GiB: none */
+            {40 * MiB, 1, 8 * MiB, 0},                /* one part: nothing to guess */
+            {40 * MiB, 0, 8 * MiB, 0},
+        };
+        for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++) {
+            uint64_t got = s3d_guess_part_size(g[i].size, g[i].n, g[i].part_size);
+            if (got != g[i].want)
+                fprintf(stderr, "guess row %zu\n", i);
+            CHECK_EQ_U64(got, g[i].want);
+            if (got != 0)
+                CHECK((g[i].size + got - 1) / got == g[i].n);
         }
     }
     printf("ok\n");
