@@ -1,6 +1,6 @@
 /* api_transfer_int.h - what the public byte transfers of transfer.h share (internal):
- * api_transfer.c (buffers, files, pipes) and api_copy.c (s3d_copy_object) check their
- * arguments and resolve their options the same way. Defined in api_transfer.c. */
+ * api_download.c, api_upload.c (buffers, files, pipes) and api_copy.c (s3d_copy_object) check
+ * their arguments and resolve their options the same way. Defined in api_transfer.c. */
 #ifndef S3D_ENGINE_API_TRANSFER_INT_H
 #define S3D_ENGINE_API_TRANSFER_INT_H
 
