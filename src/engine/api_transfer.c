@@ -1,6 +1,7 @@
 /* api_transfer.c - what the public byte transfers of transfer.h share (api_transfer_int.h):
- * their arguments checked and their options resolved against the client's, and the engine's
- * upload options built from them. The operations have one file each: downloads in
+ * their arguments checked, their settings resolved (argument, else the client's: one
+ * precedence, s3d_transfer_settings, which upload streams use too) and the engine's upload
+ * options built from them. The operations have one file each: downloads in
  * api_download.c, uploads in api_upload.c, copies in api_copy.c. */
 #include <inttypes.h>
 #include <string.h>
@@ -15,15 +16,24 @@
 #include "s3/uri.h"
 #include "s3direct/transfer.h"
 
+void s3d_transfer_settings(const struct s3d_client *c, const struct s3d_transfer_options *t,
+                           struct s3d_settings *out)
+{
+    out->max_conc = t->max_concurrency ? t->max_concurrency : c->max_concurrency;
+    out->part_size = t->part_size ? t->part_size : c->part_size;
+}
+
 int s3d_topts_resolve(struct s3d_client *c, const struct s3d_transfer_options *in, struct topts *o)
 {
     struct s3d_transfer_options t;
+    struct s3d_settings set;
     s3d_opts_copy(&t, sizeof(t), in);
+    s3d_transfer_settings(c, &t, &set);
     o->progress = t.progress;
     o->progress_user = t.progress_user;
     o->cancel = t.cancel;
-    o->max_conc = t.max_concurrency ? t.max_concurrency : c->max_concurrency;
-    o->part_size = t.part_size ? t.part_size : c->part_size;
+    o->max_conc = set.max_conc;
+    o->part_size = set.part_size;
     o->content_type = t.content_type;
     o->if_match = t.if_match;
     if (o->max_conc > S3D_MAX_CONCURRENCY)
