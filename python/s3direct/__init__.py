@@ -126,14 +126,15 @@ def library_version() -> str:
 
 
 if TYPE_CHECKING:  # the lazily imported tensor API, as type checkers should see it
-    from ._checkpoint import load, save, save_async
+    from ._checkpoint import load
     from ._into import load_into
     from ._safe_open import safe_open
+    from ._save import save, save_async
     from ._stream import LoadHandle, TensorStream, stream
     from .manager import CheckpointManager
 
-_TORCH_API = {"save": "._checkpoint", "load": "._checkpoint", "load_into": "._into",
-              "save_async": "._checkpoint", "safe_open": "._safe_open", "stream": "._stream",
+_TORCH_API = {"save": "._save", "load": "._checkpoint", "load_into": "._into",
+              "save_async": "._save", "safe_open": "._safe_open", "stream": "._stream",
               "TensorStream": "._stream", "LoadHandle": "._stream",
               "CheckpointManager": ".manager"}
 

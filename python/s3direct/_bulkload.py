@@ -25,8 +25,8 @@ from ._progress import ProgressArg
 
 
 class CheckpointReader(Protocol):
-    """What load_all needs of _checkpoint.CheckpointReader (declared here, not imported:
-    _checkpoint imports this module)."""
+    """What load_all needs of _reader.CheckpointReader (declared here, not imported:
+    _reader and _checkpoint import this module)."""
 
     uri: str
     _lib: Any

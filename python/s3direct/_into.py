@@ -1,6 +1,6 @@
 """load_into: a checkpoint read into existing tensors (modules, state dicts, optimizers), and
-the plan it shares with load_into(wait=False) (_stream.LoadHandle). Split from _checkpoint.py,
-which keeps saving, the reader and load()."""
+the plan it shares with load_into(wait=False) (_stream.LoadHandle). Beside _checkpoint.py
+(load()), _reader.py (CheckpointReader) and _save.py (save, save_async)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional
 import torch
 
 from . import _dtypes, _ranks, _tree, errors
-from ._checkpoint import CheckpointReader, _read, _shared, _tie_key, _tree_doc
+from ._checkpoint import _read, _shared
 from ._progress import ProgressArg
+from ._reader import CheckpointReader, _tree_doc
+from ._save import _tie_key
 from ._types import Dest, TensorEntry
 from ._uri import PathLike
 from .client import Client

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 
 class CheckpointReader(Protocol):
-    """What a Session needs of _checkpoint.CheckpointReader (declared here, not imported:
+    """What a Session needs of _reader.CheckpointReader (declared here, not imported:
     _checkpoint imports this module)."""
 
     uri: str

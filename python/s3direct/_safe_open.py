@@ -15,8 +15,9 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import torch
 
 from . import _dtypes, errors
-from ._checkpoint import CheckpointReader, _device
+from ._checkpoint import _device
 from ._progress import Combined, ProgressArg
+from ._reader import CheckpointReader
 from ._types import TensorEntry
 from .client import Client
 

@@ -25,17 +25,9 @@ import torch
 
 from . import _capi, _interrupt, _ranks, errors
 from ._bulkload import Dests, dest_device
-from ._checkpoint import (
-    CheckpointReader,
-    DeviceArg,
-    _cuda_streams,
-    _device,
-    _map_location,
-    _select,
-    _set_streams,
-    _shared,
-)
+from ._checkpoint import DeviceArg, _device, _map_location, _select, _shared
 from ._progress import Progress, ProgressArg
+from ._reader import CheckpointReader, _cuda_streams, _set_streams
 from ._types import TensorEntry
 from ._uri import PathLike
 from .client import Client

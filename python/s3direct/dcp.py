@@ -58,7 +58,7 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
 from torch.futures import Future
 
-from . import _checkpoint, _log, _ranks, _types, errors, streams
+from . import _log, _ranks, _reader, _save, _types, errors, streams
 from ._progress import Combined, ProgressArg
 from ._stats import SaveStats
 from ._uri import PathLike
@@ -320,7 +320,7 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         sd = plan.storage_data
         prefix = sd.prefix if sd is not None else f"__{self.rank or 0}_{self.save_id[:16]}_"
         results: list[WriteResult] = []
-        srcs: list[_checkpoint._Src] = []
+        srcs: list[_save._Src] = []
         tensor_obj = f"{prefix}0.safetensors"
         nbytes_items = 0
         for n, item in enumerate(plan.items):
@@ -336,7 +336,7 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
                 continue
             t = cast(torch.Tensor, planner.resolve_data(item))  # not BYTE_IO: a tensor
             tname = f"{n}:{item.index.fqn}"
-            src = _checkpoint._prepare(t, tname, (item.index.fqn,))
+            src = _save._prepare(t, tname, (item.index.fqn,))
             srcs.append(src)
             size = src.tensor.numel() * src.tensor.element_size()
             results.append(WriteResult(index=item.index, size_in_bytes=size,
@@ -345,10 +345,10 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         if srcs:
             uri = self.loc.join(tensor_obj)
             base = self._last_tensor_uri if self.incremental and self.checksum else None
-            self.last_stats = _checkpoint._write(
+            self.last_stats = _save._write(
                 resolve(self._client), uri, srcs, None, None, shard_size=None,
                 checksum=self.checksum, progress=self.progress,
-                cuda_stream=_checkpoint._cuda_stream(srcs), base=base)
+                cuda_stream=_save._cuda_stream(srcs), base=base)
             self._last_tensor_uri = uri
         fut: Future[list[WriteResult]] = Future()
         fut.set_result(results)
@@ -699,7 +699,7 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         and each (tensor, byte offset, byte length, destination) of ranges; returns what
         _commit needs for the items. Runs on any thread; never calls the planner."""
         uri = self.loc.join(rel)
-        with _checkpoint.CheckpointReader(uri, resolve(self._client)) as r:
+        with _reader.CheckpointReader(uri, resolve(self._client)) as r:
             dests: list[_types.Dest] = []
             post: list[tuple[ReadItem, torch.Tensor,
                              Optional[tuple[torch.Tensor, list[int], list[int]]]]] = []

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import torch
 
-from . import _checkpoint, _into, streams
+from . import _into, _save, streams
 from .client import Client
 
 _transformers: Any = importlib.import_module("transformers")
@@ -50,7 +50,7 @@ def save_pretrained(model: Any, uri: str, *, client: Optional[Client] = None,
     folder = _folder(uri)
     with streams.writer(folder + "config.json", client=client) as f:
         f.write(model.config.to_json_string().encode())
-    return _checkpoint.save(model.state_dict(), folder, shard_size=shard_size,
+    return _save.save(model.state_dict(), folder, shard_size=shard_size,
                             metadata={"format": "pt"}, client=client,
                             base=None if base is None else _folder(base))
 

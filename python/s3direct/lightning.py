@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, cast
 
 import torch
 
-from . import _checkpoint, _uri, errors, streams
+from . import _checkpoint, _save, _uri, errors, streams
 from ._uri import PathLike
 from .client import Client, resolve
 
@@ -206,7 +206,7 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
             if base is not None:
                 self._reading[base] = self._reading.get(base, 0) + 1
         try:
-            _checkpoint.save(state, uri, client=self._client(), allow_pickle=self.allow_pickle,
+            _save.save(state, uri, client=self._client(), allow_pickle=self.allow_pickle,
                              base=base, **opts)
             with self._bases:
                 self._last = _key(uri)

@@ -26,7 +26,7 @@ import shutil
 import threading
 from typing import Any, Dict, List, NamedTuple, Optional
 
-from . import _checkpoint, _into, _uri, errors
+from . import _checkpoint, _into, _save, _uri, errors
 from ._log import logger
 from ._progress import ProgressArg
 from ._stats import SaveStats
@@ -221,7 +221,7 @@ class CheckpointManager:
         uri = self.uri(step)
         self.wait_until_finished(raise_errors=False)
         self._make_dirs(step)
-        stats = _checkpoint.save(state, uri, shard_size=self.shard_size, metadata=metadata,
+        stats = _save.save(state, uri, shard_size=self.shard_size, metadata=metadata,
                                  progress=progress, client=self._client,
                                  allow_pickle=allow_pickle, base=self._base())
         self._prune(step)
@@ -247,7 +247,7 @@ class CheckpointManager:
         """
         uri = self.uri(step)
         self._make_dirs(step)
-        fut = _checkpoint._submit(state, uri, shard_size=self.shard_size, metadata=metadata,
+        fut = _save._submit(state, uri, shard_size=self.shard_size, metadata=metadata,
                                   checksum=True, progress=progress,
                                   client=resolve(self._client), allow_pickle=allow_pickle,
                                   base=self._base, after=lambda _: self._prune(step))

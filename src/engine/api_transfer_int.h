@@ -1,6 +1,8 @@
 /* api_transfer_int.h - what the public byte transfers of transfer.h share (internal):
- * api_transfer.c (buffers, files, pipes) and api_copy.c (s3d_copy_object) check their
- * arguments and resolve their options the same way. Defined in api_transfer.c. */
+ * api_download.c, api_upload.c (buffers, files, pipes) and api_copy.c (s3d_copy_object) check
+ * their arguments and resolve their options the same way, and upload streams
+ * (api_upload_stream.c) take their settings by the same precedence. Defined in
+ * api_transfer.c. */
 #ifndef S3D_ENGINE_API_TRANSFER_INT_H
 #define S3D_ENGINE_API_TRANSFER_INT_H
 
@@ -10,6 +12,19 @@
 #include "engine/xfer.h"
 #include "s3direct/client.h"
 #include "s3direct/transfer.h"
+
+/* The settings a transfer runs with that its call may set (struct s3d_transfer_options). */
+struct s3d_settings {
+    uint32_t max_conc;
+    uint64_t part_size;
+};
+
+/* The one precedence of a transfer's settings: each is t's (the call's argument), else the
+ * client's, which s3d_client_new already resolved from its options, else the profile's s3
+ * section, else the default (client.c). t: a whole struct (s3d_opts_copy), never NULL. Not
+ * checked: s3d_topts_resolve bounds them for the byte transfers. */
+void s3d_transfer_settings(const struct s3d_client *c, const struct s3d_transfer_options *t,
+                           struct s3d_settings *out);
 
 /* A transfer's options with the client's defaults filled in. */
 struct topts {

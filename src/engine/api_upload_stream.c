@@ -18,6 +18,7 @@
 #include "common/compiler.h"
 #include "common/error.h"
 #include "common/opts.h"
+#include "engine/api_transfer_int.h"
 #include "engine/client_impl.h"
 #include "engine/part_size.h"
 #include "engine/slots.h"
@@ -104,6 +105,7 @@ int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *
                           const struct s3d_transfer_options *opts, struct s3d_upload_stream **out)
 {
     struct s3d_transfer_options t;
+    struct s3d_settings set;
     struct s3d_upload_stream *s;
     int rc;
 
@@ -127,19 +129,16 @@ int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *
     s->bucket = s3d_strdup(bucket);
     s->key = s3d_strdup(key);
     s->content_type = s3d_strdup(t.content_type);
-    s->part = s3d_upload_part_size(t.part_size ? t.part_size : c->part_size, 0);
+    s3d_transfer_settings(c, &t, &set);
+    s->part = s3d_upload_part_size(set.part_size, 0);
     s->po.content_type = s->content_type;
     s->po.max_concurrency = t.max_concurrency;
     s->po.progress = t.progress;
     s->po.progress_user = t.progress_user;
     s->po.cancel = t.cancel;
     s->next_number = 1;
-    rc = s3d_slots_init(
-        &s->slots,
-        S3D_MAX(s3d_client_buffers(c, t.max_concurrency ? t.max_concurrency : c->max_concurrency,
-                                   s->part),
-                2u),
-        s->part);
+    rc = s3d_slots_init(&s->slots, S3D_MAX(s3d_client_buffers(c, set.max_conc, s->part), 2u),
+                        s->part);
     s->q = calloc(s->slots.n, sizeof(*s->q));
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);

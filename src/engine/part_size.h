@@ -1,5 +1,5 @@
 /* part_size.h - the part size of a multipart upload, one rule for every upload: the byte
- * transfers (api_transfer.c, api_upload_stream.c) and checkpoint saves (ckpt_write.c); and
+ * transfers (api_upload.c, api_upload_stream.c) and checkpoint saves (ckpt_write.c); and
  * the part size of another's upload guessed from its part count (server-side copies).
  *
  * S3's limits (s3/limits.h): every part but the last at least S3D_MIN_PART_SIZE (5 MiB), at

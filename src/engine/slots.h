@@ -1,7 +1,7 @@
 /* slots.h - a fixed set of equal host buffers ("slots") that bound the memory of a transfer:
  * at most n buffers of size bytes, each malloc'd on first use and reused after it is given
- * back. File downloads, file and stream uploads and copies (api_transfer.c,
- * api_upload_stream.c) each hold one set of max_concurrency slots.
+ * back. File downloads, file and stream uploads and copies (api_download.c, api_upload.c,
+ * api_upload_stream.c, api_copy.c) each hold one set of max_concurrency slots.
  *
  * Threads: not locked; a set used from two threads is guarded by its owner's lock
  * (api_upload_stream.c: the stream's mu). */

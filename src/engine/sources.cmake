@@ -6,6 +6,8 @@ set(S3D_ENGINE_SOURCES
   src/engine/pool.c
   src/engine/api_object.c
   src/engine/api_transfer.c
+  src/engine/api_download.c
+  src/engine/api_upload.c
   src/engine/api_copy.c
   src/engine/api_upload_stream.c
   src/engine/api_file_stream.c

@@ -288,7 +288,7 @@ def test_info_and_verify_of_a_model_folder(cli, s3_env, bucket, tmp_path):
     model.safetensors.index.json; the file read is the first line of info. A folder holding
     neither is an error naming what it holds, as load() refuses it."""
     import s3direct
-    from s3direct._checkpoint import CheckpointReader
+    from s3direct._reader import CheckpointReader
 
     _model_folders(tmp_path)
     run(cli, "cp", "--recursive", str(tmp_path), f"s3://{bucket}/", check=0)

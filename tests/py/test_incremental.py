@@ -537,11 +537,11 @@ def test_manager_s3(s3_env, bucket, boto3_client):
 def spied_io(lib_path, monkeypatch):
     """S3DirectCheckpointIO with s3direct.save recorded: (base given, stats returned)."""
     pytest.importorskip("lightning", reason="lightning is not installed (scripts/deps.sh)")
-    from s3direct import _checkpoint
+    from s3direct import _save
     from s3direct.lightning import S3DirectCheckpointIO
 
     calls = []
-    real = _checkpoint.save
+    real = _save.save
     hooks = {}
 
     def spy(*args, **kwargs):
@@ -552,7 +552,7 @@ def spied_io(lib_path, monkeypatch):
         calls.append((kwargs.get("base"), st))
         return st
 
-    monkeypatch.setattr(_checkpoint, "save", spy)
+    monkeypatch.setattr(_save, "save", spy)
     return S3DirectCheckpointIO, calls, hooks
 
 

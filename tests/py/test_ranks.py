@@ -133,12 +133,12 @@ def worker(mode, uri, rank, world, port, endpoint):
             client = s3direct.Client(endpoint_url="http://127.0.0.1:1")  # nothing listens
         if rank == bad and mode == "fetchfail":
             # The header is read; the fetch of this rank's share fails.
-            from s3direct import _checkpoint
+            from s3direct import _reader
 
             def read(self, dests, **kw):
                 raise s3direct.TransferError(-10, "injected: cannot connect to 127.0.0.1:1")
 
-            _checkpoint.CheckpointReader.read = read
+            _reader.CheckpointReader.read = read
         t0 = time.monotonic()
         try:
             s3direct.load(uri, group=group, client=client)

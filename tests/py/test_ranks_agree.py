@@ -47,7 +47,7 @@ def worker(mode, path, rank, world, port):
     import torch.distributed as dist
 
     import s3direct
-    from s3direct import _checkpoint, _ranks
+    from s3direct import _ranks, _reader
 
     timeout = datetime.timedelta(seconds=int(os.environ.get("S3D_TEST_PG_TIMEOUT", "60")))
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -57,13 +57,13 @@ def worker(mode, path, rank, world, port):
     if mode == "replace":
         if rank == 0:
             # Says when this rank has opened the file; rank 1 replaces it then, and opens.
-            init = _checkpoint.CheckpointReader.__init__
+            init = _reader.CheckpointReader.__init__
 
             def opened(self, *a, **k):
                 init(self, *a, **k)
                 open(flag, "w").close()
 
-            _checkpoint.CheckpointReader.__init__ = opened
+            _reader.CheckpointReader.__init__ = opened
         else:
             while not os.path.exists(flag):
                 time.sleep(0.02)

@@ -89,16 +89,16 @@ def test_matches_safetensors(tmp_path, base):
 def test_slice_fetches_only_its_rows(tmp_path, lib_path, monkeypatch):
     uri = str(tmp_path / "big.safetensors")
     s3direct.save({"m": torch.arange(1000 * 64, dtype=torch.float32).reshape(1000, 64)}, uri)
-    from s3direct import _checkpoint
+    from s3direct import _reader
 
     seen = []
-    orig = _checkpoint.CheckpointReader.read
+    orig = _reader.CheckpointReader.read
 
     def spy(self, dests, **kw):
         seen.extend((off, length) for _, _, off, length in dests)
         return orig(self, dests, **kw)
 
-    monkeypatch.setattr(_checkpoint.CheckpointReader, "read", spy)
+    monkeypatch.setattr(_reader.CheckpointReader, "read", spy)
     with s3direct.safe_open(uri) as f:
         rows = f.get_slice("m")[100:102]
         assert seen == [(100 * 64 * 4, 2 * 64 * 4)]

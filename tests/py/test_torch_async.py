@@ -80,7 +80,7 @@ def test_save_async_waits_only_for_work_queued_before_it(tmp_path, lib_path, mon
     snapshot copies, waited for by a stream made for the save. This torch has no CUDA: the
     streams, events, driver and the device tensor are stand-ins that log what each stream
     holds."""
-    from s3direct import _checkpoint, _fence
+    from s3direct import _fence, _save
 
     queues: dict[int, list] = {}  # stream handle -> what is queued on it, in order
     events: dict[int, tuple[int, int]] = {}  # event handle -> (stream, queue length at record)
@@ -127,12 +127,12 @@ def test_save_async_waits_only_for_work_queued_before_it(tmp_path, lib_path, mon
         return out
 
     current = FakeStream(0)
-    real_prepare = _checkpoint._prepare
+    real_prepare = _save._prepare
     log = []
 
     def prepare(t, name, path):
         s = real_prepare(t, name, path)
-        return _checkpoint._Src(s.name, s.tensor, s.dtype, 0)  # "on cuda:0"
+        return _save._Src(s.name, s.tensor, s.dtype, 0)  # "on cuda:0"
 
     def snapshot(s):
         queues[77].append(("snapshot copy", s.name))
@@ -146,12 +146,12 @@ def test_save_async_waits_only_for_work_queued_before_it(tmp_path, lib_path, mon
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     monkeypatch.setattr(torch.cuda, "device", lambda d: __import__("contextlib").nullcontext())
     monkeypatch.setattr(_fence, "_driver", FakeDriver)
-    monkeypatch.setattr(_checkpoint, "_prepare", prepare)
-    monkeypatch.setattr(_checkpoint, "_snapshot", snapshot)
-    monkeypatch.setattr(_checkpoint, "_write", write)
+    monkeypatch.setattr(_save, "_prepare", prepare)
+    monkeypatch.setattr(_save, "_snapshot", snapshot)
+    monkeypatch.setattr(_save, "_write", write)
     gate = __import__("threading").Event()
     # Keep the executor busy so that the write can only start after save_async returned.
-    blocker = _checkpoint._get_executor().submit(gate.wait, 60)
+    blocker = _save._get_executor().submit(gate.wait, 60)
     fut = s3direct.save_async({"w": torch.zeros(4)}, os.path.join(tmp_path, "f.safetensors"))
     queues[77].append(("long kernel queued after save_async returned",))
     gate.set()

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import s3direct
-from s3direct import _checkpoint
-from s3direct._checkpoint import CheckpointReader
+from s3direct import _reader
+from s3direct._reader import CheckpointReader
 
 
 @pytest.fixture
@@ -56,10 +56,10 @@ def test_other_devices_refused(ckpt, dev):
 def test_cuda_ordinals_up_to_63_accepted(ckpt):
     fake = types.SimpleNamespace(device=torch.device("cuda", 40), layout=torch.strided,
                                  is_contiguous=lambda: True, stride=lambda: (1,), shape=(32,))
-    assert _checkpoint._dest_device(fake) == 40
+    assert _reader._dest_device(fake) == 40
     fake.device = torch.device("cuda", 64)
     with pytest.raises(s3direct.InvalidArgument, match="0..63"):
-        _checkpoint._dest_device(fake)
+        _reader._dest_device(fake)
 
 
 def test_streams_per_device(monkeypatch):
@@ -75,6 +75,6 @@ def test_streams_per_device(monkeypatch):
         return FakeStream(d)
 
     monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
-    assert _checkpoint._cuda_streams([-1, 2, 0, 2]) == [0x1000, 0, 0x1002]
+    assert _reader._cuda_streams([-1, 2, 0, 2]) == [0x1000, 0, 0x1002]
     assert sorted(seen) == [0, 2]
-    assert _checkpoint._cuda_streams([-1, -1]) == []
+    assert _reader._cuda_streams([-1, -1]) == []

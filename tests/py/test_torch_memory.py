@@ -63,7 +63,7 @@ def test_reader_entries_share_repeated_shapes_and_sizes(tmp_path, lib_path):
     import torch
 
     import s3direct
-    from s3direct._checkpoint import CheckpointReader
+    from s3direct._reader import CheckpointReader
 
     path = str(tmp_path / "many.safetensors")
     sd = {f"layers.{i}.w": torch.zeros(600, dtype=torch.float16) for i in range(2000)}

@@ -212,7 +212,7 @@ def test_sharded(uri_base):
     state = {f"layer{i}": torch.full((256,), float(i)) for i in range(6)}
     uri = join(uri_base, "model.safetensors.index.json")
     s3direct.save(state, uri, shard_size=2048)
-    from s3direct._checkpoint import CheckpointReader
+    from s3direct._reader import CheckpointReader
 
     with CheckpointReader(uri) as r:
         shards = r.shards()

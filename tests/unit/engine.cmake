@@ -23,6 +23,8 @@ s3d_test(test_tmpfile unit/test_tmpfile.c)
 # s3d_client_set_cancel stops every kind of request (a server that stopped answering).
 s3d_test(test_client_cancel unit/test_client_cancel.c)
 s3d_test(test_part_size unit/test_part_size.c)
+# The precedence of a transfer's settings: argument, client option, profile, default.
+s3d_test(test_transfer_settings unit/test_transfer_settings.c)
 # The adaptive concurrency controller against simulated paths.
 s3d_test(test_conc unit/test_conc.c)
 target_link_libraries(test_conc PRIVATE m)
