@@ -402,7 +402,8 @@ int s3d_copy_object(struct s3d_client *c, const char *src_bucket, const char *sr
     struct s3d_put_options po;
     struct s3d_op_sums sums;
     struct s3d_want_crc want;
-    struct topts o;
+    /* Zeroed: s3d_topts_resolve fills it, in a file the static analyzer does not see. */
+    struct topts o = {0};
     char why[400];
     int rc = s3d_topts_check_args(c, src_bucket, src_key);
     if (rc == 0)

@@ -56,7 +56,8 @@ int s3d_download_to_buffer(struct s3d_client *c, const char *bucket, const char 
 {
     struct s3d_object_info info;
     struct s3d_get_job *jobs = NULL;
-    struct topts o;
+    /* Zeroed: s3d_topts_resolve fills it, in a file the static analyzer does not see. */
+    struct topts o = {0};
     struct s3d_op_sums sums;
     struct s3d_want_crc want;
     uint64_t len, got = 0;
@@ -270,7 +271,8 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
 {
     struct s3d_object_info info;
     struct file_dl f;
-    struct topts o;
+    /* Zeroed: s3d_topts_resolve fills it, in a file the static analyzer does not see. */
+    struct topts o = {0};
     struct s3d_tmpfile tmp = {NULL, -1};
     char *first = NULL;
     struct s3d_op_sums sums;

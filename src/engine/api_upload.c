@@ -74,7 +74,8 @@ int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, const char 
                            const void *src, uint64_t len, const struct s3d_transfer_options *opts)
 {
     struct s3d_put_options po;
-    struct topts o;
+    /* Zeroed: s3d_topts_resolve fills it, in a file the static analyzer does not see. */
+    struct topts o = {0};
     int rc = s3d_topts_check_args(c, bucket, key);
     if (rc == 0)
         rc = s3d_topts_resolve(c, opts, &o);
@@ -260,7 +261,8 @@ out:
 int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *key,
                          const char *path, const struct s3d_transfer_options *opts)
 {
-    struct topts o;
+    /* Zeroed: s3d_topts_resolve fills it, in a file the static analyzer does not see. */
+    struct topts o = {0};
     struct stat st;
     int fd, rc = s3d_topts_check_args(c, bucket, key);
     if (rc == 0)
