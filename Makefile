@@ -112,6 +112,7 @@ format-check:
 typecheck:
 	python3 -m mypy --strict python/s3direct
 	python3 -m ruff check python/s3direct
+	python3 -m ruff format --check python/s3direct
 
 install: build
 	@cmake --install $(BUILD)

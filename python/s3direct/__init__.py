@@ -91,8 +91,10 @@ def _source_version() -> str:
             text = f.read()
     except OSError:
         return "0+unknown"
-    parts = [re.search(rf"^#define S3D_VERSION_{p} (\d+)$", text, re.M) for p in
-             ("MAJOR", "MINOR", "PATCH")]
+    parts = [
+        re.search(rf"^#define S3D_VERSION_{p} (\d+)$", text, re.M)
+        for p in ("MAJOR", "MINOR", "PATCH")
+    ]
     return ".".join(m.group(1) for m in parts if m) if all(parts) else "0+unknown"
 
 
@@ -133,10 +135,17 @@ if TYPE_CHECKING:  # the lazily imported tensor API, as type checkers should see
     from ._stream import LoadHandle, TensorStream, stream
     from .manager import CheckpointManager
 
-_TORCH_API = {"save": "._save", "load": "._checkpoint", "load_into": "._into",
-              "save_async": "._save", "safe_open": "._safe_open", "stream": "._stream",
-              "TensorStream": "._stream", "LoadHandle": "._stream",
-              "CheckpointManager": ".manager"}
+_TORCH_API = {
+    "save": "._save",
+    "load": "._checkpoint",
+    "load_into": "._into",
+    "save_async": "._save",
+    "safe_open": "._safe_open",
+    "stream": "._stream",
+    "TensorStream": "._stream",
+    "LoadHandle": "._stream",
+    "CheckpointManager": ".manager",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -180,7 +189,20 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "__version__", "save", "load", "load_into", "save_async", "safe_open", "stream",
-    "TensorStream", "LoadHandle", "SaveStats",
-    "CheckpointManager", "Client", "default_client", "reader", "writer", "library_version",
+    "__version__",
+    "save",
+    "load",
+    "load_into",
+    "save_async",
+    "safe_open",
+    "stream",
+    "TensorStream",
+    "LoadHandle",
+    "SaveStats",
+    "CheckpointManager",
+    "Client",
+    "default_client",
+    "reader",
+    "writer",
+    "library_version",
 ]

@@ -33,8 +33,10 @@ class CheckpointReader(Protocol):
 
     def _use(self) -> contextlib.AbstractContextManager[ctypes.c_void_p]: ...
 
-    def read_dests(self, d: Dests, *, progress: ProgressArg = False,
-                   verify: bool = True) -> None: ...
+    def read_dests(
+        self, d: Dests, *, progress: ProgressArg = False, verify: bool = True
+    ) -> None: ...
+
 
 MAX_CUDA_ORDINAL = 63  # the C layer's per-device tables hold ordinals 0..63
 
@@ -48,20 +50,23 @@ def dest_device(t: torch.Tensor) -> int:
         raise errors.InvalidArgument(
             errors.S3D_EINVAL,
             f"destination tensor on {t.device}: s3direct reads into CPU or CUDA memory only; "
-            f"load to the CPU and move it with .to({str(t.device)!r})")
+            f"load to the CPU and move it with .to({str(t.device)!r})",
+        )
     if t.layout != torch.strided or not t.is_contiguous():
         raise errors.InvalidArgument(
             errors.S3D_EINVAL,
             f"destination tensor is not contiguous (shape {tuple(t.shape)}, stride "
             f"{tuple(t.stride()) if t.layout == torch.strided else t.layout}): the bytes would "
-            f"land past the view; pass a contiguous tensor and copy_() into the view")
+            f"land past the view; pass a contiguous tensor and copy_() into the view",
+        )
     if t.device.type == "cpu":
         return -1
     idx = t.device.index if t.device.index is not None else torch.cuda.current_device()
     if not 0 <= idx <= MAX_CUDA_ORDINAL:
-        raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                     f"destination on cuda:{idx}: ordinals 0.."
-                                     f"{MAX_CUDA_ORDINAL} are supported")
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL,
+            f"destination on cuda:{idx}: ordinals 0..{MAX_CUDA_ORDINAL} are supported",
+        )
     return idx
 
 
@@ -74,8 +79,9 @@ class Dests:
         self.n = 0
         self.devices: set[int] = set()
 
-    def add(self, index: int, t: torch.Tensor, device: int, src_offset: int = 0,
-            length: int = 0) -> None:
+    def add(
+        self, index: int, t: torch.Tensor, device: int, src_offset: int = 0, length: int = 0
+    ) -> None:
         """Tensor index of the reader into t (device: dest_device(t)); length 0: all of it."""
         d = self.arr[self.n]
         d.index = index
@@ -91,8 +97,9 @@ class Dests:
 class _Alloc:
     """Allocates the destination of a tensor named in the tree, at most once a tensor."""
 
-    def __init__(self, r: CheckpointReader, h: ctypes.c_void_p, alloc_dev: torch.device,
-                 n: int) -> None:
+    def __init__(
+        self, r: CheckpointReader, h: ctypes.c_void_p, alloc_dev: torch.device, n: int
+    ) -> None:
         self.r, self.h, self.alloc_dev = r, h, alloc_dev
         self.dests = Dests(n)
         self.device: Optional[int] = None
@@ -109,7 +116,7 @@ class _Alloc:
         if dt is None:
             dt = _dtypes.to_torch_or_raise(info.dtype, self.r.uri, info.name.decode("utf-8"))
             self.dtypes[info.dtype] = dt
-        t = torch.empty(tuple(info.shape[:info.ndim]), dtype=dt, device=self.alloc_dev)
+        t = torch.empty(tuple(info.shape[: info.ndim]), dtype=dt, device=self.alloc_dev)
         if self.device is None:
             self.device = dest_device(t)  # every tensor here is on alloc_dev
         self.dests.add(index, t, self.device)
@@ -125,13 +132,20 @@ class _Alloc:
         if key is None or lib.s3d_reader_find(self.h, key, ctypes.byref(self.idx)) != 0:
             raise errors.FormatError(
                 errors.S3D_EFMT_METADATA,
-                f"{self.r.uri}: the tree names tensor {name!r}, which the file does not hold")
+                f"{self.r.uri}: the tree names tensor {name!r}, which the file does not hold",
+            )
         return self.idx.value
 
 
-def load_all(r: CheckpointReader, doc: Optional[dict[str, Any]], alloc_dev: torch.device,
-             dev: torch.device, allow_pickle: bool, progress: ProgressArg,
-             verify: bool) -> Any:
+def load_all(
+    r: CheckpointReader,
+    doc: Optional[dict[str, Any]],
+    alloc_dev: torch.device,
+    dev: torch.device,
+    allow_pickle: bool,
+    progress: ProgressArg,
+    verify: bool,
+) -> Any:
     """What load() returns for r with no keys and no group: the saved structure (doc, from
     _tree_doc), or a dict name -> tensor for a file without a tree. Tensors are allocated on
     alloc_dev and moved to dev after the read when the two differ."""

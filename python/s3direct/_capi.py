@@ -263,9 +263,29 @@ class WriteOptions(Structure):
 
 # enum s3d_dtype (checkpoint.h); values are ABI.
 DTYPE_NAMES = [
-    "INVALID", "BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64",
-    "I64", "U64", "C64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F4",
-    "F6_E2M3", "F6_E3M2",
+    "INVALID",
+    "BOOL",
+    "U8",
+    "I8",
+    "I16",
+    "U16",
+    "F16",
+    "BF16",
+    "I32",
+    "U32",
+    "F32",
+    "F64",
+    "I64",
+    "U64",
+    "C64",
+    "F8_E4M3",
+    "F8_E5M2",
+    "F8_E8M0",
+    "F8_E4M3FNUZ",
+    "F8_E5M2FNUZ",
+    "F4",
+    "F6_E2M3",
+    "F6_E3M2",
 ]
 DTYPE = {name: i for i, name in enumerate(DTYPE_NAMES)}
 
@@ -301,11 +321,22 @@ _SIGNATURES = {
     "s3d_abort_multipart_upload": (c_int, [_P, _S, _S, _S]),
     "s3d_presign": (c_int, [_P, _S, _S, _S, c_uint32, c_char_p, c_size_t]),
     # transfer.h
-    "s3d_download_to_buffer": (c_int, [_P, _S, _S, c_uint64, c_uint64, c_void_p, c_uint64,
-                                       POINTER(c_uint64), POINTER(TransferOptions)]),
+    "s3d_download_to_buffer": (
+        c_int,
+        [
+            _P,
+            _S,
+            _S,
+            c_uint64,
+            c_uint64,
+            c_void_p,
+            c_uint64,
+            POINTER(c_uint64),
+            POINTER(TransferOptions),
+        ],
+    ),
     "s3d_download_to_file": (c_int, [_P, _S, _S, _S, POINTER(TransferOptions)]),
-    "s3d_upload_from_buffer": (c_int, [_P, _S, _S, c_void_p, c_uint64,
-                                       POINTER(TransferOptions)]),
+    "s3d_upload_from_buffer": (c_int, [_P, _S, _S, c_void_p, c_uint64, POINTER(TransferOptions)]),
     "s3d_upload_from_file": (c_int, [_P, _S, _S, _S, POINTER(TransferOptions)]),
     "s3d_copy_object": (c_int, [_P, _S, _S, _S, _S, POINTER(TransferOptions)]),
     "s3d_upload_stream_new": (c_int, [_P, _S, _S, POINTER(TransferOptions), POINTER(_P)]),
@@ -330,12 +361,24 @@ _SIGNATURES = {
     "s3d_reader_metadata": (c_int, [_P, c_size_t, POINTER(c_char_p), POINTER(c_char_p)]),
     "s3d_reader_metadata_get": (_S, [_P, _S]),
     "s3d_reader_num_shards": (c_size_t, [_P]),
-    "s3d_reader_shard": (c_int, [_P, c_size_t, POINTER(c_char_p), POINTER(c_uint64),
-                                 POINTER(c_uint64)]),
+    "s3d_reader_shard": (
+        c_int,
+        [_P, c_size_t, POINTER(c_char_p), POINTER(c_uint64), POINTER(c_uint64)],
+    ),
     "s3d_reader_shard_version": (_S, [_P, c_size_t]),
     "s3d_reader_read": (c_int, [_P, POINTER(TensorDest), c_size_t, POINTER(ReadOptions)]),
-    "s3d_checkpoint_write": (c_int, [_P, _S, POINTER(TensorSrc), c_size_t,
-                                     POINTER(MetadataEntry), c_size_t, POINTER(WriteOptions)]),
+    "s3d_checkpoint_write": (
+        c_int,
+        [
+            _P,
+            _S,
+            POINTER(TensorSrc),
+            c_size_t,
+            POINTER(MetadataEntry),
+            c_size_t,
+            POINTER(WriteOptions),
+        ],
+    ),
 }
 
 

@@ -48,8 +48,9 @@ def _device(device: Union[str, int, torch.device]) -> torch.device:
     return d
 
 
-def _select(r: CheckpointReader, names: Iterable[str],
-            keys: Union[str, Sequence[str], None]) -> list[str]:
+def _select(
+    r: CheckpointReader, names: Iterable[str], keys: Union[str, Sequence[str], None]
+) -> list[str]:
     """Names among `names` that keys select: a key selects the tensor of that name and every
     tensor under it (name + "."). Unknown keys -> KeyError listing them."""
     if keys is None:
@@ -76,18 +77,28 @@ def _map_location(device: DeviceArg, map_location: Any) -> Any:
         raise errors.InvalidArgument(
             errors.S3D_EINVAL,
             "map_location must be a device (str or torch.device) here: tensors are allocated "
-            "on it before the bytes arrive, so a dict or a function cannot remap them")
+            "on it before the bytes arrive, so a dict or a function cannot remap them",
+        )
     if device is not None and torch.device(device) != torch.device(map_location):
         raise errors.InvalidArgument(
             errors.S3D_EINVAL,
-            f"device={device!r} and map_location={map_location!r} disagree; give one")
+            f"device={device!r} and map_location={map_location!r} disagree; give one",
+        )
     return map_location
 
 
-def load(uri: PathLike, *, device: DeviceArg = None,
-         keys: Union[str, Sequence[str], None] = None, progress: ProgressArg = False,
-         client: Optional[Client] = None, allow_pickle: bool = False, verify: bool = True,
-         map_location: DeviceArg = None, group: Optional["ProcessGroup"] = None) -> Any:
+def load(
+    uri: PathLike,
+    *,
+    device: DeviceArg = None,
+    keys: Union[str, Sequence[str], None] = None,
+    progress: ProgressArg = False,
+    client: Optional[Client] = None,
+    allow_pickle: bool = False,
+    verify: bool = True,
+    map_location: DeviceArg = None,
+    group: Optional["ProcessGroup"] = None,
+) -> Any:
     """Loads what save() stored: the same structure, tensors allocated on device.
 
     Args:
@@ -134,17 +145,30 @@ def _shared(sess: Optional[_ranks.Session]) -> Iterator[None]:
         raise
 
 
-def _read(r: CheckpointReader, dests: Sequence[Dest], sess: Optional[_ranks.Session],
-          progress: ProgressArg, verify: bool) -> None:
+def _read(
+    r: CheckpointReader,
+    dests: Sequence[Dest],
+    sess: Optional[_ranks.Session],
+    progress: ProgressArg,
+    verify: bool,
+) -> None:
     if sess is None:
         r.read(dests, progress=progress, verify=verify)
     else:
         sess.read(r, dests, progress=progress, verify=verify)
 
 
-def _load(uri: PathLike, dev: torch.device, alloc_dev: torch.device,
-          keys: Union[str, Sequence[str], None], progress: ProgressArg, client: Optional[Client],
-          allow_pickle: bool, verify: bool, sess: Optional[_ranks.Session]) -> Any:
+def _load(
+    uri: PathLike,
+    dev: torch.device,
+    alloc_dev: torch.device,
+    keys: Union[str, Sequence[str], None],
+    progress: ProgressArg,
+    client: Optional[Client],
+    allow_pickle: bool,
+    verify: bool,
+    sess: Optional[_ranks.Session],
+) -> Any:
     with _shared(sess), CheckpointReader(uri, client) as r:
         doc = _tree_doc(r)
         if keys is None and sess is None:
@@ -159,7 +183,8 @@ def _load(uri: PathLike, dev: torch.device, alloc_dev: torch.device,
                         raise errors.FormatError(
                             errors.S3D_EFMT_METADATA,
                             f"{r.uri}: the tree names tensor {node['t']!r}, which the file "
-                            f"does not hold")
+                            f"does not hold",
+                        )
                     tree_names.append(node["t"])
         else:
             tree_names = [e.name for e in r.tensors]
@@ -185,4 +210,3 @@ def _load(uri: PathLike, dev: torch.device, alloc_dev: torch.device,
     if doc is None or keys is not None:
         return out
     return _tree.unflatten(doc["tree"], out, allow_pickle=allow_pickle)
-

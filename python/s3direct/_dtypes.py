@@ -61,7 +61,8 @@ def to_torch_or_raise(code: int, uri: str, tensor: str) -> torch.dtype:
         raise errors.NotSupported(
             errors.S3D_ENOTSUP,
             f"{uri}: tensor {tensor} has dtype {name(code)}, which this torch "
-            f"({torch.__version__}) has no dtype for")
+            f"({torch.__version__}) has no dtype for",
+        )
     return dt
 
 

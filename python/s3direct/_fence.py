@@ -35,8 +35,9 @@ def _driver() -> Any:
             try:
                 dll = ctypes.CDLL("libcuda.so.1")
             except OSError as e:
-                raise errors.DeviceError(errors._CODES["ECUDA"],
-                                         f"save_async: cannot load libcuda.so.1: {e}") from e
+                raise errors.DeviceError(
+                    errors._CODES["ECUDA"], f"save_async: cannot load libcuda.so.1: {e}"
+                ) from e
             vp = ctypes.c_void_p
             dll.cuStreamCreate.argtypes = [ctypes.POINTER(vp), ctypes.c_uint]
             dll.cuStreamWaitEvent.argtypes = [vp, vp, ctypes.c_uint]
@@ -49,8 +50,9 @@ def _driver() -> Any:
 
 def _check(r: int, what: str, device: int) -> None:
     if r != 0:
-        raise errors.DeviceError(errors._CODES["ECUDA"],
-                                 f"save_async: {what} on cuda:{device} failed: CUresult {r}")
+        raise errors.DeviceError(
+            errors._CODES["ECUDA"], f"save_async: {what} on cuda:{device} failed: CUresult {r}"
+        )
 
 
 def fence(devices: Iterable[int]) -> Tuple[list[int], Callable[[], None]]:
@@ -81,11 +83,15 @@ def fence(devices: Iterable[int]) -> Tuple[list[int], Callable[[], None]]:
                 ev.record(torch.cuda.current_stream(d))
                 events.append(ev)
                 s = ctypes.c_void_p()
-                _check(cu.cuStreamCreate(ctypes.byref(s), _CU_STREAM_NON_BLOCKING),
-                       "cuStreamCreate", d)
+                _check(
+                    cu.cuStreamCreate(ctypes.byref(s), _CU_STREAM_NON_BLOCKING), "cuStreamCreate", d
+                )
                 made.append((d, int(s.value or 0)))
-                _check(cu.cuStreamWaitEvent(s, ctypes.c_void_p(ev.cuda_event), 0),
-                       "cuStreamWaitEvent", d)
+                _check(
+                    cu.cuStreamWaitEvent(s, ctypes.c_void_p(ev.cuda_event), 0),
+                    "cuStreamWaitEvent",
+                    d,
+                )
                 out[d] = int(s.value or 0)
     except BaseException:
         release()

@@ -62,8 +62,13 @@ def _immortal(obj: object) -> None:
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
-def call(fn: Callable[[], _T], *, cancel: Cancel | None = None,
-         abandon: Callable[[_T], object] | None = None, uses: Iterable[object] = ()) -> _T:
+def call(
+    fn: Callable[[], _T],
+    *,
+    cancel: Cancel | None = None,
+    abandon: Callable[[_T], object] | None = None,
+    uses: Iterable[object] = (),
+) -> _T:
     """Returns fn() (a blocking call into the library that raises on failure).
 
     Outside the main thread (save_async's worker, a user's thread) fn simply runs: signals
@@ -117,8 +122,9 @@ def call(fn: Callable[[], _T], *, cancel: Cancel | None = None,
                 # The cancel came after the call's commit point (a save's index or object in
                 # place): it did all its work, so it returns, and raising would report a
                 # save that happened as failed.
-                _log.logger.warning("Ctrl-C came after the call had committed its result; "
-                                    "it completed")
+                _log.logger.warning(
+                    "Ctrl-C came after the call had committed its result; it completed"
+                )
                 t.join()
                 return cast(_T, box.get("value"))
         else:

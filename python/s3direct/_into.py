@@ -23,9 +23,13 @@ if TYPE_CHECKING:
 
 
 # ---- load_into -------------------------------------------------------------------------------
-def _target_tensors(target: Any) -> tuple[dict[str, tuple[_tree.Path, torch.Tensor]],
-                                          list[tuple[_tree.Path, torch.optim.Optimizer]],
-                                          list[str]]:
+def _target_tensors(
+    target: Any,
+) -> tuple[
+    dict[str, tuple[_tree.Path, torch.Tensor]],
+    list[tuple[_tree.Path, torch.optim.Optimizer]],
+    list[str],
+]:
     """(names -> (path, tensor), [(path, optimizer)], [module prefix]) with the names save()
     would give."""
     names = _tree.Flattened()
@@ -49,8 +53,11 @@ def _target_tensors(target: Any) -> tuple[dict[str, tuple[_tree.Path, torch.Tens
                 walk(v, path + (i,))
 
     walk(target, ())
-    if isinstance(target, dict) and target and all(isinstance(v, torch.Tensor)
-                                                   for v in target.values()):
+    if (
+        isinstance(target, dict)
+        and target
+        and all(isinstance(v, torch.Tensor) for v in target.values())
+    ):
         modules.append("")  # a state dict: it stands for the whole checkpoint, as a module does
     return found, optims, modules
 
@@ -70,7 +77,9 @@ def _subtree(node: _tree.Node, path: _tree.Path, uri: str) -> _tree.Node:
         if nxt is None:
             raise errors.StateMismatch(
                 f"load_into {uri}: the checkpoint has nothing at {_tree.path_str(path)} "
-                f"for the optimizer there", missing=[_tree.path_str(path)])
+                f"for the optimizer there",
+                missing=[_tree.path_str(path)],
+            )
         node = nxt
     return node
 
@@ -87,10 +96,18 @@ def _opt_device(opt: torch.optim.Optimizer) -> torch.device:
     return torch.device("cpu")
 
 
-def load_into(target: Any, uri: PathLike, *, strict: bool = True,
-              progress: ProgressArg = False, client: Optional[Client] = None,
-              allow_pickle: bool = False, verify: bool = True,
-              group: Optional["ProcessGroup"] = None, wait: bool = True) -> Any:
+def load_into(
+    target: Any,
+    uri: PathLike,
+    *,
+    strict: bool = True,
+    progress: ProgressArg = False,
+    client: Optional[Client] = None,
+    allow_pickle: bool = False,
+    verify: bool = True,
+    group: Optional["ProcessGroup"] = None,
+    wait: bool = True,
+) -> Any:
     """Loads a checkpoint into existing tensors, without allocating new ones.
 
     Optimizers: their state tensors do not exist before the first step, so for an optimizer the
@@ -125,8 +142,9 @@ def load_into(target: Any, uri: PathLike, *, strict: bool = True,
     """
     if not wait:
         if group is not None:
-            raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                         "load_into(wait=False) cannot be combined with group=")
+            raise errors.InvalidArgument(
+                errors.S3D_EINVAL, "load_into(wait=False) cannot be combined with group="
+            )
         from ._stream import LoadHandle
 
         r = CheckpointReader(uri, client)
@@ -148,12 +166,17 @@ class IntoPlan:
     what it does once the bytes are in (copies into non-contiguous targets, optimizer state,
     the result's structure)."""
 
-    def __init__(self, doc: Optional[dict[str, Any]], dests: list[Dest], names: list[str],
-                 copies: dict[int, tuple[torch.Tensor, torch.Tensor]],
-                 opt_states: list[tuple[torch.optim.Optimizer, _tree.Node,
-                                        dict[str, torch.Tensor]]],
-                 opt_prefixes: list[tuple[str, _tree.Path, torch.optim.Optimizer]],
-                 result: dict[str, Any], allow_pickle: bool) -> None:
+    def __init__(
+        self,
+        doc: Optional[dict[str, Any]],
+        dests: list[Dest],
+        names: list[str],
+        copies: dict[int, tuple[torch.Tensor, torch.Tensor]],
+        opt_states: list[tuple[torch.optim.Optimizer, _tree.Node, dict[str, torch.Tensor]]],
+        opt_prefixes: list[tuple[str, _tree.Path, torch.optim.Optimizer]],
+        result: dict[str, Any],
+        allow_pickle: bool,
+    ) -> None:
         self.doc, self.dests, self.names, self.copies = doc, dests, names, copies
         self.opt_states, self.opt_prefixes = opt_states, opt_prefixes
         self.result, self.allow_pickle = result, allow_pickle
@@ -174,11 +197,15 @@ class IntoPlan:
             except (ValueError, KeyError) as e:
                 where = next(p for p, _, o in self.opt_prefixes if o is opt)
                 raise errors.StateMismatch(
-                    f"load_into {uri}: optimizer at {where or '<root>'}: {e}") from e
+                    f"load_into {uri}: optimizer at {where or '<root>'}: {e}"
+                ) from e
         if self.doc is None:
             return self.result
-        return _tree.unflatten(self.doc["tree"], lambda name, path: self.result.get(name),
-                               allow_pickle=self.allow_pickle)
+        return _tree.unflatten(
+            self.doc["tree"],
+            lambda name, path: self.result.get(name),
+            allow_pickle=self.allow_pickle,
+        )
 
 
 class Match(NamedTuple):
@@ -202,16 +229,22 @@ class Match(NamedTuple):
     mismatched: list[str]
 
 
-def match(file_names: Sequence[str], entries: Mapping[str, TensorEntry],
-          target: Mapping[str, torch.Tensor], modules: Sequence[str],
-          opt_prefixes: Sequence[str], metadata: Mapping[str, str]) -> Match:
+def match(
+    file_names: Sequence[str],
+    entries: Mapping[str, TensorEntry],
+    target: Mapping[str, torch.Tensor],
+    modules: Sequence[str],
+    opt_prefixes: Sequence[str],
+    metadata: Mapping[str, str],
+) -> Match:
     """load_into's matching, a pure function: file_names are the checkpoint's tensor names in
     its order (entries: their descriptions), target the target's tensors by the names save()
     gives, modules the prefixes of the modules and state dicts it holds ("" for all),
     opt_prefixes those of its optimizers (their names are matched elsewhere), metadata the
     checkpoint's ({removed: kept} for the tied weights a writer stored once)."""
-    plain = list(dict.fromkeys(n for n in file_names
-                               if not any(_under(n, p) for p in opt_prefixes)))
+    plain = list(
+        dict.fromkeys(n for n in file_names if not any(_under(n, p) for p in opt_prefixes))
+    )
     plain_set = set(plain)
     missing = [n for n in target if n not in plain_set]
     # Tied weights: a name the checkpoint stores once (safetensors save_model, Hugging
@@ -252,7 +285,8 @@ def match(file_names: Sequence[str], entries: Mapping[str, TensorEntry],
         if tuple(t.shape) != tuple(e.shape) or t.dtype != _dtypes.to_torch(e.dtype):
             mismatched.append(
                 f"{name}: checkpoint {_dtypes.name(e.dtype)}{list(e.shape)}, target "
-                f"{t.dtype}{list(t.shape)}".replace("torch.", ""))
+                f"{t.dtype}{list(t.shape)}".replace("torch.", "")
+            )
             continue
         reads.append((name, src))
     return Match(reads, extra, shared, missing, unexpected, mismatched)
@@ -263,16 +297,18 @@ def _raise_problems(uri: str, m: Match, strict: bool) -> None:
     if m.mismatched:
         problems.append(f"{len(m.mismatched)} mismatched: " + "; ".join(m.mismatched))
     if strict and m.missing:
-        problems.append(f"{len(m.missing)} missing from the checkpoint: "
-                        + ", ".join(m.missing))
+        problems.append(f"{len(m.missing)} missing from the checkpoint: " + ", ".join(m.missing))
     if strict and m.unexpected:
-        problems.append(f"{len(m.unexpected)} unexpected in the checkpoint: "
-                        + ", ".join(m.unexpected))
+        problems.append(
+            f"{len(m.unexpected)} unexpected in the checkpoint: " + ", ".join(m.unexpected)
+        )
     if problems:
-        raise errors.StateMismatch(f"load_into {uri}: " + " | ".join(problems),
-                                   missing=m.missing if strict else (),
-                                   unexpected=m.unexpected if strict else (),
-                                   mismatched=m.mismatched)
+        raise errors.StateMismatch(
+            f"load_into {uri}: " + " | ".join(problems),
+            missing=m.missing if strict else (),
+            unexpected=m.unexpected if strict else (),
+            mismatched=m.mismatched,
+        )
 
 
 def _plan_into(target: Any, r: CheckpointReader, strict: bool, allow_pickle: bool) -> IntoPlan:
@@ -288,11 +324,13 @@ def _plan_into(target: Any, r: CheckpointReader, strict: bool, allow_pickle: boo
         if optims:
             raise errors.StateMismatch(
                 f"load_into {r.uri}: a plain safetensors file has no optimizer state "
-                f"(it was not written by s3direct.save)")
+                f"(it was not written by s3direct.save)"
+            )
         modules = [""]  # a plain file is one state dict: every name is the target's
     tensors = {n: t for n, (_, t) in found.items()}
-    m = match(file_names, r.by_name, tensors, modules, [p for p, _, _ in opt_prefixes],
-              r.metadata())
+    m = match(
+        file_names, r.by_name, tensors, modules, [p for p, _, _ in opt_prefixes], r.metadata()
+    )
     _raise_problems(r.uri, m, strict)
     dests: list[Dest] = []
     names: list[str] = []
@@ -311,8 +349,9 @@ def _plan_into(target: Any, r: CheckpointReader, strict: bool, allow_pickle: boo
         if t.is_contiguous() and t.device.type in ("cpu", "cuda"):
             dests.append((e, t, 0, 0))
         else:
-            tmp = torch.empty(e.shape, dtype=t.dtype,
-                              device=t.device if t.device.type == "cuda" else "cpu")
+            tmp = torch.empty(
+                e.shape, dtype=t.dtype, device=t.device if t.device.type == "cuda" else "cpu"
+            )
             copies[len(dests)] = (t, tmp)
             dests.append((e, tmp, 0, 0))
         names.append(name)

@@ -21,17 +21,21 @@ import time
 from typing import Any, Optional
 
 # The C library's log callback: (user, level, message, length).
-LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char),
-                          ctypes.c_size_t)
+LOG_FN = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t
+)
 
 logger = logging.getLogger("s3direct")
 
 # enum s3d_log_level
 _OFF, _ERROR, _WARN, _INFO, _DEBUG = 0, 1, 2, 3, 4
-_TO_PY = {_ERROR: logging.ERROR, _WARN: logging.WARNING, _INFO: logging.INFO,
-          _DEBUG: logging.DEBUG}
-_ENV = {"error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO,
-        "debug": logging.DEBUG}
+_TO_PY = {_ERROR: logging.ERROR, _WARN: logging.WARNING, _INFO: logging.INFO, _DEBUG: logging.DEBUG}
+_ENV = {
+    "error": logging.ERROR,
+    "warn": logging.WARNING,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+}
 
 _state: dict[str, Any] = {"level": None, "fn": None, "lib": None, "env_done": False}
 

@@ -79,9 +79,15 @@ class Progress:
                 except ImportError:
                     tqdm = None
             if tqdm is not None:
-                self._bar = tqdm(total=None, desc=f"s3direct: {desc}", unit="B",
-                                 unit_scale=True, unit_divisor=1024, leave=True,
-                                 file=self._stream)
+                self._bar = tqdm(
+                    total=None,
+                    desc=f"s3direct: {desc}",
+                    unit="B",
+                    unit_scale=True,
+                    unit_divisor=1024,
+                    leave=True,
+                    file=self._stream,
+                )
             else:
                 self._plain = True
                 self._every = 1.0 if tty else OFF_TERMINAL_EVERY_S
@@ -106,8 +112,11 @@ class Progress:
                 if now - self._last_line >= self._every:
                     self._last_line = now
                     pct = f" {100.0 * done / total:5.1f}%" if total else ""
-                    print(f"s3direct: {self._desc}:{pct} {human_bytes(done)} of "
-                          f"{human_bytes(total)}", file=self._stream, flush=True)
+                    print(
+                        f"s3direct: {self._desc}:{pct} {human_bytes(done)} of {human_bytes(total)}",
+                        file=self._stream,
+                        flush=True,
+                    )
             self._done = max(self._done, int(done))
         except Exception:
             pass
@@ -116,8 +125,10 @@ class Progress:
     def summary(self) -> str:
         secs = max(time.monotonic() - self._t0, 1e-9)
         size = self._total or self._done
-        return (f"s3direct: {self._desc}: {human_bytes(size)} in {secs:.2f} s "
-                f"({human_bytes(size / secs)}/s)")
+        return (
+            f"s3direct: {self._desc}: {human_bytes(size)} in {secs:.2f} s "
+            f"({human_bytes(size / secs)}/s)"
+        )
 
     def close(self, ok: bool = True) -> None:
         if self._bar is not None:
@@ -159,6 +170,7 @@ class Combined:
                 d = sum(v[0] for v in self._parts.values())
                 t = sum(v[1] for v in self._parts.values())
                 self._p._cb(None, d, t)
+
         with self._lock:
             self._parts[key] = (0, 0)
         return update

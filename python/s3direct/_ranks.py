@@ -56,8 +56,9 @@ class CheckpointReader(Protocol):
 
     def versions(self) -> list[str]: ...
 
-    def read(self, dests: Sequence[Dest], *, progress: ProgressArg = False,
-             verify: bool = True) -> None: ...
+    def read(
+        self, dests: Sequence[Dest], *, progress: ProgressArg = False, verify: bool = True
+    ) -> None: ...
 
 
 # Pieces at least this large are broadcast in place (no copy); smaller ones are packed into
@@ -84,8 +85,7 @@ class Piece:
 
     __slots__ = ("i", "off", "length", "owner", "needers")
 
-    def __init__(self, i: int, off: int, length: int, owner: int,
-                 needers: Tuple[int, ...]) -> None:
+    def __init__(self, i: int, off: int, length: int, owner: int, needers: Tuple[int, ...]) -> None:
         self.i, self.off, self.length, self.owner, self.needers = i, off, length, owner, needers
 
     def __repr__(self) -> str:
@@ -95,8 +95,9 @@ class Piece:
         return (self.i, self.off, self.length, self.owner, self.needers)
 
 
-def plan(sizes: Sequence[int], needers: Sequence[Tuple[int, ...]], world: int,
-         splittable: Sequence[bool]) -> list[Piece]:
+def plan(
+    sizes: Sequence[int], needers: Sequence[Tuple[int, ...]], world: int, splittable: Sequence[bool]
+) -> list[Piece]:
     """Who fetches what. Pure and deterministic: every rank computes the same plan.
 
     Args:
@@ -184,13 +185,20 @@ def _timeout(pg: "ProcessGroup", backend: str) -> datetime.timedelta:
 # torch's TCPStore, which listens on every interface without authentication: a pickle read
 # from it ran whatever another client of the store wrote under the key a load waited for.
 _POST_MAX = 64 << 20
-_DETAIL = ("http_status", "operation", "bucket", "key", "s3_code", "s3_message", "request_id",
-           "name")
+_DETAIL = (
+    "http_status",
+    "operation",
+    "bucket",
+    "key",
+    "s3_code",
+    "s3_message",
+    "request_id",
+    "name",
+)
 
 
 def _encode(kind: str, value: Any) -> bytes:
-    return json.dumps({"s3direct": 1, "kind": kind, "value": value},
-                      separators=(",", ":")).encode()
+    return json.dumps({"s3direct": 1, "kind": kind, "value": value}, separators=(",", ":")).encode()
 
 
 def _decode(blob: bytes) -> Tuple[str, Any]:
@@ -198,8 +206,12 @@ def _decode(blob: bytes) -> Tuple[str, Any]:
     if not isinstance(blob, (bytes, bytearray)) or len(blob) > _POST_MAX:
         raise ValueError("not bytes, or over the size cap")
     d = json.loads(bytes(blob).decode("utf-8"))
-    if (not isinstance(d, dict) or d.get("s3direct") != 1
-            or d.get("kind") not in ("ok", "fail") or "value" not in d):
+    if (
+        not isinstance(d, dict)
+        or d.get("s3direct") != 1
+        or d.get("kind") not in ("ok", "fail")
+        or "value" not in d
+    ):
         raise ValueError("not an s3direct post")
     return str(d["kind"]), d["value"]
 
@@ -208,9 +220,14 @@ def _describe(e: BaseException) -> dict[str, Any]:
     """A rank's failure as its peers will raise it: an S3DirectError's class name, code,
     message and detail, else its type name and text."""
     if isinstance(e, errors.S3DirectError):
-        return {"cls": type(e).__name__, "code": int(e.code), "message": str(e.message),
-                "fields": {k: v for k, v in e.__dict__.items()
-                           if k in _DETAIL and isinstance(v, (str, int))}}
+        return {
+            "cls": type(e).__name__,
+            "code": int(e.code),
+            "message": str(e.message),
+            "fields": {
+                k: v for k, v in e.__dict__.items() if k in _DETAIL and isinstance(v, (str, int))
+            },
+        }
     return {"cls": "", "code": 0, "message": f"{type(e).__name__}: {e}", "fields": {}}
 
 
@@ -223,10 +240,15 @@ def _check_info(g: Any) -> dict[str, Any]:
     """A rank's phase-1 post, checked field by field (ValueError, TypeError, KeyError)."""
     if not isinstance(g, dict):
         raise TypeError("not an object")
-    if not (isinstance(g["uri"], str) and isinstance(g["fp"], str)
-            and isinstance(g["need"], str) and isinstance(g["verify"], bool)
-            and isinstance(g["versions"], list) and isinstance(g["devices"], list)
-            and all(isinstance(v, str) for v in g["versions"] + g["devices"])):
+    if not (
+        isinstance(g["uri"], str)
+        and isinstance(g["fp"], str)
+        and isinstance(g["need"], str)
+        and isinstance(g["verify"], bool)
+        and isinstance(g["versions"], list)
+        and isinstance(g["devices"], list)
+        and all(isinstance(v, str) for v in g["versions"] + g["devices"])
+    ):
         raise TypeError("a field of the wrong type")
     return g
 
@@ -245,15 +267,17 @@ class Session:
     def __init__(self, group: "ProcessGroup", what: str) -> None:
         dist = _dist()
         if not dist.is_available() or not dist.is_initialized():
-            raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                         f"{what}: group= needs torch.distributed initialized "
-                                         f"(init_process_group)")
+            raise errors.InvalidArgument(
+                errors.S3D_EINVAL,
+                f"{what}: group= needs torch.distributed initialized (init_process_group)",
+            )
         self.pg = group
         self.what = what
         self.rank = dist.get_rank(group)
         if self.rank < 0:
-            raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                         f"{what}: this process is not a rank of group=")
+            raise errors.InvalidArgument(
+                errors.S3D_EINVAL, f"{what}: this process is not a rank of group="
+            )
         self.world = dist.get_world_size(group)
         self.backend = str(dist.get_backend(group))
         self.timeout = _timeout(group, self.backend)
@@ -272,8 +296,10 @@ class Session:
 
     def _ranks_str(self, ranks: Sequence[int]) -> str:
         word = "rank" if len(ranks) == 1 else "ranks"
-        return (f"{word} {', '.join(map(str, ranks))} of the group (global "
-                f"{', '.join(str(self._global(r)) for r in ranks)})")
+        return (
+            f"{word} {', '.join(map(str, ranks))} of the group (global "
+            f"{', '.join(str(self._global(r)) for r in ranks)})"
+        )
 
     def _post(self, phase: int, payload: bytes) -> None:
         self.store.set(f"{self.prefix}/{phase}/{self.rank}", payload)
@@ -292,7 +318,8 @@ class Session:
                         errors._CODES["ETIMEDOUT"],
                         f"{self.what}: {self._ranks_str(missing)} did not report within "
                         f"{self.timeout.total_seconds():g} s (the process group's timeout): "
-                        f"died, hangs, or did not call it with this group") from e
+                        f"died, hangs, or did not call it with this group",
+                    ) from e
             blobs = [self.store.get(k) for k in keys]
         except errors.S3DirectError:
             raise
@@ -300,7 +327,8 @@ class Session:
             raise errors.TransferError(
                 errors._CODES["ENETWORK"],
                 f"{self.what}: lost the process group's store ({e}): the process that hosts "
-                f"it (global rank 0, with env:// rendezvous) failed or exited") from e
+                f"it (global rank 0, with env:// rendezvous) failed or exited",
+            ) from e
         vals = []
         for r, blob in enumerate(blobs):
             try:
@@ -311,7 +339,8 @@ class Session:
                     errors._CODES["EPROTO"],
                     f"{self.what}: {self._ranks_str([r])} posted a value that is not "
                     f"s3direct's under {keys[r]} ({e}): another client of the process "
-                    f"group's store wrote it; nothing of it was run") from None
+                    f"group's store wrote it; nothing of it was run",
+                ) from None
         for r, v in enumerate(vals):
             if v[0] == "fail":
                 self._leave()
@@ -336,8 +365,11 @@ class Session:
             self.store.set(f"{self.prefix}/done/{self.rank}", b"1")
             if _dist().get_rank() != 0:
                 return
-            keys = [f"{self.prefix}/done/{r}" for r in range(self.world)
-                    if r != self.rank and r not in skip]
+            keys = [
+                f"{self.prefix}/done/{r}"
+                for r in range(self.world)
+                if r != self.rank and r not in skip
+            ]
             if keys:
                 wait = min(LINGER, self.timeout.total_seconds())
                 self.store.wait(keys, datetime.timedelta(seconds=wait))
@@ -358,13 +390,18 @@ class Session:
         code = err.get("code")
         name = err.get("cls")
         found = getattr(errors, name, None) if isinstance(name, str) and name else None
-        if (isinstance(code, int) and isinstance(found, type)
-                and issubclass(found, errors.S3DirectError)):
+        if (
+            isinstance(code, int)
+            and isinstance(found, type)
+            and issubclass(found, errors.S3DirectError)
+        ):
             raw = err.get("fields")
             # Each detail field with its own type (strings; http_status an int).
             fields: dict[str, Any] = {
-                k: v for k, v in (raw if isinstance(raw, dict) else {}).items()
-                if k in _DETAIL and isinstance(v, str if k != "http_status" else int)}
+                k: v
+                for k, v in (raw if isinstance(raw, dict) else {}).items()
+                if k in _DETAIL and isinstance(v, str if k != "http_status" else int)
+            }
             try:
                 e = found(code, head + message, **fields)
             except TypeError:  # a subclass with its own constructor (StateMismatch)
@@ -384,8 +421,9 @@ class Session:
         self._leave()
 
     # ---- the read --------------------------------------------------------------------------
-    def read(self, r: "CheckpointReader", dests: Sequence["Dest"], *, progress: ProgressArg,
-             verify: bool) -> None:
+    def read(
+        self, r: "CheckpointReader", dests: Sequence["Dest"], *, progress: ProgressArg, verify: bool
+    ) -> None:
         """Fills dests (whole tensors: offset and length 0) on this rank, fetching only this
         rank's share from storage and the rest from the ranks that fetched it.
 
@@ -411,11 +449,18 @@ class Session:
         need = bytearray((n + 7) // 8)
         for i in by_entry:
             need[i // 8] |= 1 << (i % 8)
-        fp = hashlib.sha256(repr([(e.name, e.dtype, e.shape, e.nbytes) for e in r.tensors]
-                                 + [r.shards()]).encode()).hexdigest()
+        fp = hashlib.sha256(
+            repr([(e.name, e.dtype, e.shape, e.nbytes) for e in r.tensors] + [r.shards()]).encode()
+        ).hexdigest()
         devices = sorted({t.device.type for ts in by_entry.values() for t in ts})
-        mine_info = {"uri": r.uri, "versions": r.versions(), "fp": fp,
-                     "need": bytes(need).hex(), "verify": bool(verify), "devices": devices}
+        mine_info = {
+            "uri": r.uri,
+            "versions": r.versions(),
+            "fp": fp,
+            "need": bytes(need).hex(),
+            "verify": bool(verify),
+            "devices": devices,
+        }
         got = self.agree(mine_info)
         try:
             infos = [_check_info(g) for g in got]
@@ -423,14 +468,19 @@ class Session:
             if any(len(b) != len(need) for b in needs):
                 raise ValueError("wrong length")
         except (ValueError, TypeError, KeyError) as bad:
-            raise errors.TransferError(errors._CODES["EPROTO"],
-                                       f"{self.what}: a rank posted a malformed need map ({bad})"
-                                       ) from None
+            raise errors.TransferError(
+                errors._CODES["EPROTO"], f"{self.what}: a rank posted a malformed need map ({bad})"
+            ) from None
         self._compare(infos)
-        needers = [tuple(q for q in range(self.world) if needs[q][i // 8] >> (i % 8) & 1)
-                   for i in range(n)]
-        pieces = plan([e.nbytes for e in r.tensors], needers, self.world,
-                      [not (verify and e.has_crc) for e in r.tensors])
+        needers = [
+            tuple(q for q in range(self.world) if needs[q][i // 8] >> (i % 8) & 1) for i in range(n)
+        ]
+        pieces = plan(
+            [e.nbytes for e in r.tensors],
+            needers,
+            self.world,
+            [not (verify and e.has_crc) for e in r.tensors],
+        )
         views = {id(p): self._view(by_entry, r, p) for p in pieces if self.rank in p.needers}
         mine: list[Dest] = []
         for p in pieces:
@@ -441,8 +491,7 @@ class Session:
                 mine.append((e, by_entry[p.i][0], 0, 0))
             else:
                 mine.append((e, views[id(p)], p.off, p.length))
-        self.fetch_and_share(pieces, views,
-                             lambda: r.read(mine, progress=progress, verify=verify))
+        self.fetch_and_share(pieces, views, lambda: r.read(mine, progress=progress, verify=verify))
         # A stored tensor read into several destinations (tied names in load_into).
         for ts in by_entry.values():
             for t in ts[1:]:
@@ -462,7 +511,8 @@ class Session:
                     errors.S3D_EINVAL,
                     f"{self.what}: the ranks passed different {what} ({self._ranks_str(odd)}: "
                     f"{infos[odd[0]][field]}; rank 0: {infos[0][field]}); every rank of the "
-                    f"group must pass the same")
+                    f"group must pass the same",
+                )
         odd = differ(infos, "versions")
         if odd:
             other = [q for q in odd if infos[q]["uri"] != infos[0]["uri"]]
@@ -471,22 +521,28 @@ class Session:
                     errors.S3D_EINVAL,
                     f"{self.what}: the ranks load different checkpoints "
                     f"({self._ranks_str(other)}: {infos[other[0]]['uri']}; rank 0: "
-                    f"{infos[0]['uri']}); every rank of the group must load the same one")
-            where = ("the object's ETag" if infos[0]["uri"].startswith("s3://")
-                     else "the file's inode or modification time")
+                    f"{infos[0]['uri']}); every rank of the group must load the same one",
+                )
+            where = (
+                "the object's ETag"
+                if infos[0]["uri"].startswith("s3://")
+                else "the file's inode or modification time"
+            )
             raise errors.TransferError(
                 errors._CODES["ECHANGED"],
                 f"{self.what}: the ranks opened different versions of the checkpoint "
                 f"({self._ranks_str(odd)} differ from rank 0 of the group in {where}): it was "
                 f"replaced between the ranks' opens, or the ranks read node-local copies "
                 f"(group= shares one stored checkpoint; for node-local copies, use a group per "
-                f"node); nothing was read")
+                f"node); nothing was read",
+            )
         odd = differ(infos, "fp")
         if odd:
             raise errors.FormatError(
                 errors.S3D_EFMT_METADATA,
                 f"{self.what}: the ranks opened checkpoints with different tensors "
-                f"({self._ranks_str(odd)} differ from rank 0 of the group)")
+                f"({self._ranks_str(odd)} differ from rank 0 of the group)",
+            )
 
     def agree(self, info: Any) -> list[Any]:
         """Phase 1: posts this rank's info (JSON: lists, str, int, float, bool, None; tuples
@@ -499,8 +555,9 @@ class Session:
         self._post(1, _encode("ok", info))
         return self._gather(1)
 
-    def fetch_and_share(self, pieces: Sequence[Piece], views: dict[int, torch.Tensor],
-                        fetch: Callable[[], None]) -> None:
+    def fetch_and_share(
+        self, pieces: Sequence[Piece], views: dict[int, torch.Tensor], fetch: Callable[[], None]
+    ) -> None:
         """Runs this rank's fetch (of the pieces it owns, into views), agrees that every rank's
         succeeded (phase 2), then moves the pieces between the ranks that need them.
 
@@ -546,16 +603,21 @@ class Session:
         except Exception:
             missing = []  # the store went with its host (global rank 0): nobody to name
         self._leave(skip=missing)
-        who = (f"{self._ranks_str(missing)} did not report after it: died or stopped"
-               if missing else "every rank of the group saw it fail")
+        who = (
+            f"{self._ranks_str(missing)} did not report after it: died or stopped"
+            if missing
+            else "every rank of the group saw it fail"
+        )
         return errors.TransferError(
             errors._CODES["ENETWORK"],
             f"{self.what}: the exchange of tensor bytes between the ranks failed "
-            f"({type(ex).__name__}: {text}); {who}")
+            f"({type(ex).__name__}: {text}); {who}",
+        )
 
     @staticmethod
-    def _view(by_entry: dict[int, list[torch.Tensor]], r: "CheckpointReader",
-              p: Piece) -> torch.Tensor:
+    def _view(
+        by_entry: dict[int, list[torch.Tensor]], r: "CheckpointReader", p: Piece
+    ) -> torch.Tensor:
         flat = byte_view(by_entry[p.i][0])
         assert flat.numel() == r.tensors[p.i].nbytes
         return flat.narrow(0, p.off, p.length)
@@ -571,8 +633,9 @@ class Session:
             return torch.device("cuda", torch.cuda.current_device())
         return torch.device("cpu")
 
-    def _broadcast_batch(self, batch: list[Piece], owner: int, dev: torch.device,
-                         views: dict[int, torch.Tensor]) -> None:
+    def _broadcast_batch(
+        self, batch: list[Piece], owner: int, dev: torch.device, views: dict[int, torch.Tensor]
+    ) -> None:
         """The owner's small pieces packed into one buffer, broadcast, unpacked; batch emptied."""
         if not batch:
             return
@@ -581,13 +644,13 @@ class Session:
         pos = 0
         if self.rank == owner:
             for p in batch:
-                buf[pos:pos + p.length].copy_(views[id(p)])
+                buf[pos : pos + p.length].copy_(views[id(p)])
                 pos += p.length
         _dist().broadcast(buf, src=self._global(owner), group=self.pg)
         if self.rank != owner:
             pos = 0
             for p in batch:
-                views[id(p)].copy_(buf[pos:pos + p.length])
+                views[id(p)].copy_(buf[pos : pos + p.length])
                 pos += p.length
         batch.clear()
 

@@ -38,8 +38,11 @@ def _cuda_streams(devices: Iterable[int]) -> list[int]:
     return out
 
 
-def _set_streams(o: Union[_capi.ReadOptions, _capi.WriteOptions],
-                 streams: Optional[Iterable[int]], keep: list[object]) -> None:
+def _set_streams(
+    o: Union[_capi.ReadOptions, _capi.WriteOptions],
+    streams: Optional[Iterable[int]],
+    keep: list[object],
+) -> None:
     """Fills cuda_stream / cuda_streams / n_cuda_streams of a Read/WriteOptions."""
     streams = list(streams or [])
     if not streams:
@@ -82,7 +85,8 @@ def _explain_not_safetensors(uri: str, client: Client, err: errors.S3DirectError
             err.code,
             f"{uri} is not a safetensors file: it starts like a torch.save file ({kind}); "
             f"read it with torch.load(s3direct.reader({uri!r})), or convert it once with "
-            f"s3direct.save(torch.load(...), uri)") from err
+            f"s3direct.save(torch.load(...), uri)",
+        ) from err
 
 
 class CheckpointReader:
@@ -109,14 +113,18 @@ class CheckpointReader:
                 with client.call() as ch:
                     lib.check(lib.s3d_reader_open(ch, enc(u), ctypes.byref(h)))
                 return h
+
             return open_
 
         # Opening has no cancel token: Ctrl-C leaves the helper thread to finish the
         # header reads and close what it opened.
         try:
             try:
-                h = _interrupt.call(opener(self.uri), abandon=lambda h: lib.s3d_reader_close(h),
-                                    uses=(self._client,))
+                h = _interrupt.call(
+                    opener(self.uri),
+                    abandon=lambda h: lib.s3d_reader_close(h),
+                    uses=(self._client,),
+                )
             except errors.NoSuchKey:
                 # s3://b/model where model/ is a folder: load the model in it, as
                 # from_pretrained would (no request is spent on this unless the key is absent).
@@ -125,8 +133,11 @@ class CheckpointReader:
                     raise
                 _log.logger.info("%s is a folder: loading %s", self.uri, folder)
                 self.uri = folder
-                h = _interrupt.call(opener(self.uri), abandon=lambda h: lib.s3d_reader_close(h),
-                                    uses=(self._client,))
+                h = _interrupt.call(
+                    opener(self.uri),
+                    abandon=lambda h: lib.s3d_reader_close(h),
+                    uses=(self._client,),
+                )
         except errors.FormatError as err:
             _explain_not_safetensors(self.uri, self._client, err)
             raise
@@ -161,10 +172,16 @@ class CheckpointReader:
             for i in range(self._lib.s3d_reader_num_tensors(h)):
                 self._lib.check(self._lib.s3d_reader_tensor(h, i, ctypes.byref(info)))
                 name = info.name.decode("utf-8")
-                shape = tuple(info.shape[:info.ndim])
+                shape = tuple(info.shape[: info.ndim])
                 nbytes = info.nbytes
-                e = TensorEntry(i, name, info.dtype, shapes.setdefault(shape, shape),
-                                sizes.setdefault(nbytes, nbytes), bool(info.has_crc32c))
+                e = TensorEntry(
+                    i,
+                    name,
+                    info.dtype,
+                    shapes.setdefault(shape, shape),
+                    sizes.setdefault(nbytes, nbytes),
+                    bool(info.has_crc32c),
+                )
                 tensors.append(e)
                 by_name[name] = e
         self._entries = (tensors, by_name)
@@ -184,8 +201,9 @@ class CheckpointReader:
         k, v = ctypes.c_char_p(), ctypes.c_char_p()
         with self._use() as h:
             for i in range(self._lib.s3d_reader_num_metadata(h)):
-                self._lib.check(self._lib.s3d_reader_metadata(h, i, ctypes.byref(k),
-                                                              ctypes.byref(v)))
+                self._lib.check(
+                    self._lib.s3d_reader_metadata(h, i, ctypes.byref(k), ctypes.byref(v))
+                )
                 # The C API never gives a NULL key.
                 out[cast(bytes, k.value).decode("utf-8")] = (v.value or b"").decode("utf-8")
         return out
@@ -196,8 +214,11 @@ class CheckpointReader:
         u, hb, ob = ctypes.c_char_p(), ctypes.c_uint64(), ctypes.c_uint64()
         with self._use() as h:
             for i in range(self._lib.s3d_reader_num_shards(h)):
-                self._lib.check(self._lib.s3d_reader_shard(h, i, ctypes.byref(u),
-                                                           ctypes.byref(hb), ctypes.byref(ob)))
+                self._lib.check(
+                    self._lib.s3d_reader_shard(
+                        h, i, ctypes.byref(u), ctypes.byref(hb), ctypes.byref(ob)
+                    )
+                )
                 # The C API never gives a NULL shard URI.
                 out.append((cast(bytes, u.value).decode("utf-8"), hb.value, ob.value))
         return out
@@ -206,8 +227,10 @@ class CheckpointReader:
         """The version of each shard this reader opened and reads from (s3d_reader_shard_version:
         an object's ETag; a local file's inode number, size and modification time)."""
         with self._use() as h:
-            return [(self._lib.s3d_reader_shard_version(h, i) or b"").decode("utf-8")
-                    for i in range(self._lib.s3d_reader_num_shards(h))]
+            return [
+                (self._lib.s3d_reader_shard_version(h, i) or b"").decode("utf-8")
+                for i in range(self._lib.s3d_reader_num_shards(h))
+            ]
 
     def tied_names(self) -> dict[str, str]:
         """{name: stored name} of the tied tensors save() stored once (_untie): names that
@@ -223,8 +246,12 @@ class CheckpointReader:
                     if tag != "t":
                         continue
                     name, kept = names.unique_name(path), node["t"]
-                    if (name != kept and name not in self.by_name and kept in self.by_name
-                            and md.get(name) == kept):
+                    if (
+                        name != kept
+                        and name not in self.by_name
+                        and kept in self.by_name
+                        and md.get(name) == kept
+                    ):
                         tied[name] = kept
             self._tied = tied
         return self._tied
@@ -234,8 +261,9 @@ class CheckpointReader:
             v: Optional[bytes] = self._lib.s3d_reader_metadata_get(h, enc(key))
         return None if v is None else v.decode("utf-8")
 
-    def read(self, dests: Sequence[Dest], *, progress: ProgressArg = False,
-             verify: bool = True) -> None:
+    def read(
+        self, dests: Sequence[Dest], *, progress: ProgressArg = False, verify: bool = True
+    ) -> None:
         """dests: list of (TensorEntry, tensor, src_offset, length); each tensor contiguous on
         the CPU or a CUDA device with room for the bytes. One planned transfer for all."""
         d = Dests(len(dests))
@@ -243,8 +271,7 @@ class CheckpointReader:
             d.add(e.index, t, _dest_device(t), off, length)
         self.read_dests(d, progress=progress, verify=verify)
 
-    def read_dests(self, d: Dests, *, progress: ProgressArg = False,
-                   verify: bool = True) -> None:
+    def read_dests(self, d: Dests, *, progress: ProgressArg = False, verify: bool = True) -> None:
         """As read(), for destinations already in a struct s3d_tensor_dest array."""
         if d.n == 0:
             return
@@ -294,4 +321,3 @@ class CheckpointReader:
 def _tree_doc(r: CheckpointReader) -> Optional[dict[str, Any]]:
     text = r.metadata_get(_tree.TREE_KEY)
     return None if text is None else _tree.parse(text, r.uri)
-

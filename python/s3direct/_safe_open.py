@@ -24,6 +24,7 @@ from .client import Client
 # More runs than this and a slice reads the rows that bound it instead (one range).
 _MAX_RUNS = 1 << 16
 
+
 class safe_open:  # noqa: N801 - the name safetensors users know
     """An open checkpoint, as ``safetensors.safe_open(path, framework="pt", device=...)``.
 
@@ -46,22 +47,32 @@ class safe_open:  # noqa: N801 - the name safetensors users know
     Use as a context manager, or call close().
     """
 
-    def __init__(self, uri: Union[str, "os.PathLike[str]"], framework: str = "pt",
-                 device: Union[str, int, torch.device] = "cpu", *,
-                 client: Optional[Client] = None, verify: bool = True,
-                 progress: ProgressArg = False) -> None:
+    def __init__(
+        self,
+        uri: Union[str, "os.PathLike[str]"],
+        framework: str = "pt",
+        device: Union[str, int, torch.device] = "cpu",
+        *,
+        client: Optional[Client] = None,
+        verify: bool = True,
+        progress: ProgressArg = False,
+    ) -> None:
         if framework not in ("pt", "torch", "pytorch"):
-            raise errors.NotSupported(errors.S3D_ENOTSUP,
-                                      f"safe_open: framework {framework!r} is not served; "
-                                      f"s3direct gives PyTorch tensors (framework='pt')")
+            raise errors.NotSupported(
+                errors.S3D_ENOTSUP,
+                f"safe_open: framework {framework!r} is not served; "
+                f"s3direct gives PyTorch tensors (framework='pt')",
+            )
         if isinstance(device, int):
             device = torch.device("cuda", device)
         self._device = _device(device)
         self._verify = verify
         self._r: Optional[CheckpointReader] = CheckpointReader(uri, client)
         self._prog: Optional[Combined] = (
-            None if progress is False or progress is None
-            else Combined(progress, f"safe_open {os.path.basename(self._r.uri.rstrip('/'))}"))
+            None
+            if progress is False or progress is None
+            else Combined(progress, f"safe_open {os.path.basename(self._r.uri.rstrip('/'))}")
+        )
 
     @property
     def uri(self) -> str:
@@ -242,12 +253,13 @@ class TensorSlice:
         counts = [len(range(*s[:3])) for s in sel]
         if any(c == 0 for c in counts) or d < 0:
             if any(c == 0 for c in counts):
-                out = torch.empty([c for c, s in zip(counts, sel) if not s[3]], dtype=dtype,
-                                  device=alloc)
+                out = torch.empty(
+                    [c for c, s in zip(counts, sel) if not s[3]], dtype=dtype, device=alloc
+                )
                 return out if alloc == dev else out.to(dev)
             d = -1  # everything selected whole: one range
-        inner = math.prod(shape[d + 1:]) if d + 1 < len(shape) else 1
-        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+        inner = math.prod(shape[d + 1 :]) if d + 1 < len(shape) else 1
+        strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
         if d >= 0:
             lo, hi = sel[d][0], sel[d][0] + (counts[d] - 1) * sel[d][2] + 1  # bounding range
             outer = [range(*sel[i][:3]) for i in range(d)]
@@ -256,12 +268,16 @@ class TensorSlice:
                 # Too many small runs: read the rows that bound the selection, index in memory.
                 first = sel[0][0]
                 last = sel[0][0] + (counts[0] - 1) * sel[0][2]
-                sub = self._read_runs(r, e, [first * strides[0] * esize],
-                                      (last - first + 1) * strides[0] * esize, alloc,
-                                      self._f._part())
+                sub = self._read_runs(
+                    r,
+                    e,
+                    [first * strides[0] * esize],
+                    (last - first + 1) * strides[0] * esize,
+                    alloc,
+                    self._f._part(),
+                )
                 sub = sub.view(dtype).reshape([last - first + 1] + shape[1:])
-                idx = [slice(None, None, sel[0][2])] + [slice(s[0], s[1], s[2])
-                                                        for s in sel[1:]]
+                idx = [slice(None, None, sel[0][2])] + [slice(s[0], s[1], s[2]) for s in sel[1:]]
                 out = sub[tuple(idx)]
                 out = _squeeze_ints(out, sel)
                 out = out.contiguous()
@@ -272,7 +288,7 @@ class TensorSlice:
                 base = sum(p * strides[i] for i, p in enumerate(pos)) + lo * strides[d]
                 offsets.append(base * esize)
             buf = self._read_runs(r, e, offsets, run_elems * esize, alloc, self._f._part())
-            out = buf.view(dtype).reshape(counts[:d] + [hi - lo] + shape[d + 1:])
+            out = buf.view(dtype).reshape(counts[:d] + [hi - lo] + shape[d + 1 :])
             if sel[d][2] != 1:
                 idx = [slice(None)] * d + [slice(None, None, sel[d][2])]
                 out = out[tuple(idx)]
@@ -283,13 +299,21 @@ class TensorSlice:
         return out if alloc == dev else out.to(dev)
 
     @staticmethod
-    def _read_runs(r: CheckpointReader, e: TensorEntry, offsets: List[int], length: int,
-                   device: torch.device, progress: ProgressArg = False) -> torch.Tensor:
+    def _read_runs(
+        r: CheckpointReader,
+        e: TensorEntry,
+        offsets: List[int],
+        length: int,
+        device: torch.device,
+        progress: ProgressArg = False,
+    ) -> torch.Tensor:
         """Reads `length` bytes at each offset of the tensor into one buffer, back to back."""
         buf = torch.empty(len(offsets) * length, dtype=torch.uint8, device=device)
         if length:
-            dests = [(e, buf[i * length:(i + 1) * length], off, length)
-                     for i, off in enumerate(offsets)]
+            dests = [
+                (e, buf[i * length : (i + 1) * length], off, length)
+                for i, off in enumerate(offsets)
+            ]
             r.read(dests, verify=False, progress=progress)
         return buf
 
@@ -316,14 +340,19 @@ def _is_advanced(i: Any) -> bool:
     return type(i).__module__ == "numpy" and hasattr(i, "shape") and len(i.shape) > 0
 
 
-def _advanced(index: Any, shape: List[int], uri: str,
-              name: str) -> Optional[Tuple[Tuple[slice, ...], Tuple[Any, ...]]]:
+def _advanced(
+    index: Any, shape: List[int], uri: str, name: str
+) -> Optional[Tuple[Tuple[slice, ...], Tuple[Any, ...]]]:
     """For an index with None, bools, lists or index tensors: (the step-1 slices of the block
     that bounds the selection, the index that selects it from that block). None for an index
     of ints, slices and ... only."""
     if isinstance(index, list) and any(
-            i is None or i is Ellipsis or isinstance(i, (list, tuple, slice, torch.Tensor))
-            or hasattr(i, "shape") for i in index):
+        i is None
+        or i is Ellipsis
+        or isinstance(i, (list, tuple, slice, torch.Tensor))
+        or hasattr(i, "shape")
+        for i in index
+    ):
         # torch (and so safetensors) reads a list holding sequences, slices, None or ... as
         # a tuple of indices: x[[[1, 0]]] is x[[1, 0]], not a 2-d index.
         index = tuple(index)
@@ -332,26 +361,8 @@ def _advanced(index: Any, shape: List[int], uri: str,
         return None
     if sum(1 for i in items if i is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    conv: List[Any] = []
-    for i in items:
-        if isinstance(i, list) or (_is_advanced(i) and i is not None
-                                   and not isinstance(i, (bool, torch.Tensor))):
-            try:
-                i = torch.as_tensor(i)
-            except (TypeError, ValueError, RuntimeError) as err:
-                raise TypeError(f"{uri}: {name}: unsupported index {i!r:.60}") from err
-            if i.numel() == 0:
-                i = i.to(torch.int64)  # x[[]]: an empty selection, as torch gives it
-        conv.append(i)
-
-    def dims_of(i: Any) -> int:  # how many dimensions of the tensor an index item consumes
-        if i is None or i is Ellipsis or isinstance(i, bool):
-            return 0
-        if isinstance(i, torch.Tensor) and i.dtype == torch.bool:
-            return max(i.dim(), 1)
-        return 1
-
-    used = sum(dims_of(i) for i in conv)
+    conv = [_as_index_item(i, uri, name) for i in items]
+    used = sum(_dims_of(i) for i in conv)
     if used > len(shape):
         raise IndexError(f"{uri}: {name} has {len(shape)} dimensions, the index uses {used}")
     expanded: List[Any] = []
@@ -364,51 +375,81 @@ def _advanced(index: Any, shape: List[int], uri: str,
     rel: List[Any] = []
     dim = 0
     for i in expanded:
-        k = dims_of(i)
+        k = _dims_of(i)
         if k == 0:
             rel.append(i)
             continue
-        if isinstance(i, torch.Tensor) and i.dtype == torch.bool:
-            want = shape[dim:dim + k] if i.dim() else [1]
-            if i.dim() and list(i.shape) != want:
-                raise IndexError(f"{uri}: {name}: boolean index of shape {list(i.shape)} does "
-                                 f"not match dimensions {dim}.. of size {want}")
-            bounds.extend(slice(None) for _ in range(k))
-            rel.append(i)
-        elif isinstance(i, torch.Tensor):
-            if i.is_floating_point() or i.is_complex():
-                raise IndexError(f"{uri}: {name}: tensors used as indices must be integer or "
-                                 f"boolean")
-            n = shape[dim]
-            t = i.to(torch.int64)
-            if t.numel() and (int(t.min()) < -n or int(t.max()) >= n):
-                raise IndexError(f"{uri}: {name}: an index is out of range for dimension "
-                                 f"{dim} of size {n}")
-            t = torch.remainder(t, n) if n else t
-            lo = int(t.min()) if t.numel() else 0
-            hi = int(t.max()) + 1 if t.numel() else 0
-            bounds.append(slice(lo, hi))
-            rel.append(t - lo)
-        elif isinstance(i, slice):
-            start, stop, step = i.indices(shape[dim])
-            if step <= 0:
-                raise ValueError(f"{uri}: {name}: slice steps must be positive")
-            count = len(range(start, stop, step))
-            if count == 0:
-                bounds.append(slice(0, 0))
-            else:
-                bounds.append(slice(start, start + (count - 1) * step + 1))
-            rel.append(slice(None, None, step))
-        else:
-            sel = _normalize((i,), [shape[dim]], uri, name)[0]  # an int: checked there
-            bounds.append(slice(sel[0], sel[0] + 1))
-            rel.append(0)
+        b, r = _bound(i, k, shape, dim, uri, name)
+        bounds.extend(b)
+        rel.append(r)
         dim += k
     return tuple(bounds), tuple(rel)
 
 
-def _normalize(index: Any, shape: List[int], uri: str,
-               name: str) -> List[Tuple[int, int, int, bool]]:
+def _as_index_item(i: Any, uri: str, name: str) -> Any:
+    """An item of an advanced index with lists and arrays as tensors."""
+    if isinstance(i, list) or (
+        _is_advanced(i) and i is not None and not isinstance(i, (bool, torch.Tensor))
+    ):
+        try:
+            i = torch.as_tensor(i)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"{uri}: {name}: unsupported index {i!r:.60}") from err
+        if i.numel() == 0:
+            i = i.to(torch.int64)  # x[[]]: an empty selection, as torch gives it
+    return i
+
+
+def _dims_of(i: Any) -> int:
+    """How many dimensions of the tensor an index item consumes."""
+    if i is None or i is Ellipsis or isinstance(i, bool):
+        return 0
+    if isinstance(i, torch.Tensor) and i.dtype == torch.bool:
+        return max(i.dim(), 1)
+    return 1
+
+
+def _bound(
+    i: Any, k: int, shape: List[int], dim: int, uri: str, name: str
+) -> Tuple[List[slice], Any]:
+    """For index item i at dimension dim (consuming k dimensions): the step-1 slices that
+    bound what it selects, and the item that selects it from those."""
+    if isinstance(i, torch.Tensor) and i.dtype == torch.bool:
+        want = shape[dim : dim + k] if i.dim() else [1]
+        if i.dim() and list(i.shape) != want:
+            raise IndexError(
+                f"{uri}: {name}: boolean index of shape {list(i.shape)} does "
+                f"not match dimensions {dim}.. of size {want}"
+            )
+        return [slice(None) for _ in range(k)], i
+    if isinstance(i, torch.Tensor):
+        if i.is_floating_point() or i.is_complex():
+            raise IndexError(f"{uri}: {name}: tensors used as indices must be integer or boolean")
+        n = shape[dim]
+        t = i.to(torch.int64)
+        if t.numel() and (int(t.min()) < -n or int(t.max()) >= n):
+            raise IndexError(
+                f"{uri}: {name}: an index is out of range for dimension {dim} of size {n}"
+            )
+        t = torch.remainder(t, n) if n else t
+        lo = int(t.min()) if t.numel() else 0
+        hi = int(t.max()) + 1 if t.numel() else 0
+        return [slice(lo, hi)], t - lo
+    if isinstance(i, slice):
+        start, stop, step = i.indices(shape[dim])
+        if step <= 0:
+            raise ValueError(f"{uri}: {name}: slice steps must be positive")
+        count = len(range(start, stop, step))
+        if count == 0:
+            return [slice(0, 0)], slice(None, None, step)
+        return [slice(start, start + (count - 1) * step + 1)], slice(None, None, step)
+    sel = _normalize((i,), [shape[dim]], uri, name)[0]  # an int: checked there
+    return [slice(sel[0], sel[0] + 1)], 0
+
+
+def _normalize(
+    index: Any, shape: List[int], uri: str, name: str
+) -> List[Tuple[int, int, int, bool]]:
     if not isinstance(index, tuple):
         index = (index,)
     if sum(1 for i in index if i is Ellipsis) > 1:
@@ -432,15 +473,16 @@ def _normalize(index: Any, shape: List[int], uri: str,
             if stop < start:
                 stop = start
             out.append((start, stop, step, False))
-        elif isinstance(i, int) or (isinstance(i, torch.Tensor) and i.dim() == 0
-                                    and not i.is_floating_point()):
+        elif isinstance(i, int) or (
+            isinstance(i, torch.Tensor) and i.dim() == 0 and not i.is_floating_point()
+        ):
             k = int(i)
             if k < -n or k >= n:
-                raise IndexError(f"{uri}: {name}: index {k} is out of range for dimension "
-                                 f"{dim} of size {n}")
+                raise IndexError(
+                    f"{uri}: {name}: index {k} is out of range for dimension {dim} of size {n}"
+                )
             k %= n
             out.append((k, k + 1, 1, True))
         else:
-            raise TypeError(f"{uri}: {name}: unsupported index {i!r} (ints, slices and ... "
-                            f"are)")
+            raise TypeError(f"{uri}: {name}: unsupported index {i!r} (ints, slices and ... are)")
     return out

@@ -40,21 +40,24 @@ class _Src:
 def _prepare(t: torch.Tensor, name: str, path: _tree.Path) -> _Src:
     where = _tree.path_str(path)
     if t.layout != torch.strided:
-        raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                     f"tensor at {where} has layout {t.layout}; only dense "
-                                     f"(strided) tensors are stored")
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL,
+            f"tensor at {where} has layout {t.layout}; only dense (strided) tensors are stored",
+        )
     if t.is_quantized:
-        raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                     f"tensor at {where} is quantized; not storable as "
-                                     f"safetensors")
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL, f"tensor at {where} is quantized; not storable as safetensors"
+        )
     if t.device.type == "meta":
-        raise errors.InvalidArgument(errors.S3D_EINVAL, f"tensor at {where} is on the meta "
-                                     f"device (it has no data)")
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL, f"tensor at {where} is on the meta device (it has no data)"
+        )
     code = _dtypes.to_s3d(t.dtype)
     if code is None:
-        raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                     f"tensor at {where} has dtype {t.dtype}, which safetensors "
-                                     f"cannot store")
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL,
+            f"tensor at {where} has dtype {t.dtype}, which safetensors cannot store",
+        )
     t = t.detach()
     if t.is_conj():
         t = t.resolve_conj()
@@ -96,16 +99,18 @@ def _cuda_stream(srcs: Iterable[_Src]) -> list[int]:
 
 
 def _metadata_entries(
-        metadata: Optional[Dict[str, str]],
-        tree_json: Optional[str]) -> tuple[ctypes.Array[_capi.MetadataEntry], int, list[object]]:
+    metadata: Optional[Dict[str, str]], tree_json: Optional[str]
+) -> tuple[ctypes.Array[_capi.MetadataEntry], int, list[object]]:
     entries: list[tuple[str, str]] = []
     for k, v in (metadata or {}).items():
         if not isinstance(k, str) or not isinstance(v, str):
-            raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                         f"metadata must map str to str: {k!r}: {v!r:.40}")
+            raise errors.InvalidArgument(
+                errors.S3D_EINVAL, f"metadata must map str to str: {k!r}: {v!r:.40}"
+            )
         if k.startswith(_RESERVED_PREFIX) or k == _tree.TREE_KEY:
-            raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                         f"metadata key {k!r} is reserved for s3direct")
+            raise errors.InvalidArgument(
+                errors.S3D_EINVAL, f"metadata key {k!r} is reserved for s3direct"
+            )
         entries.append((k, v))
     if tree_json is not None:
         entries.append((_tree.TREE_KEY, tree_json))
@@ -118,17 +123,28 @@ def _metadata_entries(
     return arr, len(entries), keep
 
 
-def _write(client: Client, uri: str, srcs: Sequence[_Src], metadata: Optional[Dict[str, str]],
-           tree_json: Optional[str], *, shard_size: Optional[int], checksum: bool,
-           progress: ProgressArg, cuda_stream: Optional[Iterable[int]],
-           held: bool = False, base: Optional[str] = None) -> SaveStats:
+def _write(
+    client: Client,
+    uri: str,
+    srcs: Sequence[_Src],
+    metadata: Optional[Dict[str, str]],
+    tree_json: Optional[str],
+    *,
+    shard_size: Optional[int],
+    checksum: bool,
+    progress: ProgressArg,
+    cuda_stream: Optional[Iterable[int]],
+    held: bool = False,
+    base: Optional[str] = None,
+) -> SaveStats:
     """One s3d_checkpoint_write. base: an incremental save's previous checkpoint, resolved
     (_uri.for_base); the library falls back to a full save when it cannot use it."""
     lib = _capi.lib()
     if shard_size and not uri.endswith(INDEX_SUFFIX):
         raise errors.InvalidArgument(
             errors.S3D_EINVAL,
-            f"shard_size needs a URI ending in {INDEX_SUFFIX} (the shards go beside it): {uri}")
+            f"shard_size needs a URI ending in {INDEX_SUFFIX} (the shards go beside it): {uri}",
+        )
     arr = _SrcArray(srcs)
     marr, nmeta, keep = _metadata_entries(metadata, tree_json)
     with Progress(progress, f"save {os.path.basename(uri)}") as prog:
@@ -145,12 +161,16 @@ def _write(client: Client, uri: str, srcs: Sequence[_Src], metadata: Optional[Di
             keep.append(b)
             o.base = b
         _set_streams(o, cuda_stream, keep)
+
         def write() -> None:
             # Counted as a call on the client in the thread that makes it: close() waits.
             # held: save_async's hold, which close() waits for, lets it run once close began.
             with client.call(held) as h:
-                lib.check(lib.s3d_checkpoint_write(h, enc(uri), arr.arr, arr.n, marr, nmeta,
-                                                   ctypes.byref(o)))
+                lib.check(
+                    lib.s3d_checkpoint_write(
+                        h, enc(uri), arr.arr, arr.n, marr, nmeta, ctypes.byref(o)
+                    )
+                )
 
         with _interrupt.Cancel() as cancel:
             o.cancel = cancel.handle
@@ -169,8 +189,16 @@ def _tie_key(t: torch.Tensor) -> Optional[tuple[Any, ...]]:
         return None
     if ptr == 0 or t.numel() == 0:
         return None
-    return (str(t.device), ptr, t.storage_offset(), tuple(t.shape), tuple(t.stride()),
-            t.dtype, t.is_conj(), t.is_neg())
+    return (
+        str(t.device),
+        ptr,
+        t.storage_offset(),
+        tuple(t.shape),
+        tuple(t.stride()),
+        t.dtype,
+        t.is_conj(),
+        t.is_neg(),
+    )
 
 
 def _untie(flat: _tree.Flattened) -> dict[str, str]:
@@ -197,8 +225,9 @@ def _untie(flat: _tree.Flattened) -> dict[str, str]:
     return aliases
 
 
-def _with_aliases(metadata: Optional[Dict[str, str]],
-                  aliases: dict[str, str]) -> Optional[Dict[str, str]]:
+def _with_aliases(
+    metadata: Optional[Dict[str, str]], aliases: dict[str, str]
+) -> Optional[Dict[str, str]]:
     if not aliases:
         return metadata
     out = dict(metadata or {})
@@ -212,10 +241,18 @@ def _resolve_base(base: Optional[PathLike], client: Client) -> Optional[str]:
     return None if base is None else _uri.for_base(base, client)
 
 
-def save(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
-         metadata: Optional[Dict[str, str]] = None, checksum: bool = True,
-         progress: ProgressArg = False, client: Optional[Client] = None,
-         allow_pickle: bool = False, base: Optional[PathLike] = None) -> SaveStats:
+def save(
+    obj: Any,
+    uri: PathLike,
+    *,
+    shard_size: Optional[int] = None,
+    metadata: Optional[Dict[str, str]] = None,
+    checksum: bool = True,
+    progress: ProgressArg = False,
+    client: Optional[Client] = None,
+    allow_pickle: bool = False,
+    base: Optional[PathLike] = None,
+) -> SaveStats:
     """Saves obj as one safetensors object, or as a sharded checkpoint with an index.
 
     With base (incremental), the tensors whose name, dtype, shape and CRC-32C equal the
@@ -252,8 +289,18 @@ def save(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
     flat = _tree.flatten(obj, allow_pickle=allow_pickle)
     metadata = _with_aliases(metadata, _untie(flat))
     srcs = [_prepare(t, name, path) for name, path, t in flat.tensors]
-    return _write(c, uri, srcs, metadata, flat.to_json(), shard_size=shard_size,
-                  checksum=checksum, progress=progress, cuda_stream=_cuda_stream(srcs), base=b)
+    return _write(
+        c,
+        uri,
+        srcs,
+        metadata,
+        flat.to_json(),
+        shard_size=shard_size,
+        checksum=checksum,
+        progress=progress,
+        cuda_stream=_cuda_stream(srcs),
+        base=b,
+    )
 
 
 # ---- save_async ------------------------------------------------------------------------------
@@ -267,7 +314,8 @@ def _get_executor() -> concurrent.futures.ThreadPoolExecutor:
     with _executor_lock:
         if _executor is None or _executor_pid != os.getpid():
             _executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="s3direct-save")
+                max_workers=1, thread_name_prefix="s3direct-save"
+            )
             _executor_pid = os.getpid()
         return _executor
 
@@ -287,11 +335,18 @@ def _snapshot(s: _Src) -> _Src:
     return _Src(s.name, c, s.dtype, s.device)
 
 
-def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
-               metadata: Optional[Dict[str, str]] = None, checksum: bool = True,
-               progress: ProgressArg = False, client: Optional[Client] = None,
-               allow_pickle: bool = False,
-               base: Optional[PathLike] = None) -> "concurrent.futures.Future[SaveStats]":
+def save_async(
+    obj: Any,
+    uri: PathLike,
+    *,
+    shard_size: Optional[int] = None,
+    metadata: Optional[Dict[str, str]] = None,
+    checksum: bool = True,
+    progress: ProgressArg = False,
+    client: Optional[Client] = None,
+    allow_pickle: bool = False,
+    base: Optional[PathLike] = None,
+) -> "concurrent.futures.Future[SaveStats]":
     """Snapshots the tensors, then saves in a background thread. Snapshot: CPU tensors are
     copied into new (pageable) host memory, so a host-only save never initialises CUDA; CUDA
     tensors into new device memory on the current stream, fenced before this returns: the
@@ -316,15 +371,32 @@ def save_async(obj: Any, uri: PathLike, *, shard_size: Optional[int] = None,
     uri = _uri.for_save(uri, bool(shard_size))
     c = resolve(client)
     b = _resolve_base(base, c)
-    return _submit(obj, uri, shard_size=shard_size, metadata=metadata, checksum=checksum,
-                   progress=progress, client=c, allow_pickle=allow_pickle, base=lambda: b)
+    return _submit(
+        obj,
+        uri,
+        shard_size=shard_size,
+        metadata=metadata,
+        checksum=checksum,
+        progress=progress,
+        client=c,
+        allow_pickle=allow_pickle,
+        base=lambda: b,
+    )
 
 
-def _submit(obj: Any, uri: str, *, shard_size: Optional[int],
-            metadata: Optional[Dict[str, str]], checksum: bool, progress: ProgressArg,
-            client: Client, allow_pickle: bool, base: Callable[[], Optional[str]],
-            after: Optional[Callable[[SaveStats], None]] = None,
-            ) -> "concurrent.futures.Future[SaveStats]":
+def _submit(
+    obj: Any,
+    uri: str,
+    *,
+    shard_size: Optional[int],
+    metadata: Optional[Dict[str, str]],
+    checksum: bool,
+    progress: ProgressArg,
+    client: Client,
+    allow_pickle: bool,
+    base: Callable[[], Optional[str]],
+    after: Optional[Callable[[SaveStats], None]] = None,
+) -> "concurrent.futures.Future[SaveStats]":
     """save_async's work, for a resolved uri: snapshot here, then in the save thread the
     base (base(), called when the save starts: the saves before it are done), the write and
     after(stats) (CheckpointManager's pruning), all before the Future resolves."""
@@ -344,9 +416,19 @@ def _submit(obj: Any, uri: str, *, shard_size: Optional[int],
         raise
 
     def job() -> SaveStats:
-        stats = _write(client, uri, srcs, meta, tree_json, shard_size=shard_size,
-                       checksum=checksum, progress=progress, cuda_stream=stream, held=True,
-                       base=base())
+        stats = _write(
+            client,
+            uri,
+            srcs,
+            meta,
+            tree_json,
+            shard_size=shard_size,
+            checksum=checksum,
+            progress=progress,
+            cuda_stream=stream,
+            held=True,
+            base=base(),
+        )
         if after is not None:
             after(stats)
         return stats
@@ -364,4 +446,3 @@ def _submit(obj: Any, uri: str, *, shard_size: Optional[int],
 
     fut.add_done_callback(done)
     return fut
-

@@ -50,9 +50,16 @@ class SaveStats:
 
 def from_c(s: _capi.WriteStats) -> SaveStats:
     """The stats the library filled in (the struct given to s3d_checkpoint_write)."""
-    return SaveStats(bytes_total=int(s.bytes_total), bytes_sent=int(s.bytes_sent),
-                     bytes_copied=int(s.bytes_copied), tensors_total=int(s.tensors_total),
-                     tensors_reused=int(s.tensors_reused), parts_copied=int(s.parts_copied),
-                     copies_refused=int(s.copies_refused), base_used=bool(s.base_used),
-                     bytes_cufile=int(s.bytes_cufile), bytes_direct=int(s.bytes_direct),
-                     bytes_buffered=int(s.bytes_buffered))
+    return SaveStats(
+        bytes_total=int(s.bytes_total),
+        bytes_sent=int(s.bytes_sent),
+        bytes_copied=int(s.bytes_copied),
+        tensors_total=int(s.tensors_total),
+        tensors_reused=int(s.tensors_reused),
+        parts_copied=int(s.parts_copied),
+        copies_refused=int(s.copies_refused),
+        base_used=bool(s.base_used),
+        bytes_cufile=int(s.bytes_cufile),
+        bytes_direct=int(s.bytes_direct),
+        bytes_buffered=int(s.bytes_buffered),
+    )

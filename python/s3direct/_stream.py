@@ -45,8 +45,9 @@ GROUP_WINDOW = 256 << 20
 _POLL_S = 0.05  # how often a waiting next() lets a signal handler (Ctrl-C) run
 
 
-def _ordered(r: CheckpointReader, keys: Union[str, Sequence[str], None],
-             order: OrderArg) -> list[TensorEntry]:
+def _ordered(
+    r: CheckpointReader, keys: Union[str, Sequence[str], None], order: OrderArg
+) -> list[TensorEntry]:
     """The entries to yield, in the order to yield them."""
     names = _select(r, [e.name for e in r.tensors], keys)
     if order is None:
@@ -54,24 +55,34 @@ def _ordered(r: CheckpointReader, keys: Union[str, Sequence[str], None],
     if callable(order):
         return [r.by_name[n] for n in sorted(names, key=order)]
     if isinstance(order, (str, bytes)):
-        raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                     "order= takes a list of tensor names or a key function, "
-                                     "not a string")
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL, "order= takes a list of tensor names or a key function, not a string"
+        )
     chosen = set(names)
     listed = list(dict.fromkeys(order))
     unknown = [n for n in listed if n not in r.by_name]
     if unknown:
-        raise KeyError(f"{r.uri}: order= names tensors the checkpoint does not hold: "
-                       f"{', '.join(map(repr, unknown[:10]))}")
+        raise KeyError(
+            f"{r.uri}: order= names tensors the checkpoint does not hold: "
+            f"{', '.join(map(repr, unknown[:10]))}"
+        )
     first = [n for n in listed if n in chosen]
     seen = set(first)
     return [r.by_name[n] for n in first + [n for n in names if n not in seen]]
 
 
-def _read_in_thread(r: CheckpointReader, d: Dests, *, verify: bool, progress: ProgressArg,
-                    desc: str, ready: Callable[[Optional[int], int], int],
-                    cancel: _interrupt.Cancel, done: Callable[[Optional[BaseException]], None],
-                    name: str) -> Tuple[threading.Thread, Any]:
+def _read_in_thread(
+    r: CheckpointReader,
+    d: Dests,
+    *,
+    verify: bool,
+    progress: ProgressArg,
+    desc: str,
+    ready: Callable[[Optional[int], int], int],
+    cancel: _interrupt.Cancel,
+    done: Callable[[Optional[BaseException]], None],
+    name: str,
+) -> Tuple[threading.Thread, Any]:
     """Starts one read of d from r on a helper thread, with on_ready calling ready(user,
     index) on that thread; done(None or the exception) runs there when the read returns.
     Returns the thread and the C callback, which must stay alive while the thread runs."""
@@ -115,9 +126,19 @@ class TensorStream:
             stream().
     """
 
-    def __init__(self, uri: PathLike, *, device: DeviceArg, keys: Union[str, Sequence[str], None],
-                 order: OrderArg, client: Optional[Client], group: Optional["ProcessGroup"],
-                 verify: bool, progress: ProgressArg, map_location: DeviceArg) -> None:
+    def __init__(
+        self,
+        uri: PathLike,
+        *,
+        device: DeviceArg,
+        keys: Union[str, Sequence[str], None],
+        order: OrderArg,
+        client: Optional[Client],
+        group: Optional["ProcessGroup"],
+        verify: bool,
+        progress: ProgressArg,
+        map_location: DeviceArg,
+    ) -> None:
         self._r: Optional[CheckpointReader] = None
         self._queue: "queue.SimpleQueue[Tuple[str, Any]]" = queue.SimpleQueue()
         self._thread: Optional[threading.Thread] = None
@@ -127,14 +148,14 @@ class TensorStream:
         self._finished = False
         device = _map_location(device, map_location)
         self._dev = _device("cpu" if device is None else device)
-        self._alloc_dev = (self._dev if self._dev.type in ("cpu", "cuda")
-                           else torch.device("cpu"))
+        self._alloc_dev = self._dev if self._dev.type in ("cpu", "cuda") else torch.device("cpu")
         self._group = group
         if group is not None and order is not None:
             raise errors.InvalidArgument(
                 errors.S3D_EINVAL,
                 "stream(group=) yields in file order (every rank reads the same windows); "
-                "order= cannot be combined with group=")
+                "order= cannot be combined with group=",
+            )
         self._verify, self._progress = verify, progress
         self._r = CheckpointReader(uri, client)
         self.uri = self._r.uri
@@ -151,8 +172,10 @@ class TensorStream:
     def _start(self) -> None:
         r = self._r
         assert r is not None
-        self._tensors = [torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device=self._alloc_dev)
-                         for e in self._entries]
+        self._tensors = [
+            torch.empty(e.shape, dtype=e.torch_dtype(r.uri), device=self._alloc_dev)
+            for e in self._entries
+        ]
         d = Dests(len(self._entries))
         for e, t in zip(self._entries, self._tensors):
             assert t is not None
@@ -170,9 +193,16 @@ class TensorStream:
 
         self._cancel = _interrupt.Cancel()
         self._thread, self._ready = _read_in_thread(
-            r, d, verify=self._verify, progress=self._progress,
-            desc=f"stream {os.path.basename(self.uri)}", ready=ready, cancel=self._cancel,
-            done=done, name="s3direct-stream")
+            r,
+            d,
+            verify=self._verify,
+            progress=self._progress,
+            desc=f"stream {os.path.basename(self.uri)}",
+            ready=ready,
+            cancel=self._cancel,
+            done=done,
+            name="s3direct-stream",
+        )
 
     def _get(self) -> Tuple[str, Any]:
         while True:
@@ -309,11 +339,18 @@ class TensorStream:
             pass
 
 
-def stream(uri: PathLike, *, device: DeviceArg = None,
-           keys: Union[str, Sequence[str], None] = None, order: OrderArg = None,
-           client: Optional[Client] = None, group: Optional["ProcessGroup"] = None,
-           verify: bool = True, progress: ProgressArg = False,
-           map_location: DeviceArg = None) -> TensorStream:
+def stream(
+    uri: PathLike,
+    *,
+    device: DeviceArg = None,
+    keys: Union[str, Sequence[str], None] = None,
+    order: OrderArg = None,
+    client: Optional[Client] = None,
+    group: Optional["ProcessGroup"] = None,
+    verify: bool = True,
+    progress: ProgressArg = False,
+    map_location: DeviceArg = None,
+) -> TensorStream:
     """Yields (name, tensor) for each stored tensor as soon as its bytes have arrived, while
     the others are still on the network: start work on the first layers early, or feed a
     serving engine's load_weights(iterable).
@@ -340,8 +377,17 @@ def stream(uri: PathLike, *, device: DeviceArg = None,
         As load(), at the call (opening the checkpoint) or from next() (a transfer error,
         ChecksumMismatch naming the tensor; the tensors yielded before it are intact).
     """
-    return TensorStream(uri, device=device, keys=keys, order=order, client=client, group=group,
-                        verify=verify, progress=progress, map_location=map_location)
+    return TensorStream(
+        uri,
+        device=device,
+        keys=keys,
+        order=order,
+        client=client,
+        group=group,
+        verify=verify,
+        progress=progress,
+        map_location=map_location,
+    )
 
 
 class LoadHandle:
@@ -357,8 +403,9 @@ class LoadHandle:
         progress, verify: as for load_into().
     """
 
-    def __init__(self, r: CheckpointReader, plan: Any, *, progress: ProgressArg,
-                 verify: bool) -> None:
+    def __init__(
+        self, r: CheckpointReader, plan: Any, *, progress: ProgressArg, verify: bool
+    ) -> None:
         self._r: Optional[CheckpointReader] = r
         self.uri = r.uri
         self._plan = plan
@@ -391,14 +438,21 @@ class LoadHandle:
 
         self._thread: Optional[threading.Thread]
         self._thread, self._fn = _read_in_thread(
-            r, d, verify=verify, progress=progress, desc=f"load {os.path.basename(self.uri)}",
-            ready=ready, cancel=self._cancel, done=done, name="s3direct-load-into")
+            r,
+            d,
+            verify=verify,
+            progress=progress,
+            desc=f"load {os.path.basename(self.uri)}",
+            ready=ready,
+            cancel=self._cancel,
+            done=done,
+            name="s3direct-load-into",
+        )
 
     def _index(self, name: str) -> int:
         k = self._where.get(name)
         if k is None:
-            raise KeyError(f"{self.uri}: load_into reads no tensor called {name!r} into the "
-                           f"target")
+            raise KeyError(f"{self.uri}: load_into reads no tensor called {name!r} into the target")
         return k
 
     def ready(self, name: str) -> bool:
@@ -453,8 +507,9 @@ class LoadHandle:
                 ok = bool(self._ready[k])
             if not ok:
                 self._raise()
-                raise errors.S3DirectError(errors._CODES["EIO"],
-                                           f"{self.uri}: the read ended without {name}")
+                raise errors.S3DirectError(
+                    errors._CODES["EIO"], f"{self.uri}: the read ended without {name}"
+                )
             self._plan.copy(k)
             t: torch.Tensor = self._plan.result.get(name, self._plan.dests[k][1])
             return t

@@ -61,9 +61,11 @@ def path_str(path: Path) -> str:
 
 def pickle_refused(uri: str, path: Path) -> errors.PickleRefused:
     """The error for a pickled leaf of uri's tree at path when allow_pickle is not given."""
-    return errors.PickleRefused(errors.S3D_EINVAL,
-                                f"{uri}: leaf at {path_str(path)} is pickled; pass "
-                                f"allow_pickle=True only if you trust the checkpoint")
+    return errors.PickleRefused(
+        errors.S3D_EINVAL,
+        f"{uri}: leaf at {path_str(path)} is pickled; pass "
+        f"allow_pickle=True only if you trust the checkpoint",
+    )
 
 
 def _expand_default(obj: object) -> Any:
@@ -97,27 +99,25 @@ class Flattened:
         return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def flatten(obj: Any, *, allow_pickle: bool = False,
-            expand: Optional[Expand] = _expand_default) -> Flattened:
+def flatten(
+    obj: Any, *, allow_pickle: bool = False, expand: Optional[Expand] = _expand_default
+) -> Flattened:
     """Walks obj; raises InvalidArgument naming the path of the first leaf it cannot store."""
     out = Flattened()
     out.tree = _flatten(obj, (), out, allow_pickle, expand, set())
     return out
 
 
-def _flatten(obj: Any, path: Path, out: Flattened, allow_pickle: bool, expand: Optional[Expand],
-             active: set[int]) -> Node:
+def _flatten(
+    obj: Any,
+    path: Path,
+    out: Flattened,
+    allow_pickle: bool,
+    expand: Optional[Expand],
+    active: set[int],
+) -> Node:
     if isinstance(obj, torch.Tensor):
-        name = out.unique_name(path)
-        out.tensors.append((name, path, obj))
-        node: dict[str, Any] = {"t": name}
-        if isinstance(obj, torch.nn.Parameter):
-            node["P"] = 1
-            if not obj.requires_grad:
-                node["g"] = 0
-        elif obj.requires_grad:
-            node["g"] = 1
-        return node
+        return _tensor_node(obj, path, out)
     arr = _numpy_leaf(obj)
     if arr is not None:
         node = _flatten(arr[0], path, out, allow_pickle, expand, active)
@@ -138,34 +138,72 @@ def _flatten(obj: Any, path: Path, out: Flattened, allow_pickle: bool, expand: O
         if sub is not None:
             return _flatten(sub, path, out, allow_pickle, expand, active)
     if type(obj) in (dict, OrderedDict, list, tuple):
-        if id(obj) in active:
-            raise errors.InvalidArgument(
-                errors.S3D_EINVAL, f"s3direct.save: reference cycle at {path_str(path)}")
-        active.add(id(obj))
-        try:
-            if type(obj) is list or type(obj) is tuple:
-                items = [_flatten(v, path + (i,), out, allow_pickle, expand, active)
-                         for i, v in enumerate(obj)]
-                return {"l": items} if type(obj) is list else {"T": items}
-            pairs: list[list[Any]] = []
-            for k, v in obj.items():
-                if isinstance(k, bool) or not isinstance(k, (str, int)):
-                    raise errors.InvalidArgument(
-                        errors.S3D_EINVAL,
-                        f"s3direct.save: dict key {k!r} of type {type(k).__name__} at "
-                        f"{path_str(path)} is not a str or int (only those keys are stored)")
-                pairs.append([k if isinstance(k, str) else int(k),
-                              _flatten(v, path + (k,), out, allow_pickle, expand, active)])
-            node = {"d": pairs}
-            if type(obj) is OrderedDict:
-                node["o"] = 1
-            return node
-        finally:
-            active.discard(id(obj))
+        return _container_node(obj, path, out, allow_pickle, expand, active)
     if type(obj) is torch.Size:
         return {"S": [int(d) for d in obj]}
     if isinstance(obj, float):  # float subclasses (numpy.float64) as plain floats
         return {"f": repr(float(obj))}
+    return _pickled_node(obj, path, allow_pickle)
+
+
+def _tensor_node(obj: torch.Tensor, path: Path, out: Flattened) -> Node:
+    name = out.unique_name(path)
+    out.tensors.append((name, path, obj))
+    node: dict[str, Any] = {"t": name}
+    if isinstance(obj, torch.nn.Parameter):
+        node["P"] = 1
+        if not obj.requires_grad:
+            node["g"] = 0
+    elif obj.requires_grad:
+        node["g"] = 1
+    return node
+
+
+def _container_node(
+    obj: Any,
+    path: Path,
+    out: Flattened,
+    allow_pickle: bool,
+    expand: Optional[Expand],
+    active: set[int],
+) -> Node:
+    """A dict, OrderedDict, list or tuple (exactly those types), its items flattened."""
+    if id(obj) in active:
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL, f"s3direct.save: reference cycle at {path_str(path)}"
+        )
+    active.add(id(obj))
+    try:
+        if type(obj) is list or type(obj) is tuple:
+            items = [
+                _flatten(v, path + (i,), out, allow_pickle, expand, active)
+                for i, v in enumerate(obj)
+            ]
+            return {"l": items} if type(obj) is list else {"T": items}
+        pairs: list[list[Any]] = []
+        for k, v in obj.items():
+            if isinstance(k, bool) or not isinstance(k, (str, int)):
+                raise errors.InvalidArgument(
+                    errors.S3D_EINVAL,
+                    f"s3direct.save: dict key {k!r} of type {type(k).__name__} at "
+                    f"{path_str(path)} is not a str or int (only those keys are stored)",
+                )
+            pairs.append(
+                [
+                    k if isinstance(k, str) else int(k),
+                    _flatten(v, path + (k,), out, allow_pickle, expand, active),
+                ]
+            )
+        node: dict[str, Any] = {"d": pairs}
+        if type(obj) is OrderedDict:
+            node["o"] = 1
+        return node
+    finally:
+        active.discard(id(obj))
+
+
+def _pickled_node(obj: Any, path: Path, allow_pickle: bool) -> Node:
+    """A leaf JSON cannot hold: pickled with allow_pickle, else InvalidArgument."""
     if allow_pickle:
         try:
             data = pickle.dumps(obj, protocol=4)
@@ -173,13 +211,15 @@ def _flatten(obj: Any, path: Path, out: Flattened, allow_pickle: bool, expand: O
             raise errors.InvalidArgument(
                 errors.S3D_EINVAL,
                 f"s3direct.save: leaf at {path_str(path)} ({type(obj).__name__}) cannot be "
-                f"pickled: {e}") from e
+                f"pickled: {e}",
+            ) from e
         return {"p": base64.b64encode(data).decode("ascii")}
     raise errors.InvalidArgument(
         errors.S3D_EINVAL,
         f"s3direct.save: leaf at {path_str(path)} has type {type(obj).__module__}."
         f"{type(obj).__qualname__}, which JSON cannot represent; convert it, or pass "
-        f"allow_pickle=True (unsafe to load from untrusted sources)")
+        f"allow_pickle=True (unsafe to load from untrusted sources)",
+    )
 
 
 def _numpy_leaf(obj: Any) -> Optional[tuple[torch.Tensor, int]]:
@@ -262,8 +302,9 @@ def _node_problem(node: Node) -> Optional[str]:
         except (binascii.Error, ValueError):
             return "the pickled leaf is not base64"
     elif tag == "S":
-        if not isinstance(v, list) or any(type(d) is not int or not -_INT64 <= d < _INT64
-                                          for d in v):
+        if not isinstance(v, list) or any(
+            type(d) is not int or not -_INT64 <= d < _INT64 for d in v
+        ):
             return "'S' must be a list of 64-bit integers"
     elif tag in ("l", "T"):
         if not isinstance(v, list):
@@ -288,11 +329,12 @@ def check(tree: Node, where: str) -> None:
     frame per open container: no list of every child and its path is made (a header of 1.66
     M tensors has them all in one dict; issue 35, item 9). A "d" key equal to its tensor
     leaf's name is made the same str object (one copy of each name, not two)."""
+
     def fail(node: Node, path: Path, why: str) -> NoReturn:
         raise errors.FormatError(
             errors.S3D_EFMT_METADATA,
-            f"{where}: {TREE_KEY} node at {path_str(path)} is malformed: {why} "
-            f"({_short(node)})")
+            f"{where}: {TREE_KEY} node at {path_str(path)} is malformed: {why} ({_short(node)})",
+        )
 
     why = _node_problem(tree)
     if why is not None:
@@ -370,19 +412,23 @@ def parse(text: str, where: str) -> dict[str, Any]:
     try:
         doc = json.loads(text, object_hook=_compact)
     except RecursionError as e:
-        raise errors.FormatError(errors.S3D_EFMT_METADATA,
-                                 f"{where}: {TREE_KEY} is nested too deeply") from e
+        raise errors.FormatError(
+            errors.S3D_EFMT_METADATA, f"{where}: {TREE_KEY} is nested too deeply"
+        ) from e
     except ValueError as e:
-        raise errors.FormatError(errors.S3D_EFMT_METADATA,
-                                 f"{where}: {TREE_KEY} is not valid JSON: {e}") from e
+        raise errors.FormatError(
+            errors.S3D_EFMT_METADATA, f"{where}: {TREE_KEY} is not valid JSON: {e}"
+        ) from e
     if not isinstance(doc, dict) or doc.get("format") != TREE_FORMAT or "tree" not in doc:
-        raise errors.FormatError(errors.S3D_EFMT_METADATA,
-                                 f"{where}: {TREE_KEY} is not an s3direct tree")
+        raise errors.FormatError(
+            errors.S3D_EFMT_METADATA, f"{where}: {TREE_KEY} is not an s3direct tree"
+        )
     if type(doc.get("version")) is not int or doc["version"] > TREE_VERSION:
         raise errors.FormatError(
             errors.S3D_EFMT_METADATA,
             f"{where}: tree version {_short(doc.get('version'))} is newer than this package "
-            f"reads ({TREE_VERSION}); upgrade s3direct")
+            f"reads ({TREE_VERSION}); upgrade s3direct",
+        )
     check(doc["tree"], where)
     return doc
 
@@ -465,7 +511,8 @@ def _leaf(node: Node, path: Path, tensors: Tensors, allow_pickle: bool) -> Any:
                 raise errors.FormatError(
                     errors.S3D_EFMT_METADATA,
                     f"{TREE_KEY} node at {path_str(path)}: tensor {name!r} cannot be restored "
-                    f"as saved: {e}") from e
+                    f"as saved: {e}",
+                ) from e
         if "f" in node:
             return float(node["f"])
         if "S" in node:
@@ -475,7 +522,8 @@ def _leaf(node: Node, path: Path, tensors: Tensors, allow_pickle: bool) -> Any:
             if not isinstance(dt, torch.dtype):
                 raise errors.FormatError(
                     errors.S3D_EFMT_METADATA,
-                    f"leaf at {path_str(path)}: unknown torch dtype {node['dtype']!r}")
+                    f"leaf at {path_str(path)}: unknown torch dtype {node['dtype']!r}",
+                )
             return dt
         if "device" in node:
             return torch.device(node["device"])
@@ -484,14 +532,15 @@ def _leaf(node: Node, path: Path, tensors: Tensors, allow_pickle: bool) -> Any:
                 raise errors.PickleRefused(
                     errors.S3D_EINVAL,
                     f"leaf at {path_str(path)} is pickled; pass allow_pickle=True only if you "
-                    f"trust the checkpoint (unpickling runs arbitrary code)")
+                    f"trust the checkpoint (unpickling runs arbitrary code)",
+                )
             return pickle.loads(base64.b64decode(node["p"]))
-    raise errors.FormatError(errors.S3D_EFMT_METADATA,
-                             f"tree node at {path_str(path)} is malformed: {_short(node)}")
+    raise errors.FormatError(
+        errors.S3D_EFMT_METADATA, f"tree node at {path_str(path)} is malformed: {_short(node)}"
+    )
 
 
-def unflatten(node: Node, tensors: Tensors, *, allow_pickle: bool = False,
-              path: Path = ()) -> Any:
+def unflatten(node: Node, tensors: Tensors, *, allow_pickle: bool = False, path: Path = ()) -> Any:
     """Rebuilds the structure. tensors maps a name to its tensor (a callable may be given
     instead: tensors(name, path) -> tensor). Iterative (an explicit stack), so the cost is
     linear in the number of nodes and any depth that JSON could hold works."""

@@ -18,10 +18,22 @@ class TensorEntry:
 
     __slots__ = ("index", "name", "dtype", "shape", "nbytes", "has_crc")
 
-    def __init__(self, index: int, name: str, dtype: int, shape: Tuple[int, ...],
-                 nbytes: int, has_crc: bool = False) -> None:
-        self.index, self.name, self.dtype, self.shape, self.nbytes = (index, name, dtype, shape,
-                                                                      nbytes)
+    def __init__(
+        self,
+        index: int,
+        name: str,
+        dtype: int,
+        shape: Tuple[int, ...],
+        nbytes: int,
+        has_crc: bool = False,
+    ) -> None:
+        self.index, self.name, self.dtype, self.shape, self.nbytes = (
+            index,
+            name,
+            dtype,
+            shape,
+            nbytes,
+        )
         self.has_crc = has_crc
 
     def torch_dtype(self, uri: str) -> torch.dtype:

@@ -29,8 +29,10 @@ class Client(Protocol):
 
     def head(self, bucket: str, key: "str | None" = None) -> Any: ...
 
-    def list(self, prefix: str, *, delimiter: "str | None" = None,
-             limit: "int | None" = None) -> Any: ...
+    def list(
+        self, prefix: str, *, delimiter: "str | None" = None, limit: "int | None" = None
+    ) -> Any: ...
+
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -49,14 +51,18 @@ def _not_a_location(uri: object) -> TypeError:
     safetensors' load(bytes) take) or anything else os.fspath refuses. The C library reads
     from a location only (s3d_reader_open takes a URI), so the message says what to pass."""
     what = type(uri).__name__
-    msg = (f"s3direct takes a location (an s3:// URI, a local path or file:// URI, as a str or "
-           f"os.PathLike); got {what}")
+    msg = (
+        f"s3direct takes a location (an s3:// URI, a local path or file:// URI, as a str or "
+        f"os.PathLike); got {what}"
+    )
     if callable(getattr(uri, "read", None)) or callable(getattr(uri, "write", None)):
         name = getattr(uri, "name", None)
         if isinstance(name, str) and os.path.isfile(name):
             msg += f": pass the file's path, {name!r}"
-        msg += (". For a file object: torch.load(f) / torch.save(obj, f), or "
-                "safetensors.torch.load(f.read()) / f.write(safetensors.torch.save(tensors))")
+        msg += (
+            ". For a file object: torch.load(f) / torch.save(obj, f), or "
+            "safetensors.torch.load(f.read()) / f.write(safetensors.torch.save(tensors))"
+        )
     return TypeError(msg)
 
 
@@ -67,8 +73,9 @@ def normalize(uri: PathLike) -> str:
         raise _not_a_location(uri)
     u = os.fspath(uri)
     if not isinstance(u, str):
-        raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                     f"a location must be a str or os.PathLike of str: {u!r}")
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL, f"a location must be a str or os.PathLike of str: {u!r}"
+        )
     if u.startswith("s3://"):
         return u
     m = _SCHEME.match(u)
@@ -81,10 +88,13 @@ def normalize(uri: PathLike) -> str:
             raise _bad(u, f"file:// URIs name a local path; host {p.netloc!r} is not local")
         return urllib.parse.unquote(p.path)
     if scheme in ("s3", "s3a", "s3n"):
-        rest = u[m.end():].lstrip("/")
+        rest = u[m.end() :].lstrip("/")
         raise _bad(u, f"not an S3 URI; write s3://{rest}")
-    raise _bad(u, f"{scheme}:// is not supported; s3direct takes s3://bucket/key URIs and "
-                  f"local paths (set endpoint_url on the Client for another S3 server)")
+    raise _bad(
+        u,
+        f"{scheme}:// is not supported; s3direct takes s3://bucket/key URIs and "
+        f"local paths (set endpoint_url on the Client for another S3 server)",
+    )
 
 
 def is_folder(uri: str) -> bool:
@@ -109,8 +119,10 @@ def for_load(uri: PathLike, client: "Client") -> str:
     if found is not None:
         return found
     cls = errors.NoSuchKey if u.startswith("s3://") else errors.NoSuchFile
-    raise cls(errors._CODES["ENOSUCHKEY"] if u.startswith("s3://") else errors._CODES["ENOENT"],
-              f"{u}: the folder has neither {WEIGHTS_NAME} nor {INDEX_NAME}")
+    raise cls(
+        errors._CODES["ENOSUCHKEY"] if u.startswith("s3://") else errors._CODES["ENOENT"],
+        f"{u}: the folder has neither {WEIGHTS_NAME} nor {INDEX_NAME}",
+    )
 
 
 def folder_for_missing(uri: str, client: "Client") -> Optional[str]:
@@ -131,7 +143,8 @@ def folder_for_missing(uri: str, client: "Client") -> Optional[str]:
         raise errors.NoSuchKey(
             errors._CODES["ENOSUCHKEY"],
             f"{uri}: no such object, but {folder} is a folder, and it has neither "
-            f"{WEIGHTS_NAME} nor {INDEX_NAME}; name the file in it")
+            f"{WEIGHTS_NAME} nor {INDEX_NAME}; name the file in it",
+        )
     return None
 
 

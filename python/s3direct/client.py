@@ -22,7 +22,7 @@ import ctypes
 import os
 import threading
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from . import _capi, _uri, errors
 from ._capi import enc
@@ -141,8 +141,10 @@ class Handle:
         me = threading.get_ident()
         with self._cond:
             if self._calls.get(me):
-                raise RuntimeError("close() called from inside a call on the same object "
-                                   "(a progress callback?); close it after the call returns")
+                raise RuntimeError(
+                    "close() called from inside a call on the same object "
+                    "(a progress callback?); close it after the call returns"
+                )
             self._closing = True
             if not wait and (self._calls or self._holds):
                 return  # leaked: never freed under a user
@@ -155,6 +157,69 @@ class Handle:
 
 def _client_closed() -> Exception:
     return errors.ConfigError(errors._CODES["ECONFIG"], "s3direct.Client is closed")
+
+
+def _rate(target_throughput: str | int | None, throughput_target_gbps: float | None) -> str | None:
+    """Client's target rate as the library parses it (bytes per second, or "10Gb/s"...)."""
+    if target_throughput is not None and throughput_target_gbps is not None:
+        raise ValueError("give target_throughput or throughput_target_gbps, not both")
+    if throughput_target_gbps is not None:
+        if not throughput_target_gbps > 0:
+            raise ValueError(f"throughput_target_gbps must be > 0: {throughput_target_gbps!r}")
+        return str(int(throughput_target_gbps * 1e9 / 8))  # bytes per second
+    if target_throughput is not None:
+        if isinstance(target_throughput, bool) or not isinstance(target_throughput, (str, int)):
+            raise TypeError(f"target_throughput must be a str or int: {target_throughput!r}")
+        return str(target_throughput)  # the library parses it (and says what is wrong)
+    return None
+
+
+def _client_options(kw: dict[str, Any], rate: str | None) -> tuple[Any, list[bytes | None]]:
+    """The ClientOptions of Client's arguments kw, and the encoded strings it points to
+    (which must stay alive until s3d_client_new has copied them)."""
+    o = _capi.ClientOptions()
+    o.struct_size = ctypes.sizeof(_capi.ClientOptions)
+    strings = [
+        enc(kw["endpoint_url"]),
+        enc(kw["region"]),
+        enc(kw["profile"]),
+        enc(kw["access_key_id"]),
+        enc(kw["secret_access_key"]),
+        enc(kw["session_token"]),
+        enc(kw["ca_bundle"]),
+        enc(_certifi_bundle()),
+        enc(rate),
+    ]
+    (
+        o.endpoint_url,
+        o.region,
+        o.profile,
+        o.access_key_id,
+        o.secret_access_key,
+        o.session_token,
+        o.ca_bundle,
+        o.default_ca_bundle,
+        o.target_throughput,
+    ) = strings
+    o.addressing = _ADDRESSING[kw["addressing"]]
+    o.anonymous = 1 if kw["anonymous"] else 0
+    o.no_verify_ssl = 0 if kw["verify_ssl"] else 1
+    o.payload_signing = _SIGNING[kw["payload_signing"]]
+    for name in (
+        "max_concurrency",
+        "min_concurrency",
+        "part_size",
+        "multipart_threshold",
+        "staging_bytes",
+        "max_attempts",
+        "deadline_ms",
+        "connect_timeout_ms",
+        "low_speed_time_s",
+        "low_speed_limit",
+    ):
+        setattr(o, name, kw[name] or 0)
+    o.device = 0 if kw["device"] is None else int(kw["device"])
+    return o, strings
 
 
 class Client:
@@ -202,83 +267,60 @@ class Client:
             are not an error here: the first signed request raises NoCredentials.
     """
 
-    def __init__(self, endpoint_url: str | None = None, region: str | None = None,
-                 profile: str | None = None, max_concurrency: int | None = None,
-                 part_size: int | None = None, staging_bytes: int | None = None, *,
-                 access_key_id: str | None = None, secret_access_key: str | None = None,
-                 session_token: str | None = None, ca_bundle: PathLike | None = None,
-                 addressing: str | None = None, anonymous: bool = False,
-                 verify_ssl: bool = True, payload_signing: str | None = None,
-                 multipart_threshold: int | None = None, max_attempts: int | None = None,
-                 deadline_ms: int | None = None, connect_timeout_ms: int | None = None,
-                 low_speed_time_s: int | None = None, low_speed_limit: int | None = None,
-                 device: int | None = None, min_concurrency: int | None = None,
-                 target_throughput: str | int | None = None,
-                 throughput_target_gbps: float | None = None) -> None:
+    def __init__(
+        self,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        profile: str | None = None,
+        max_concurrency: int | None = None,
+        part_size: int | None = None,
+        staging_bytes: int | None = None,
+        *,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        session_token: str | None = None,
+        ca_bundle: PathLike | None = None,
+        addressing: str | None = None,
+        anonymous: bool = False,
+        verify_ssl: bool = True,
+        payload_signing: str | None = None,
+        multipart_threshold: int | None = None,
+        max_attempts: int | None = None,
+        deadline_ms: int | None = None,
+        connect_timeout_ms: int | None = None,
+        low_speed_time_s: int | None = None,
+        low_speed_limit: int | None = None,
+        device: int | None = None,
+        min_concurrency: int | None = None,
+        target_throughput: str | int | None = None,
+        throughput_target_gbps: float | None = None,
+    ) -> None:
+        # What pickling carries to another process, where __setstate__ builds a new C client:
+        # every argument (taken before any other local exists).
+        kwargs = {k: v for k, v in locals().items() if k != "self"}
         self._lib = _capi.lib()
         self._h: Handle | None = None
         self._pid = os.getpid()
-        # What pickling carries to another process, where __setstate__ builds a new C client.
-        self._kwargs = dict(
-            endpoint_url=endpoint_url, region=region, profile=profile,
-            max_concurrency=max_concurrency, part_size=part_size, staging_bytes=staging_bytes,
-            access_key_id=access_key_id, secret_access_key=secret_access_key,
-            session_token=session_token, ca_bundle=ca_bundle, addressing=addressing,
-            anonymous=anonymous, verify_ssl=verify_ssl, payload_signing=payload_signing,
-            multipart_threshold=multipart_threshold, max_attempts=max_attempts,
-            deadline_ms=deadline_ms, connect_timeout_ms=connect_timeout_ms,
-            low_speed_time_s=low_speed_time_s, low_speed_limit=low_speed_limit, device=device,
-            min_concurrency=min_concurrency, target_throughput=target_throughput,
-            throughput_target_gbps=throughput_target_gbps)
+        self._kwargs = kwargs
         if addressing not in _ADDRESSING:
             raise ValueError(f"addressing must be one of auto, path, virtual: {addressing!r}")
         if payload_signing not in _SIGNING:
-            raise ValueError(f"payload_signing must be auto, signed or unsigned: "
-                             f"{payload_signing!r}")
-        if target_throughput is not None and throughput_target_gbps is not None:
-            raise ValueError("give target_throughput or throughput_target_gbps, not both")
-        rate: str | None = None
-        if throughput_target_gbps is not None:
-            if not throughput_target_gbps > 0:
-                raise ValueError(f"throughput_target_gbps must be > 0: "
-                                 f"{throughput_target_gbps!r}")
-            rate = str(int(throughput_target_gbps * 1e9 / 8))  # bytes per second
-        elif target_throughput is not None:
-            if isinstance(target_throughput, bool) or not isinstance(target_throughput,
-                                                                     (str, int)):
-                raise TypeError(f"target_throughput must be a str or int: "
-                                f"{target_throughput!r}")
-            rate = str(target_throughput)  # the library parses it (and says what is wrong)
-        o = _capi.ClientOptions()
-        o.struct_size = ctypes.sizeof(_capi.ClientOptions)
-        # Keep the encoded strings alive until s3d_client_new has copied them.
-        self._strings: list[bytes | None] | None = [
-            enc(endpoint_url), enc(region), enc(profile), enc(access_key_id),
-            enc(secret_access_key), enc(session_token), enc(ca_bundle), enc(_certifi_bundle()),
-            enc(rate)]
-        (o.endpoint_url, o.region, o.profile, o.access_key_id, o.secret_access_key,
-         o.session_token, o.ca_bundle, o.default_ca_bundle, o.target_throughput) = self._strings
-        o.addressing = _ADDRESSING[addressing]
-        o.anonymous = 1 if anonymous else 0
-        o.no_verify_ssl = 0 if verify_ssl else 1
+            raise ValueError(
+                f"payload_signing must be auto, signed or unsigned: {payload_signing!r}"
+            )
+        rate = _rate(target_throughput, throughput_target_gbps)
+        # The encoded strings stay alive (self._strings) until s3d_client_new has copied them.
+        self._strings: list[bytes | None] | None = None
+        o, self._strings = _client_options(kwargs, rate)
         if not verify_ssl:
             # Python's default filter shows it once per calling line (as urllib3's
             # InsecureRequestWarning); the CLI prints its own on every run.
-            warnings.warn("s3direct.Client(verify_ssl=False): TLS certificates are not verified; "
-                          "anyone on the path can read and change the data",
-                          errors.InsecureConnectionWarning, stacklevel=2)
-        o.payload_signing = _SIGNING[payload_signing]
-        o.max_concurrency = max_concurrency or 0
-        o.min_concurrency = min_concurrency or 0
-        o.part_size = part_size or 0
-        o.multipart_threshold = multipart_threshold or 0
-        o.staging_bytes = staging_bytes or 0
-        o.max_attempts = max_attempts or 0
-        o.deadline_ms = deadline_ms or 0
-        o.connect_timeout_ms = connect_timeout_ms or 0
-        o.low_speed_time_s = low_speed_time_s or 0
-        o.low_speed_limit = low_speed_limit or 0
-        o.device = 0 if device is None else int(device)
+            warnings.warn(
+                "s3direct.Client(verify_ssl=False): TLS certificates are not verified; "
+                "anyone on the path can read and change the data",
+                errors.InsecureConnectionWarning,
+                stacklevel=2,
+            )
         h = ctypes.c_void_p()
         self._lib.check(self._lib.s3d_client_new(ctypes.byref(o), ctypes.byref(h)))
         self._strings = None
@@ -305,7 +347,7 @@ class Client:
                 return h
             if not parent.is_open:
                 raise _client_closed()
-            fresh = Client(**cast(dict[str, Any], self._kwargs))
+            fresh = Client(**self._kwargs)
             h, fresh._h = fresh._h, None  # fresh's finalizer then frees nothing
             assert h is not None
             self._h, self._pid = h, os.getpid()
@@ -360,6 +402,7 @@ class Client:
             if not done[0]:
                 done[0] = True
                 h.release()
+
         return release
 
     def config(self) -> dict[str, Any]:
@@ -435,14 +478,19 @@ class Client:
         self.__init__(**state)  # type: ignore[misc]  # unpickling makes the C client again
 
     def __repr__(self) -> str:
-        given = {k: v for k, v in self._kwargs.items()
-                 if v not in (None, False) and k not in ("secret_access_key", "session_token")
-                 and not (k == "verify_ssl" and v is True)}
+        given = {
+            k: v
+            for k, v in self._kwargs.items()
+            if v not in (None, False)
+            and k not in ("secret_access_key", "session_token")
+            and not (k == "verify_ssl" and v is True)
+        }
         return f"s3direct.Client({', '.join(f'{k}={v!r}' for k, v in given.items())})"
 
     # ---- listing and deleting (pruning old checkpoints without boto3) -------------------------
-    def list(self, prefix: str, *, delimiter: "str | None" = None,
-             limit: "int | None" = None) -> "list[ListedObject]":
+    def list(
+        self, prefix: str, *, delimiter: "str | None" = None, limit: "int | None" = None
+    ) -> "list[ListedObject]":
         """Objects whose URI starts with prefix ("s3://bucket/run1/"), over all pages, in key
         order, as ``ListObjectsV2`` returns them.
 
@@ -466,10 +514,16 @@ class Client:
             try:
                 ent = e.contents
                 k = ent.key.decode("utf-8", "surrogateescape")
-                out.append(ListedObject(f"s3://{bucket}/{k}", k, int(ent.size),
-                                        int(ent.last_modified),
-                                        (ent.etag or b"").decode("utf-8", "replace"),
-                                        bool(ent.is_prefix)))
+                out.append(
+                    ListedObject(
+                        f"s3://{bucket}/{k}",
+                        k,
+                        int(ent.size),
+                        int(ent.last_modified),
+                        (ent.etag or b"").decode("utf-8", "replace"),
+                        bool(ent.is_prefix),
+                    )
+                )
                 return 1 if limit is not None and len(out) >= limit else 0
             except Exception:
                 return 1
@@ -478,8 +532,9 @@ class Client:
             raise ValueError(f"limit must be at least 1: {limit!r}")
         fn = _capi.LIST_FN(cb)
         with self.call() as h:
-            self._lib.check(self._lib.s3d_list_objects(h, enc(bucket), enc(key),
-                                                       enc(delimiter), fn, None))
+            self._lib.check(
+                self._lib.s3d_list_objects(h, enc(bucket), enc(key), enc(delimiter), fn, None)
+            )
         return out
 
     def delete(self, uris: PathLike | Iterable[PathLike]) -> None:
@@ -500,8 +555,9 @@ class Client:
         for u in uris:
             b, k = split_s3(_uri_of(u))
             if not k:
-                raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                             f"delete: {u} names a bucket, not an object")
+                raise errors.InvalidArgument(
+                    errors.S3D_EINVAL, f"delete: {u} names a bucket, not an object"
+                )
             by_bucket.setdefault(b, []).append(k)
         for b, keys in by_bucket.items():
             arr = (ctypes.c_char_p * len(keys))(*[enc(k) for k in keys])
@@ -528,14 +584,14 @@ class Client:
             uri = _uri_of(bucket)
             bucket, key = split_s3(uri)
             if not key:
-                raise errors.InvalidArgument(errors.S3D_EINVAL,
-                                             f"head: {uri} names a bucket, not an object")
+                raise errors.InvalidArgument(
+                    errors.S3D_EINVAL, f"head: {uri} names a bucket, not an object"
+                )
         elif not isinstance(bucket, str):
             raise TypeError(f"head(bucket, key): bucket must be a str: {bucket!r}")
         info = _capi.ObjectInfo()
         with self.call() as h:
-            self._lib.check(self._lib.s3d_head_object(h, enc(bucket), enc(key),
-                                                      ctypes.byref(info)))
+            self._lib.check(self._lib.s3d_head_object(h, enc(bucket), enc(key), ctypes.byref(info)))
         return info
 
     def create_bucket(self, bucket: str) -> None:
@@ -588,8 +644,9 @@ class Client:
         """
         ptr, n, keep = buffer_pointer(data)
         with self.call() as h:
-            self._lib.check(self._lib.s3d_upload_from_buffer(h, enc(bucket), enc(key), ptr, n,
-                                                             None))
+            self._lib.check(
+                self._lib.s3d_upload_from_buffer(h, enc(bucket), enc(key), ptr, n, None)
+            )
         del keep
 
     def upload_file(self, bucket: str, key: str, path: PathLike) -> None:
@@ -603,8 +660,9 @@ class Client:
             NoSuchFile (the file), NoSuchBucket, AccessDenied, TransferError.
         """
         with self.call() as h:
-            self._lib.check(self._lib.s3d_upload_from_file(h, enc(bucket), enc(key),
-                                                           enc(_local(path)), None))
+            self._lib.check(
+                self._lib.s3d_upload_from_file(h, enc(bucket), enc(key), enc(_local(path)), None)
+            )
 
     def download_file(self, bucket: str, key: str, path: PathLike) -> None:
         """Downloads an object into a local file with parallel ranged GETs; the file appears at
@@ -618,11 +676,11 @@ class Client:
             NoSuchKey, NoSuchBucket, AccessDenied, TransferError; NoSuchFile (the folder).
         """
         with self.call() as h:
-            self._lib.check(self._lib.s3d_download_to_file(h, enc(bucket), enc(key),
-                                                           enc(_local(path)), None))
+            self._lib.check(
+                self._lib.s3d_download_to_file(h, enc(bucket), enc(key), enc(_local(path)), None)
+            )
 
-    def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
-                    dst_key: str) -> None:
+    def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str) -> None:
         """Copies an object (s3d_copy_object): from the multipart threshold on the server
         copies it (UploadPartCopy), proved by the source's MD5 ETag; else, or where the server
         cannot, the bytes stream through this client (at most concurrency x part_size of them
@@ -637,11 +695,21 @@ class Client:
             NoSuchKey, NoSuchBucket, AccessDenied, ChecksumMismatch, TransferError.
         """
         with self.call() as h:
-            self._lib.check(self._lib.s3d_copy_object(h, enc(src_bucket), enc(src_key),
-                                                      enc(dst_bucket), enc(dst_key), None))
+            self._lib.check(
+                self._lib.s3d_copy_object(
+                    h, enc(src_bucket), enc(src_key), enc(dst_bucket), enc(dst_key), None
+                )
+            )
 
-    def download_into(self, bucket: str, key: str, offset: int, dst: Buffer,
-                      length: int | None = None, if_match: str | None = None) -> int:
+    def download_into(
+        self,
+        bucket: str,
+        key: str,
+        offset: int,
+        dst: Buffer,
+        length: int | None = None,
+        if_match: str | None = None,
+    ) -> int:
         """Downloads a byte range of an object into a buffer.
 
         Args:
@@ -668,8 +736,11 @@ class Client:
             o.if_match = enc(if_match)
             o = ctypes.byref(o)
         with self.call() as h:
-            self._lib.check(self._lib.s3d_download_to_buffer(
-                h, enc(bucket), enc(key), offset, want, ptr, cap, ctypes.byref(n), o))
+            self._lib.check(
+                self._lib.s3d_download_to_buffer(
+                    h, enc(bucket), enc(key), offset, want, ptr, cap, ctypes.byref(n), o
+                )
+            )
         del keep
         got: int = n.value
         return got
@@ -694,7 +765,8 @@ class Client:
             if got != size:
                 raise errors.TransferError(
                     errors._CODES["EPROTO"],
-                    f"s3://{bucket}/{key}: got {got} bytes, expected {size}")
+                    f"s3://{bucket}/{key}: got {got} bytes, expected {size}",
+                )
         return bytes(buf)
 
 

@@ -210,9 +210,16 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         NoSuchBucket, AccessDenied, TransferError, InvalidArgument: from writing the items.
     """
 
-    def __init__(self, path: PathLike, *, client: Optional[Client] = None, checksum: bool = True,
-                 overwrite: bool = True, incremental: bool = True,
-                 progress: ProgressArg = False) -> None:
+    def __init__(
+        self,
+        path: PathLike,
+        *,
+        client: Optional[Client] = None,
+        checksum: bool = True,
+        overwrite: bool = True,
+        incremental: bool = True,
+        progress: ProgressArg = False,
+    ) -> None:
         super().__init__()
         self._client = client
         self.progress = progress
@@ -268,12 +275,12 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         """
         self.loc.mkdir()
         if not self.overwrite and self.loc.exists(self._metadata_name()):
-            raise RuntimeError(f"checkpoint already exists at {self.loc.path} and "
-                               f"overwrite=False")
+            raise RuntimeError(f"checkpoint already exists at {self.loc.path} and overwrite=False")
         if self.rank is not None and not self.use_collectives:
             self._old = self._previous_objects()
-            plan = dataclasses.replace(plan, storage_data=_RankPrefix(
-                f"__{self.rank}_{self.save_id[:16]}_"))
+            plan = dataclasses.replace(
+                plan, storage_data=_RankPrefix(f"__{self.rank}_{self.save_id[:16]}_")
+            )
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
@@ -290,16 +297,23 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         # names are this save's own, and .metadata is replaced last (finish).
         self._old = self._previous_objects()
         tok = self.save_id[:16]
-        return [dataclasses.replace(p, storage_data=_RankPrefix(f"__{i}_{tok}_"))
-                if p.storage_data is None else p for i, p in enumerate(plans)]
+        return [
+            dataclasses.replace(p, storage_data=_RankPrefix(f"__{i}_{tok}_"))
+            if p.storage_data is None
+            else p
+            for i, p in enumerate(plans)
+        ]
 
     def _previous_objects(self) -> set[str]:
         """The objects the .metadata at the path names (empty when there is none, or when it
         cannot be read: then nothing is deleted)."""
         try:
             md = pickle.loads(self.loc.read_bytes(self._metadata_name()))
-            return {i.relative_path for i in (md.storage_data or {}).values()
-                    if isinstance(i, S3DirectStorageInfo)}
+            return {
+                i.relative_path
+                for i in (md.storage_data or {}).values()
+                if isinstance(i, S3DirectStorageInfo)
+            }
         except Exception:
             return set()
 
@@ -330,25 +344,41 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
                 name = f"{prefix}b{nbytes_items}.bin"
                 nbytes_items += 1
                 self.loc.write_bytes(name, buf)
-                results.append(WriteResult(index=item.index, size_in_bytes=len(buf),
-                                           storage_data=S3DirectStorageInfo(name, None,
-                                                                            len(buf))))
+                results.append(
+                    WriteResult(
+                        index=item.index,
+                        size_in_bytes=len(buf),
+                        storage_data=S3DirectStorageInfo(name, None, len(buf)),
+                    )
+                )
                 continue
             t = cast(torch.Tensor, planner.resolve_data(item))  # not BYTE_IO: a tensor
             tname = f"{n}:{item.index.fqn}"
             src = _save._prepare(t, tname, (item.index.fqn,))
             srcs.append(src)
             size = src.tensor.numel() * src.tensor.element_size()
-            results.append(WriteResult(index=item.index, size_in_bytes=size,
-                                       storage_data=S3DirectStorageInfo(tensor_obj, tname,
-                                                                        size)))
+            results.append(
+                WriteResult(
+                    index=item.index,
+                    size_in_bytes=size,
+                    storage_data=S3DirectStorageInfo(tensor_obj, tname, size),
+                )
+            )
         if srcs:
             uri = self.loc.join(tensor_obj)
             base = self._last_tensor_uri if self.incremental and self.checksum else None
             self.last_stats = _save._write(
-                resolve(self._client), uri, srcs, None, None, shard_size=None,
-                checksum=self.checksum, progress=self.progress,
-                cuda_stream=_save._cuda_stream(srcs), base=base)
+                resolve(self._client),
+                uri,
+                srcs,
+                None,
+                None,
+                shard_size=None,
+                checksum=self.checksum,
+                progress=self.progress,
+                cuda_stream=_save._cuda_stream(srcs),
+                base=base,
+            )
             self._last_tensor_uri = uri
         fut: Future[list[WriteResult]] = Future()
         fut.set_result(results)
@@ -380,16 +410,18 @@ class S3DirectStorageWriter(_AtLocation, StorageWriter):
         try:
             self.loc.remove_many(stale)
         except errors.S3DirectError as e:
-            _log.logger.warning("%s: the previous checkpoint's objects were not all deleted: %s",
-                                self.loc.path, e)
+            _log.logger.warning(
+                "%s: the previous checkpoint's objects were not all deleted: %s", self.loc.path, e
+            )
 
     def storage_meta(self) -> StorageMeta | None:
         """The checkpoint id (the path) and this save's id."""
         return StorageMeta(checkpoint_id=self.loc.path, save_id=self.save_id)
 
 
-def _contiguous_range(shape: tuple[int, ...], offsets: list[int], lengths: list[int],
-                      elem: int) -> Optional[tuple[int, int]]:
+def _contiguous_range(
+    shape: tuple[int, ...], offsets: list[int], lengths: list[int], elem: int
+) -> Optional[tuple[int, int]]:
     """(byte offset, byte length) when the chunk [offsets, offsets + lengths) of a row-major
     tensor of this shape is one contiguous byte range; None otherwise."""
     nd = len(shape)
@@ -431,9 +463,15 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         FormatError, ChecksumMismatch, StateMismatch, TransferError: from reading the items.
     """
 
-    def __init__(self, path: PathLike, *, client: Optional[Client] = None,
-                 verify: bool = True, group: Optional["ProcessGroup"] = None,
-                 progress: ProgressArg = False) -> None:
+    def __init__(
+        self,
+        path: PathLike,
+        *,
+        client: Optional[Client] = None,
+        verify: bool = True,
+        group: Optional["ProcessGroup"] = None,
+        progress: ProgressArg = False,
+    ) -> None:
         super().__init__()
         self._client = client
         self.progress = progress
@@ -482,8 +520,9 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         cast(StorageMeta, metadata.storage_meta).load_id = self.load_id  # set just above
         return metadata
 
-    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any,
-                              **kwargs: Any) -> None:
+    def set_up_storage_reader(
+        self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any
+    ) -> None:
         """Takes the item locations from the metadata.
 
         Args:
@@ -498,8 +537,9 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         self._md = metadata
         self.rank = kwargs.get("rank")
         if self.storage_data is None:
-            raise errors.FormatError(errors._CODES["EFMT_METADATA"],
-                                     f"{self.loc.path}: .metadata has no storage_data")
+            raise errors.FormatError(
+                errors._CODES["EFMT_METADATA"], f"{self.loc.path}: .metadata has no storage_data"
+            )
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
         """Nothing to add to a rank's plan.
@@ -573,8 +613,9 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
             for rel, items in jobs:
                 self._commit(self._read_object(rel, items), planner)
         else:
-            with ThreadPoolExecutor(max_workers=workers,
-                                    thread_name_prefix="s3direct-dcp-read") as ex:
+            with ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="s3direct-dcp-read"
+            ) as ex:
                 futs = [ex.submit(self._read_object, rel, items) for rel, items in jobs]
                 try:
                     for f in as_completed(futs):
@@ -595,89 +636,63 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         md = self._md.state_dict_metadata.get(req.storage_index.fqn) if self._md else None
         if not isinstance(md, TensorStorageMetadata) or info.tensor is None:
             return None
-        chunk = next((c for c in md.chunks
-                      if tuple(c.offsets) == tuple(req.storage_index.offset or ())), None)
+        chunk = next(
+            (c for c in md.chunks if tuple(c.offsets) == tuple(req.storage_index.offset or ())),
+            None,
+        )
         if chunk is None and len(md.chunks) == 1:
             chunk = md.chunks[0]
         dt = md.properties.dtype
-        if (chunk is None or not target.is_contiguous() or target.dtype != dt
-                or target.device.type not in ("cpu", "cuda")
-                or tuple(target.shape) != tuple(req.lengths)):
+        if (
+            chunk is None
+            or not target.is_contiguous()
+            or target.dtype != dt
+            or target.device.type not in ("cpu", "cuda")
+            or tuple(target.shape) != tuple(req.lengths)
+        ):
             return None
-        rng = _contiguous_range(tuple(chunk.sizes), list(req.storage_offsets),
-                                list(req.lengths), _dtypes_elem_size(dt))
+        rng = _contiguous_range(
+            tuple(chunk.sizes), list(req.storage_offsets), list(req.lengths), _dtypes_elem_size(dt)
+        )
         if rng is None or rng[1] == 0:
             return None
         return (info.relative_path, info.tensor, rng[0], rng[1])
 
-    def _read_shared(self, plan: LoadPlan, planner: LoadPlanner,
-                     group: "ProcessGroup") -> Future[None]:
+    def _read_shared(
+        self, plan: LoadPlan, planner: LoadPlanner, group: "ProcessGroup"
+    ) -> Future[None]:
         """read_data with group: byte ranges several ranks need are fetched by one of them
         (the least loaded, _ranks.plan) and sent to the others over the group; the rest as
         without a group. Every rank of the group runs it once per dcp.load."""
         sess = _ranks.Session(group, f"dcp.load {self.loc.path}")
+        posts: list[
+            list[tuple[ReadItem, torch.Tensor, Optional[tuple[torch.Tensor, list[int], list[int]]]]]
+        ] = []
         try:
-            shared: list[tuple[_Unit, ReadItem, torch.Tensor]] = []
-            local: dict[str, list[tuple[ReadItem, torch.Tensor]]] = {}
-            for req in plan.items:
-                info = self.storage_data[req.storage_index]
-                if req.type == LoadItemType.BYTE_IO:
-                    planner.load_bytes(req, io.BytesIO(self.loc.read_bytes(info.relative_path)))
-                    continue
-                target = planner.resolve_tensor(req).detach()
-                unit = self._unit(req, target)
-                if unit is None:
-                    local.setdefault(info.relative_path, []).append((req, target))
-                else:
-                    shared.append((unit, req, target))
+            shared, local = self._split_items(plan, planner)
             first: dict[_Unit, torch.Tensor] = {}
             for unit, _, target in shared:
                 first.setdefault(unit, target)
-            got = sess.agree({"metadata": self._metadata_digest, "units": sorted(first)})
-            if not all(isinstance(g, dict) and isinstance(g.get("metadata"), str)
-                       and isinstance(g.get("units"), list) for g in got):
-                raise errors.TransferError(errors._CODES["EPROTO"],
-                                           f"{sess.what}: a rank posted a malformed plan")
-            odd = _ranks.differ(got, "metadata")
-            if odd:
-                # Each rank reads the objects its own .metadata names: two versions would give
-                # the ranks two different checkpoints.
-                raise errors.TransferError(
-                    errors._CODES["ECHANGED"],
-                    f"{sess.what}: the ranks read different versions of {METADATA_NAME} "
-                    f"({sess._ranks_str(odd)} differ from rank 0 of the group): the checkpoint "
-                    f"was replaced between the ranks' reads; nothing was read")
-            units = sorted({tuple(u) for g in got for u in g["units"]})
-            needers: dict[tuple[Any, ...], list[int]] = {u: [] for u in units}
-            for q, g in enumerate(got):
-                for u in g["units"]:
-                    needers[tuple(u)].append(q)
-            pieces = _ranks.plan([u[3] for u in units], [tuple(needers[u]) for u in units],
-                                 sess.world, [False] * len(units))
-            views = {id(p): _ranks.byte_view(first[cast(_Unit, units[p.i])])
-                     for p in pieces if sess.rank in p.needers}
+            units, needers = self._agree_units(sess, first)
+            pieces = _ranks.plan(
+                [u[3] for u in units],
+                [tuple(needers[u]) for u in units],
+                sess.world,
+                [False] * len(units),
+            )
+            views = {
+                id(p): _ranks.byte_view(first[cast(_Unit, units[p.i])])
+                for p in pieces
+                if sess.rank in p.needers
+            }
             ranges: dict[str, list[tuple[str, int, int, torch.Tensor]]] = {}
             for p in pieces:
                 if p.owner == sess.rank:
                     u = cast(_Unit, units[p.i])
                     ranges.setdefault(u[0], []).append((u[1], u[2], u[3], first[u]))
-            posts: list[list[tuple[ReadItem, torch.Tensor,
-                                   Optional[tuple[torch.Tensor, list[int], list[int]]]]]] = []
-
-            def fetch() -> None:
-                rels = sorted(set(local) | set(ranges))
-                with ThreadPoolExecutor(max_workers=max(1, min(len(rels), _OBJECTS_AT_ONCE)),
-                                        thread_name_prefix="s3direct-dcp-read") as ex:
-                    futs = [ex.submit(self._read_object, rel, local.get(rel, []),
-                                      ranges.get(rel, [])) for rel in rels]
-                    try:
-                        posts.extend(f.result() for f in futs)
-                    except BaseException:
-                        for f in futs:
-                            f.cancel()
-                        raise
-
-            sess.fetch_and_share(pieces, views, fetch)
+            sess.fetch_and_share(
+                pieces, views, lambda: posts.extend(self._fetch_objects(local, ranges))
+            )
         except BaseException as e:
             sess.fail(e)
             raise
@@ -691,61 +706,157 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
         fut.set_result(None)
         return fut
 
-    def _read_object(self, rel: str, items: list[tuple[ReadItem, torch.Tensor]],
-                     ranges: Optional[list[tuple[str, int, int, torch.Tensor]]] = None,
-                     ) -> list[tuple[ReadItem, torch.Tensor,
-                                     Optional[tuple[torch.Tensor, list[int], list[int]]]]]:
+    def _split_items(
+        self,
+        plan: LoadPlan,
+        planner: LoadPlanner,
+    ) -> tuple[
+        list[tuple[_Unit, ReadItem, torch.Tensor]], dict[str, list[tuple[ReadItem, torch.Tensor]]]
+    ]:
+        """The plan's items: bytes loaded now; tensors that are whole byte ranges (shared
+        over the group) apart from the others (read by this rank, per object)."""
+        shared: list[tuple[_Unit, ReadItem, torch.Tensor]] = []
+        local: dict[str, list[tuple[ReadItem, torch.Tensor]]] = {}
+        for req in plan.items:
+            info = self.storage_data[req.storage_index]
+            if req.type == LoadItemType.BYTE_IO:
+                planner.load_bytes(req, io.BytesIO(self.loc.read_bytes(info.relative_path)))
+                continue
+            target = planner.resolve_tensor(req).detach()
+            unit = self._unit(req, target)
+            if unit is None:
+                local.setdefault(info.relative_path, []).append((req, target))
+            else:
+                shared.append((unit, req, target))
+        return shared, local
+
+    def _agree_units(
+        self,
+        sess: _ranks.Session,
+        first: dict[_Unit, torch.Tensor],
+    ) -> tuple[list[tuple[Any, ...]], dict[tuple[Any, ...], list[int]]]:
+        """Every rank's units (and .metadata digest) exchanged: the sorted union of units and
+        the ranks that need each. Ranks that read different .metadata fail, all of them."""
+        got = sess.agree({"metadata": self._metadata_digest, "units": sorted(first)})
+        if not all(
+            isinstance(g, dict)
+            and isinstance(g.get("metadata"), str)
+            and isinstance(g.get("units"), list)
+            for g in got
+        ):
+            raise errors.TransferError(
+                errors._CODES["EPROTO"], f"{sess.what}: a rank posted a malformed plan"
+            )
+        odd = _ranks.differ(got, "metadata")
+        if odd:
+            # Each rank reads the objects its own .metadata names: two versions would give
+            # the ranks two different checkpoints.
+            raise errors.TransferError(
+                errors._CODES["ECHANGED"],
+                f"{sess.what}: the ranks read different versions of {METADATA_NAME} "
+                f"({sess._ranks_str(odd)} differ from rank 0 of the group): the checkpoint "
+                f"was replaced between the ranks' reads; nothing was read",
+            )
+        units = sorted({tuple(u) for g in got for u in g["units"]})
+        needers: dict[tuple[Any, ...], list[int]] = {u: [] for u in units}
+        for q, g in enumerate(got):
+            for u in g["units"]:
+                needers[tuple(u)].append(q)
+        return units, needers
+
+    def _fetch_objects(
+        self,
+        local: dict[str, list[tuple[ReadItem, torch.Tensor]]],
+        ranges: dict[str, list[tuple[str, int, int, torch.Tensor]]],
+    ) -> list[
+        list[tuple[ReadItem, torch.Tensor, Optional[tuple[torch.Tensor, list[int], list[int]]]]]
+    ]:
+        """This rank's objects read side by side (_read_object each): its own items and the
+        ranges it fetches for the group; what _commit needs, per object."""
+        rels = sorted(set(local) | set(ranges))
+        with ThreadPoolExecutor(
+            max_workers=max(1, min(len(rels), _OBJECTS_AT_ONCE)),
+            thread_name_prefix="s3direct-dcp-read",
+        ) as ex:
+            futs = [
+                ex.submit(self._read_object, rel, local.get(rel, []), ranges.get(rel, []))
+                for rel in rels
+            ]
+            try:
+                return [f.result() for f in futs]
+            except BaseException:
+                for f in futs:
+                    f.cancel()
+                raise
+
+    def _read_object(
+        self,
+        rel: str,
+        items: list[tuple[ReadItem, torch.Tensor]],
+        ranges: Optional[list[tuple[str, int, int, torch.Tensor]]] = None,
+    ) -> list[tuple[ReadItem, torch.Tensor, Optional[tuple[torch.Tensor, list[int], list[int]]]]]:
         """Opens one object, reads the items' bytes into their destinations (or temporaries)
         and each (tensor, byte offset, byte length, destination) of ranges; returns what
         _commit needs for the items. Runs on any thread; never calls the planner."""
         uri = self.loc.join(rel)
         with _reader.CheckpointReader(uri, resolve(self._client)) as r:
             dests: list[_types.Dest] = []
-            post: list[tuple[ReadItem, torch.Tensor,
-                             Optional[tuple[torch.Tensor, list[int], list[int]]]]] = []
+            post: list[
+                tuple[ReadItem, torch.Tensor, Optional[tuple[torch.Tensor, list[int], list[int]]]]
+            ] = []
             for name, off, length, dst in ranges or []:
                 e = r.by_name.get(name)
                 if e is None or off + length > e.nbytes:
-                    raise errors.FormatError(errors._CODES["ENOTENSOR"],
-                                             f"{uri}: no tensor {name!r} of {off + length} "
-                                             f"bytes or more")
+                    raise errors.FormatError(
+                        errors._CODES["ENOTENSOR"],
+                        f"{uri}: no tensor {name!r} of {off + length} bytes or more",
+                    )
                 whole = off == 0 and length == e.nbytes
                 dests.append((e, dst, 0 if whole else off, 0 if whole else length))
             for req, target in items:
                 info = self.storage_data[req.storage_index]
                 e = r.by_name.get(info.tensor)
                 if e is None:
-                    raise errors.FormatError(errors._CODES["ENOTENSOR"],
-                                             f"{uri}: no tensor {info.tensor!r}")
+                    raise errors.FormatError(
+                        errors._CODES["ENOTENSOR"], f"{uri}: no tensor {info.tensor!r}"
+                    )
                 stored_dt = e.torch_dtype(uri)
                 offsets = list(req.storage_offsets)
                 lengths = list(req.lengths)
                 if tuple(target.shape) != tuple(lengths):
                     raise errors.StateMismatch(
                         f"{uri}: {req.storage_index.fqn}: destination {list(target.shape)} "
-                        f"!= requested chunk {lengths}")
-                direct = (target.is_contiguous() and target.dtype == stored_dt
-                          and target.device.type in ("cpu", "cuda"))
-                rng = _contiguous_range(e.shape, offsets, lengths,
-                                        _dtypes_elem_size(stored_dt))
+                        f"!= requested chunk {lengths}"
+                    )
+                direct = (
+                    target.is_contiguous()
+                    and target.dtype == stored_dt
+                    and target.device.type in ("cpu", "cuda")
+                )
+                rng = _contiguous_range(e.shape, offsets, lengths, _dtypes_elem_size(stored_dt))
                 if direct and rng is not None:
                     whole = rng == (0, e.nbytes)
-                    dests.append((e, target, 0 if whole else rng[0],
-                                  0 if whole else rng[1]))
+                    dests.append((e, target, 0 if whole else rng[0], 0 if whole else rng[1]))
                     post.append((req, target, None))
                 else:
                     dev = target.device if target.device.type == "cuda" else "cpu"
                     tmp = torch.empty(e.shape, dtype=stored_dt, device=dev)
                     dests.append((e, tmp, 0, 0))
                     post.append((req, target, (tmp, offsets, lengths)))
-            r.read(dests, verify=self.verify,
-                   progress=self._prog.part() if self._prog is not None else False)
+            r.read(
+                dests,
+                verify=self.verify,
+                progress=self._prog.part() if self._prog is not None else False,
+            )
         return post
 
     @staticmethod
-    def _commit(post: list[tuple[ReadItem, torch.Tensor,
-                                 Optional[tuple[torch.Tensor, list[int], list[int]]]]],
-                planner: LoadPlanner) -> None:
+    def _commit(
+        post: list[
+            tuple[ReadItem, torch.Tensor, Optional[tuple[torch.Tensor, list[int], list[int]]]]
+        ],
+        planner: LoadPlanner,
+    ) -> None:
         for req, target, chunk in post:
             if chunk is not None:
                 t, offsets, lengths = chunk
@@ -757,4 +868,3 @@ class S3DirectStorageReader(_AtLocation, StorageReader):
 
 def _dtypes_elem_size(dt: torch.dtype) -> int:
     return torch.empty((), dtype=dt).element_size()
-

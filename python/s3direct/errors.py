@@ -46,17 +46,58 @@ from typing import Any, Iterable
 # Values from the S3D_ERRNO_MAP in errors.h (ABI: append only); tests/py/test_binding.py walks
 # every code the library names and checks it against this table and _BY_CODE.
 _CODES = {
-    "EINVAL": -1, "ENOMEM": -2, "EIO": -3, "ENOENT": -4, "ECANCELED": -5, "ETOOBIG": -6,
-    "EURI": -7, "ECONFIG": -8, "ENOCREDS": -9, "ECONNECT": -10, "ETIMEDOUT": -11,
-    "ENETWORK": -12, "ETLS": -13, "EHTTP": -14, "ENOSUCHKEY": -15, "ENOSUCHBUCKET": -16,
-    "EACCESS": -17, "ESIGNATURE": -18, "EKEYID": -19, "ESLOWDOWN": -20, "ESERVER": -21,
-    "EPROTO": -22, "ERETRIES": -23, "ECHECKSUM": -24, "EBUCKETEXISTS": -25, "ENOUPLOAD": -26,
-    "ERANGE": -27, "ENOTSUP": -28, "ENODEVICE": -29, "ECUDA": -30, "ECUFILE": -31,
-    "EFMT_HEADER_SIZE": -40, "EFMT_JSON": -41, "EFMT_DTYPE": -42, "EFMT_SHAPE": -43,
-    "EFMT_OFFSETS": -44, "EFMT_OVERLAP": -45, "EFMT_HOLE": -46, "EFMT_SIZE_MISMATCH": -47,
-    "EFMT_DUPLICATE": -48, "EFMT_UTF8": -49, "EFMT_TRUNCATED": -50, "EFMT_METADATA": -51,
-    "EFMT_INDEX": -52, "EFMT_SHARD_PATH": -53, "EFMT_FIELD": -54, "ENOTENSOR": -55,
-    "EDEST": -56, "ECHANGED": -57, "EMFILE": -58, "ECREDS": -59, "EEXPIRED": -60,
+    "EINVAL": -1,
+    "ENOMEM": -2,
+    "EIO": -3,
+    "ENOENT": -4,
+    "ECANCELED": -5,
+    "ETOOBIG": -6,
+    "EURI": -7,
+    "ECONFIG": -8,
+    "ENOCREDS": -9,
+    "ECONNECT": -10,
+    "ETIMEDOUT": -11,
+    "ENETWORK": -12,
+    "ETLS": -13,
+    "EHTTP": -14,
+    "ENOSUCHKEY": -15,
+    "ENOSUCHBUCKET": -16,
+    "EACCESS": -17,
+    "ESIGNATURE": -18,
+    "EKEYID": -19,
+    "ESLOWDOWN": -20,
+    "ESERVER": -21,
+    "EPROTO": -22,
+    "ERETRIES": -23,
+    "ECHECKSUM": -24,
+    "EBUCKETEXISTS": -25,
+    "ENOUPLOAD": -26,
+    "ERANGE": -27,
+    "ENOTSUP": -28,
+    "ENODEVICE": -29,
+    "ECUDA": -30,
+    "ECUFILE": -31,
+    "EFMT_HEADER_SIZE": -40,
+    "EFMT_JSON": -41,
+    "EFMT_DTYPE": -42,
+    "EFMT_SHAPE": -43,
+    "EFMT_OFFSETS": -44,
+    "EFMT_OVERLAP": -45,
+    "EFMT_HOLE": -46,
+    "EFMT_SIZE_MISMATCH": -47,
+    "EFMT_DUPLICATE": -48,
+    "EFMT_UTF8": -49,
+    "EFMT_TRUNCATED": -50,
+    "EFMT_METADATA": -51,
+    "EFMT_INDEX": -52,
+    "EFMT_SHARD_PATH": -53,
+    "EFMT_FIELD": -54,
+    "ENOTENSOR": -55,
+    "EDEST": -56,
+    "ECHANGED": -57,
+    "EMFILE": -58,
+    "ECREDS": -59,
+    "EEXPIRED": -60,
 }
 S3D_EINVAL = _CODES["EINVAL"]
 S3D_ENOTSUP = _CODES["ENOTSUP"]
@@ -75,9 +116,20 @@ class S3DirectError(Exception):
             the library recorded (empty or 0 when unknown); name defaults to the code's name.
     """
 
-    def __init__(self, code: int, message: str, *, name: str = "", http_status: int = 0,
-                 operation: str = "", bucket: str = "", key: str = "", s3_code: str = "",
-                 s3_message: str = "", request_id: str = "") -> None:
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        name: str = "",
+        http_status: int = 0,
+        operation: str = "",
+        bucket: str = "",
+        key: str = "",
+        s3_code: str = "",
+        s3_message: str = "",
+        request_id: str = "",
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.name = name or CODE_NAMES.get(code, "S3D_UNKNOWN")
@@ -95,8 +147,9 @@ class S3DirectError(Exception):
         return (_rebuild, (type(self), self.code, self.message, self.__dict__))
 
 
-def _rebuild(cls: type[S3DirectError], code: int, message: str,
-             state: dict[str, Any]) -> S3DirectError:
+def _rebuild(
+    cls: type[S3DirectError], code: int, message: str, state: dict[str, Any]
+) -> S3DirectError:
     e = cls.__new__(cls)
     Exception.__init__(e, message)
     e.__dict__.update(state)
@@ -177,10 +230,12 @@ class TorchMissing(NotSupported, ModuleNotFoundError):  # type: ignore[misc]
     """
 
     def __init__(self, what: str) -> None:
-        super().__init__(S3D_ENOTSUP,
-                         f"{what} needs PyTorch, which is not installed here: pip install "
-                         f"torch (or s3direct[torch]). The CLI, Client, reader() and writer() "
-                         f"work without it")
+        super().__init__(
+            S3D_ENOTSUP,
+            f"{what} needs PyTorch, which is not installed here: pip install "
+            f"torch (or s3direct[torch]). The CLI, Client, reader() and writer() "
+            f"work without it",
+        )
 
 
 class BucketAlreadyExists(S3DirectError, FileExistsError):
@@ -200,8 +255,13 @@ class StateMismatch(S3DirectError, ValueError):
         missing, unexpected, mismatched: the names (mismatched: a line per name) it lists.
     """
 
-    def __init__(self, message: str, missing: Iterable[str] = (), unexpected: Iterable[str] = (),
-                 mismatched: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        missing: Iterable[str] = (),
+        unexpected: Iterable[str] = (),
+        mismatched: Iterable[str] = (),
+    ) -> None:
         super().__init__(S3D_EDEST, message)
         self.missing = list(missing)
         self.unexpected = list(unexpected)
@@ -219,42 +279,80 @@ class InsecureConnectionWarning(UserWarning):
 
 
 __all__ = [
-    "S3DirectError", "NoSuchKey", "NoSuchFile", "NoSuchBucket", "AccessDenied",
-    "SignatureDoesNotMatch", "InvalidAccessKeyId", "ChecksumMismatch", "FormatError",
-    "TransferError", "Timeout", "ConfigError", "NoCredentials", "DeviceError", "Cancelled",
-    "NotSupported", "TorchMissing", "BucketAlreadyExists", "InvalidArgument", "StateMismatch",
-    "PickleRefused", "InsecureConnectionWarning",
+    "S3DirectError",
+    "NoSuchKey",
+    "NoSuchFile",
+    "NoSuchBucket",
+    "AccessDenied",
+    "SignatureDoesNotMatch",
+    "InvalidAccessKeyId",
+    "ChecksumMismatch",
+    "FormatError",
+    "TransferError",
+    "Timeout",
+    "ConfigError",
+    "NoCredentials",
+    "DeviceError",
+    "Cancelled",
+    "NotSupported",
+    "TorchMissing",
+    "BucketAlreadyExists",
+    "InvalidArgument",
+    "StateMismatch",
+    "PickleRefused",
+    "InsecureConnectionWarning",
 ]
 
 _c = _CODES
 _BY_CODE: dict[int, type[S3DirectError]] = {
-    _c["ENOSUCHKEY"]: NoSuchKey, _c["ENOENT"]: NoSuchFile,
+    _c["ENOSUCHKEY"]: NoSuchKey,
+    _c["ENOENT"]: NoSuchFile,
     _c["ENOSUCHBUCKET"]: NoSuchBucket,
-    _c["EACCESS"]: AccessDenied, _c["ESIGNATURE"]: SignatureDoesNotMatch,
+    _c["EACCESS"]: AccessDenied,
+    _c["ESIGNATURE"]: SignatureDoesNotMatch,
     _c["EKEYID"]: InvalidAccessKeyId,
     _c["ECHECKSUM"]: ChecksumMismatch,
-    _c["ECONNECT"]: TransferError, _c["ETIMEDOUT"]: Timeout,
-    _c["ENETWORK"]: TransferError, _c["ETLS"]: TransferError, _c["EHTTP"]: TransferError,
-    _c["ESLOWDOWN"]: TransferError, _c["ESERVER"]: TransferError,
-    _c["EPROTO"]: TransferError, _c["ERETRIES"]: TransferError,
-    _c["ENOUPLOAD"]: TransferError, _c["ERANGE"]: TransferError, _c["EIO"]: TransferError,
-    _c["ECHANGED"]: TransferError, _c["EMFILE"]: TransferError,
-    _c["ECONFIG"]: ConfigError, _c["EURI"]: ConfigError, _c["ENOCREDS"]: NoCredentials,
-    _c["ECREDS"]: NoCredentials, _c["EEXPIRED"]: AccessDenied,
-    _c["ENODEVICE"]: DeviceError, _c["ECUDA"]: DeviceError, _c["ECUFILE"]: DeviceError,
-    _c["ECANCELED"]: Cancelled, _c["ENOTSUP"]: NotSupported,
+    _c["ECONNECT"]: TransferError,
+    _c["ETIMEDOUT"]: Timeout,
+    _c["ENETWORK"]: TransferError,
+    _c["ETLS"]: TransferError,
+    _c["EHTTP"]: TransferError,
+    _c["ESLOWDOWN"]: TransferError,
+    _c["ESERVER"]: TransferError,
+    _c["EPROTO"]: TransferError,
+    _c["ERETRIES"]: TransferError,
+    _c["ENOUPLOAD"]: TransferError,
+    _c["ERANGE"]: TransferError,
+    _c["EIO"]: TransferError,
+    _c["ECHANGED"]: TransferError,
+    _c["EMFILE"]: TransferError,
+    _c["ECONFIG"]: ConfigError,
+    _c["EURI"]: ConfigError,
+    _c["ENOCREDS"]: NoCredentials,
+    _c["ECREDS"]: NoCredentials,
+    _c["EEXPIRED"]: AccessDenied,
+    _c["ENODEVICE"]: DeviceError,
+    _c["ECUDA"]: DeviceError,
+    _c["ECUFILE"]: DeviceError,
+    _c["ECANCELED"]: Cancelled,
+    _c["ENOTSUP"]: NotSupported,
     _c["EBUCKETEXISTS"]: BucketAlreadyExists,
-    _c["EINVAL"]: InvalidArgument, _c["EDEST"]: InvalidArgument,
+    _c["EINVAL"]: InvalidArgument,
+    _c["EDEST"]: InvalidArgument,
     _c["ENOTENSOR"]: FormatError,
     # No family of their own: the base class (tests/py/test_binding.py checks that every C
     # code is listed here or in the EFMT_ range).
-    _c["ENOMEM"]: S3DirectError, _c["ETOOBIG"]: S3DirectError,
+    _c["ENOMEM"]: S3DirectError,
+    _c["ETOOBIG"]: S3DirectError,
 }
 
 # An S3 <Code> refines a generic code (an HTTP error the C side did not classify).
 _BY_S3_CODE: dict[str, type[S3DirectError]] = {
-    "NoSuchKey": NoSuchKey, "NoSuchBucket": NoSuchBucket, "AccessDenied": AccessDenied,
-    "SignatureDoesNotMatch": SignatureDoesNotMatch, "InvalidAccessKeyId": InvalidAccessKeyId,
+    "NoSuchKey": NoSuchKey,
+    "NoSuchBucket": NoSuchBucket,
+    "AccessDenied": AccessDenied,
+    "SignatureDoesNotMatch": SignatureDoesNotMatch,
+    "InvalidAccessKeyId": InvalidAccessKeyId,
 }
 
 

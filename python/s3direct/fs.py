@@ -37,21 +37,29 @@ _spec: Any = importlib.import_module("fsspec.spec")
 _callbacks: Any = importlib.import_module("fsspec.callbacks")
 _registry: Any = importlib.import_module("fsspec.registry")
 
-_CLIENT_ARGS = frozenset(p for p in inspect.signature(Client.__init__).parameters
-                         if p != "self")
+_CLIENT_ARGS = frozenset(p for p in inspect.signature(Client.__init__).parameters if p != "self")
 # fsspec's own storage options (listings cache), handed to AbstractFileSystem.
 _FSSPEC_ARGS = frozenset({"use_listings_cache", "listings_expiry_time", "max_paths"})
 # s3fs options that need nothing from us at these values (any other value: TypeError).
-_S3FS_NEUTRAL = {"version_aware": False, "requester_pays": False, "asynchronous": False,
-                 "loop": None, "session": None, "cache_regions": False,
-                 "default_fill_cache": True, "s3_additional_kwargs": None}
+_S3FS_NEUTRAL = {
+    "version_aware": False,
+    "requester_pays": False,
+    "asynchronous": False,
+    "loop": None,
+    "session": None,
+    "cache_regions": False,
+    "default_fill_cache": True,
+    "s3_additional_kwargs": None,
+}
 
 
 def _bad_option(name: str, value: object) -> TypeError:
-    return TypeError(f"S3DirectFileSystem: {name}={value!r} is not supported (s3direct takes "
-                     f"the s3fs options key, secret, token, anon, endpoint_url, profile, "
-                     f"client_kwargs, config_kwargs, use_ssl, default_block_size, and every "
-                     f"s3direct.Client argument)")
+    return TypeError(
+        f"S3DirectFileSystem: {name}={value!r} is not supported (s3direct takes "
+        f"the s3fs options key, secret, token, anon, endpoint_url, profile, "
+        f"client_kwargs, config_kwargs, use_ssl, default_block_size, and every "
+        f"s3direct.Client argument)"
+    )
 
 
 def client_options(kw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -68,8 +76,13 @@ def client_options(kw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     kw = dict(kw)
     out: dict[str, Any] = {}
     own: dict[str, Any] = {}
-    rename = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token",
-              "anon": "anonymous", "region_name": "region"}
+    rename = {
+        "key": "access_key_id",
+        "secret": "secret_access_key",
+        "token": "session_token",
+        "anon": "anonymous",
+        "region_name": "region",
+    }
     for k in list(kw):
         if k in _FSSPEC_ARGS or k in ("default_block_size", "default_cache_type"):
             own[k] = kw.pop(k)
@@ -79,9 +92,13 @@ def client_options(kw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
                 raise _bad_option(k, v)
     ck = dict(kw.pop("client_kwargs", None) or {})
     for k, v in ck.items():
-        name = {"aws_access_key_id": "access_key_id", "aws_secret_access_key":
-                "secret_access_key", "aws_session_token": "session_token",
-                "region_name": "region", "endpoint_url": "endpoint_url"}.get(k)
+        name = {
+            "aws_access_key_id": "access_key_id",
+            "aws_secret_access_key": "secret_access_key",
+            "aws_session_token": "session_token",
+            "region_name": "region",
+            "endpoint_url": "endpoint_url",
+        }.get(k)
         if name is not None:
             out[name] = v
         elif k == "verify":
@@ -146,15 +163,17 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
     def __init__(self, *args: Any, client: Client | None = None, **kwargs: Any) -> None:
         opts, own = client_options(kwargs)
         if client is not None and opts:
-            raise TypeError(f"S3DirectFileSystem: give client= or client options "
-                            f"({', '.join(sorted(opts))}), not both")
+            raise TypeError(
+                f"S3DirectFileSystem: give client= or client options "
+                f"({', '.join(sorted(opts))}), not both"
+            )
         fsspec_opts = {k: v for k, v in own.items() if k in _FSSPEC_ARGS}
         super().__init__(*args, **fsspec_opts)
         self._given = client
-        self._client: Client | None = client if client is not None else (
-            Client(**opts) if opts else None)
-        self.default_block_size: int = int(own.get("default_block_size") or
-                                           self.DEFAULT_BLOCK_SIZE)
+        self._client: Client | None = (
+            client if client is not None else (Client(**opts) if opts else None)
+        )
+        self.default_block_size: int = int(own.get("default_block_size") or self.DEFAULT_BLOCK_SIZE)
         self.default_cache_type: str = own.get("default_cache_type") or "none"
 
     @property
@@ -170,10 +189,10 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
         path = os.fspath(path)
         for proto in ("s3direct", "s3", "s3a"):
             if path.startswith(proto + "://"):
-                path = path[len(proto) + 3:]
+                path = path[len(proto) + 3 :]
                 break
             if path.startswith(proto + "::"):
-                path = path[len(proto) + 2:]
+                path = path[len(proto) + 2 :]
                 break
         return path.rstrip("/").lstrip("/")
 
@@ -197,19 +216,26 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
         return datetime.datetime.fromtimestamp(t, tz=datetime.timezone.utc) if t else None
 
     def _file_entry(self, bucket: str, o: ListedObject) -> dict[str, Any]:
-        return {"name": f"{bucket}/{o.key}", "size": o.size, "type": "file",
-                "ETag": o.etag, "LastModified": self._time(o.last_modified),
-                "StorageClass": "STANDARD"}
+        return {
+            "name": f"{bucket}/{o.key}",
+            "size": o.size,
+            "type": "file",
+            "ETag": o.etag,
+            "LastModified": self._time(o.last_modified),
+            "StorageClass": "STANDARD",
+        }
 
     @staticmethod
     def _dir_entry(name: str) -> dict[str, Any]:
         return {"name": name, "size": 0, "type": "directory", "StorageClass": "DIRECTORY"}
 
-    def _list(self, bucket: str, key: str, *, recursive: bool = False,
-              limit: int | None = None) -> list[ListedObject]:
+    def _list(
+        self, bucket: str, key: str, *, recursive: bool = False, limit: int | None = None
+    ) -> list[ListedObject]:
         prefix = key + "/" if key else ""
-        return self.client.list(self._uri(bucket, prefix),
-                                delimiter=None if recursive else "/", limit=limit)
+        return self.client.list(
+            self._uri(bucket, prefix), delimiter=None if recursive else "/", limit=limit
+        )
 
     def _lsdir(self, path: str, refresh: bool = False) -> list[dict[str, Any]]:
         if not refresh and path in self.dircache:
@@ -226,8 +252,7 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
             self.dircache[path] = entries
         return entries
 
-    def ls(self, path: str, detail: bool = True, refresh: bool = False,
-           **kwargs: Any) -> list[Any]:
+    def ls(self, path: str, detail: bool = True, refresh: bool = False, **kwargs: Any) -> list[Any]:
         """One level of a bucket or folder.
 
         Args:
@@ -245,14 +270,16 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
         """
         path = self._strip_protocol(path)
         if not path:
-            raise NotImplementedError("S3DirectFileSystem.ls(''): listing buckets is not "
-                                      "supported; list a bucket")
+            raise NotImplementedError(
+                "S3DirectFileSystem.ls(''): listing buckets is not supported; list a bucket"
+            )
         entries = self._lsdir(path, refresh)
         if not entries and "/" in path:
             info = self._head(path)  # a file lists as itself, as on a local filesystem
             if info is None:
-                raise FileNotFoundError(errno.ENOENT, "no such file or folder",
-                                        self.unstrip_protocol(path))
+                raise FileNotFoundError(
+                    errno.ENOENT, "no such file or folder", self.unstrip_protocol(path)
+                )
             entries = [info]
         return entries if detail else [e["name"] for e in entries]
 
@@ -262,10 +289,14 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
             h = self.client.head(bucket, key)
         except errors.NoSuchKey:
             return None
-        out = {"name": f"{bucket}/{key}", "size": int(h.size), "type": "file",
-               "ETag": h.etag.decode("utf-8", "replace"),
-               "LastModified": self._time(int(h.last_modified)),
-               "ContentType": h.content_type.decode("utf-8", "replace")}
+        out = {
+            "name": f"{bucket}/{key}",
+            "size": int(h.size),
+            "type": "file",
+            "ETag": h.etag.decode("utf-8", "replace"),
+            "LastModified": self._time(int(h.last_modified)),
+            "ContentType": h.content_type.decode("utf-8", "replace"),
+        }
         crc = h.checksum_crc32c.decode("ascii", "replace")
         if crc:
             out["ChecksumCRC32C"] = crc
@@ -304,8 +335,7 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
             return self._dir_entry(path)
         if not key:
             return self._dir_entry(path)  # an empty bucket (NoSuchBucket raised otherwise)
-        raise FileNotFoundError(errno.ENOENT, "no such file or folder",
-                                self.unstrip_protocol(path))
+        raise FileNotFoundError(errno.ENOENT, "no such file or folder", self.unstrip_protocol(path))
 
     def exists(self, path: str, **kwargs: Any) -> bool:
         """Whether a file, folder or bucket is at path (permission errors are raised, not
@@ -316,8 +346,14 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
         except FileNotFoundError:
             return False
 
-    def find(self, path: str, maxdepth: int | None = None, withdirs: bool = False,
-             detail: bool = False, **kwargs: Any) -> Any:
+    def find(
+        self,
+        path: str,
+        maxdepth: int | None = None,
+        withdirs: bool = False,
+        detail: bool = False,
+        **kwargs: Any,
+    ) -> Any:
         """Every file under path, from one recursive listing (fsspec's walk when maxdepth is
         given); folders too with withdirs.
 
@@ -329,8 +365,7 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
         if not bucket:
             raise ValueError("S3DirectFileSystem.find: cannot traverse all of S3")
         if maxdepth is not None:
-            return super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
-                                **kwargs)
+            return super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
         try:
             objs = self._list(bucket, key, recursive=True)
         except FileNotFoundError:
@@ -389,8 +424,9 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
         """
         info = self.info(path)
         if info["type"] != "file" or info.get("LastModified") is None:
-            raise IsADirectoryError(errno.EISDIR, "a folder has no modification time",
-                                    self.unstrip_protocol(path))
+            raise IsADirectoryError(
+                errno.EISDIR, "a folder has no modification time", self.unstrip_protocol(path)
+            )
         return cast(datetime.datetime, info["LastModified"])
 
     def ukey(self, path: str) -> str:
@@ -470,8 +506,9 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
         self.client.delete_object(bucket, key)
         self.invalidate_cache(self._parent(self._strip_protocol(path)))
 
-    def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None,
-           **kwargs: Any) -> None:
+    def rm(
+        self, path: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any
+    ) -> None:
         """Deletes files (DeleteObjects, 1,000 keys a request); with recursive, everything
         under a folder, and a bucket named as path itself once empty, as s3fs does.
 
@@ -506,14 +543,16 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
         b1, k1 = self.split_path(path1)
         b2, k2 = self.split_path(path2)
         if not k1 or not k2:
-            raise IsADirectoryError(errno.EISDIR, "cp_file copies objects, not buckets",
-                                    path1 if not k1 else path2)
+            raise IsADirectoryError(
+                errno.EISDIR, "cp_file copies objects, not buckets", path1 if not k1 else path2
+            )
         self.client.copy_object(b1, k1, b2, k2)
         self.invalidate_cache(self._parent(self._strip_protocol(path2)))
 
     # ---- whole objects ------------------------------------------------------------------------
-    def cat_file(self, path: str, start: int | None = None, end: int | None = None,
-                 **kwargs: Any) -> bytes:
+    def cat_file(
+        self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any
+    ) -> bytes:
         """The object's bytes, or [start, end) of them (negative: from the end) with one
         ranged GET split into parallel parts by the library.
 
@@ -542,8 +581,7 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
             raise
         return bytes(buf) if got == len(buf) else bytes(buf[:got])
 
-    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite",
-                  **kwargs: Any) -> None:
+    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         """Writes value as the object at path (multipart when large).
 
         Args:
@@ -564,14 +602,16 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
             raise ValueError("S3DirectFileSystem.touch: S3 cannot touch an existing object")
         self.pipe_file(path, b"")
 
-    def get_file(self, rpath: str, lpath: Any, callback: Any = None, outfile: Any = None,
-                 **kwargs: Any) -> None:
+    def get_file(
+        self, rpath: str, lpath: Any, callback: Any = None, outfile: Any = None, **kwargs: Any
+    ) -> None:
         """Downloads one object into a local file with the library's parallel ranged GETs,
         the file appearing only when complete. The callback is told the size once done."""
         callback = callback or _callbacks.DEFAULT_CALLBACK
         if outfile is not None or not isinstance(lpath, (str, os.PathLike)):
-            return cast(None, super().get_file(rpath, lpath, callback=callback,
-                                               outfile=outfile, **kwargs))
+            return cast(
+                None, super().get_file(rpath, lpath, callback=callback, outfile=outfile, **kwargs)
+            )
         lpath = os.fspath(lpath)
         if os.path.isdir(lpath):
             return None
@@ -592,8 +632,9 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
         callback.relative_update(size)
         return None
 
-    def put_file(self, lpath: Any, rpath: str, callback: Any = None, mode: str = "overwrite",
-                 **kwargs: Any) -> None:
+    def put_file(
+        self, lpath: Any, rpath: str, callback: Any = None, mode: str = "overwrite", **kwargs: Any
+    ) -> None:
         """Uploads one local file (parts read and sent in parallel by the library); a local
         folder needs nothing on S3. mode="create": FileExistsError when the object exists
         (checked first, as pipe_file)."""
@@ -612,13 +653,25 @@ class S3DirectFileSystem(_spec.AbstractFileSystem):  # type: ignore[misc]  # Any
         self.invalidate_cache(self._parent(self._strip_protocol(rpath)))
 
     # ---- file objects -------------------------------------------------------------------------
-    def _open(self, path: str, mode: str = "rb", block_size: int | None = None,
-              autocommit: bool = True, cache_options: dict[str, Any] | None = None,
-              **kwargs: Any) -> S3DirectFile:
-        return S3DirectFile(self, path, mode, block_size=block_size or self.default_block_size,
-                            autocommit=autocommit, cache_options=cache_options,
-                            cache_type=kwargs.pop("cache_type", self.default_cache_type),
-                            **kwargs)
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: int | None = None,
+        autocommit: bool = True,
+        cache_options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> S3DirectFile:
+        return S3DirectFile(
+            self,
+            path,
+            mode,
+            block_size=block_size or self.default_block_size,
+            autocommit=autocommit,
+            cache_options=cache_options,
+            cache_type=kwargs.pop("cache_type", self.default_cache_type),
+            **kwargs,
+        )
 
 
 class S3DirectFile(_spec.AbstractBufferedFile):  # type: ignore[misc]  # Any: fsspec
@@ -639,17 +692,26 @@ class S3DirectFile(_spec.AbstractBufferedFile):  # type: ignore[misc]  # Any: fs
 
     closed: bool  # fsspec's property (an annotation only: mypy sees no type in Any)
 
-    def __init__(self, fs: S3DirectFileSystem, path: str, mode: str = "rb",
-                 block_size: int | None = None, autocommit: bool = True,
-                 cache_type: str = "none", cache_options: dict[str, Any] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        fs: S3DirectFileSystem,
+        path: str,
+        mode: str = "rb",
+        block_size: int | None = None,
+        autocommit: bool = True,
+        cache_type: str = "none",
+        cache_options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         path = fs._strip_protocol(path)
         bucket, key = fs.split_path(path)
         if not key:
             raise IsADirectoryError(errno.EISDIR, "open: a bucket is not a file", path)
         if mode not in ("rb", "wb", "xb"):
-            raise NotImplementedError(f"S3DirectFile: mode {mode!r} is not supported "
-                                      f"(rb, wb, xb; S3 objects cannot be appended to)")
+            raise NotImplementedError(
+                f"S3DirectFile: mode {mode!r} is not supported "
+                f"(rb, wb, xb; S3 objects cannot be appended to)"
+            )
         self._reader: streams.S3Reader | None = None
         self._writer: streams.S3Writer | None = None
         uri = fs._uri(bucket, key)
@@ -661,9 +723,17 @@ class S3DirectFile(_spec.AbstractBufferedFile):  # type: ignore[misc]  # Any: fs
         elif mode == "xb" and fs.exists(path):
             raise FileExistsError(errno.EEXIST, "exists", fs.unstrip_protocol(path))
         content_type = kwargs.pop("ContentType", None)
-        super().__init__(fs, path, mode, block_size=bs, autocommit=autocommit,
-                         cache_type=cache_type, cache_options=cache_options, size=size,
-                         **kwargs)
+        super().__init__(
+            fs,
+            path,
+            mode,
+            block_size=bs,
+            autocommit=autocommit,
+            cache_type=cache_type,
+            cache_options=cache_options,
+            size=size,
+            **kwargs,
+        )
         if mode != "rb":
             w = streams.S3Writer(uri, client=fs.client, content_type=content_type)
             # This file finishes or aborts the writer itself (close, commit, discard, its own
@@ -783,5 +853,10 @@ def _register_own() -> None:
 
 _register_own()
 
-__all__ = ["S3DirectFileSystem", "S3DirectFile", "S3DirectS3FileSystem", "register_s3",
-           "client_options"]
+__all__ = [
+    "S3DirectFileSystem",
+    "S3DirectFile",
+    "S3DirectS3FileSystem",
+    "register_s3",
+    "client_options",
+]

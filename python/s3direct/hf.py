@@ -31,8 +31,14 @@ def _folder(uri: str) -> str:
     return uri if uri.endswith("/") else uri + "/"
 
 
-def save_pretrained(model: Any, uri: str, *, client: Optional[Client] = None,
-                    shard_size: int = SHARD_SIZE, base: Optional[str] = None) -> Any:
+def save_pretrained(
+    model: Any,
+    uri: str,
+    *,
+    client: Optional[Client] = None,
+    shard_size: int = SHARD_SIZE,
+    base: Optional[str] = None,
+) -> Any:
     """Writes model as save_pretrained lays out a folder: config.json, then the weights
     (sharded as model-0000i-of-0000N.safetensors beside model.safetensors.index.json when
     larger than shard_size; tied weights stored once, as save_pretrained does).
@@ -50,13 +56,24 @@ def save_pretrained(model: Any, uri: str, *, client: Optional[Client] = None,
     folder = _folder(uri)
     with streams.writer(folder + "config.json", client=client) as f:
         f.write(model.config.to_json_string().encode())
-    return _save.save(model.state_dict(), folder, shard_size=shard_size,
-                            metadata={"format": "pt"}, client=client,
-                            base=None if base is None else _folder(base))
+    return _save.save(
+        model.state_dict(),
+        folder,
+        shard_size=shard_size,
+        metadata={"format": "pt"},
+        client=client,
+        base=None if base is None else _folder(base),
+    )
 
 
-def from_pretrained(cls: Any, uri: str, *, device: Any = "cpu",
-                    client: Optional[Client] = None, **config_kwargs: Any) -> Any:
+def from_pretrained(
+    cls: Any,
+    uri: str,
+    *,
+    device: Any = "cpu",
+    client: Optional[Client] = None,
+    **config_kwargs: Any,
+) -> Any:
     """A model from a folder save_pretrained (or save_pretrained here) wrote on S3 or disk:
     config.json read through s3direct, the model built on the device with no weights
     initialised from random, then the weights read straight into it (s3direct.load_into).
@@ -97,8 +114,14 @@ class S3DirectCallback(_transformers.TrainerCallback):  # type: ignore[misc]
     this callback adds the model where the serving side reads it.
     """
 
-    def __init__(self, uri: str, *, client: Optional[Client] = None,
-                 shard_size: int = SHARD_SIZE, incremental: bool = True) -> None:
+    def __init__(
+        self,
+        uri: str,
+        *,
+        client: Optional[Client] = None,
+        shard_size: int = SHARD_SIZE,
+        incremental: bool = True,
+    ) -> None:
         super().__init__()
         self.uri = uri.rstrip("/")
         self.client = client
@@ -107,8 +130,9 @@ class S3DirectCallback(_transformers.TrainerCallback):  # type: ignore[misc]
         self.saved: list[str] = []  # the folders written, in order
         self.last_stats: Any = None
 
-    def on_save(self, args: Any, state: Any, control: Any, model: Any = None,
-                **kwargs: Any) -> None:
+    def on_save(
+        self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any
+    ) -> None:
         """Writes URI/checkpoint-STEP/ from the Trainer's model.
 
         Args:
@@ -121,6 +145,7 @@ class S3DirectCallback(_transformers.TrainerCallback):  # type: ignore[misc]
         model = getattr(model, "module", model)  # DDP-wrapped
         folder = f"{self.uri}/checkpoint-{state.global_step}/"
         base = self.saved[-1] if self.incremental and self.saved else None
-        self.last_stats = save_pretrained(model, folder, client=self.client,
-                                          shard_size=self.shard_size, base=base)
+        self.last_stats = save_pretrained(
+            model, folder, client=self.client, shard_size=self.shard_size, base=base
+        )
         self.saved.append(folder)

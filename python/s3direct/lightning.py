@@ -114,13 +114,22 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
         ValueError: client given together with region or endpoint_url.
     """
 
-    def __init__(self, region: Optional[str] = None, *, endpoint_url: Optional[str] = None,
-                 client: Optional[Client] = None, allow_pickle: bool = False,
-                 verify: bool = True, incremental: bool = True) -> None:
+    def __init__(
+        self,
+        region: Optional[str] = None,
+        *,
+        endpoint_url: Optional[str] = None,
+        client: Optional[Client] = None,
+        allow_pickle: bool = False,
+        verify: bool = True,
+        incremental: bool = True,
+    ) -> None:
         super().__init__()
         if client is not None and (region is not None or endpoint_url is not None):
-            raise ValueError("S3DirectCheckpointIO: give client, or region / endpoint_url for "
-                             "a Client it makes, not both")
+            raise ValueError(
+                "S3DirectCheckpointIO: give client, or region / endpoint_url for "
+                "a Client it makes, not both"
+            )
         self.region = region
         self.endpoint_url = endpoint_url
         self.allow_pickle = allow_pickle
@@ -174,8 +183,9 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
         return _uri.normalize(path)
 
     # ---- CheckpointIO -----------------------------------------------------------------------
-    def save_checkpoint(self, checkpoint: Dict[str, Any], path: PathLike,
-                        storage_options: Optional[Any] = None) -> None:
+    def save_checkpoint(
+        self, checkpoint: Dict[str, Any], path: PathLike, storage_options: Optional[Any] = None
+    ) -> None:
         """Saves Lightning's checkpoint dictionary as one safetensors object or file (parent
         folders of a local path are made); with incremental, against the previous checkpoint
         this plugin saved (not one remove_checkpoint deleted since).
@@ -206,17 +216,20 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
             if base is not None:
                 self._reading[base] = self._reading.get(base, 0) + 1
         try:
-            _save.save(state, uri, client=self._client(), allow_pickle=self.allow_pickle,
-                             base=base, **opts)
+            _save.save(
+                state, uri, client=self._client(), allow_pickle=self.allow_pickle, base=base, **opts
+            )
             with self._bases:
                 self._last = _key(uri)
         except errors.InvalidArgument as e:
             if self.allow_pickle or "allow_pickle=True" not in e.message:
                 raise
             raise errors.InvalidArgument(
-                e.code, f"{e.message}; for Lightning that is S3DirectCheckpointIO("
+                e.code,
+                f"{e.message}; for Lightning that is S3DirectCheckpointIO("
                 f"allow_pickle=True) (then load only checkpoints you trust), or keep the leaf "
-                f"out of the checkpoint, e.g. save_hyperparameters(ignore=[...])") from e
+                f"out of the checkpoint, e.g. save_hyperparameters(ignore=[...])",
+            ) from e
         finally:
             if base is not None:
                 with self._bases:
@@ -232,16 +245,24 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
         if storage_options is None:
             return {}
         if not isinstance(storage_options, Mapping):
-            raise TypeError(f"S3DirectCheckpointIO: storage_options must be a dict of "
-                            f"{', '.join(_SAVE_OPTIONS)}: {storage_options!r}")
+            raise TypeError(
+                f"S3DirectCheckpointIO: storage_options must be a dict of "
+                f"{', '.join(_SAVE_OPTIONS)}: {storage_options!r}"
+            )
         unknown = [k for k in storage_options if k not in _SAVE_OPTIONS]
         if unknown:
-            raise TypeError(f"S3DirectCheckpointIO: storage_options {unknown} not understood; "
-                            f"it takes {', '.join(_SAVE_OPTIONS)}")
+            raise TypeError(
+                f"S3DirectCheckpointIO: storage_options {unknown} not understood; "
+                f"it takes {', '.join(_SAVE_OPTIONS)}"
+            )
         return dict(storage_options)
 
-    def load_checkpoint(self, path: PathLike, map_location: Optional[Any] = None,
-                        weights_only: Optional[bool] = None) -> Dict[str, Any]:
+    def load_checkpoint(
+        self,
+        path: PathLike,
+        map_location: Optional[Any] = None,
+        weights_only: Optional[bool] = None,
+    ) -> Dict[str, Any]:
         """Loads a checkpoint this plugin (or s3direct.save) wrote.
 
         Args:
@@ -271,18 +292,25 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
                 errors.S3D_EINVAL,
                 f"S3DirectCheckpointIO.load_checkpoint: map_location {map_location!r} remaps "
                 f"the devices torch.save records; an s3direct checkpoint records none: pass "
-                f"the device to load to (\"cpu\", \"cuda:0\")")
+                f'the device to load to ("cpu", "cuda:0")',
+            )
         if callable(map_location):
             after = map_location
         else:
             device = map_location
         allow = self.allow_pickle and weights_only is not True
-        out = _checkpoint.load(self._path(path), device=device, client=self._client(),
-                               allow_pickle=allow, verify=self.verify)
+        out = _checkpoint.load(
+            self._path(path),
+            device=device,
+            client=self._client(),
+            allow_pickle=allow,
+            verify=self.verify,
+        )
         if not isinstance(out, dict):
             raise errors.FormatError(
                 errors.S3D_EFMT_METADATA,
-                f"{os.fspath(path)} holds a {type(out).__name__}, not a checkpoint dictionary")
+                f"{os.fspath(path)} holds a {type(out).__name__}, not a checkpoint dictionary",
+            )
         if after is not None:
             return _map_storages(out, after)
         return cast(Dict[str, Any], out)
@@ -325,8 +353,11 @@ class S3DirectCheckpointIO(_CheckpointIO):  # type: ignore[misc]  # Any: lightni
             own.close()
 
     def __repr__(self) -> str:
-        pairs = (("region", self.region), ("endpoint_url", self.endpoint_url),
-                 ("client", self._given))
+        pairs = (
+            ("region", self.region),
+            ("endpoint_url", self.endpoint_url),
+            ("client", self._given),
+        )
         given: dict[str, object] = {k: v for k, v in pairs if v is not None}
         if self.allow_pickle:
             given["allow_pickle"] = True
@@ -383,7 +414,8 @@ def _map_storages(state: Dict[str, Any], fn: Callable[[Any, str], Any]) -> Dict[
     """Applies torch.load's map_location function to the storage of every tensor in state,
     with location "cpu"; tensors that shared a storage (tied weights) share the result."""
     apply_to_collection = importlib.import_module(
-        "lightning_utilities.core.apply_func").apply_to_collection
+        "lightning_utilities.core.apply_func"
+    ).apply_to_collection
     done: dict[int, Any] = {}
 
     def move(t: torch.Tensor) -> torch.Tensor:

@@ -75,9 +75,15 @@ class CheckpointManager:
         ConfigError: prefix is not a location s3direct serves (gs://, https://).
     """
 
-    def __init__(self, prefix: PathLike, keep: Optional[int] = None, *,
-                 client: Optional[Client] = None, shard_size: Optional[int] = None,
-                 incremental: bool = True) -> None:
+    def __init__(
+        self,
+        prefix: PathLike,
+        keep: Optional[int] = None,
+        *,
+        client: Optional[Client] = None,
+        shard_size: Optional[int] = None,
+        incremental: bool = True,
+    ) -> None:
         if keep is not None and (isinstance(keep, bool) or keep < 1):
             raise ValueError(f"CheckpointManager: keep must be None or at least 1: {keep!r}")
         if shard_size is not None and shard_size < 1:
@@ -187,7 +193,7 @@ class CheckpointManager:
         if m.group(0) != f"{_name(step)}/":
             return
         found.folders.setdefault(step, [])
-        rest = rel[m.end():]
+        rest = rel[m.end() :]
         if rest:
             found.folders[step].append(uri)
         if rest == _uri.INDEX_NAME:
@@ -195,13 +201,21 @@ class CheckpointManager:
 
     def _complete_uri(self, found: _Found, step: int) -> Optional[str]:
         """The URI of a complete step, in this manager's layout when both exist."""
-        first, second = ((found.sharded, found.single) if self.shard_size
-                         else (found.single, found.sharded))
+        first, second = (
+            (found.sharded, found.single) if self.shard_size else (found.single, found.sharded)
+        )
         return first.get(step) or second.get(step)
 
     # ---- saving -----------------------------------------------------------------------------
-    def save(self, step: int, state: Any, *, metadata: Optional[Dict[str, str]] = None,
-             progress: ProgressArg = False, allow_pickle: bool = False) -> SaveStats:
+    def save(
+        self,
+        step: int,
+        state: Any,
+        *,
+        metadata: Optional[Dict[str, str]] = None,
+        progress: ProgressArg = False,
+        allow_pickle: bool = False,
+    ) -> SaveStats:
         """Saves state as step, then deletes the steps beyond keep. Waits first for this
         manager's save_async saves, so the steps are written in call order.
 
@@ -221,15 +235,28 @@ class CheckpointManager:
         uri = self.uri(step)
         self.wait_until_finished(raise_errors=False)
         self._make_dirs(step)
-        stats = _save.save(state, uri, shard_size=self.shard_size, metadata=metadata,
-                                 progress=progress, client=self._client,
-                                 allow_pickle=allow_pickle, base=self._base())
+        stats = _save.save(
+            state,
+            uri,
+            shard_size=self.shard_size,
+            metadata=metadata,
+            progress=progress,
+            client=self._client,
+            allow_pickle=allow_pickle,
+            base=self._base(),
+        )
         self._prune(step)
         return stats
 
-    def save_async(self, step: int, state: Any, *, metadata: Optional[Dict[str, str]] = None,
-                   progress: ProgressArg = False,
-                   allow_pickle: bool = False) -> "concurrent.futures.Future[SaveStats]":
+    def save_async(
+        self,
+        step: int,
+        state: Any,
+        *,
+        metadata: Optional[Dict[str, str]] = None,
+        progress: ProgressArg = False,
+        allow_pickle: bool = False,
+    ) -> "concurrent.futures.Future[SaveStats]":
         """Snapshots state and saves it as step in the background, as s3direct.save_async
         does; saves run one at a time in call order, so the base of this save (the newest
         complete step when it starts) is the previous save when that one succeeded. The
@@ -247,10 +274,18 @@ class CheckpointManager:
         """
         uri = self.uri(step)
         self._make_dirs(step)
-        fut = _save._submit(state, uri, shard_size=self.shard_size, metadata=metadata,
-                                  checksum=True, progress=progress,
-                                  client=resolve(self._client), allow_pickle=allow_pickle,
-                                  base=self._base, after=lambda _: self._prune(step))
+        fut = _save._submit(
+            state,
+            uri,
+            shard_size=self.shard_size,
+            metadata=metadata,
+            checksum=True,
+            progress=progress,
+            client=resolve(self._client),
+            allow_pickle=allow_pickle,
+            base=self._base,
+            after=lambda _: self._prune(step),
+        )
         with self._lock:
             self._pending.append(fut)
         fut.add_done_callback(self._forget)
@@ -305,17 +340,22 @@ class CheckpointManager:
             complete = sorted(set(found.single) | set(found.sharded))
             doomed = []
             if self.keep is not None:
-                doomed = [s for s in complete[:-self.keep] if s != saved]
+                doomed = [s for s in complete[: -self.keep] if s != saved]
             newest = complete[-1] if complete else -1
-            stale = [s for s in found.folders
-                     if s not in found.sharded and s < newest and s != saved]
+            stale = [
+                s for s in found.folders if s not in found.sharded and s < newest and s != saved
+            ]
             for s in doomed:
                 self._delete(found, s)
             for s in stale:
                 self._delete_folder(found, s)
         except (errors.S3DirectError, OSError) as e:
-            logger.warning("CheckpointManager %s: deleting old steps after step %d failed: "
-                           "%s", self._dir, saved, e)
+            logger.warning(
+                "CheckpointManager %s: deleting old steps after step %d failed: %s",
+                self._dir,
+                saved,
+                e,
+            )
 
     # ---- deleting ---------------------------------------------------------------------------
     def delete(self, step: int) -> None:
@@ -419,9 +459,11 @@ class CheckpointManager:
         return _into.load_into(target, uri, **load_kwargs)
 
     def __repr__(self) -> str:
-        extra = "".join(f", {k}={v!r}" for k, v in (("keep", self.keep),
-                                                       ("shard_size", self.shard_size))
-                        if v is not None)
+        extra = "".join(
+            f", {k}={v!r}"
+            for k, v in (("keep", self.keep), ("shard_size", self.shard_size))
+            if v is not None
+        )
         if not self.incremental:
             extra += ", incremental=False"
         return f"s3direct.CheckpointManager({self._dir!r}{extra})"

@@ -62,8 +62,9 @@ class S3Reader(io.RawIOBase):
         TransferError: a read failed, or the object changed (S3D_ECHANGED) since open.
     """
 
-    def __init__(self, uri: str, *, client: Client | None = None,
-                 read_ahead: int = DEFAULT_READ_AHEAD) -> None:
+    def __init__(
+        self, uri: str, *, client: Client | None = None, read_ahead: int = DEFAULT_READ_AHEAD
+    ) -> None:
         super().__init__()
         self.uri = uri
         self._client = resolve(client)
@@ -123,12 +124,14 @@ class S3Reader(io.RawIOBase):
 
     def _fetch(self, offset: int, dst: memoryview | bytearray) -> None:
         want = len(dst)
-        got = self._client.download_into(self._bucket, self._key, offset, dst, want,
-                                         if_match=self._etag)
+        got = self._client.download_into(
+            self._bucket, self._key, offset, dst, want, if_match=self._etag
+        )
         if got != want:
             raise errors.TransferError(
                 errors._CODES["EPROTO"],
-                f"{self.uri}: ranged read at {offset} returned {got} of {want} bytes")
+                f"{self.uri}: ranged read at {offset} returned {got} of {want} bytes",
+            )
 
     def readinto(self, b: Buffer) -> int:
         """Reads up to len(b) bytes at the position into b.
@@ -150,10 +153,10 @@ class S3Reader(io.RawIOBase):
             bstart, bend = self._buf_start, self._buf_start + len(self._buf)
             if bstart <= pos < bend:
                 k = min(n - done, bend - pos)
-                mv[done:done + k] = self._buf[pos - bstart:pos - bstart + k]
+                mv[done : done + k] = self._buf[pos - bstart : pos - bstart + k]
             elif n - done >= self._ra:
                 k = n - done
-                self._fetch(pos, mv[done:done + k])
+                self._fetch(pos, mv[done : done + k])
             else:
                 fill = min(self._ra, self._size - pos)
                 buf = bytearray(fill)
@@ -188,9 +191,11 @@ class S3Reader(io.RawIOBase):
 
 
 def _warn_unclosed(uri: str, nbytes: int, source: object) -> None:
-    msg = (f"s3direct writer for {uri} was garbage-collected without close(): its {nbytes} "
-           f"bytes were discarded and nothing was written. Use `with s3direct.writer(uri) as "
-           f"f: torch.save(obj, f)` (torch.save does not close the file it is given)")
+    msg = (
+        f"s3direct writer for {uri} was garbage-collected without close(): its {nbytes} "
+        f"bytes were discarded and nothing was written. Use `with s3direct.writer(uri) as "
+        f"f: torch.save(obj, f)` (torch.save does not close the file it is given)"
+    )
     warnings.warn(msg, ResourceWarning, stacklevel=2, source=source)
     # ResourceWarning is hidden by default; lost data is not: the log says it too.
     logging.getLogger("s3direct").warning("%s", msg)
@@ -251,7 +256,8 @@ class _AbortOnError:
                     f"s3direct.writer({self.uri!r}) was given to torch.save outside a with "
                     f"block: torch.save does not close its file, so nothing would be saved. "
                     f"Write `with s3direct.writer(uri) as f: torch.save(obj, f)`; the object "
-                    f"appears when the block ends (an exception in it discards the upload)")
+                    f"appears when the block ends (an exception in it discards the upload)",
+                )
         return True
 
     def flush(self) -> None:
@@ -259,8 +265,12 @@ class _AbortOnError:
         if not self._refused and getattr(self, "closed", False):
             raise ValueError("I/O operation on closed file.")
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc_type is not None:
             self.abort()
         else:
@@ -283,8 +293,15 @@ class S3Writer(_AbortOnError, io.RawIOBase):
             runs.
     """
 
-    def __init__(self, uri: str, *, client: Client | None = None, part_size: int | None = None,
-                 max_concurrency: int | None = None, content_type: str | None = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        *,
+        client: Client | None = None,
+        part_size: int | None = None,
+        max_concurrency: int | None = None,
+        content_type: str | None = None,
+    ) -> None:
         super().__init__()
         self.uri = uri
         self._lib = _capi.lib()
@@ -298,8 +315,11 @@ class S3Writer(_AbortOnError, io.RawIOBase):
         o.content_type = ct
         h = ctypes.c_void_p()
         with self._client.call() as ch:
-            self._lib.check(self._lib.s3d_upload_stream_new(ch, enc(bucket), enc(key),
-                                                            ctypes.byref(o), ctypes.byref(h)))
+            self._lib.check(
+                self._lib.s3d_upload_stream_new(
+                    ch, enc(bucket), enc(key), ctypes.byref(o), ctypes.byref(h)
+                )
+            )
         # The stream keeps the C client alive; its own calls are counted so that close() or
         # abort() in another thread waits for a write() running here.
         self._h: Handle | None = Handle(h, self._closed)
@@ -452,8 +472,9 @@ class _LocalWriter(_AbortOnError, io.FileIO):
             pass
 
 
-def reader(uri: PathLike, *, client: Optional[Client] = None,
-           read_ahead: int = DEFAULT_READ_AHEAD) -> BinaryIO:
+def reader(
+    uri: PathLike, *, client: Optional[Client] = None, read_ahead: int = DEFAULT_READ_AHEAD
+) -> BinaryIO:
     """A seekable binary file over an object or a local file (for torch.load and the like).
 
     Args:
@@ -474,9 +495,14 @@ def reader(uri: PathLike, *, client: Optional[Client] = None,
     return open(uri, "rb")
 
 
-def writer(uri: PathLike, *, client: Optional[Client] = None, part_size: Optional[int] = None,
-           max_concurrency: Optional[int] = None,
-           content_type: Optional[str] = None) -> BinaryIO:
+def writer(
+    uri: PathLike,
+    *,
+    client: Optional[Client] = None,
+    part_size: Optional[int] = None,
+    max_concurrency: Optional[int] = None,
+    content_type: Optional[str] = None,
+) -> BinaryIO:
     """A write-only binary file whose bytes become the object (or file) at uri on close().
     Use it in a ``with`` block: an exception inside it, or abort(), discards what was written.
 
@@ -500,7 +526,14 @@ def writer(uri: PathLike, *, client: Optional[Client] = None, part_size: Optiona
     """
     uri = _uri.normalize(uri)
     if is_s3(uri):
-        return cast(BinaryIO, S3Writer(uri, client=client, part_size=part_size,
-                                       max_concurrency=max_concurrency,
-                                       content_type=content_type))
+        return cast(
+            BinaryIO,
+            S3Writer(
+                uri,
+                client=client,
+                part_size=part_size,
+                max_concurrency=max_concurrency,
+                content_type=content_type,
+            ),
+        )
     return cast(BinaryIO, _LocalWriter(uri))

@@ -39,8 +39,9 @@ LOAD_FORMAT = "s3direct"
 _registered: list[type] = []
 
 
-def weights(model_config: Any, extra: Optional[dict[str, Any]],
-            device: Optional[torch.device] = None) -> Iterator[Tuple[str, torch.Tensor]]:
+def weights(
+    model_config: Any, extra: Optional[dict[str, Any]], device: Optional[torch.device] = None
+) -> Iterator[Tuple[str, torch.Tensor]]:
     """The (name, tensor) iterator the loader feeds to model.load_weights().
 
     Args:
@@ -56,13 +57,21 @@ def weights(model_config: Any, extra: Optional[dict[str, Any]],
     uri = extra.pop("uri", None) or str(model_config.model)
     dev = extra.pop("device", None)
     if device is None:
-        device = torch.device(dev) if dev else (
-            torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available()
-            else torch.device("cpu"))
+        device = (
+            torch.device(dev)
+            if dev
+            else (
+                torch.device("cuda", torch.cuda.current_device())
+                if torch.cuda.is_available()
+                else torch.device("cpu")
+            )
+        )
     kw = {k: extra.pop(k) for k in ("endpoint_url", "profile", "region") if k in extra}
     if extra:
-        raise ValueError(f"--model-loader-extra-config for s3direct: unknown keys "
-                         f"{sorted(extra)} (known: uri, device, endpoint_url, profile, region)")
+        raise ValueError(
+            f"--model-loader-extra-config for s3direct: unknown keys "
+            f"{sorted(extra)} (known: uri, device, endpoint_url, profile, region)"
+        )
     client = Client(**kw) if kw else None
     return iter(_stream.stream(uri, device=device, client=client))
 
@@ -101,8 +110,10 @@ def register() -> None:
             if loaded is not None:
                 missing = {n for n, _ in model.named_parameters()} - set(loaded)
                 if missing:
-                    raise ValueError(f"s3direct loader: the checkpoint did not fill "
-                                     f"{len(missing)} parameters: {sorted(missing)[:10]}")
+                    raise ValueError(
+                        f"s3direct loader: the checkpoint did not fill "
+                        f"{len(missing)} parameters: {sorted(missing)[:10]}"
+                    )
 
     loaders.register_model_loader(LOAD_FORMAT)(S3DirectModelLoader)
     _registered.append(S3DirectModelLoader)

@@ -49,9 +49,7 @@ LONG_PY = {
     "bench/stream/run.py:main": 93,
     "bench/ranks/run.py:main": 92,
     "bench/path/run.py:main": 92,
-    "python/s3direct/_safe_open.py:_advanced": 89,
     "bench/peers/run.py:main": 87,
-    "python/s3direct/client.py:Client.__init__": 81,
 }
 # path -> its length in lines. Only shrinks. None today: src/engine/xfer.c, the last one, went
 # under the limit when its GET conveniences moved to xfer_get.c (issue 38, item 1).
