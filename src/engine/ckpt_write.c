@@ -641,6 +641,35 @@ out:
 
 /* Writes tensors t[0..n) with the metadata as one safetensors object or file at uri;
  * generation (NULL for a lone object) is the id of the sharded save this shard belongs to. */
+/* The object's byte sources: the header (hdr), then each tensor in order; their start
+ * offsets (*start, malloc'ed, n + 1 entries) and the total. */
+static int cw_sources(struct shard_writer *w, const struct s3d_tensor_src *t, size_t n,
+                      const struct s3d_dynbuf *hdr, uint64_t **start, const char *uri)
+{
+    w->srcs[0].ptr = hdr->data;
+    w->srcs[0].len = hdr->len;
+    w->srcs[0].device = -1;
+    w->srcs[0].tensor = -1;
+    w->total = hdr->len;
+    for (size_t i = 0; i < n; i++) {
+        w->srcs[i + 1].ptr = t[i].ptr;
+        w->srcs[i + 1].len = t[i].nbytes;
+        w->srcs[i + 1].device = t[i].device < 0 ? -1 : t[i].device;
+        w->srcs[i + 1].tensor = (long)i;
+        w->total += t[i].nbytes;
+    }
+    w->nsrcs = n + 1;
+    w->t = t;
+    w->io.start = *start = s3d_calloc(n + 1, sizeof(**start));
+    if (*start == NULL)
+        return s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+    for (size_t i = 1; i < w->nsrcs; i++)
+        (*start)[i] = (*start)[i - 1] + w->srcs[i - 1].len;
+    w->io.srcs = w->srcs;
+    w->io.nsrcs = w->nsrcs;
+    return 0;
+}
+
 int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_pool *pool,
                        const char *uri, const struct s3d_tensor_src *t, size_t n,
                        const struct s3d_metadata_entry *meta, size_t n_meta, const char *generation,
@@ -699,29 +728,9 @@ int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_
         s3d_fail_prefix(rc, "%s", uri);
         goto out;
     }
-    w.srcs[0].ptr = hdr.data;
-    w.srcs[0].len = hdr.len;
-    w.srcs[0].device = -1;
-    w.srcs[0].tensor = -1;
-    w.total = hdr.len;
-    for (size_t i = 0; i < n; i++) {
-        w.srcs[i + 1].ptr = t[i].ptr;
-        w.srcs[i + 1].len = t[i].nbytes;
-        w.srcs[i + 1].device = t[i].device < 0 ? -1 : t[i].device;
-        w.srcs[i + 1].tensor = (long)i;
-        w.total += t[i].nbytes;
-    }
-    w.nsrcs = n + 1;
-    w.t = t;
-    w.io.start = start = s3d_calloc(n + 1, sizeof(*start));
-    if (start == NULL) {
-        rc = s3d_fail(S3D_ENOMEM, "out of memory writing %s", uri);
+    rc = cw_sources(&w, t, n, &hdr, &start, uri);
+    if (rc < 0)
         goto out;
-    }
-    for (size_t i = 1; i < w.nsrcs; i++)
-        start[i] = start[i - 1] + w.srcs[i - 1].len;
-    w.io.srcs = w.srcs;
-    w.io.nsrcs = w.nsrcs;
     if (loc.is_s3)
         rc = write_shard_s3(&w, &loc, hdr.data, crc_pos);
     else
