@@ -24,10 +24,12 @@ struct s3d_loc {
 S3D_NODISCARD int s3d_loc_parse(const char *uri, struct s3d_loc *loc);
 
 /* Reads the whole small object or file at loc (at most cap bytes, else S3D_EFMT_INDEX) into
- * *out (malloc'ed, NUL-terminated; the caller frees it) and its length into *out_len. Used for
- * index files; defined in ckpt_open.c. A missing one is S3D_ENOSUCHKEY (S3) or S3D_ENOENT. */
+ * *out (malloc'ed, NUL-terminated; the caller frees it) and its length into *out_len, and,
+ * when etag is not NULL, an object's ETag as the server sent it (80 bytes; "" for a file).
+ * Used for index files; defined in ckpt_open.c. A missing one is S3D_ENOSUCHKEY (S3) or
+ * S3D_ENOENT. */
 S3D_NODISCARD int s3d_ckpt_read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t cap,
-                                      char **out, size_t *out_len);
+                                      char **out, size_t *out_len, char *etag);
 
 /* 1 if s ends with suffix. */
 int s3d_str_ends_with(const char *s, const char *suffix);

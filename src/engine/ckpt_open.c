@@ -55,7 +55,7 @@ static int file_pread_all(int fd, const char *path, void *buf, uint64_t len, uin
 }
 
 int s3d_ckpt_read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t cap, char **out,
-                        size_t *out_len)
+                        size_t *out_len, char *etag)
 {
     struct s3d_object_info info;
     uint64_t size, got = 0;
@@ -63,6 +63,8 @@ int s3d_ckpt_read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t 
     int rc, fd = -1;
 
     *out = NULL;
+    if (etag != NULL)
+        etag[0] = '\0';
     if (loc->is_s3) {
         /* One GET usually has it all; its Content-Range gives the size and the ETag pins the
          * rest. */
@@ -108,6 +110,8 @@ int s3d_ckpt_read_small(struct s3d_client *c, const struct s3d_loc *loc, size_t 
         close(fd);
     *out = buf;
     *out_len = (size_t)size;
+    if (etag != NULL && loc->is_s3)
+        snprintf(etag, 80, "%s", info.etag);
     return 0;
 fail:
     free(buf);
@@ -332,7 +336,7 @@ static int open_index(struct s3d_reader *r, const struct s3d_loc *loc)
     int rc;
 
     s3d_dynbuf_init(&path, 8192);
-    rc = s3d_ckpt_read_small(r->client, loc, S3D_ST_INDEX_MAX, &json, &len);
+    rc = s3d_ckpt_read_small(r->client, loc, S3D_ST_INDEX_MAX, &json, &len, NULL);
     if (rc < 0)
         goto fail;
     rc = s3d_st_index_parse(json, len, 0, &ix);

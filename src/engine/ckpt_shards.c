@@ -9,9 +9,11 @@
  *   3. Read the index in place (if any) and remember the shards it names. In a folder, steps 3
  *      and 4 hold an flock of the folder (lock_folder).
  *   4. Write the new index, atomically (one PutObject; a temporary file renamed over the
- *      path): the moment the new checkpoint replaces the old one, whole. This is the commit
- *      point: a cancel seen before it removes this save's shards (ECANCELED); the write
- *      itself is not cancelled, and a save past it reports success.
+ *      path; on S3 conditional on the index read in step 3 being still in place, else the
+ *      newer index is read, its shards become old ones, and the write is tried again:
+ *      write_index_s3): the moment the new checkpoint replaces the old one, whole. This is
+ *      the commit point: a cancel seen before it removes this save's shards (ECANCELED);
+ *      the write itself is not cancelled, and a save past it reports success.
  *   5. Remove the shards that the old index named (step 3), then stale shards of saves that
  *      died (a name with a token that no index we saw names, older than the stale age) and,
  *      in a folder, the hidden temporary files of shards whose writer is gone (tmpfile.h's
@@ -34,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/uio.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -53,6 +56,7 @@
 #include "engine/fanout.h"
 #include "engine/pool.h"
 #include "engine/tmpfile.h"
+#include "engine/xfer.h"
 #include "format/index.h"
 #include "format/safetensors.h"
 #include "s3direct/object.h"
@@ -148,8 +152,17 @@ static void new_generation(char gen[33], char token[S3D_ST_SHARD_TOKEN_LEN + 1])
  * Face) gives the shards of this index (the old checkpoint's, removed once the new index is
  * in place), and, when gen is not NULL, its generation (malloc'ed; NULL when it has none).
  * Returns 1 when an index was read and parsed, else 0 (none, or one that cannot be read or
- * does not parse: no shards, so nothing is removed). */
-static int index_in_place(struct s3d_client *c, const char *uri, struct names *out, char **gen)
+ * does not parse: no shards, so nothing is removed). When ip is not NULL it says what is in
+ * place: nothing, an object read (with its ETag: a write over exactly it can be asked for,
+ * write_index_s3), or something that could not be read. */
+enum { IP_ABSENT, IP_READ, IP_UNKNOWN };
+struct in_place {
+    int state;
+    char etag[80]; /* IP_READ, S3: as the server sent it */
+};
+
+static int index_in_place(struct s3d_client *c, const char *uri, struct names *out, char **gen,
+                          struct in_place *ip)
 {
     struct s3d_st_index ix = {0};
     struct s3d_loc loc;
@@ -159,9 +172,17 @@ static int index_in_place(struct s3d_client *c, const char *uri, struct names *o
 
     if (gen != NULL)
         *gen = NULL;
+    if (ip != NULL) {
+        ip->state = IP_UNKNOWN;
+        ip->etag[0] = '\0';
+    }
     if (s3d_loc_parse(uri, &loc) < 0)
         return 0;
-    rc = s3d_ckpt_read_small(c, &loc, S3D_ST_INDEX_MAX, &json, &len);
+    rc = s3d_ckpt_read_small(c, &loc, S3D_ST_INDEX_MAX, &json, &len, ip ? ip->etag : NULL);
+    if (ip != NULL)
+        ip->state = rc == 0                                    ? IP_READ
+                    : rc == S3D_ENOSUCHKEY || rc == S3D_ENOENT ? IP_ABSENT
+                                                               : IP_UNKNOWN;
     if (rc < 0) {
         if (rc != S3D_ENOSUCHKEY && rc != S3D_ENOENT)
             warn_last("the index in place could not be read; its shards are kept", uri);
@@ -347,7 +368,8 @@ static void remove_if_replaced(struct s3d_client *c, const char *uri, const char
 {
     struct names now = {0};
     char *gen = NULL;
-    int theirs = index_in_place(c, uri, &now, &gen) && (gen == NULL || strcmp(gen, generation));
+    int theirs =
+        index_in_place(c, uri, &now, &gen, NULL) && (gen == NULL || strcmp(gen, generation));
     for (size_t i = 0; theirs && i < mine->n; i++)
         if (names_has(&now, mine->v[i]))
             theirs = 0;
@@ -645,6 +667,92 @@ static int shards_in_turn(struct sharded *s)
     return 0;
 }
 
+/* S3: the index written over exactly the one read (If-Match its ETag; If-None-Match: * when
+ * there was none), so that no save's index is replaced unseen. Two saves that read the same
+ * index in place cannot both replace it: the later write meets 412, reads the index now in
+ * place (the other save's), takes its shards as old ones (removed once this index is in
+ * place) and writes again over it. So every index replaced is replaced by a save that read
+ * it, and its shards are removed; before, a save whose index another save replaced while
+ * both ran kept its shards until the stale sweep whenever its own check (remove_if_replaced)
+ * came before the other's write (1 of 8 rounds in a CI run).
+ *
+ * 412 has three other causes, told apart by what is in place after it: this save's own
+ * index (an attempt that landed unanswered, then retried: done); the same index still
+ * (Ceph RGW 16 compares If-Match on PUT without the quotes an ETag is sent with: the bare
+ * ETag is sent, and the client remembers it; a second refusal means the server cannot do
+ * this, and the write goes plain);
+ * nothing readable (plain). A plain write is the save's old behaviour, remove_if_replaced the
+ * cover. A cancel seen between tries still removes this save's shards (*before_commit). */
+static int write_index_s3(struct sharded *s, const struct s3d_dynbuf *index, struct names *old,
+                          struct in_place *ip, int *before_commit)
+{
+    struct s3d_loc loc;
+    struct iovec iov = {.iov_base = index->data, .iov_len = index->len};
+    char bare[80];
+    int rc, plain = 0, unquoted = atomic_load(&s->c->put_if_match_bare);
+
+    rc = s3d_loc_parse(s->uri, &loc);
+    for (int tries = 0; rc == 0; tries++) {
+        struct s3d_put_options po;
+        struct in_place now;
+        struct names theirs = {0};
+        char *gen = NULL;
+        size_t n;
+        int same, mine = 0;
+
+        if (s->o->cancel != NULL && s3d_cancel_requested(s->o->cancel))
+            return s3d_fail(S3D_ECANCELED, "save of %s canceled before its index", s->uri);
+        memset(&po, 0, sizeof(po));
+        po.content_type = "application/json";
+        if (!plain && ip->state == IP_ABSENT)
+            po.if_none_match = 1;
+        if (!plain && ip->state == IP_READ) {
+            n = strlen(ip->etag);
+            if (unquoted && n >= 2 && ip->etag[0] == '"' && ip->etag[n - 1] == '"')
+                snprintf(bare, sizeof(bare), "%.*s", (int)(n - 2), ip->etag + 1);
+            else
+                snprintf(bare, sizeof(bare), "%s", ip->etag);
+            po.if_match = bare;
+        }
+        *before_commit = 0;
+        rc = s3d_xfer_put_single(s->c, loc.bucket, loc.key, &iov, 1, &po);
+        if (rc != S3D_ECHANGED || (po.if_match == NULL && !po.if_none_match))
+            return rc;
+        s3d_clear_error();
+        index_in_place(s->c, s->uri, &theirs, &gen, &now);
+        same = now.state == IP_READ && ip->state == IP_READ && strcmp(now.etag, ip->etag) == 0;
+        if (now.state == IP_READ && gen != NULL && strcmp(gen, s->generation) == 0) {
+            mine = 1; /* this save's own index: an attempt landed unanswered */
+        } else if (now.state == IP_UNKNOWN || tries >= 16 || (same && unquoted)) {
+            S3D_DEBUG("%s: the index is written without a condition (%s)", s->uri,
+                      now.state == IP_UNKNOWN ? "what is in place cannot be read"
+                      : tries >= 16           ? "16 other saves came first"
+                                              : "the server refuses If-Match on PutObject");
+            plain = 1;
+        } else if (same) {
+            unquoted = 1; /* the same index refused: try the bare ETag (and so from now on) */
+            atomic_store(&s->c->put_if_match_bare, 1);
+        } else {
+            S3D_INFO("%s: another save's index came in place after this save read the index; "
+                     "writing over that one instead",
+                     s->uri);
+            for (size_t i = 0; i < theirs.n; i++)
+                if (!names_has(old, theirs.v[i]) &&
+                    names_push(old, theirs.v[i], strlen(theirs.v[i])) < 0)
+                    break; /* a partial list: what it lacks is kept (the stale sweep's) */
+            *ip = now;
+        }
+        free(gen);
+        names_free(&theirs);
+        if (mine)
+            return 0;
+        s3d_clear_error();
+        rc = 0;
+        *before_commit = 1;
+    }
+    return rc;
+}
+
 /* The index replaces the old checkpoint's, whole; then the old shards go. 1: failed before
  * the commit point (this save's shards are to be removed); 0 or < 0 past it. */
 static int index_swap(struct sharded *s, int *before_commit)
@@ -652,6 +760,7 @@ static int index_swap(struct sharded *s, int *before_commit)
     struct s3d_dynbuf index;
     struct s3d_write_options so = *s->o;
     struct names old = {0};
+    struct in_place ip;
     int rc, folder_fd = -1;
 
     *before_commit = 1;
@@ -660,19 +769,25 @@ static int index_swap(struct sharded *s, int *before_commit)
     if (rc < 0)
         goto out;
     folder_fd = lock_folder(s->uri);
-    index_in_place(s->c, s->uri, &old, NULL);
+    index_in_place(s->c, s->uri, &old, NULL, &ip);
     /* The commit point. A cancel up to here removes this save's shards. The index write
      * itself is not cancelled: stopped midway, a PutObject may still land on the server
-     * unanswered, and the save could then report neither outcome truly. */
-    if (s->o->cancel != NULL && s3d_cancel_requested(s->o->cancel)) {
-        rc = s3d_fail(S3D_ECANCELED, "save of %s canceled before its index", s->uri);
-        goto out;
+     * unanswered, and the save could then report neither outcome truly. A failure of it
+     * leaves this save's shards (the index may have reached the server although the answer
+     * did not: they are not removed); a later save sweeps them when stale. */
+    if (strncmp(s->uri, "s3://", 5) == 0) {
+        rc = write_index_s3(s, &index, &old, &ip, before_commit);
+        if (rc < 0)
+            goto out;
+    } else {
+        if (s->o->cancel != NULL && s3d_cancel_requested(s->o->cancel)) {
+            rc = s3d_fail(S3D_ECANCELED, "save of %s canceled before its index", s->uri);
+            goto out;
+        }
+        *before_commit = 0;
+        so.cancel = NULL;
+        rc = s3d_ckpt_write_small(s->c, s->dev, s->uri, index.data, index.len, &so);
     }
-    *before_commit = 0;
-    so.cancel = NULL;
-    /* A failure leaves this save's shards (the index may have reached the server although the
-     * answer did not: they are not removed); a later save sweeps them when stale. */
-    rc = s3d_ckpt_write_small(s->c, s->dev, s->uri, index.data, index.len, &so);
     unlock_folder(&folder_fd);
     if (rc < 0)
         goto out;

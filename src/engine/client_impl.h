@@ -46,6 +46,10 @@ struct s3d_client {
     /* s3d_client_set_cancel's token: every transfer of the client stops when it is set (the
      * S3 layer sees its flag as s3.stop). */
     struct s3d_cancel *_Atomic stop;
+    /* 1 once the server refused a conditional PutObject whose If-Match held the ETag as sent
+     * (quoted) and took it bare (Ceph RGW 16): later index writes send it bare at once
+     * (ckpt_shards.c, write_index_s3). */
+    atomic_int put_if_match_bare;
     uint64_t part_size;
     uint64_t multipart_threshold;
     uint64_t staging_bytes;

@@ -89,7 +89,6 @@ struct engine {
     /* PUT */
     const char *bucket, *key;
     const char *upload_id;
-    const char *content_type; /* single PUT */
     const struct s3d_put_hooks *ph;
     struct s3d_op_part *parts; /* accepted parts */
     size_t n_parts, cap_parts;
@@ -99,6 +98,7 @@ struct engine {
     int object_crc;        /* object_crc32c given: a copy part's CRC is the server's, or none */
     const struct iovec *single_iov;
     int single_iovcnt;
+    const struct s3d_put_options *single_o; /* content type and condition; may be NULL */
     uint64_t single_len;
     char etag[80];
 };
@@ -331,9 +331,14 @@ static int feed_single(struct engine *g, struct item *it)
     it->op.iovcnt = g->single_iovcnt;
     it->op.body_len = len;
     s3d_s3_op_add_header(&it->op, "Content-Type",
-                         g->content_type ? g->content_type : "application/octet-stream");
+                         g->single_o && g->single_o->content_type ? g->single_o->content_type
+                                                                  : "application/octet-stream");
     s3d_s3_op_add_header(&it->op, "x-amz-checksum-crc32c", it->crc);
     s3d_s3_op_add_header(&it->op, S3D_OP_CRC_META, it->crc);
+    if (g->single_o != NULL && g->single_o->if_match != NULL && g->single_o->if_match[0])
+        s3d_s3_op_add_header(&it->op, "If-Match", g->single_o->if_match);
+    if (g->single_o != NULL && g->single_o->if_none_match)
+        s3d_s3_op_add_header(&it->op, "If-None-Match", "*");
     return start_attempt(g, it);
 }
 
@@ -987,9 +992,9 @@ int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *ke
                 o ? o->cancel : NULL);
     g.bucket = bucket;
     g.key = key;
-    g.content_type = o ? o->content_type : NULL;
     g.single_iov = iov;
     g.single_iovcnt = iovcnt;
+    g.single_o = o;
     g.total = len;
     return run(&g);
 }

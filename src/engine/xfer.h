@@ -206,6 +206,13 @@ struct s3d_put_options {
      * otherwise): a producer that guessed the parts' boundaries (api_copy.c) learns that the
      * guess failed, and that it may copy another way. */
     char *made_etag;
+    /* Single PUT only, a conditional write: if_match (NULL or "" = none) is sent as If-Match
+     * exactly as given, if_none_match non-zero sends If-None-Match: * (no object may be in
+     * place). A server holding another object answers 412: S3D_ECHANGED. A retried attempt
+     * whose first one landed unanswered meets 412 too (its own object is in place): the
+     * caller tells the two apart by reading what is in place. */
+    const char *if_match;
+    int if_none_match;
 };
 
 /* Uploads one object as a multipart upload fed by hooks: CreateMultipartUpload, UploadPart for

@@ -615,6 +615,29 @@ static void scan_code(const char *body, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/* HTTP 412 to a request that carried a condition: S3D_ECHANGED, said as what it means (0 for
+ * a 412 without one, an error like any other). */
+static int precondition_failed(struct s3d_s3_op *op, const struct s3d_err_s3 *d, const char *where)
+{
+    const char *m = header_value(op, "If-Match"), *nm = header_value(op, "If-None-Match");
+    const char *sp = op->s3_code[0] ? " " : "";
+    if (strcmp(op->method, "PUT") == 0 && (m != NULL || nm != NULL))
+        /* A conditional write (s3d_put_options' if_match, if_none_match): another object is
+         * in place than the one the writer expected. */
+        return s3d_fail_s3(S3D_ECHANGED, d,
+                           "%s: the object in place is not the one this write expected (%s: "
+                           "%s; HTTP 412%s%s)",
+                           where, m != NULL ? "If-Match" : "If-None-Match", m != NULL ? m : nm, sp,
+                           op->s3_code);
+    if (m != NULL)
+        /* The ETag pinned by the first response of a download no longer matches. */
+        return s3d_fail_s3(S3D_ECHANGED, d,
+                           "%s: the object changed during the download (it no longer has ETag "
+                           "%s; HTTP 412%s%s): download it again",
+                           where, m, sp, op->s3_code);
+    return 0;
+}
+
 int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLcode cc)
 {
     struct s3d_http_resp *r = &op->req.resp;
@@ -705,13 +728,7 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     d.s3_message = xe.message;
     if (r->request_id[0] == '\0' && xe.request_id != NULL)
         d.request_id = xe.request_id;
-    if (r->status == 412 && header_value(op, "If-Match") != NULL) {
-        /* The ETag pinned by the first response of a download no longer matches. */
-        err = s3d_fail_s3(S3D_ECHANGED, &d,
-                          "%s: the object changed during the download (it no longer has ETag "
-                          "%s; HTTP 412%s%s): download it again",
-                          where, header_value(op, "If-Match"), op->s3_code[0] ? " " : "",
-                          op->s3_code);
+    if (r->status == 412 && (err = precondition_failed(op, &d, where)) != 0) {
         s3d_xml_error_free(&xe);
         return err;
     }

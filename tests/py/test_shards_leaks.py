@@ -24,6 +24,7 @@ the removal of the old shards (just after it)."""
 from __future__ import annotations
 
 import fcntl
+import logging
 import json
 import os
 import subprocess
@@ -205,3 +206,71 @@ def test_the_losing_save_removes_its_shards(where, request, tmp_path, lib_path):
     finally:
         client.close()
     assert not leaks, f"{len(leaks)} of {ROUNDS} rounds left shards: {leaks}"
+
+
+def test_a_save_that_read_an_older_index_writes_over_the_newer_one(request, lib_path):
+    """The race the test above meets by chance, made certain: save A reads the index in place,
+    then (held in its log callback, on its own thread) waits while save B runs whole, index
+    and cleanup. A's index write must not replace B's unseen: it is conditional on the index
+    A read (If-Match), meets 412, reads B's index and writes over that one, removing B's
+    shards as old. Before, A's plain write replaced B's index after B's own check had found
+    its index in place, and B's shards stayed (every run, by this order)."""
+    request.getfixturevalue("s3_env")
+    bucket = request.getfixturevalue("bucket")
+    s3 = request.getfixturevalue("boto3_client")
+    uri = f"s3://{bucket}/race/model.safetensors.index.json"
+    client, client_b = s3direct.Client(), s3direct.Client()
+
+    def sd(v: float) -> dict[str, torch.Tensor]:
+        return {f"w{i}": torch.full((SIZE // 4,), v) for i in range(3)}
+
+    s3direct.save(sd(0.0), uri, shard_size=SHARD, client=client)
+    a_read, b_done = threading.Event(), threading.Event()
+    lines: list[str] = []
+    errs: list[BaseException] = []
+
+    class Hold(logging.Handler):
+        def handle(self, record: logging.LogRecord) -> bool:  # type: ignore[override]
+            self.emit(record)  # without the handler's lock, which B's lines would wait on
+            return True
+
+        def emit(self, r: logging.LogRecord) -> None:
+            m = r.getMessage()
+            if threading.current_thread().name != "save-a":
+                return
+            lines.append(m)
+            if not a_read.is_set() and "GetObject" in m and m.split()[2].endswith(".index.json"):
+                a_read.set()  # A has read the index in place; its write is next
+                b_done.wait(120)
+
+    def save_a() -> None:
+        try:
+            s3direct.save(sd(1.0), uri, shard_size=SHARD, client=client)
+        except BaseException as e:  # reported by the main thread
+            errs.append(e)
+
+    log = logging.getLogger("s3direct")
+    level = log.level
+    hold = Hold()
+    log.setLevel(logging.DEBUG)
+    log.addHandler(hold)
+    a = threading.Thread(target=save_a, name="save-a")
+    try:
+        a.start()
+        assert a_read.wait(120), "save A never read the index"
+        s3direct.save(sd(2.0), uri, shard_size=SHARD, client=client_b)  # B, whole
+        b_done.set()
+        a.join(120)
+    finally:
+        b_done.set()
+        log.removeHandler(hold)
+        log.setLevel(level)
+        client.close()
+        client_b.close()
+    assert not a.is_alive() and not errs, errs
+    names = _names_s3(s3, bucket, "race/")
+    index = s3.get_object(Bucket=bucket, Key="race/model.safetensors.index.json")["Body"].read()
+    assert names == _index_shards(index) | {"model.safetensors.index.json"}, sorted(names)
+    assert any("another save's index came in place" in m for m in lines), lines[-20:]
+    got = s3direct.load(uri)
+    assert all(torch.equal(t, torch.full((SIZE // 4,), 1.0)) for t in got.values())  # A's
