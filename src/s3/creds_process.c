@@ -116,21 +116,139 @@ static void kill_and_reap(pid_t pid, int own_group, int reaped, int *status)
     }
 }
 
+/* The command running: its PID (-1 once reaped or never started), the read end of its
+ * stdout, and what is known of it. */
+struct child {
+    pid_t pid;
+    int fd;
+    int own_group; /* it leads a process group of its own, killed whole */
+    int eof;       /* its stdout is at its end */
+    int exited;    /* it exited (a zombie until reaped: WNOWAIT) */
+    int reaped;    /* the kernel reaped it (SIGCHLD ignored): nothing holds its id */
+    int status;
+};
+
+/* Starts argv with its stdout on a pipe (ch->fd), in a process group of its own unless this
+ * process is in a terminal's foreground (the command may prompt there). */
+static int spawn_child(char **argv, const char *profile, struct child *ch)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int fds[2], rc;
+
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return s3d_fail(S3D_ECREDS, "credential_process: pipe: %s", strerror(errno));
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawnattr_init(&attr);
+    if (!in_terminal_foreground() && posix_spawnattr_setpgroup(&attr, 0) == 0 &&
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP) == 0)
+        ch->own_group = 1;
+    rc = posix_spawnp(&ch->pid, argv[0], &fa, &attr, argv, environ);
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    ch->fd = fds[0];
+    if (rc != 0) {
+        ch->pid = -1;
+        return s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process: cannot run %s: %s",
+                        profile, argv[0], strerror(rc));
+    }
+    return 0;
+}
+
+/* Notes whether the command has exited, without reaping it. WNOWAIT: an exited command stays
+ * a zombie until it is reaped, so that its PID, the group's id, cannot be reused by an
+ * unrelated process before the group is killed. ECHILD: SIGCHLD is ignored in this process
+ * and the kernel reaped it; its exit status is lost (taken as 0, as a blocking waitpid left
+ * it before), and with nothing holding the id the group is not signalled. */
+static void poll_exit(struct child *ch)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)ch->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0) {
+        ch->exited = si.si_pid == ch->pid;
+    } else if (errno == ECHILD) {
+        ch->exited = ch->reaped = 1;
+        ch->status = 0;
+        ch->own_group = 0;
+    }
+}
+
+/* Reads the command's stdout into out (cap bytes, the last kept for a NUL) until it is at its
+ * end and the command has exited, or the deadline. After the end of stdout, its exit is
+ * polled every 10 ms. 0; 1 past the deadline; 2 when it printed cap - 1 bytes or more. */
+static int collect(struct child *ch, uint64_t deadline, char *out, size_t cap, size_t *got)
+{
+    while (!ch->eof || !ch->exited) {
+        struct pollfd pfd = {ch->fd, POLLIN, 0};
+        uint64_t now = s3d_now_ms();
+        ssize_t n;
+        int pr, wait_ms;
+        if (!ch->exited) {
+            poll_exit(ch);
+            if (ch->exited && ch->eof)
+                break;
+        }
+        if (now >= deadline)
+            return 1;
+        wait_ms = (int)S3D_MIN(deadline - now, ch->eof ? 10u : 1000u);
+        if (ch->eof) {
+            struct timespec ts = {0, (long)wait_ms * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        pr = poll(&pfd, 1, wait_ms);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr == 0)
+            continue;
+        n = read(ch->fd, out + *got, cap - 1 - *got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            ch->eof = 1;
+            continue;
+        }
+        *got += (size_t)n;
+        if (*got == cap - 1)
+            return 2;
+    }
+    return 0;
+}
+
+/* The command's output (NUL-terminated at len) as credentials: a JSON object with
+ * "Version": 1 and the keys the AWS CLI reads. */
+static int parse_output(const char *profile, const char *text, size_t len, struct s3d_creds **out)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    int rc = 0;
+    if (root == NULL || !json_is_object(root))
+        rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process output is not a JSON object",
+                      profile);
+    else if (!json_is_integer(json_object_get(root, "Version")) ||
+             json_integer_value(json_object_get(root, "Version")) != 1)
+        rc = s3d_fail(S3D_ECREDS,
+                      "profile \"%s\": credential_process output has no \"Version\": 1 (the only "
+                      "version defined)",
+                      profile);
+    json_decref(root);
+    if (rc < 0)
+        return rc;
+    return s3d_creds_from_json(text, len, "credential_process", "custom-process", "AccessKeyId",
+                               "SecretAccessKey", "SessionToken", "Expiration", out);
+}
+
 int s3d_creds_process(const char *command, const char *profile, struct s3d_creds **out)
 {
     char *buf = NULL, *argv[MAX_ARGS + 1];
     char outbuf[S3D_CREDS_MAX_BODY + 1];
     size_t got = 0;
-    int fds[2] = {-1, -1}, rc = 0, status = 0, argc, timed_out = 0;
-    int own_group = 0, eof = 0, exited = 0, reaped = 0;
-    posix_spawnattr_t attr;
+    struct child ch = {.pid = -1, .fd = -1};
     long timeout_ms = S3D_CREDS_PROCESS_MS;
     int64_t t;
-    posix_spawn_file_actions_t fa;
-    pid_t pid = -1;
-    uint64_t deadline;
-    json_t *root = NULL;
-    json_error_t jerr;
+    int rc = 0, argc, late;
 
     *out = NULL;
     if (S3D_TEST_HOOK_INT("S3D_TEST_CREDENTIAL_PROCESS_TIMEOUT_MS", 1, INT32_MAX, &t) == 1)
@@ -145,130 +263,41 @@ int s3d_creds_process(const char *command, const char *profile, struct s3d_creds
                       profile, command, MAX_ARGS);
         goto out;
     }
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        rc = s3d_fail(S3D_ECREDS, "credential_process: pipe: %s", strerror(errno));
+    rc = spawn_child(argv, profile, &ch);
+    if (rc < 0)
+        goto out;
+    late = collect(&ch, s3d_now_ms() + (uint64_t)timeout_ms, outbuf, sizeof(outbuf), &got);
+    if (late == 2) {
+        rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process printed over %u bytes",
+                      profile, S3D_CREDS_MAX_BODY);
         goto out;
     }
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawnattr_init(&attr);
-    if (!in_terminal_foreground() && posix_spawnattr_setpgroup(&attr, 0) == 0 &&
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP) == 0)
-        own_group = 1;
-    rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    fds[1] = -1;
-    if (rc != 0) {
-        rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process: cannot run %s: %s", profile,
-                      argv[0], strerror(rc));
-        pid = -1;
-        goto out;
-    }
-    deadline = s3d_now_ms() + (uint64_t)timeout_ms;
-    /* Until stdout is at its end and the command has exited, or the deadline. After the end
-     * of stdout, its exit is polled every 10 ms. */
-    while (!eof || !exited) {
-        struct pollfd pfd = {fds[0], POLLIN, 0};
-        uint64_t now = s3d_now_ms();
-        ssize_t n;
-        int pr, wait_ms;
-        if (!exited) {
-            /* WNOWAIT: an exited command stays a zombie until it is reaped below, so that its
-             * PID, the group's id, cannot be reused by an unrelated process before the group
-             * is killed. ECHILD: SIGCHLD is ignored in this process and the kernel reaped it;
-             * its exit status is lost (taken as 0, as a blocking waitpid left it before), and
-             * with nothing holding the id the group is not signalled. */
-            siginfo_t si;
-            memset(&si, 0, sizeof(si));
-            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0) {
-                exited = si.si_pid == pid;
-            } else if (errno == ECHILD) {
-                exited = reaped = 1;
-                status = 0;
-                own_group = 0;
-            }
-            if (exited && eof)
-                break;
-        }
-        if (now >= deadline) {
-            timed_out = 1;
-            break;
-        }
-        wait_ms = (int)S3D_MIN(deadline - now, eof ? 10u : 1000u);
-        if (eof) {
-            struct timespec ts = {0, (long)wait_ms * 1000000L};
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        pr = poll(&pfd, 1, wait_ms);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr == 0)
-            continue;
-        n = read(fds[0], outbuf + got, sizeof(outbuf) - 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            eof = 1;
-            continue;
-        }
-        got += (size_t)n;
-        if (got == sizeof(outbuf) - 1) {
-            kill_and_reap(pid, own_group, reaped, &status);
-            pid = -1;
-            rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process printed over %u bytes",
-                          profile, S3D_CREDS_MAX_BODY);
-            goto out;
-        }
-    }
-    if (timed_out) {
-        kill_and_reap(pid, own_group, reaped, &status);
-        pid = -1;
+    if (late == 1) {
         rc = s3d_fail(S3D_ECREDS,
                       "profile \"%s\": credential_process %s did not finish within %ld ms%s",
                       profile, argv[0], timeout_ms,
-                      eof      ? " (it closed its stdout but did not exit); killed"
-                      : exited ? " (it exited, but a process it started kept its stdout open); "
-                                 "killed"
-                               : "; killed");
+                      ch.eof      ? " (it closed its stdout but did not exit); killed"
+                      : ch.exited ? " (it exited, but a process it started kept its stdout "
+                                    "open); killed"
+                                  : "; killed");
         goto out;
     }
-    while (!reaped && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (!ch.reaped && waitpid(ch.pid, &ch.status, 0) < 0 && errno == EINTR) {
     }
-    pid = -1;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    ch.pid = -1;
+    if (!WIFEXITED(ch.status) || WEXITSTATUS(ch.status) != 0) {
         rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process %s failed (%s %d)", profile,
-                      argv[0], WIFEXITED(status) ? "exit status" : "signal",
-                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                      argv[0], WIFEXITED(ch.status) ? "exit status" : "signal",
+                      WIFEXITED(ch.status) ? WEXITSTATUS(ch.status) : WTERMSIG(ch.status));
         goto out;
     }
     outbuf[got] = '\0';
-    root = json_loadb(outbuf, got, 0, &jerr);
-    if (root == NULL || !json_is_object(root)) {
-        rc = s3d_fail(S3D_ECREDS, "profile \"%s\": credential_process output is not a JSON object",
-                      profile);
-        goto out;
-    }
-    if (!json_is_integer(json_object_get(root, "Version")) ||
-        json_integer_value(json_object_get(root, "Version")) != 1) {
-        rc = s3d_fail(S3D_ECREDS,
-                      "profile \"%s\": credential_process output has no \"Version\": 1 (the only "
-                      "version defined)",
-                      profile);
-        goto out;
-    }
-    rc = s3d_creds_from_json(outbuf, got, "credential_process", "custom-process", "AccessKeyId",
-                             "SecretAccessKey", "SessionToken", "Expiration", out);
+    rc = parse_output(profile, outbuf, got, out);
 out:
-    if (pid > 0)
-        kill_and_reap(pid, own_group, reaped, &status);
-    json_decref(root);
-    if (fds[0] >= 0)
-        close(fds[0]);
-    if (fds[1] >= 0)
-        close(fds[1]);
+    if (ch.pid > 0)
+        kill_and_reap(ch.pid, ch.own_group, ch.reaped, &ch.status);
+    if (ch.fd >= 0)
+        close(ch.fd);
     memset(outbuf, 0, got);
     free(buf);
     return rc;
