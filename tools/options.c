@@ -266,7 +266,87 @@ static const struct opt_def *find_short(char c)
     return NULL;
 }
 
-/* Stores one flag's value. Returns 0, or -1 with the message in err. */
+/* The flags whose values are checked (numbers, sizes, choices, filters, durations). */
+static int apply_checked(const struct opt_def *d, const char *val, struct cli_opts *o, char *err,
+                         size_t cap)
+{
+    switch (d->id) {
+    case O_CONCURRENCY:
+        if (cli_parse_u32(val, 1, 1024, &o->concurrency) != 0)
+            goto bad;
+        break;
+    case O_MAX_CONCURRENCY:
+        if (cli_parse_u32(val, 1, 1024, &o->max_concurrency) != 0)
+            goto bad;
+        break;
+    case O_PART_SIZE:
+        if (cli_parse_size(val, &o->part_size) != 0 || o->part_size == 0)
+            goto bad;
+        break;
+    case O_MAX_ATTEMPTS:
+        if (cli_parse_u32(val, 1, 100, &o->max_attempts) != 0) {
+            snprintf(err, cap, "--max-attempts: \"%s\" is not a count (1..100)", val);
+            return -1;
+        }
+        break;
+    case O_EXPIRES:
+        if (cli_parse_u32(val, 1, 604800, &o->expires_in) != 0) {
+            snprintf(err, cap, "--expires-in: \"%s\" is not a number of seconds in 1..604800", val);
+            return -1;
+        }
+        break;
+    case O_METHOD:
+        /* --method has has_arg set in opt_defs, so parse_flag gives it a value. (assert, not
+         * S3D_ASSERT: the CLI uses only the public headers; off where NDEBUG is.) */
+        assert(val != NULL);
+        if (strcmp(val, "GET") && strcmp(val, "PUT") && strcmp(val, "HEAD") &&
+            strcmp(val, "DELETE")) {
+            snprintf(err, cap, "--method: \"%s\" is not one of GET, PUT, HEAD, DELETE", val);
+            return -1;
+        }
+        o->method = val;
+        break;
+    case O_BATCH:
+        if (cli_parse_size(val, &o->batch_bytes) != 0 || o->batch_bytes == 0)
+            goto bad;
+        break;
+    case O_EXCLUDE:
+    case O_INCLUDE:
+        if (o->nfilters >= CLI_MAX_FILTERS) {
+            snprintf(err, cap, "more than %d --exclude/--include filters", CLI_MAX_FILTERS);
+            return -1;
+        }
+        o->filters[o->nfilters].include = d->id == O_INCLUDE;
+        o->filters[o->nfilters++].pattern = val;
+        break;
+    case O_BASE:
+        assert(val != NULL); /* has_arg, as --method */
+        if (val[0] == '\0') {
+            snprintf(err, cap, "--base needs a checkpoint URI");
+            return -1;
+        }
+        o->base = val;
+        break;
+    case O_OLDER_THAN:
+        if (cli_parse_duration(val, &o->older_than) != 0) {
+            snprintf(err, cap,
+                     "--older-than: \"%s\" is not a duration (e.g. 90s, 30m, 24h, 7d, 2w, 0)", val);
+            return -1;
+        }
+        break;
+    default:
+        break;
+    }
+    return 0;
+bad:
+    snprintf(err, cap, "%s: \"%s\" is not a valid %s", d->name, val,
+             d->id == O_CONCURRENCY || d->id == O_MAX_CONCURRENCY ? "count (1..1024)"
+                                                                  : "size (e.g. 8M, 64MiB, 1G)");
+    return -1;
+}
+
+/* Stores one flag's value (val NULL for a flag without one). Returns 0, or -1 with the
+ * message in err. */
 static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, char *err,
                  size_t cap)
 {
@@ -289,26 +369,8 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
     case O_NO_VERIFY_SSL:
         o->no_verify_ssl = 1;
         break;
-    case O_CONCURRENCY:
-        if (cli_parse_u32(val, 1, 1024, &o->concurrency) != 0)
-            goto bad;
-        break;
-    case O_MAX_CONCURRENCY:
-        if (cli_parse_u32(val, 1, 1024, &o->max_concurrency) != 0)
-            goto bad;
-        break;
     case O_TARGET_THROUGHPUT:
         o->target_throughput = val; /* checked by the library, with the message it gives */
-        break;
-    case O_PART_SIZE:
-        if (cli_parse_size(val, &o->part_size) != 0 || o->part_size == 0)
-            goto bad;
-        break;
-    case O_MAX_ATTEMPTS:
-        if (cli_parse_u32(val, 1, 100, &o->max_attempts) != 0) {
-            snprintf(err, cap, "--max-attempts: \"%s\" is not a count (1..100)", val);
-            return -1;
-        }
         break;
     case O_PROGRESS:
         o->progress = 1;
@@ -328,12 +390,6 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
     case O_RECURSIVE:
         o->recursive = 1;
         break;
-    case O_EXPIRES:
-        if (cli_parse_u32(val, 1, 604800, &o->expires_in) != 0) {
-            snprintf(err, cap, "--expires-in: \"%s\" is not a number of seconds in 1..604800", val);
-            return -1;
-        }
-        break;
     case O_CONTENT_TYPE:
         o->content_type = val;
         break;
@@ -343,26 +399,11 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
     case O_SUMMARIZE:
         o->summarize = 1;
         break;
-    case O_METHOD:
-        /* --method has has_arg set in opt_defs, so parse_flag gives it a value. (assert, not
-         * S3D_ASSERT: the CLI uses only the public headers; off where NDEBUG is.) */
-        assert(val != NULL);
-        if (strcmp(val, "GET") && strcmp(val, "PUT") && strcmp(val, "HEAD") &&
-            strcmp(val, "DELETE")) {
-            snprintf(err, cap, "--method: \"%s\" is not one of GET, PUT, HEAD, DELETE", val);
-            return -1;
-        }
-        o->method = val;
-        break;
     case O_DRYRUN:
         o->dryrun = 1;
         break;
     case O_NO_VERIFY:
         o->no_verify = 1;
-        break;
-    case O_BATCH:
-        if (cli_parse_size(val, &o->batch_bytes) != 0 || o->batch_bytes == 0)
-            goto bad;
         break;
     case O_BUCKET:
         o->bucket = val;
@@ -375,15 +416,6 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
         break;
     case O_PREFIX:
         o->prefix = val;
-        break;
-    case O_EXCLUDE:
-    case O_INCLUDE:
-        if (o->nfilters >= CLI_MAX_FILTERS) {
-            snprintf(err, cap, "more than %d --exclude/--include filters", CLI_MAX_FILTERS);
-            return -1;
-        }
-        o->filters[o->nfilters].include = d->id == O_INCLUDE;
-        o->filters[o->nfilters++].pattern = val;
         break;
     case O_DELETE:
         o->delete_extra = 1;
@@ -398,28 +430,10 @@ static int apply(const struct opt_def *d, const char *val, struct cli_opts *o, c
     case O_NO_FOLLOW_SYMLINKS:
         o->no_follow_symlinks = d->id == O_NO_FOLLOW_SYMLINKS;
         break;
-    case O_BASE:
-        assert(val != NULL); /* has_arg, as --method */
-        if (val[0] == '\0') {
-            snprintf(err, cap, "--base needs a checkpoint URI");
-            return -1;
-        }
-        o->base = val;
-        break;
-    case O_OLDER_THAN:
-        if (cli_parse_duration(val, &o->older_than) != 0) {
-            snprintf(err, cap,
-                     "--older-than: \"%s\" is not a duration (e.g. 90s, 30m, 24h, 7d, 2w, 0)", val);
-            return -1;
-        }
-        break;
+    default:
+        return apply_checked(d, val, o, err, cap);
     }
     return 0;
-bad:
-    snprintf(err, cap, "%s: \"%s\" is not a valid %s", d->name, val,
-             d->id == O_CONCURRENCY || d->id == O_MAX_CONCURRENCY ? "count (1..1024)"
-                                                                  : "size (e.g. 8M, 64MiB, 1G)");
-    return -1;
 }
 
 /* Parses one flag at argv[*i] (advancing *i past its value). Returns 0 on success, 1 for
