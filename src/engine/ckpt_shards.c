@@ -667,6 +667,17 @@ static int shards_in_turn(struct sharded *s)
     return 0;
 }
 
+/* The calling thread's last error is a server saying it does not do conditional writes: 501 or
+ * NotImplemented (a server that ignores the headers just writes). */
+static int condition_refused(void)
+{
+    struct s3d_error_info e;
+    memset(&e, 0, sizeof(e));
+    e.struct_size = sizeof(e);
+    s3d_error_get(&e);
+    return e.http_status == 501 || (e.s3_code != NULL && strcmp(e.s3_code, "NotImplemented") == 0);
+}
+
 /* S3: the index written over exactly the one read (If-Match its ETag; If-None-Match: * when
  * there was none), so that no save's index is replaced unseen. Two saves that read the same
  * index in place cannot both replace it: the later write meets 412, reads the index now in
@@ -680,7 +691,7 @@ static int shards_in_turn(struct sharded *s)
  * index (an attempt that landed unanswered, then retried: done); the same index still
  * (Ceph RGW 16 compares If-Match on PUT without the quotes an ETag is sent with: the bare
  * ETag is sent, and the client remembers it; a second refusal means the server cannot do
- * this, and the write goes plain);
+ * this, and the write goes plain, as after a 501);
  * nothing readable (plain). A plain write is the save's old behaviour, remove_if_replaced the
  * cover. A cancel seen between tries still removes this save's shards (*before_commit). */
 static int write_index_s3(struct sharded *s, const struct s3d_dynbuf *index, struct names *old,
@@ -716,6 +727,17 @@ static int write_index_s3(struct sharded *s, const struct s3d_dynbuf *index, str
         }
         *before_commit = 0;
         rc = s3d_xfer_put_single(s->c, loc.bucket, loc.key, &iov, 1, &po);
+        if (rc < 0 && rc != S3D_ECHANGED && (po.if_match != NULL || po.if_none_match) &&
+            condition_refused()) {
+            S3D_DEBUG("%s: the server refuses conditional PutObject; the index is written "
+                      "without a condition",
+                      s->uri);
+            s3d_clear_error();
+            plain = 1;
+            *before_commit = 1;
+            rc = 0;
+            continue;
+        }
         if (rc != S3D_ECHANGED || (po.if_match == NULL && !po.if_none_match))
             return rc;
         s3d_clear_error();

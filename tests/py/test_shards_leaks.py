@@ -274,3 +274,41 @@ def test_a_save_that_read_an_older_index_writes_over_the_newer_one(request, lib_
     assert any("another save's index came in place" in m for m in lines), lines[-20:]
     got = s3direct.load(uri)
     assert all(torch.equal(t, torch.full((SIZE // 4,), 1.0)) for t in got.values())  # A's
+
+
+def test_a_server_without_conditional_writes_gets_a_plain_index_write(request, lib_path):
+    """A server that answers 501 NotImplemented to a PutObject carrying If-Match or
+    If-None-Match (the index write's condition) still gets the save: the index goes again
+    without a condition, and the old shards are removed as always. Before, that 501 failed
+    the save after its shards were written."""
+    from _relay import HttpRelay
+
+    env = request.getfixturevalue("s3_env")
+    bucket = request.getfixturevalue("bucket")
+    s3 = request.getfixturevalue("boto3_client")
+    refused: list[str] = []
+
+    def intercept(h, body):  # type: ignore[no-untyped-def]
+        if h.command == "PUT" and ("If-Match" in h.headers or "If-None-Match" in h.headers):
+            refused.append(h.path)
+            err = (b"<?xml version=\"1.0\"?><Error><Code>NotImplemented</Code><Message>"
+                   b"no conditional writes here</Message></Error>")
+            return 501, [("Content-Type", "application/xml")], err
+        return None
+
+    relay = HttpRelay(env["AWS_ENDPOINT_URL"], intercept=intercept)
+    client = s3direct.Client(endpoint_url=relay.url)
+    uri = f"s3://{bucket}/plain/model.safetensors.index.json"
+    try:
+        for v in (1.0, 2.0):
+            s3direct.save({f"w{i}": torch.full((SIZE // 4,), v) for i in range(3)}, uri,
+                          shard_size=SHARD, client=client)
+        got = s3direct.load(uri, client=client)
+    finally:
+        client.close()
+        relay.close()
+    assert len(refused) == 2, refused  # one conditional try per save
+    assert all(torch.equal(t, torch.full((SIZE // 4,), 2.0)) for t in got.values())
+    names = _names_s3(s3, bucket, "plain/")
+    index = s3.get_object(Bucket=bucket, Key="plain/model.safetensors.index.json")["Body"].read()
+    assert names == _index_shards(index) | {"model.safetensors.index.json"}, sorted(names)
