@@ -1,20 +1,20 @@
 /* api_download.c - s3d_download_to_buffer and s3d_download_to_file (transfer.h), built on the
  * engine (xfer.h).
  *
- * Memory: a download to a buffer writes the caller's memory directly, and so does a download
- * to a regular file: its ranges land in the temporary file's mapped pages. Those transfers,
- * like a checkpoint load, are bounded only by the client's level (the adaptive controller,
- * conc.h). Downloads to a pipe or device go through buffers of part_size bytes ("slots"),
- * allocated as requests need them: output in order (a pipe) holds at most twice the level,
- * the requests in flight and as many done ones waiting for an earlier range. A download job
- * gets a slot in its prepare hook and gives it back once written. Uploads are in
- * api_upload.c, copies in api_copy.c, what they share in api_transfer.c. */
+ * Memory: a download to a buffer writes the caller's memory directly, and a download to a
+ * regular file writes the temporary file directly: curl's write callback puts each range's
+ * bytes there with pwrite as they arrive, and sums them there (no buffer per request, no
+ * mapped page to fault in). Those transfers, like a checkpoint load, are bounded only by the
+ * client's level (the adaptive controller, conc.h). Downloads to a pipe or device go through
+ * buffers of part_size bytes ("slots"), allocated as requests need them: output in order (a pipe)
+ * holds at most twice the level, the requests in flight and as many done ones waiting for an
+ * earlier range. A download job gets a slot in its prepare hook and gives it back once written.
+ * Uploads are in api_upload.c, copies in api_copy.c, what they share in api_transfer.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -131,10 +131,8 @@ static int write_all(int fd, const char *p, size_t n, int seekable, uint64_t off
 struct file_dl {
     struct s3d_client *c;
     struct s3d_slots slots;
-    char *map; /* the temporary file mapped (s3d_tmpfile_map): ranges land there; else NULL */
-    uint64_t map_len;
     int fd;
-    int seekable;
+    int seekable; /* the temporary file: each range is written there from curl (to_fd) */
     const char *what;
     struct s3d_get_job *jobs;
     size_t n_jobs;
@@ -145,15 +143,13 @@ struct file_dl {
 static int dl_prepare(void *ctx, struct s3d_get_job *j)
 {
     struct file_dl *f = ctx;
-    if (f->map != NULL) {
-        j->dst = f->map + j->offset;
-        return S3D_FEED_OK;
-    }
+    if (f->seekable)
+        return S3D_FEED_OK; /* written into the file as it arrives (dl_rest set the jobs) */
     /* In order: the requests in flight (at most the level) and as many done ones waiting for
      * an earlier range. The head of the order is always in flight or written, so a full
      * window always drains. */
-    if (!f->seekable && f->slots.n - s3d_slots_free_count(&f->slots) >=
-                            2 * (size_t)S3D_MAX(1u, s3d_conc_level(&f->c->conc)))
+    if (f->slots.n - s3d_slots_free_count(&f->slots) >=
+        2 * (size_t)S3D_MAX(1u, s3d_conc_level(&f->c->conc)))
         return S3D_FEED_NOT_YET;
     j->dst = s3d_slot_get(&f->slots);
     if (j->dst == NULL)
@@ -168,16 +164,12 @@ static int dl_done(void *ctx, struct s3d_get_job *j)
 {
     struct file_dl *f = ctx;
     int rc = 0;
-    /* The bytes are summed while in memory, before they go to the file. */
+    /* The bytes are summed while in memory: by curl's write callback for the file (the sum of
+     * exactly what is in the file, resumed attempts included), here before a pipe's write. */
     if (f->crcs != NULL)
-        f->crcs[j - f->jobs] = s3d_crc32c(0, j->dst, (size_t)j->length);
-    if (f->map != NULL)
+        f->crcs[j - f->jobs] = j->to_fd ? j->crc : s3d_crc32c(0, j->dst, (size_t)j->length);
+    if (j->to_fd)
         return 0; /* already in the file */
-    if (f->seekable) {
-        rc = write_all(f->fd, j->dst, (size_t)j->length, 1, j->offset, f->what);
-        s3d_slot_put(&f->slots, j->dst);
-        return rc;
-    }
     /* A pipe: write the jobs in order; later ones keep their slot until their turn. */
     j->state = 1;
     while (rc == 0 && f->next_write < f->n_jobs && f->jobs[f->next_write].state == 1) {
@@ -234,6 +226,12 @@ static int dl_rest(struct s3d_client *c, const char *bucket, const char *key, st
         if (f->crcs == NULL)
             rc = s3d_fail(S3D_ENOMEM, "out of memory");
     }
+    for (size_t i = 0; rc == 0 && f->seekable && i < f->n_jobs; i++) {
+        f->jobs[i].to_fd = 1; /* the file's offsets are the object's */
+        f->jobs[i].fd = f->fd;
+        f->jobs[i].fd_off = f->jobs[i].offset;
+        f->jobs[i].sum = f->crcs != NULL;
+    }
     if (rc == 0)
         rc = get_rest(c, f->jobs, f->n_jobs, &hooks, o, got, info->size);
     if (rc == 0 && want->b64[0] != '\0') {
@@ -250,10 +248,6 @@ static int dl_rest(struct s3d_client *c, const char *bucket, const char *key, st
 static int dl_close_output(struct file_dl *f, const char *path, int to_stdout, int special,
                            struct s3d_tmpfile *tmp, int rc)
 {
-    if (f->map != NULL) {
-        munmap(f->map, (size_t)f->map_len); /* the commit's fsync writes its pages */
-        f->map = NULL;
-    }
     if (special) {
         if (close(f->fd) < 0 && rc == 0)
             rc = s3d_fail(s3d_err_from_errno(errno), "close %s: %s", path, strerror(errno));
@@ -325,19 +319,7 @@ int s3d_download_to_file(struct s3d_client *c, const char *bucket, const char *k
         goto out;
     if (want.b64[0] != '\0')
         crc = s3d_crc32c(0, first, (size_t)got);
-    /* A regular file: the ranges land in its mapped pages, no buffer per request. */
-    rc = 1; /* not mapped */
-    if (f.seekable && info.size > got) {
-        void *m;
-        rc = s3d_tmpfile_map(&tmp, info.size, &m);
-        if (rc == 0) {
-            f.map = m;
-            f.map_len = info.size;
-            memcpy(f.map, first, (size_t)got);
-        }
-    }
-    if (rc == 1)
-        rc = write_all(f.fd, first, (size_t)got, f.seekable, 0, f.what);
+    rc = write_all(f.fd, first, (size_t)got, f.seekable, 0, f.what);
     s3d_slot_put(&f.slots, first);
     if (rc == 0)
         rc = dl_rest(c, bucket, key, &f, &info, &o, got, crc, &want);

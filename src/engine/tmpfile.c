@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -315,28 +314,6 @@ int s3d_tmpfile_commit(struct s3d_tmpfile *t, const char *target)
 fail:
     s3d_tmpfile_discard(t);
     return rc;
-}
-
-int s3d_tmpfile_map(struct s3d_tmpfile *t, uint64_t size, void **out)
-{
-    void *m;
-
-    *out = NULL;
-    if (t->fd < 0 || size == 0 || size > (uint64_t)SIZE_MAX || size > (uint64_t)INT64_MAX)
-        return 1;
-    /* Not posix_fallocate: where the file system cannot reserve, glibc writes a byte into
-     * every block, a second pass over the file. */
-    if (fallocate(t->fd, 0, 0, (off_t)size) != 0) {
-        if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL || errno == ENODEV)
-            return 1;
-        return s3d_fail(s3d_err_from_errno(errno), "reserve %llu bytes for %s: %s",
-                        (unsigned long long)size, t->path, strerror(errno));
-    }
-    m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
-    if (m == MAP_FAILED)
-        return 1; /* the pages are reserved: pwrite fills them */
-    *out = m;
-    return 0;
 }
 
 void s3d_tmpfile_discard(struct s3d_tmpfile *t)

@@ -42,15 +42,6 @@ S3D_NODISCARD int s3d_tmpfile_create(const char *target, int extra_flags, struct
  * t is emptied either way. */
 S3D_NODISCARD int s3d_tmpfile_commit(struct s3d_tmpfile *t, const char *target);
 
-/* Maps the first size bytes (> 0) of the temporary file for writing, so that a download can
- * receive each range straight into the file's pages, as a load receives its ranges into the
- * caller's tensors: no buffer per request in flight. The blocks are reserved first
- * (fallocate), so that a full file system is an error now, not a SIGBUS at the first write of
- * a mapped page. Returns 0 with *out set (munmap it before the commit: the commit's fsync
- * writes the pages), 1 when this file system cannot reserve or map a file (nothing recorded:
- * write with pwrite instead), or a negative S3D_E* code (recorded). */
-S3D_NODISCARD int s3d_tmpfile_map(struct s3d_tmpfile *t, uint64_t size, void **out);
-
 /* Closes and removes the temporary file (if any). Idempotent. */
 void s3d_tmpfile_discard(struct s3d_tmpfile *t);
 

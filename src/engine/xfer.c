@@ -139,8 +139,7 @@ static int start_attempt(struct engine *g, struct item *it)
                 return rc;
             it->if_match_set = 1;
         }
-        it->op.dst = (char *)j->dst + j->received;
-        it->op.dst_cap = j->length - j->received;
+        s3d_xfer_job_sink(&it->op, j);
         /* A first range not yet answered may end early, at the object's end. */
         it->op.exact_length = j->first == NULL || j->pinned;
     }
@@ -206,7 +205,7 @@ static int feed_get(struct engine *g, struct item *it)
         if (r != S3D_FEED_OK)
             return r;
     }
-    if (j->dst == NULL)
+    if (j->dst == NULL && !j->to_fd)
         return s3d_fail(S3D_EINVAL,
                         "GetObject s3://%s/%s: no destination for the range at %" PRIu64, j->bucket,
                         j->key, j->offset);
@@ -226,7 +225,7 @@ static int feed_get(struct engine *g, struct item *it)
     item_reset(it);
     it->job = j;
     s3d_op_get_init(&it->op, j->bucket, j->key, j->offset + j->received, j->offset + j->length - 1,
-                    (char *)j->dst + j->received);
+                    NULL); /* its destination is set per attempt */
     if (j->first != NULL) {
         r = s3d_s3_op_add_header(&it->op, "x-amz-checksum-mode", "ENABLED");
         if (r < 0)
@@ -401,6 +400,7 @@ static int finish_ok(struct engine *g, struct item *it)
             j->pinned = 1;
         }
         it->job->received = it->job->length;
+        it->job->crc = it->op.req.resp.crc; /* with sum: the range's whole sum */
         g->done_bytes += it->job->length;
         if (g->gh != NULL && g->gh->done != NULL)
             rc = g->gh->done(g->gh->ctx, it->job);
@@ -501,7 +501,7 @@ static int finish_err(struct engine *g, struct item *it, int err)
             j->object_size = j->first->size;
             j->pinned = 1;
         }
-        j->received += r->received;
+        s3d_xfer_job_keep(j, r);
     }
     if (r->status == 429 || (r->status == 503 && strcmp(it->op.s3_code, "SlowDown") == 0))
         s3d_conc_note_throttle(g->budget);

@@ -19,6 +19,8 @@
 #include "common/compiler.h"
 
 struct s3d_op_sums;
+struct s3d_s3_op;
+struct s3d_http_resp;
 
 /* What a feed hook (prepare, next) returns when it does not fail. */
 enum s3d_feed_result {
@@ -61,17 +63,26 @@ struct s3d_get_job {
     struct s3d_op_sums *first_sums;
     /* Set by the prepare hook: the host memory that receives [offset, offset + length). */
     void *dst;
+    /* Or, set by the caller or the prepare hook instead of dst (NULL): the file that receives
+     * the range, written by pwrite as the bytes arrive at file offset fd_off + (byte - offset):
+     * to_fd set, fd the descriptor. A failed write fails the job (not retried). */
+    int to_fd;
+    int fd;
+    uint64_t fd_off;
+    /* Set by the caller: crc sums the bytes as they arrive. */
+    int sum;
     /* Engine state; the caller zero-initializes. */
     uint64_t received; /* bytes written to dst so far (a retry resumes from here) */
+    uint32_t crc;      /* with sum: CRC-32C of the bytes received, whole when done is called */
     int state;
     int pinned; /* first: *first is filled */
 };
 
 struct s3d_get_hooks {
-    /* Called once per job, in array order, when a connection is free for it: set job->dst and
-     * return S3D_FEED_OK; or S3D_FEED_NOT_YET (no staging buffer free): the engine calls poll and
-     * asks again later, without starting later jobs first. May be NULL when every job->dst is
-     * set before the run. */
+    /* Called once per job, in array order, when a connection is free for it: set job->dst (or
+     * its file) and return S3D_FEED_OK; or S3D_FEED_NOT_YET (no staging buffer free): the engine
+     * calls poll and asks again later, without starting later jobs first. May be NULL when every
+     * job->dst is set before the run. */
     int (*prepare)(void *ctx, struct s3d_get_job *job);
     /* Called once per job when all its bytes are in job->dst. May be NULL. */
     int (*done)(void *ctx, struct s3d_get_job *job);
@@ -93,6 +104,13 @@ S3D_NODISCARD int s3d_xfer_get(struct s3d_client *c, struct s3d_get_job *jobs, s
                                struct s3d_cancel *cancel);
 
 /* The GET conveniences below are in xfer_get.c. */
+
+/* Points the next attempt of job j (op, a GetObject) at what is left of its range: dst +
+ * received, or its file at fd_off + received, and seeds the sum with the bytes kept. */
+void s3d_xfer_job_sink(struct s3d_s3_op *op, const struct s3d_get_job *j);
+/* Keeps the bytes of a broken attempt of j (r, its response, judged of j's version): the next
+ * attempt resumes after them, and j's sum covers exactly them. */
+void s3d_xfer_job_keep(struct s3d_get_job *j, const struct s3d_http_resp *r);
 
 /* Cuts [offset, offset + len) of the object into ranges of part bytes (the last one shorter),
  * each a job pinned to if_match and object_size (as s3d_get_job's), dst not set: the

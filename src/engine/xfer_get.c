@@ -1,6 +1,7 @@
 /* xfer_get.c - the GET conveniences on top of the transfer loop (xfer.h): a download's
  * ranges planned as jobs, a buffer of an object already known downloaded in them, and the
- * first GET of a download, which also tells what a HEAD would. */
+ * first GET of a download, which also tells what a HEAD would; where each attempt of a range
+ * writes, and what a broken one keeps. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +12,24 @@
 #include "engine/client_impl.h"
 #include "engine/xfer.h"
 #include "s3/ops.h"
+
+void s3d_xfer_job_sink(struct s3d_s3_op *op, const struct s3d_get_job *j)
+{
+    op->to_fd = j->to_fd;
+    op->dst_fd = j->fd;
+    op->dst_off = j->fd_off + j->received;
+    op->dst = j->to_fd ? NULL : (char *)j->dst + j->received;
+    op->dst_cap = j->length - j->received;
+    op->sum_body = j->sum;
+    op->crc_seed = j->crc;
+}
+
+void s3d_xfer_job_keep(struct s3d_get_job *j, const struct s3d_http_resp *r)
+{
+    /* Only the bytes written whole are counted (http.c): none past them is in the sum. */
+    j->received += r->received;
+    j->crc = r->crc;
+}
 
 int s3d_xfer_make_jobs(const char *bucket, const char *key, const char *if_match,
                        uint64_t object_size, uint64_t offset, uint64_t len, uint64_t part,

@@ -4,7 +4,9 @@
  * download is written by curl's write callback straight into the caller's memory: the only
  * user-space copy on the data path is the one from curl's receive buffer to its destination.
  * A server that sends more than the destination holds aborts the transfer (resp.overflow),
- * which the caller reports as S3D_EPROTO; nothing is ever written past dst_cap. */
+ * which the caller reports as S3D_EPROTO; nothing is ever written past dst_cap. A body may
+ * instead go to a file (to_fd): written with pwrite at its offset from the write callback,
+ * and summed there (sum_body), so a download to a file has no buffer and no mapped page. */
 #include "s3/http.h"
 
 #include <ctype.h>
@@ -21,7 +23,9 @@
 
 #include "common/alloc.h"
 #include "common/compiler.h"
+#include "common/crc32c.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "s3/xml.h"
 
 static size_t read_cb(char *buf, size_t size, size_t nmemb, void *ud)
@@ -68,17 +72,36 @@ static int status_ok(long status)
     return status >= 200 && status < 300;
 }
 
+/* A 2xx body into dst_fd at dst_off + received, summed as it passes (sum_body). Only bytes
+ * written whole count as received (and in resp.crc): a failed pwrite stops the transfer. */
+static size_t write_fd(struct s3d_http_req *r, const char *data, size_t n)
+{
+    int rc = s3d_pwrite_full(r->dst_fd, data, n, r->dst_off + r->resp.received);
+    if (rc < 0) {
+        r->resp.write_errno = -rc;
+        return 0;
+    }
+    if (r->sum_body)
+        r->resp.crc = s3d_crc32c(r->resp.crc, data, n);
+    r->resp.received += n;
+    return n;
+}
+
 static size_t write_cb(char *data, size_t size, size_t nmemb, void *ud)
 {
     struct s3d_http_req *r = ud;
     size_t n = size * nmemb;
     if (status_ok(r->resp.status)) {
-        if (r->dst != NULL) {
+        if (r->dst != NULL || r->to_fd) {
             if (n > r->dst_cap - r->resp.received || r->resp.received > r->dst_cap) {
                 r->resp.overflow = 1;
                 return 0;
             }
+            if (r->dst == NULL)
+                return write_fd(r, data, n);
             memcpy((char *)r->dst + r->resp.received, data, n);
+            if (r->sum_body)
+                r->resp.crc = s3d_crc32c(r->resp.crc, data, n);
             r->resp.received += n;
             return n;
         }
@@ -429,6 +452,7 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
     s3d_dynbuf_free(&req->resp.body);
     memset(&req->resp, 0, sizeof(req->resp));
     s3d_dynbuf_init(&req->resp.body, max);
+    req->resp.crc = req->crc_seed;
     req->iov_idx = 0;
     req->iov_off = 0;
     req->sent = 0;

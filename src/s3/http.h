@@ -39,7 +39,9 @@ struct s3d_http_resp {
     uint32_t tagging_count;  /* x-amz-tagging-count */
     uint32_t mp_parts_count; /* x-amz-mp-parts-count (a GET or HEAD with partNumber) */
     char bucket_region[32];  /* x-amz-bucket-region (S3 sends it with 301 and 400 answers) */
-    uint64_t received;       /* body bytes of a 2xx response written to dst */
+    uint64_t received;       /* body bytes of a 2xx response written to dst (or dst_fd) */
+    uint32_t crc;            /* with sum_body: CRC-32C of those bytes, chained onto crc_seed */
+    int write_errno;         /* a pwrite to dst_fd failed with this errno: the transfer stopped */
     size_t header_bytes;
     int overflow;           /* a 2xx body longer than dst_cap (protocol error) */
     int header_toobig;      /* headers over S3D_HTTP_MAX_HEADER_BYTES */
@@ -81,6 +83,13 @@ struct s3d_http_req {
     uint64_t body_len; /* sum of iov lengths */
     void *dst;         /* receives a 2xx body; NULL = into resp.body */
     uint64_t dst_cap;  /* bytes writable at dst */
+    /* Or, with dst NULL and to_fd set: the 2xx body is written with pwrite into dst_fd at file
+     * offset dst_off as it arrives (no buffer, no mapping), bounded by dst_cap as dst is. */
+    int to_fd;
+    int dst_fd;
+    uint64_t dst_off;
+    int sum_body;      /* resp.crc sums the 2xx body as it arrives (dst or dst_fd) */
+    uint32_t crc_seed; /* the CRC-32C that resp.crc chains onto (what came before) */
     size_t body_max;   /* cap of resp.body for a 2xx body without dst;
                           0 = S3D_XML_MAX_BODY */
     long timeout_ms;   /* whole request; 0 = none */

@@ -462,6 +462,18 @@ static int body_crc_checked(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
     return 0;
 }
 
+/* Where the op's 2xx body goes: memory, or a file, and whether it is summed (http.h). */
+static void req_sink(struct s3d_http_req *req, const struct s3d_s3_op *op)
+{
+    req->dst = op->dst;
+    req->dst_cap = op->dst_cap;
+    req->to_fd = op->to_fd;
+    req->dst_fd = op->dst_fd;
+    req->dst_off = op->dst_off;
+    req->sum_body = op->sum_body;
+    req->crc_seed = op->crc_seed;
+}
+
 int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
 {
     const struct s3d_config *cfg = &ctx->cfg;
@@ -572,8 +584,7 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
     op->req.iov = op->iov;
     op->req.iovcnt = op->iovcnt;
     op->req.body_len = op->body_len;
-    op->req.dst = op->dst;
-    op->req.dst_cap = op->dst_cap;
+    req_sink(&op->req, op);
     if (op->req.body_max == 0)
         op->req.body_max = S3D_XML_MAX_BODY;
     rc = s3d_http_setup(e, &op->req, &ctx->http);
@@ -675,6 +686,11 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
         return s3d_fail_s3(S3D_EPROTO, &d,
                            "%s: the server sent more than the %" PRIu64 " bytes asked (HTTP %ld)",
                            where, op->dst_cap, r->status);
+    if (r->write_errno != 0)
+        /* Not the network's fault, and not worth a retry (ENOSPC, EIO, EFBIG). */
+        return s3d_fail_s3(s3d_err_from_errno(r->write_errno), &d,
+                           "%s: writing the body into the file at offset %" PRIu64 ": %s", where,
+                           op->dst_off + r->received, strerror(r->write_errno));
     if (r->header_toobig)
         return s3d_fail_s3(S3D_EPROTO, &d, "%s: response headers over %u bytes", where,
                            S3D_HTTP_MAX_HEADER_BYTES);
@@ -706,7 +722,7 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
                            r->received, ctx->cfg.endpoint_url);
     }
     if (r->status >= 200 && r->status < 300) {
-        if (op->dst != NULL && op->exact_length && r->received != op->dst_cap)
+        if ((op->dst != NULL || op->to_fd) && op->exact_length && r->received != op->dst_cap)
             return s3d_fail_s3(S3D_EPROTO, &d,
                                "%s: the server sent %" PRIu64 " bytes, %" PRIu64 " expected", where,
                                r->received, op->dst_cap);

@@ -150,7 +150,14 @@ struct s3d_s3_op {
     uint64_t body_len;
     void *dst; /* 2xx body destination; NULL = op->req.resp.body */
     uint64_t dst_cap;
-    int exact_length; /* with dst: the 2xx body must be exactly dst_cap bytes */
+    int exact_length; /* with dst or to_fd: the 2xx body must be exactly dst_cap bytes */
+    /* Or, dst NULL and to_fd set: the 2xx body goes to the file dst_fd at offset dst_off by
+     * pwrite (http.h); a failed write is an error that is not retried. */
+    int to_fd;
+    int dst_fd;
+    uint64_t dst_off;
+    int sum_body;      /* req.resp.crc: CRC-32C of the 2xx body received, chained onto crc_seed */
+    uint32_t crc_seed; /* set again before each attempt: the sum of what earlier ones kept */
     /* Results, valid after s3d_s3_op_result. */
     struct s3d_http_req req; /* req.resp: status, headers, body */
     char s3_code[64];        /* <Code> of an error body, "" if none */

@@ -1,6 +1,7 @@
 # Integration tests against the S3 server (skip with 77 when AWS_ENDPOINT_URL is unset).
 # http engineer: the S3 client, operations, transfers and the engine.
 s3d_test(test_xfer_retry integ/test_xfer_retry.c integ/tproxy.c)
+s3d_test(test_download_file integ/test_download_file.c integ/tproxy.c)
 s3d_test(test_s3_errors integ/test_s3_errors.c)
 s3d_test(test_roundtrip integ/test_roundtrip.c)
 s3d_test(test_list integ/test_list.c)
