@@ -130,5 +130,5 @@ if [ ! -f "$b/CMakeCache.txt" ]; then
     -DS3D_STATIC_DEPS=ON -DCMAKE_C_FLAGS="-O2 -fPIC" >/dev/null
 fi
 cmake --build "$b" -j"$jobs" --target s3direct s3direct_cli test_gpu_device test_gpu_fileio \
-  bench_gpu test_cuda_rules test_cuda_fake test_device_emu s3origin_get >/dev/null
+  bench_gpu test_cuda_rules test_cuda_fake test_cuda_events test_device_emu s3origin_get >/dev/null
 echo "build-glibc228: libs3direct.so, the CLI and the bundle's test programs $(( $(date +%s) - t0 ))s"

@@ -43,7 +43,7 @@ mkdir -p "$out"/{lib,bin,tests/bin,tests/fakecuda,gpu,deps}
 cp -L "$build/libs3direct.so" "$out/lib/"
 cp "$build/tools/s3direct" "$out/bin/"
 for t in test_gpu_device test_gpu_fileio bench_gpu test_cuda_rules test_cuda_fake \
-         test_device_emu; do
+         test_cuda_events test_device_emu; do
   [ -x "$build/tests/bin/$t" ] && cp "$build/tests/bin/$t" "$out/tests/bin/"
 done
 mkdir -p "$out/python"

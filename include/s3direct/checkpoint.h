@@ -239,6 +239,19 @@ struct s3d_write_options {
     const char *base;
     /* Filled with what the save did when it succeeds (NULL = not wanted). */
     struct s3d_write_stats *stats;
+    /* Per-device producer events (CUevent handles), instead of the streams above: the copies
+     * out of device memory of device k wait for cuda_events[k] when k < n_cuda_events and
+     * cuda_events[k] != 0; any other device follows the stream rule above. The wait is on
+     * the GPU (cuStreamWaitEvent on the library's own stream, made by the library before its
+     * first copy from that device): it does not block the calling thread, and it waits for
+     * the work the event captured when it was recorded, not for anything queued after it on
+     * the stream it was recorded on. The caller must have recorded each event (cuEventRecord)
+     * before the call, and must neither record it again nor destroy it until the write
+     * returns; the library only waits on the events and never records, queries or destroys
+     * them. An event not recorded yet completes at once (as cuStreamWaitEvent has it): the
+     * copies do not wait. Events may belong to any context. */
+    const uint64_t *cuda_events;
+    uint32_t n_cuda_events;
 };
 
 /* What a save did (s3d_write_options.stats). An output struct that can grow (version.h). */

@@ -258,6 +258,8 @@ class WriteOptions(Structure):
         ("n_cuda_streams", c_uint32),
         ("base", c_char_p),
         ("stats", POINTER(WriteStats)),
+        ("cuda_events", POINTER(c_uint64)),
+        ("n_cuda_events", c_uint32),
     ]
 
 

@@ -136,9 +136,13 @@ def _write(
     cuda_stream: Optional[Iterable[int]],
     held: bool = False,
     base: Optional[str] = None,
+    cuda_events: Optional[Sequence[int]] = None,
 ) -> SaveStats:
     """One s3d_checkpoint_write. base: an incremental save's previous checkpoint, resolved
-    (_uri.for_base); the library falls back to a full save when it cannot use it."""
+    (_uri.for_base); the library falls back to a full save when it cannot use it.
+    cuda_events: CUevent handles by device ordinal (save_async's fence, _fence.fence), waited
+    for instead of cuda_stream on the devices where one is given (non-zero); they must stay
+    alive and unrecorded until this returns."""
     lib = _capi.lib()
     if shard_size and not uri.endswith(INDEX_SUFFIX):
         raise errors.InvalidArgument(
@@ -161,6 +165,11 @@ def _write(
             keep.append(b)
             o.base = b
         _set_streams(o, cuda_stream, keep)
+        if cuda_events:
+            ev = (ctypes.c_uint64 * len(cuda_events))(*cuda_events)
+            keep.append(ev)
+            o.cuda_events = ctypes.cast(ev, ctypes.POINTER(ctypes.c_uint64))
+            o.n_cuda_events = len(cuda_events)
 
         def write() -> None:
             # Counted as a call on the client in the thread that makes it: close() waits.
@@ -323,8 +332,8 @@ def _get_executor() -> concurrent.futures.ThreadPoolExecutor:
 def _snapshot(s: _Src) -> _Src:
     t = s.tensor
     if s.device >= 0:
-        # Device-side copy queued on the current stream; save_async fences it (_fence.fence)
-        # and the writer waits on the fence.
+        # Device-side copy queued on the current stream; save_async records an event after
+        # it (_fence.fence) and the writer waits for that event.
         c = torch.empty_like(t, memory_format=torch.contiguous_format)
         c.copy_(t)
     else:
@@ -406,9 +415,9 @@ def _submit(
     tree_json = flat.to_json()
     meta = dict(metadata or {})
     _metadata_entries(meta, None)  # validate now, not in the background
-    # An event on each device's current stream now, after the snapshot copies, and a stream
-    # of our own waiting for it: the writer waits for the copies, never for later work.
-    stream, unfence = _fence.fence(s.device for s in srcs)
+    # An event on each device's current stream now, after the snapshot copies: the writer's
+    # copies wait for it on the GPU (cuda_events), never for work queued later.
+    events, unfence = _fence.fence(s.device for s in srcs)
     try:
         release = client.hold()  # Client.close() waits for this save, pending or running
     except BaseException:
@@ -425,7 +434,8 @@ def _submit(
             shard_size=shard_size,
             checksum=checksum,
             progress=progress,
-            cuda_stream=stream,
+            cuda_stream=None,
+            cuda_events=events,
             held=True,
             base=base(),
         )
@@ -441,7 +451,7 @@ def _submit(
         raise
 
     def done(_: "concurrent.futures.Future[SaveStats]") -> None:
-        unfence()  # the fence streams live as long as the save
+        unfence()  # the fence events live as long as the save
         release()
 
     fut.add_done_callback(done)

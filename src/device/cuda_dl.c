@@ -631,6 +631,19 @@ out:
     return rc;
 }
 
+/* cuStreamWaitEvent needs the waiting stream's context current (ENTER makes it so); it
+ * accepts an event of any context or device. */
+static int cuda_wait_event(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_event)
+{
+    struct s3d_cuda *c = dev->cuda;
+    int rc;
+    ENTER(dev, s->ordinal);
+    rc = cu_check(c, "cuStreamWaitEvent(caller event)",
+                  c->f.cuStreamWaitEvent((CUstream)s->cu, (CUevent)(uintptr_t)caller_event, 0));
+    LEAVE(dev, s->ordinal);
+    return rc;
+}
+
 const struct s3d_device_ops s3d_cuda_ops = {
     .pointer_info = cuda_pointer_info,
     .make_current = cuda_make_current,
@@ -651,4 +664,5 @@ const struct s3d_device_ops s3d_cuda_ops = {
     .event_query = cuda_event_query,
     .event_sync = cuda_event_sync,
     .wait_external = cuda_wait_external,
+    .wait_event = cuda_wait_event,
 };

@@ -272,3 +272,10 @@ int s3d_device_wait_external(struct s3d_device *dev, struct s3d_stream *s, uint6
 {
     return dev->ops->wait_external(dev, s, caller_stream);
 }
+
+int s3d_device_wait_event(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_event)
+{
+    if (caller_event == 0)
+        return s3d_fail(S3D_EINVAL, "wait for the caller's event: no event (0)");
+    return dev->ops->wait_event(dev, s, caller_event);
+}

@@ -150,6 +150,14 @@ S3D_NODISCARD int s3d_device_event_sync(struct s3d_device *dev, struct s3d_event
  * This is how saves wait for the kernels that produce the tensors. No-op on other backends. */
 S3D_NODISCARD int s3d_device_wait_external(struct s3d_device *dev, struct s3d_stream *s,
                                            uint64_t caller_stream);
+/* Makes s wait (on the GPU, without blocking the calling thread) for the work the caller's
+ * CUevent caller_event captured when the caller recorded it (cuStreamWaitEvent, in s's
+ * context; the event may belong to any context). Nothing is recorded: work queued on the
+ * caller's streams after the record is not waited for. The event must not be recorded again
+ * or destroyed before this returns (the GPU keeps what the wait captured). S3D_EINVAL for 0.
+ * This is how save_async waits for its snapshot copies. No-op on the host backend. */
+S3D_NODISCARD int s3d_device_wait_event(struct s3d_device *dev, struct s3d_stream *s,
+                                        uint64_t caller_event);
 
 /* ---- per-device stream sets ----------------------------------------------------------- */
 
@@ -166,9 +174,11 @@ static inline uint64_t s3d_caller_stream(uint64_t def, const uint64_t *streams, 
 /* The streams of one operation (a load, a save, a file read or write): one per device
  * ordinal, made on first use. When the caller's streams are set (s3d_stream_set_wait_caller),
  * a stream first waits for the caller's stream on its device, once, before its first copy:
- * the caller's kernels may still read a destination or produce a source. Single-threaded: the
- * set belongs to the call that made it. s3d_stream_set_init first; fields read-only
- * outside stream_set.c (stream[k] is NULL until s3d_stream_set_get made it). */
+ * the caller's kernels may still read a destination or produce a source. When the caller
+ * gave an event for the device (s3d_stream_set_wait_events), the stream waits for that event
+ * instead (s3d_device_wait_event) and nothing is recorded on the caller's stream. Single-threaded:
+ * the set belongs to the call that made it. s3d_stream_set_init first; fields read-only outside
+ * stream_set.c (stream[k] is NULL until s3d_stream_set_get made it). */
 struct s3d_stream_set {
     struct s3d_device *dev;
     struct s3d_stream *stream[S3D_MAX_DEVICES];
@@ -177,6 +187,8 @@ struct s3d_stream_set {
     uint64_t wait_def;
     const uint64_t *wait_streams; /* not owned: must outlive the set's use */
     uint32_t wait_n;
+    const uint64_t *wait_events; /* the caller's CUevents per ordinal (0: none); not owned */
+    uint32_t wait_events_n;
 };
 
 /* An empty set on dev: no stream, no waiting. */
@@ -186,9 +198,13 @@ void s3d_stream_set_init(struct s3d_stream_set *set, struct s3d_device *dev);
  * made of several calls (a file writer's writes) waits again at the start of each. */
 void s3d_stream_set_wait_caller(struct s3d_stream_set *set, uint64_t def, const uint64_t *streams,
                                 uint32_t n);
+/* With s3d_stream_set_wait_caller (call it first, each time): the stream of ordinal k waits
+ * for the caller's event events[k] instead of its stream, when k < n and events[k] != 0.
+ * events may be NULL (none). Kept until the next call. */
+void s3d_stream_set_wait_events(struct s3d_stream_set *set, const uint64_t *events, uint32_t n);
 /* The stream for ordinal, made on first use and made to wait as described above.
  * S3D_ENODEVICE for an ordinal outside 0..S3D_MAX_DEVICES-1; errors of
- * s3d_device_stream_new and s3d_device_wait_external. */
+ * s3d_device_stream_new, s3d_device_wait_external and s3d_device_wait_event. */
 S3D_NODISCARD int s3d_stream_set_get(struct s3d_stream_set *set, int ordinal,
                                      struct s3d_stream **out);
 /* Waits for the work queued on every stream of the set; every stream is waited for even after
@@ -278,6 +294,12 @@ uint64_t s3d_device_emu_stream_handle(const struct s3d_stream *s);
  * S3D_EINVAL off the emulated backend; S3D_ECUDA when dptr is not device memory. */
 S3D_NODISCARD int s3d_device_emu_kernel(struct s3d_device *dev, int ordinal, uint64_t stream,
                                         uint64_t dptr, int byte, size_t n);
+/* Records a caller's CUevent on the caller's stream handle (as cuEventRecord): it captures the
+ * work queued there so far. *event 0: a new event handle is made and stored in *event (never
+ * freed: tests make a few); else *event is recorded again. S3D_EINVAL off the emulated
+ * backend or for a handle this did not make. */
+S3D_NODISCARD int s3d_device_emu_event_record(struct s3d_device *dev, int ordinal, uint64_t stream,
+                                              uint64_t *event);
 /* Runs everything queued on the caller's stream handle (cuStreamSynchronize). */
 S3D_NODISCARD int s3d_device_emu_sync_handle(struct s3d_device *dev, int ordinal, uint64_t stream);
 /* The host-accessible view of emulated device memory at dptr, NULL when dptr is not emulated

@@ -19,6 +19,10 @@
  *     stream of the device. Tests queue "kernels" on it (s3d_device_emu_kernel) that write
  *     device memory later, so a load or save that does not wait for the caller's stream
  *     gives wrong bytes.
+ *   - a caller's CUevent handle (what torch.cuda.Event().cuda_event gives) names an event the
+ *     test recorded on such a stream (s3d_device_emu_event_record): a wait for it
+ *     (s3d_device_wait_event) orders the work queued on that stream before the record, and
+ *     nothing queued after; a handle that names no such event fails as the driver would.
  * The state is process-wide, like a driver's: every s3d_device of the emulated backend sees
  * the same memory and streams. */
 #include <errno.h>
@@ -127,6 +131,10 @@ static int host_wait_external(struct s3d_device *dev, struct s3d_stream *s, uint
 {
     return 0;
 }
+static int host_wait_event(struct s3d_device *dev, struct s3d_stream *s, uint64_t ev)
+{
+    return 0;
+}
 
 const struct s3d_device_ops s3d_host_ops = {
     .pointer_info = host_pointer_info,
@@ -148,6 +156,7 @@ const struct s3d_device_ops s3d_host_ops = {
     .event_query = host_event_query,
     .event_sync = host_event_sync,
     .wait_external = host_wait_external,
+    .wait_event = host_wait_event,
 };
 
 /* ---- emulated backend --------------------------------------------------------------- */
@@ -159,6 +168,13 @@ struct emu_alloc {
     unsigned char *view;
     size_t size; /* mapped (page multiple) */
     int ordinal;
+};
+
+/* A caller's CUevent: the stream it was last recorded on and the work up to seq. */
+struct emu_xevent {
+    uint64_t handle;
+    uint64_t stream_id; /* 0: never recorded */
+    uint64_t seq;
 };
 
 /* Process-wide. Locked part: everything, and every stream's op queue, under mu. mu is a leaf
@@ -174,7 +190,9 @@ struct s3d_emu {
     int ctx_used[S3D_MAX_DEVICES];              /* a "context" was needed on this device */
     size_t pinned_bytes;                        /* host_alloc'ed and not freed */
     long registered;                            /* host_register'ed ranges not unregistered */
-    long stale_copies; /* copies run after their host memory was released */
+    long stale_copies;          /* copies run after their host memory was released */
+    struct emu_xevent *xevents; /* the callers' events (s3d_device_emu_event_record) */
+    size_t n_xevents, cap_xevents;
 };
 
 static struct s3d_emu g_emu = {.mu = PTHREAD_MUTEX_INITIALIZER, .next_id = 16};
@@ -597,7 +615,72 @@ static int emu_wait_external(struct s3d_device *dev, struct s3d_stream *s, uint6
     return rc;
 }
 
+/* cuStreamWaitEvent with a caller's event: s runs the work the event captured first. */
+static int emu_wait_event(struct s3d_device *dev, struct s3d_stream *s, uint64_t handle)
+{
+    struct s3d_emu *emu = dev->emu;
+    struct s3d_emu_op op = {.kind = S3D_EMU_WAIT};
+    const struct emu_xevent *x = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&emu->mu);
+    for (size_t i = 0; i < emu->n_xevents && x == NULL; i++)
+        if (emu->xevents[i].handle == handle)
+            x = &emu->xevents[i];
+    if (x == NULL) {
+        rc = s3d_fail(S3D_ECUDA,
+                      "cuStreamWaitEvent: CUDA_ERROR_INVALID_HANDLE (emulated device: no event "
+                      "0x%llx)",
+                      (unsigned long long)handle);
+    } else if (x->stream_id != 0 && x->stream_id != s->id) {
+        op.wait_id = x->stream_id;
+        op.wait_seq = x->seq;
+        rc = emu_push(s, &op);
+    }
+    pthread_mutex_unlock(&emu->mu);
+    return rc;
+}
+
 /* ---- test hooks -------------------------------------------------------------------------- */
+
+int s3d_device_emu_event_record(struct s3d_device *dev, int ordinal, uint64_t stream,
+                                uint64_t *event)
+{
+    struct s3d_emu *emu;
+    struct s3d_stream *s;
+    struct emu_xevent *x = NULL;
+    int rc;
+    if (dev == NULL || dev->emu == NULL || ordinal < 0 || ordinal >= dev->count)
+        return s3d_fail(S3D_EINVAL, "emu_event_record: not an emulated device ordinal");
+    emu = dev->emu;
+    pthread_mutex_lock(&emu->mu);
+    rc = emu_handle_stream(emu, ordinal, stream, &s);
+    for (size_t i = 0; rc == 0 && *event != 0 && i < emu->n_xevents && x == NULL; i++)
+        if (emu->xevents[i].handle == *event)
+            x = &emu->xevents[i];
+    if (rc == 0 && *event != 0 && x == NULL)
+        rc = s3d_fail(S3D_EINVAL, "emu_event_record: no event 0x%llx", (unsigned long long)*event);
+    if (rc == 0 && x == NULL && emu->n_xevents == emu->cap_xevents) {
+        size_t cap = emu->cap_xevents ? 2 * emu->cap_xevents : 8;
+        struct emu_xevent *v = s3d_reallocarray(emu->xevents, cap, sizeof(*v));
+        if (v == NULL) {
+            rc = s3d_fail(S3D_ENOMEM, "emu_event_record: out of memory");
+        } else {
+            emu->xevents = v;
+            emu->cap_xevents = cap;
+        }
+    }
+    if (rc == 0 && x == NULL) {
+        x = &emu->xevents[emu->n_xevents++];
+        x->handle = emu->next_id++; /* never a stream's handle */
+    }
+    if (rc == 0) {
+        x->stream_id = s->id;
+        x->seq = s->seq_base + s->n_ops;
+        *event = x->handle;
+    }
+    pthread_mutex_unlock(&emu->mu);
+    return rc;
+}
 
 uint64_t s3d_device_emu_stream_handle(const struct s3d_stream *s)
 {
@@ -713,5 +796,6 @@ const struct s3d_device_ops s3d_emu_ops = {
     .event_query = emu_event_query,
     .event_sync = emu_event_sync,
     .wait_external = emu_wait_external,
+    .wait_event = emu_wait_event,
     .host_released = emu_host_released,
 };

@@ -34,6 +34,7 @@ struct s3d_device_ops {
     int (*event_query)(struct s3d_device *dev, struct s3d_event *e);
     int (*event_sync)(struct s3d_device *dev, struct s3d_event *e);
     int (*wait_external)(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_stream);
+    int (*wait_event)(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_event);
     void (*host_released)(struct s3d_device *dev, const void *p, size_t n); /* NULL: no-op */
 };
 

@@ -22,6 +22,23 @@ void s3d_stream_set_wait_caller(struct s3d_stream_set *set, uint64_t def, const 
     memset(set->waited, 0, sizeof(set->waited));
 }
 
+void s3d_stream_set_wait_events(struct s3d_stream_set *set, const uint64_t *events, uint32_t n)
+{
+    set->wait_events = events;
+    set->wait_events_n = events != NULL ? n : 0;
+}
+
+/* Makes stream[ordinal] wait for what the caller gave for that device: its event, else its
+ * stream. */
+static int wait_caller(struct s3d_stream_set *set, int ordinal)
+{
+    if ((uint32_t)ordinal < set->wait_events_n && set->wait_events[ordinal] != 0)
+        return s3d_device_wait_event(set->dev, set->stream[ordinal], set->wait_events[ordinal]);
+    return s3d_device_wait_external(
+        set->dev, set->stream[ordinal],
+        s3d_caller_stream(set->wait_def, set->wait_streams, set->wait_n, ordinal));
+}
+
 int s3d_stream_set_get(struct s3d_stream_set *set, int ordinal, struct s3d_stream **out)
 {
     int rc;
@@ -33,9 +50,7 @@ int s3d_stream_set_get(struct s3d_stream_set *set, int ordinal, struct s3d_strea
             return rc;
     }
     if (set->wait && !set->waited[ordinal]) {
-        rc = s3d_device_wait_external(
-            set->dev, set->stream[ordinal],
-            s3d_caller_stream(set->wait_def, set->wait_streams, set->wait_n, ordinal));
+        rc = wait_caller(set, ordinal);
         if (rc < 0)
             return rc;
         set->waited[ordinal] = 1;

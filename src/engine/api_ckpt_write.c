@@ -40,6 +40,9 @@ int s3d_checkpoint_write(struct s3d_client *c, const char *uri,
     if (rc < 0)
         return rc;
     s3d_opts_copy(&o, sizeof(o), opts);
+    if (o.cuda_events == NULL && o.n_cuda_events > 0)
+        return s3d_fail(S3D_EINVAL, "s3d_checkpoint_write: n_cuda_events %u without cuda_events",
+                        (unsigned)o.n_cuda_events);
     if (o.max_shard_size > 0 && !s3d_str_ends_with(uri, S3D_ST_INDEX_SUFFIX))
         return s3d_fail(S3D_EINVAL,
                         "%s: a sharded checkpoint is named by its index, "

@@ -597,6 +597,8 @@ static int write_shard_file(struct shard_writer *w, const struct s3d_loc *loc, c
     fo.cuda_stream = w->o->cuda_stream;
     fo.cuda_streams = w->o->cuda_streams;
     fo.n_cuda_streams = w->o->n_cuda_streams;
+    fo.cuda_events = w->o->cuda_events;
+    fo.n_cuda_events = w->o->n_cuda_events;
     fo.counts = &w->base->io;
     if (w->base->r != NULL && w->with_crc) {
         rc = s3d_cw_delta_prepare(w, loc, header, crc_pos, w->t);
@@ -693,6 +695,7 @@ int s3d_ckpt_write_one(struct s3d_client *c, struct s3d_device *dev, struct s3d_
     /* The caller's kernels that produce the tensors may still be running. */
     s3d_stream_set_init(&w.streams, dev);
     s3d_stream_set_wait_caller(&w.streams, o->cuda_stream, o->cuda_streams, o->n_cuda_streams);
+    s3d_stream_set_wait_events(&w.streams, o->cuda_events, o->n_cuda_events);
     w.pool = pool;
     w.o = o;
     w.with_crc = !o->no_checksum;

@@ -58,6 +58,10 @@ struct s3d_file_io_opts {
                                      synchronize) device memory wait for its work so far */
     const uint64_t *cuda_streams; /* per device ordinal; NULL or k >= n: cuda_stream */
     uint32_t n_cuda_streams;
+    const uint64_t *cuda_events; /* writers: the caller's CUevents per device ordinal, waited
+                                    for instead of the stream where set (k < n, non-zero):
+                                    s3d_write_options.cuda_events. Reads ignore them */
+    uint32_t n_cuda_events;
     struct s3d_file_io_counts *counts; /* NULL, or where the bytes of each path are added */
 };
 

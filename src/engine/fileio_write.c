@@ -170,6 +170,7 @@ int s3d_file_writer_write(struct s3d_file_writer *w, uint64_t offset,
     /* The kernels that produce the tensors may still run on the caller's stream: each write
      * waits for them again, before its first copy from a device. */
     s3d_stream_set_wait_caller(&w->gpu, w->o.cuda_stream, w->o.cuda_streams, w->o.n_cuda_streams);
+    s3d_stream_set_wait_events(&w->gpu, w->o.cuda_events, w->o.n_cuda_events);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct s3d_file_seg *sg = &segs[i];
         if (sg->device < 0) {

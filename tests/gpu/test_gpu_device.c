@@ -1,6 +1,7 @@
 /* test_gpu_device.c - the cuda backend on a real GPU (skipped without one): pointer kinds,
  * pinned and registered host memory, async copies both ways with events, waiting on the
- * caller's stream, and that a call leaves the caller's current context as it found it. */
+ * caller's stream and on the caller's event (what save_async passes), and that a call leaves
+ * the caller's current context as it found it. */
 #include <dlfcn.h>
 
 #include "gpu_util.h"
@@ -9,6 +10,40 @@ typedef int (*ctx_create_fn)(void **ctx, unsigned flags, int dev);
 typedef int (*ctx_get_fn)(void **ctx);
 typedef int (*ctx_set_fn)(void *ctx);
 typedef int (*ctx_destroy_fn)(void *ctx);
+typedef int (*stream_create_fn)(void **s, unsigned flags);
+typedef int (*stream_destroy_fn)(void *s);
+typedef int (*event_create_fn)(void **e, unsigned flags);
+typedef int (*event_record_fn)(void *e, void *s);
+typedef int (*event_destroy_fn)(void *e);
+typedef int (*htod_fn)(uint64_t dst, const void *src, size_t n, void *s);
+
+/* The caller's event (s3d_device_wait_event) from the driver itself: the caller's stream
+ * copies h1 into d, records the event; our stream waits for it and copies d back. The
+ * handle and context rules of the real driver are what this checks; the wait's order is
+ * checked on the stand-ins (test_cuda_events, test_cuda_rules). */
+static void caller_event(struct s3d_device *dev, void *lib, struct s3d_stream *s, uint64_t d,
+                         void *h1, void *h2, size_t n)
+{
+    stream_create_fn screate = (stream_create_fn)dlsym(lib, "cuStreamCreate");
+    stream_destroy_fn sdestroy = (stream_destroy_fn)dlsym(lib, "cuStreamDestroy_v2");
+    event_create_fn ecreate = (event_create_fn)dlsym(lib, "cuEventCreate");
+    event_record_fn erecord = (event_record_fn)dlsym(lib, "cuEventRecord");
+    event_destroy_fn edestroy = (event_destroy_fn)dlsym(lib, "cuEventDestroy_v2");
+    htod_fn htod = (htod_fn)dlsym(lib, "cuMemcpyHtoDAsync_v2");
+    void *caller = NULL, *ev = NULL;
+    CHECK(screate && sdestroy && ecreate && erecord && edestroy && htod);
+    CHECK_OK(s3d_device_make_current(dev, 0)); /* the caller's context, as torch's */
+    CHECK(screate(&caller, 1) == 0 && ecreate(&ev, 2) == 0);
+    t_fill_random(h1, n, 7);
+    memset(h2, 0, n);
+    CHECK(htod(d, h1, n, caller) == 0);
+    CHECK(erecord(ev, caller) == 0);
+    CHECK_OK(s3d_device_wait_event(dev, s, (uint64_t)(uintptr_t)ev));
+    CHECK_OK(s3d_device_copy_dtoh(dev, s, h2, d, n));
+    CHECK_OK(s3d_device_stream_sync(dev, s));
+    CHECK(memcmp(h1, h2, n) == 0);
+    CHECK(edestroy(ev) == 0 && sdestroy(caller) == 0);
+}
 
 int main(void)
 {
@@ -80,6 +115,7 @@ int main(void)
     ctx_get_fn get = (ctx_get_fn)dlsym(lib, "cuCtxGetCurrent");
     ctx_set_fn set = (ctx_set_fn)dlsym(lib, "cuCtxSetCurrent");
     ctx_destroy_fn destroy = (ctx_destroy_fn)dlsym(lib, "cuCtxDestroy_v2");
+    caller_event(dev, lib, s, d, h1, h2, n);
     if (create && get && set && destroy) {
         void *mine = NULL, *cur = NULL;
         CHECK(create(&mine, 0, 0) == 0); /* also makes it current */

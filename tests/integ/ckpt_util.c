@@ -346,3 +346,78 @@ void t_check_stream_order(struct s3d_client *c, const char *uri, int n_devices, 
     }
     s3d_device_free(dev);
 }
+
+void t_check_event_order(struct s3d_client *c, const char *uri, int n_devices, int file_io,
+                         uint64_t max_shard_size)
+{
+    enum { NB = (1 << 20) + 100, MAXD = 4 };
+    struct s3d_stream *cs[MAXD];
+    uint64_t handles[MAXD], events[MAXD], src[MAXD];
+    int64_t shape[MAXD][1];
+    char names[MAXD][16];
+    struct s3d_tensor_src ts[MAXD];
+    struct s3d_reader *r = NULL;
+    struct s3d_device *dev;
+    unsigned char *back = malloc(NB);
+
+    CHECK(back != NULL && n_devices >= 1 && n_devices <= MAXD);
+    CHECK_OK(s3d_device_open(S3D_DEVICE_EMULATE, &dev)); /* S3D_DEVICE_EMULATE_COUNT now */
+    CHECK(s3d_device_count(dev) >= n_devices);
+    memset(ts, 0, sizeof(ts));
+    for (int k = 0; k < n_devices; k++) {
+        /* The last of several devices has no event (0): the stream rule, as before. */
+        const int evented = n_devices == 1 || k < n_devices - 1;
+        CHECK_OK(s3d_device_stream_new(dev, k, &cs[k]));
+        handles[k] = s3d_device_emu_stream_handle(cs[k]);
+        CHECK_OK(s3d_device_mem_alloc(dev, k, NB, &src[k]));
+        memset(s3d_device_emu_view(src[k]), 0, NB);
+        /* The kernel that produces the tensor, then the caller's event after it, then work
+         * queued after the event (the next step's kernels) that overwrites the tensor. */
+        CHECK_OK(s3d_device_emu_kernel(dev, k, handles[k], src[k], 0x50 + k, NB));
+        events[k] = 0;
+        if (evented) {
+            CHECK_OK(s3d_device_emu_event_record(dev, k, handles[k], &events[k]));
+            CHECK_OK(s3d_device_emu_kernel(dev, k, handles[k], src[k], 0xEE, NB));
+        }
+        snprintf(names[k], sizeof(names[k]), "t%d", k);
+        shape[k][0] = NB;
+        ts[k] = (struct s3d_tensor_src){.name = names[k],
+                                        .dtype = S3D_DTYPE_U8,
+                                        .ndim = 1,
+                                        .shape = shape[k],
+                                        .ptr = (const void *)(uintptr_t)src[k],
+                                        .device = k,
+                                        .nbytes = NB};
+    }
+    struct s3d_write_options wo = {.struct_size = sizeof(wo),
+                                   .file_io = file_io,
+                                   .max_shard_size = max_shard_size,
+                                   .cuda_stream = 0xbad, /* every device has its own */
+                                   .cuda_streams = handles,
+                                   .n_cuda_streams = (uint32_t)n_devices,
+                                   .cuda_events = events,
+                                   .n_cuda_events = (uint32_t)n_devices};
+    CHECK_OK(s3d_checkpoint_write(c, uri, ts, (size_t)n_devices, NULL, 0, &wo));
+    /* The saved bytes are the producer's: not the zeros from before it (no wait), nor the
+     * 0xEE queued after the event (a wait for the whole caller stream). */
+    CHECK_OK(s3d_reader_open(c, uri, &r));
+    for (int k = 0; k < n_devices; k++) {
+        struct s3d_tensor_dest td = {.ptr = back, .device = -1, .capacity = NB};
+        CHECK_OK(s3d_reader_find(r, names[k], &td.index));
+        CHECK_OK(s3d_reader_read(r, &td, 1, NULL));
+        for (size_t i = 0; i < NB; i += 4099)
+            if (back[i] != 0x50 + k)
+                t_fail(__FILE__, __LINE__, "%s: device %d byte %zu saved as 0x%02x, want 0x%02x",
+                       uri, k, i, back[i], 0x50 + k);
+        if (back[NB - 1] != 0x50 + k)
+            t_fail(__FILE__, __LINE__, "%s: device %d last byte is 0x%02x", uri, k, back[NB - 1]);
+    }
+    s3d_reader_close(r);
+    for (int k = 0; k < n_devices; k++) {
+        CHECK_OK(s3d_device_stream_sync(dev, cs[k])); /* whatever the caller queued runs */
+        s3d_device_mem_free(dev, k, src[k]);
+        s3d_device_stream_free(dev, cs[k]);
+    }
+    s3d_device_free(dev);
+    free(back);
+}

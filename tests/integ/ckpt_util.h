@@ -37,6 +37,15 @@ void t_tensor_to_emu(struct t_tensors *ts, size_t i);
  * kernel still writes, passing the per-device streams: fails the test unless both waits are
  * honoured. Needs S3D_DEVICE_EMULATE=1 for c (and S3D_DEVICE_EMULATE_COUNT >= n_devices). */
 void t_check_stream_order(struct s3d_client *c, const char *uri, int n_devices, int file_io);
+/* Saves one tensor per emulated device 0..n_devices-1 with the caller's events
+ * (s3d_write_options.cuda_events): on each device a producing kernel, an event recorded after
+ * it, and on the devices with an event a kernel queued after it that overwrites the tensor.
+ * With several devices the last has no event (0: its stream is waited for). Fails the test
+ * unless the saved bytes are the producer's: a save that waits for nothing saves zeros, one
+ * that waits for the caller's whole stream saves the later kernel's bytes. max_shard_size as
+ * in s3d_write_options (uri then names an index). */
+void t_check_event_order(struct s3d_client *c, const char *uri, int n_devices, int file_io,
+                         uint64_t max_shard_size);
 
 void t_verify_checkpoint(struct s3d_client *c, const char *uri, const struct t_tensors *ts,
                          int device);

@@ -251,6 +251,10 @@ int main(void)
     c = client_at(ep);
     snprintf(uri, sizeof(uri), "s3://%s/order.safetensors", bucket);
     t_check_stream_order(c, uri, 2, 0);
+    snprintf(uri, sizeof(uri), "s3://%s/events.safetensors", bucket);
+    t_check_event_order(c, uri, 2, 0, 0);
+    snprintf(uri, sizeof(uri), "s3://%s/events.safetensors.index.json", bucket);
+    t_check_event_order(c, uri, 2, 0, 1 << 20);
     s3d_client_free(c);
     unsetenv("S3D_DEVICE_EMULATE_COUNT");
 

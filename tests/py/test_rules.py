@@ -336,6 +336,58 @@ def test_python_has_no_file_commit_of_its_own():
     assert not bad, "\n".join(bad)
 
 
+LIB_LOADER = "python/s3direct/_capi.py"  # loads libs3direct.so, the one library Python calls
+_LOADS = {"CDLL", "PyDLL", "LoadLibrary", "find_library"}
+_DRIVER_NAME = re.compile(r"^cu[A-Z]\w*$|libcuda|libcudart|libcufile")
+
+
+def foreign_library_calls(files: dict[str, str]) -> list[str]:
+    """'path:line: why' for each place Python could call a library other than the C
+    library's public API: a ctypes library load outside LIB_LOADER, an attribute named like a
+    CUDA driver function (dll.cuStreamCreate), or a CUDA library's name in code (docstrings
+    may name them)."""
+    bad = []
+    for path, text in sorted(files.items()):
+        tree = ast.parse(text)
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            name = (node.attr if isinstance(node, ast.Attribute) else
+                    node.id if isinstance(node, ast.Name) else None)
+            if name in _LOADS and path != LIB_LOADER:
+                bad.append(f"{path}:{node.lineno}: loads a library ({name})")
+            elif name is not None and _DRIVER_NAME.search(name):
+                bad.append(f"{path}:{node.lineno}: calls the CUDA driver ({name})")
+            elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and id(node) not in docs and _DRIVER_NAME.search(node.value)):
+                bad.append(f"{path}:{node.lineno}: names a CUDA library ({node.value[:40]!r})")
+    return bad
+
+
+def test_python_calls_only_the_library():
+    """Python is a thin layer over the library's public API (CONTRIBUTING.md): no library
+    load and no CUDA driver call of its own (save_async's fence hands torch's events to the
+    library, issue 39)."""
+    files = {f: _read(f) for f in _tracked() if f.startswith("python/") and f.endswith(".py")}
+    assert LIB_LOADER in files
+    bad = foreign_library_calls(files)
+    assert not bad, "\n".join(bad)
+
+
+def test_foreign_library_check_catches_violations():
+    old_fence = (
+        '"""Docstrings may say cuStreamWaitEvent and libcuda.so.1."""\n'
+        'import ctypes\n'
+        'dll = ctypes.CDLL("libcuda.so.1")\n'
+        'dll.cuStreamCreate(None, 1)\n')
+    assert foreign_library_calls({"python/s3direct/_fence.py": old_fence}) == [
+        "python/s3direct/_fence.py:3: loads a library (CDLL)",
+        "python/s3direct/_fence.py:3: names a CUDA library ('libcuda.so.1')",
+        "python/s3direct/_fence.py:4: calls the CUDA driver (cuStreamCreate)"]
+    assert foreign_library_calls({LIB_LOADER: 'import ctypes\nd = ctypes.CDLL(p)\n'}) == []
+
+
 # ---- one reader of the environment --------------------------------------------------------
 
 _C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)

@@ -77,10 +77,10 @@ def test_save_async_waits_only_for_work_queued_before_it(tmp_path, lib_path, mon
     second save's snapshot). torch.cuda.Stream() hands out reused pool streams, here the
     caller's current stream itself (as a pool can), so a fence made of one waits for that
     later work too (issue 39). The fence is an event recorded on the current stream after the
-    snapshot copies, waited for by a stream made for the save. This torch has no CUDA: the
-    streams, events, driver and the device tensor are stand-ins that log what each stream
-    holds."""
-    from s3direct import _fence, _save
+    snapshot copies, handed to the write (cuda_events), which waits for it and is given no
+    stream. This torch has no CUDA: the streams, events and the device tensor are stand-ins
+    that log what each stream holds."""
+    from s3direct import _save
 
     queues: dict[int, list] = {}  # stream handle -> what is queued on it, in order
     events: dict[int, tuple[int, int]] = {}  # event handle -> (stream, queue length at record)
@@ -99,32 +99,10 @@ def test_save_async_waits_only_for_work_queued_before_it(tmp_path, lib_path, mon
             self.cuda_event = 9000 + len(events)
             events[self.cuda_event] = (stream.cuda_stream, len(queues[stream.cuda_stream]))
 
-    class FakeDriver:
-        def cuStreamCreate(self, out, flags):
-            h = 5000 + len(queues)
-            out._obj.value = h
-            queues[h] = []
-            return 0
-
-        def cuStreamWaitEvent(self, s, ev, flags):
-            queues[s.value].append(("wait-event", ev.value))
-            return 0
-
-        def cuStreamDestroy_v2(self, s):
-            return 0
-
-    def waited(handle):
-        """Everything a wait on handle (when the write starts) waits for, waits resolved."""
-        out = []
-        for op in queues[handle]:
-            if op[0] == "wait-stream":
-                out += queues[op[1]][:op[2]]
-            elif op[0] == "wait-event":
-                s, n = events[op[1]]
-                out += queues[s][:n]
-            else:
-                out.append(op)
-        return out
+    def waited(event):
+        """Everything a wait for event (when the write starts) waits for."""
+        s, n = events[event]
+        return queues[s][:n]
 
     current = FakeStream(0)
     real_prepare = _save._prepare
@@ -139,13 +117,13 @@ def test_save_async_waits_only_for_work_queued_before_it(tmp_path, lib_path, mon
         return s
 
     def write(client, uri, srcs, meta, tree_json, **kw):
-        log.append(("write", [waited(h) for h in kw["cuda_stream"] if h]))
+        assert not kw["cuda_stream"], kw  # no stream to wait for: the events only
+        log.append(("write", [waited(h) for h in kw["cuda_events"] if h]))
 
     monkeypatch.setattr(torch.cuda, "current_stream", lambda d=None: current)
     monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     monkeypatch.setattr(torch.cuda, "device", lambda d: __import__("contextlib").nullcontext())
-    monkeypatch.setattr(_fence, "_driver", FakeDriver)
     monkeypatch.setattr(_save, "_prepare", prepare)
     monkeypatch.setattr(_save, "_snapshot", snapshot)
     monkeypatch.setattr(_save, "_write", write)

@@ -32,3 +32,8 @@ s3d_test(test_cuda_rules unit/test_cuda_rules.c integ/ckpt_util.c)
 add_dependencies(test_cuda_rules fake_cuda fake_cufile)
 set_target_properties(test_cuda_rules PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_RPATH})
 target_link_options(test_cuda_rules PRIVATE -Wl,--disable-new-dtags)
+# The caller's events (s3d_write_options.cuda_events) on the cuda backend, same stand-ins.
+s3d_test(test_cuda_events unit/test_cuda_events.c)
+add_dependencies(test_cuda_events fake_cuda fake_cufile)
+set_target_properties(test_cuda_events PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_RPATH})
+target_link_options(test_cuda_events PRIVATE -Wl,--disable-new-dtags)

@@ -1,7 +1,8 @@
 /* test_cuda_rules.c - the rules a real CUDA driver enforces, checked on CPU through the strict
  * emulated device (and the fake libcuda of fake_cuda.c, found through this test's run path):
  *   - loads and saves are ordered after the caller's stream on every device (a kernel still
- *     queued there is waited for), each device with its own stream;
+ *     queued there is waited for), each device with its own stream; saves given the
+ *     caller's events wait for those instead, and not for work queued after them;
  *   - host-only work never loads libcuda, so a process that only saved and loaded host
  *     tensors can fork() and use CUDA in the child;
  *   - every ordinal up to S3D_MAX_DEVICES - 1 (63) works, with its own caller stream;
@@ -32,12 +33,16 @@ static void stream_order(void)
     static const int modes[] = {S3D_FILE_IO_AUTO, S3D_FILE_IO_DIRECT, S3D_FILE_IO_BUFFERED};
     char path[512];
     setenv("S3D_DEVICE_EMULATE", "1", 1);
-    setenv("S3D_DEVICE_EMULATE_COUNT", "2", 1);
+    setenv("S3D_DEVICE_EMULATE_COUNT", "3", 1);
     for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         struct s3d_client *c = new_client(0);
         snprintf(path, sizeof(path), "%s/order-%d.safetensors", t_tmpdir(), modes[m]);
         t_check_stream_order(c, path, 1, modes[m]);
         t_check_stream_order(c, path, 2, modes[m]);
+        t_check_event_order(c, path, 1, modes[m], 0);
+        t_check_event_order(c, path, 2, modes[m], 0);
+        snprintf(path, sizeof(path), "%s/events-%d.safetensors.index.json", t_tmpdir(), modes[m]);
+        t_check_event_order(c, path, 3, modes[m], 1 << 20);
         s3d_client_free(c);
     }
     unsetenv("S3D_DEVICE_EMULATE");

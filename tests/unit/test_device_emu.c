@@ -94,6 +94,37 @@ static void streams_and_waits(struct s3d_device *dev)
     CHECK_ERR(s3d_device_wait_external(dev, copy, 0xdead0000), S3D_ECUDA);
     CHECK_MSG_HAS("INVALID_HANDLE");
 
+    /* The caller's event (save_async's fence): a wait for it runs the work it captured, not
+     * what the caller queued after it, and records nothing on the caller's stream. */
+    {
+        uint64_t ev = 0, ev2;
+        CHECK_OK(s3d_device_emu_kernel(dev, 0, h, d, 0x66, 4096));
+        CHECK_OK(s3d_device_emu_event_record(dev, 0, h, &ev));
+        CHECK(ev != 0 && ev != h);
+        CHECK_OK(s3d_device_emu_kernel(dev, 0, h, d, 0x77, 4096)); /* after the record */
+        CHECK_OK(s3d_device_wait_event(dev, copy, ev));
+        CHECK_OK(s3d_device_copy_dtoh(dev, copy, back, d, 4096));
+        CHECK_OK(s3d_device_stream_sync(dev, copy));
+        CHECK(back[0] == 0x66 && back[4095] == 0x66);
+        CHECK_OK(s3d_device_stream_sync(dev, caller));
+        CHECK(view[0] == 0x77);
+        /* Recorded again: a new wait captures the new point; the handle stays. */
+        CHECK_OK(s3d_device_emu_kernel(dev, 0, h, d, 0x78, 4096));
+        ev2 = ev;
+        CHECK_OK(s3d_device_emu_event_record(dev, 0, h, &ev2));
+        CHECK(ev2 == ev);
+        CHECK_OK(s3d_device_wait_event(dev, copy, ev));
+        CHECK_OK(s3d_device_copy_dtoh(dev, copy, back, d, 16));
+        CHECK_OK(s3d_device_stream_sync(dev, copy));
+        CHECK(back[0] == 0x78);
+        /* A stream's handle is not an event; 0 is refused before the backend. */
+        CHECK_ERR(s3d_device_wait_event(dev, copy, h), S3D_ECUDA);
+        CHECK_MSG_HAS("INVALID_HANDLE");
+        CHECK_ERR(s3d_device_wait_event(dev, copy, 0), S3D_EINVAL);
+        ev2 = 0xdead0001;
+        CHECK_ERR(s3d_device_emu_event_record(dev, 0, h, &ev2), S3D_EINVAL);
+    }
+
     /* An event is not ready until its work ran. */
     struct s3d_event *e;
     CHECK_OK(s3d_device_event_new(dev, 0, &e));
