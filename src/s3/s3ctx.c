@@ -655,6 +655,14 @@ static int precondition_failed(struct s3d_s3_op *op, const struct s3d_err_s3 *d,
     return 0;
 }
 
+/* The server refused a body from a file as not matching its signed SHA-256 or its CRC-32C:
+ * the file changed after its checksums were computed. */
+static int file_changed_answer(const struct s3d_s3_op *op)
+{
+    return op->from_file && (strcmp(op->s3_code, "XAmzContentSHA256Mismatch") == 0 ||
+                             strcmp(op->s3_code, "BadDigest") == 0);
+}
+
 /* A body from a file that ended its request (http.h, fd_err): S3D_EIO, never retried, the
  * bytes the checksums were computed from no longer being there to send. */
 static int fd_body_failed(struct s3d_s3_op *op, const struct s3d_err_s3 *d, const char *where)
@@ -775,12 +783,17 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     /* A server that sends no request id (a HEAD's answer has no body to carry one) gets no
      * placeholder in the message. */
     rid = d.request_id != NULL && d.request_id[0] != '\0';
-    err = s3d_fail_s3(err, &d, "%s: HTTP %ld %s%s%s%s%s%s%s%s%s", where, r->status,
+    if (file_changed_answer(op))
+        err = S3D_EIO;
+    err = s3d_fail_s3(err, &d, "%s: HTTP %ld %s%s%s%s%s%s%s%s%s%s", where, r->status,
                       op->s3_code[0] ? op->s3_code : s3d_strerror(err),
                       xe.message && xe.message[0] ? ": " : "", or_empty(xe.message),
                       r->bucket_region[0] ? " (the bucket is in region " : "", r->bucket_region,
                       r->bucket_region[0] ? ")" : "", rid ? " (request id " : "",
-                      rid ? d.request_id : "", rid ? ")" : "");
+                      rid ? d.request_id : "", rid ? ")" : "",
+                      file_changed_answer(op) ? "; file changed while reading: its bytes differ "
+                                                "from the checksums computed before sending"
+                                              : "");
     s3d_xml_error_free(&xe);
     return err;
 }
