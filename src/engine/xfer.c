@@ -294,13 +294,15 @@ static int feed_part(struct engine *g, struct item *it)
     g->seen[p.part_number] = 1;
     g->handed_out++;
     it->part = p;
+    /* The body (and its CRC-32C) once the op is built, the CRC-32C header after it. */
     s3d_op_upload_part_init(&it->op, g->bucket, g->key, g->upload_id, p.part_number, it->number,
-                            p.iov, p.iovcnt, p.length, it->crc);
+                            p.iov, p.iovcnt, p.length, NULL);
     r = s3d_xfer_body(&g->c->s3, &it->op, &p, &crc, &g->scratch);
     if (r < 0)
         return s3d_fail_prefix(r, "UploadPart s3://%s/%s", g->bucket, g->key);
     it->crc_v = crc;
     s3d_crc32c_base64(crc, it->crc);
+    s3d_s3_op_add_header(&it->op, "x-amz-checksum-crc32c", it->crc);
     return start_attempt(g, it);
 }
 

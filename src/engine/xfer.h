@@ -259,14 +259,13 @@ S3D_NODISCARD int s3d_xfer_put_single_part(struct s3d_client *c, const char *buc
 /* The chunk a part from a file is read in for its checksums: one buffer per engine, reused. */
 #define S3D_XFER_BODY_CHUNK (256u << 10)
 
-/* Sets the body of op (built already, its x-amz-checksum-crc32c header pointing at the
- * caller's string that receives *crc) to p's bytes, and *crc to their CRC-32C (p's own when
- * has_crc32c). An iovec is summed in place. A file range is read once here in chunks of
- * *scratch (S3D_XFER_BODY_CHUNK bytes, allocated on first use; the caller frees it) for its
- * CRC-32C and, when s3 signs the body, its SHA-256 (op->payload_hash) in the same pass; curl
- * then reads it from the file as it sends it, checking the CRC-32C again unless the signature
- * guards the bytes already. Returns 0, or S3D_EIO (a read failed, or the file ended inside
- * the part) / S3D_ENOMEM, recorded. */
+/* Sets the body of op (built already; the caller adds its x-amz-checksum-crc32c header
+ * after) to p's bytes, and *crc to their CRC-32C (p's own when has_crc32c). An iovec is summed in
+ * place. A file range is read once here in chunks of *scratch (S3D_XFER_BODY_CHUNK bytes, allocated
+ * on first use; the caller frees it) for its CRC-32C and, when s3 signs the body, its SHA-256
+ * (op->payload_hash) in the same pass; curl then reads it from the file as it sends it, checking
+ * the CRC-32C again unless the signature guards the bytes already. Returns 0, or S3D_EIO (a read
+ * failed, or the file ended inside the part) / S3D_ENOMEM, recorded. */
 S3D_NODISCARD int s3d_xfer_body(struct s3d_s3ctx *s3, struct s3d_s3_op *op,
                                 const struct s3d_put_part *p, uint32_t *crc,
                                 unsigned char **scratch);

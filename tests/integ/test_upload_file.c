@@ -123,6 +123,7 @@ static void cut_case(struct s3d_client *direct, const char *host, int port, cons
     CHECK(tproxy_cuts(px) == 1);
     fprintf(stderr, "proxy log (multipart cut, signing %d):\n%s", signing, tproxy_log(px));
     CHECK(count_lines(tproxy_log(px), "partNumber=2&") == 2);
+    CHECK(tproxy_crc_checked(px) == 4); /* every part whole, each with its CRC-32C */
     CHECK(tproxy_crc_bad(px) == 0);
     check_kept(direct, bucket, "cut-mp", src, n, dst);
     s3d_client_free(via);
@@ -136,6 +137,7 @@ static void cut_case(struct s3d_client *direct, const char *host, int port, cons
     CHECK_OK(s3d_upload_from_file(via, bucket, "cut-one", path, NULL));
     CHECK(tproxy_cuts(px) == 1);
     CHECK(count_lines(tproxy_log(px), "PUT /") == 2);
+    CHECK(tproxy_crc_checked(px) == 1); /* the whole one */
     CHECK(tproxy_crc_bad(px) == 0);
     check_kept(direct, bucket, "cut-one", src, small, dst);
     s3d_client_free(via);
@@ -143,9 +145,9 @@ static void cut_case(struct s3d_client *direct, const char *host, int port, cons
 }
 
 /* 2 and 3. The file changed (or truncated) under bytes in flight: S3D_EIO, the key keeps v0. */
-static void change_case(struct s3d_client *direct, const char *host, int port,
-                        const char *bucket, const char *path, char *src, char *dst, int signing,
-                        int multipart, int truncate_it)
+static void change_case(struct s3d_client *direct, const char *host, int port, const char *bucket,
+                        const char *path, char *src, char *dst, int signing, int multipart,
+                        int truncate_it)
 {
     struct tproxy_opts po;
     struct tproxy *px;
