@@ -12,7 +12,8 @@
  * land in the file's mapped pages), use no staging memory, and neither does an upload from a
  * regular file (each part is read from the file as it is sent, after a pass of small reads
  * for its checksums). An upload from standard input or a pipe holds one part_size buffer per
- * request in flight (at most max_concurrency x part_size); a download to anything else than a regular file (a pipe, a terminal) up to twice
+ * request in flight (at most max_concurrency x
+ * part_size); a download to anything else than a regular file (a pipe, a terminal) up to twice
  * that (the requests in flight and as many finished ranges waiting for an earlier one); copies
  * made through the client and upload streams at most max_concurrency buffers, and while the
  * concurrency adapts no more than the staging pool holds (staging_bytes / part_size, at least
