@@ -9,8 +9,10 @@
  * that key stays what it was before.
  *
  * Memory: transfers to and from caller buffers, and downloads to a regular file (its ranges
- * land in the file's mapped pages), use no staging memory. An upload from a file or standard
- * input holds one part_size buffer per request in flight (at most max_concurrency x
+ * land in the file's mapped pages), use no staging memory, and neither does an upload from a
+ * regular file (each part is read from the file as it is sent, after a pass of small reads
+ * for its checksums). An upload from standard input or a pipe holds one part_size buffer per
+ * request in flight (at most max_concurrency x
  * part_size); a download to anything else than a regular file (a pipe, a terminal) up to twice
  * that (the requests in flight and as many finished ranges waiting for an earlier one); copies
  * made through the client and upload streams at most max_concurrency buffers, and while the
@@ -58,7 +60,10 @@ S3D_API int s3d_download_to_file(struct s3d_client *c, const char *bucket, const
 S3D_API int s3d_upload_from_buffer(struct s3d_client *c, const char *bucket, const char *key,
                                    const void *src, uint64_t len,
                                    const struct s3d_transfer_options *opts);
-/* path "-" reads standard input (streamed, size unknown in advance). */
+/* path "-" reads standard input (streamed, size unknown in advance). A regular file that
+ * changes while it is uploaded (its size or mtime, or bytes that no longer match the checksums
+ * computed from them when they are sent) fails with S3D_EIO ("file changed while reading"),
+ * the key keeping its previous object. */
 S3D_API int s3d_upload_from_file(struct s3d_client *c, const char *bucket, const char *key,
                                  const char *path, const struct s3d_transfer_options *opts);
 /* Copies an object to another key (or bucket), replacing what is there only once the copy is

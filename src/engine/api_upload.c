@@ -3,8 +3,11 @@
  *
  * Memory: an upload from a buffer sends the caller's memory directly (one iovec per part),
  * bounded only by the client's level (the adaptive controller, conc.h), like a checkpoint
- * save. Uploads from a file or standard input go through buffers of part_size bytes
- * ("slots"), allocated as requests need them: a part is read into a slot in the next hook,
+ * save. An upload from a regular file holds no part in memory either: each part is a range of
+ * the file (s3d_put_part from_fd), read by the engine in small chunks for its checksums, then
+ * again by curl's read callback straight into curl's buffer (xfer.h). Standard input, pipes
+ * and files that look empty go through buffers of part_size bytes ("slots"), allocated as
+ * requests need them: a part is read into a slot in the next hook,
  * holds it until its answer and gives it back in release, so the buffers in use follow the
  * level. Upload streams (api_upload_stream.c) hold at most s3d_client_buffers() slots (the
  * fixed concurrency, or what staging_bytes holds while it adapts). Downloads are in
@@ -189,6 +192,55 @@ static int fdup_release(void *ctx, const struct s3d_put_part *p)
     return 0;
 }
 
+/* A regular file's next part: a range of it (s3d_put_part from_fd), which the engine reads
+ * for its checksums and again as it sends it, never into a buffer of its own. Once every
+ * part is handed out (and read for its checksums), the file must still be what it was. */
+static int fdup_next_range(void *ctx, struct s3d_put_part *p)
+{
+    struct fd_up *f = ctx;
+    uint64_t size = (uint64_t)f->st0.st_size;
+    if (f->total >= size) {
+        f->eof = 1;
+        int rc = check_unchanged(f);
+        return rc < 0 ? rc : S3D_FEED_DONE;
+    }
+    if (f->next_number > S3D_MAX_PARTS)
+        return s3d_fail(S3D_ETOOBIG, "%s: more than %u parts of %" PRIu64 " bytes; raise part_size",
+                        f->what, S3D_MAX_PARTS, f->part);
+    p->part_number = f->next_number++;
+    p->from_fd = 1;
+    p->fd = f->fd;
+    p->fd_offset = f->total;
+    p->length = S3D_MIN(f->part, size - f->total);
+    f->total += p->length;
+    return S3D_FEED_OK;
+}
+
+/* The one PUT of a regular file, its checksums computed: the file must still be what it was. */
+static int single_body_read(void *ctx)
+{
+    struct fd_up *f = ctx;
+    f->eof = 1;
+    return check_unchanged(f);
+}
+
+/* A regular file of st_size bytes, sent from the file itself (parts as ranges of it): one PUT
+ * below the threshold, else a multipart upload. */
+static int upload_ranges(struct s3d_client *c, const char *bucket, const char *key, struct fd_up *f,
+                         struct s3d_put_options *po)
+{
+    const struct s3d_put_hooks h = {.next = fdup_next_range, .ctx = f};
+    uint64_t size = (uint64_t)f->st0.st_size;
+    if (size < c->multipart_threshold) {
+        struct s3d_put_part p = {.part_number = 1, .length = size, .from_fd = 1, .fd = f->fd};
+        f->total = size;
+        po->body_read = single_body_read;
+        po->body_ctx = f;
+        return s3d_xfer_put_single_part(c, bucket, key, &p, po);
+    }
+    return s3d_xfer_put_multipart(c, bucket, key, &h, po);
+}
+
 /* Reads the first part into a slot, kept as pending for fdup_next: the size of the input
  * decides between one PUT and a multipart upload. */
 static int fdup_read_first(struct fd_up *f, uint64_t size_hint)
@@ -216,7 +268,9 @@ static int fdup_read_first(struct fd_up *f, uint64_t size_hint)
 }
 
 /* Uploads what fd yields: one PUT when it ends within the first part and below the
- * threshold, else a multipart upload. st: the regular file's stat (NULL: a pipe, size unknown). */
+ * threshold, else a multipart upload. st: the regular file's stat (NULL: a pipe, size unknown).
+ * A regular file that is not empty is sent from the file (upload_ranges); the rest through
+ * slots, read in order. */
 static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, int fd,
                      const char *what, const struct stat *st, const struct topts *o,
                      const char *content_type)
@@ -236,6 +290,11 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
     if (size_hint != 0 && size_hint < c->multipart_threshold)
         f.part = size_hint; /* one PUT of the whole file */
     f.next_number = 1;
+    if (st != NULL && st->st_size > 0) {
+        /* An empty size may still read bytes (/proc): the slots find out. */
+        s3d_topts_put(o, size_hint, content_type, &po);
+        return upload_ranges(c, bucket, key, &f, &po);
+    }
     /* As many slots as the cap, allocated as parts take them: a part is read when a request
      * may start, so the buffers in use follow the level, as a save's parts do. */
     rc = s3d_slots_init(&f.slots, o->max_conc, f.part);

@@ -14,6 +14,7 @@ set(S3D_ENGINE_SOURCES
   src/engine/part_size.c
   src/engine/slots.c
   src/engine/xfer.c
+  src/engine/xfer_body.c
   src/engine/own_checksum.c
   src/engine/multipart.c
   src/engine/xfer_get.c

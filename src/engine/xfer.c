@@ -96,8 +96,8 @@ struct engine {
     unsigned char *seen;   /* part numbers handed out, 1..10000 */
     uint64_t copied_bytes; /* of copy parts kept: progress, never the controller's bytes */
     int object_crc;        /* object_crc32c given: a copy part's CRC is the server's, or none */
-    const struct iovec *single_iov;
-    int single_iovcnt;
+    struct s3d_put_part single; /* the one PUT's body */
+    unsigned char *scratch;     /* for the checksums of parts from a file (xfer_body.h) */
     const struct s3d_put_options *single_o; /* content type and condition; may be NULL */
     uint64_t single_len;
     char etag[80];
@@ -284,7 +284,7 @@ static int feed_part(struct engine *g, struct item *it)
             return feed_copy_part(g, it, &p);
         for (i = 0; i < p.iovcnt; i++)
             sum += p.iov[i].iov_len;
-        if (sum != p.length)
+        if (sum != p.length && !p.from_fd)
             return s3d_fail(S3D_EINVAL,
                             "UploadPart s3://%s/%s: part %u length %" PRIu64
                             " is not the sum of its iovec (%" PRIu64 ")",
@@ -293,42 +293,40 @@ static int feed_part(struct engine *g, struct item *it)
     g->seen[p.part_number] = 1;
     g->handed_out++;
     it->part = p;
-    if (p.has_crc32c)
-        crc = p.crc32c;
-    else
-        for (i = 0; i < p.iovcnt; i++)
-            crc = s3d_crc32c(crc, p.iov[i].iov_base, p.iov[i].iov_len);
+    /* The body (and its CRC-32C) once the op is built, the CRC-32C header after it. */
+    s3d_op_upload_part_init(&it->op, g->bucket, g->key, g->upload_id, p.part_number, it->number,
+                            p.iov, p.iovcnt, p.length, NULL);
+    r = s3d_xfer_body(&g->c->s3, &it->op, &p, &crc, &g->scratch);
+    if (r < 0)
+        return s3d_fail_prefix(r, "UploadPart s3://%s/%s", g->bucket, g->key);
     it->crc_v = crc;
     s3d_crc32c_base64(crc, it->crc);
-    s3d_op_upload_part_init(&it->op, g->bucket, g->key, g->upload_id, p.part_number, it->number,
-                            p.iov, p.iovcnt, p.length, it->crc);
+    s3d_s3_op_add_header(&it->op, "x-amz-checksum-crc32c", it->crc);
     return start_attempt(g, it);
 }
 
 static int feed_single(struct engine *g, struct item *it)
 {
-    uint64_t len = 0;
     uint32_t crc = 0;
-    int i;
+    int rc;
     if (g->handed_out > 0)
         return S3D_FEED_DONE;
-    for (i = 0; i < g->single_iovcnt; i++) {
-        len += g->single_iov[i].iov_len;
-        crc = s3d_crc32c(crc, g->single_iov[i].iov_base, g->single_iov[i].iov_len);
-    }
     g->handed_out = 1;
     item_reset(it);
-    /* The CRC32C twice: for a server that checks and stores checksums, and as user metadata
-     * for one that does neither (Ceph RGW 16), which a download checks against. */
-    it->crc_v = crc;
-    s3d_crc32c_base64(crc, it->crc);
     it->op.operation = "PutObject";
     it->op.method = "PUT";
     it->op.bucket = g->bucket;
     it->op.key = g->key;
-    it->op.iov = g->single_iov;
-    it->op.iovcnt = g->single_iovcnt;
-    it->op.body_len = len;
+    rc = s3d_xfer_body(&g->c->s3, &it->op, &g->single, &crc, &g->scratch);
+    if (rc < 0)
+        return s3d_fail_prefix(rc, "PutObject s3://%s/%s", g->bucket, g->key);
+    if (g->single_o != NULL && g->single_o->body_read != NULL &&
+        (rc = g->single_o->body_read(g->single_o->body_ctx)) < 0)
+        return rc;
+    /* The CRC32C twice: for a server that checks and stores checksums, and as user metadata
+     * for one that does neither (Ceph RGW 16), which a download checks against. */
+    it->crc_v = crc;
+    s3d_crc32c_base64(crc, it->crc);
     s3d_s3_op_add_header(&it->op, "Content-Type",
                          g->single_o && g->single_o->content_type ? g->single_o->content_type
                                                                   : "application/octet-stream");
@@ -740,6 +738,8 @@ static void loop_close(struct engine *g)
     }
     free(g->items);
     g->items = NULL;
+    free(g->scratch);
+    g->scratch = NULL;
     s3d_conc_draining(g->budget, -g->draining_told);
     g->draining_told = 0;
     s3d_s3ctx_multi_release(&g->c->s3, g->mm);
@@ -973,28 +973,24 @@ out:
     return rc;
 }
 
-int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *key,
-                        const struct iovec *iov, int iovcnt, const struct s3d_put_options *o)
+int s3d_xfer_put_single_part(struct s3d_client *c, const char *bucket, const char *key,
+                             const struct s3d_put_part *p, const struct s3d_put_options *o)
 {
     struct engine g;
-    uint64_t len = 0;
-    int i, rc = s3d_client_check(c);
+    int rc = s3d_client_check(c);
     if (rc < 0)
         return rc;
-    for (i = 0; i < iovcnt; i++)
-        len += iov[i].iov_len;
-    if (len > S3D_MAX_SINGLE_PUT)
+    if (p->length > S3D_MAX_SINGLE_PUT)
         return s3d_fail(S3D_ETOOBIG,
                         "PutObject s3://%s/%s: %" PRIu64 " bytes is over the 5 GiB "
                         "limit of one PUT",
-                        bucket, key, len);
+                        bucket, key, p->length);
     engine_init(&g, c, KIND_SINGLE, 1, o ? o->progress : NULL, o ? o->progress_user : NULL,
                 o ? o->cancel : NULL);
     g.bucket = bucket;
     g.key = key;
-    g.single_iov = iov;
-    g.single_iovcnt = iovcnt;
+    g.single = *p;
     g.single_o = o;
-    g.total = len;
+    g.total = p->length;
     return run(&g);
 }

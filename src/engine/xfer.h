@@ -19,6 +19,7 @@
 #include "common/compiler.h"
 
 struct s3d_op_sums;
+struct s3d_s3ctx;
 struct s3d_s3_op;
 struct s3d_http_resp;
 
@@ -172,6 +173,16 @@ struct s3d_put_part {
      * header. 0: the engine computes it. */
     int has_crc32c;
     uint32_t crc32c;
+    /* A part read from a regular file instead of memory (from_fd 1, iov NULL): the bytes
+     * [fd_offset, fd_offset + length) of fd, open until the part is released. The engine
+     * never holds them: it reads them once in small chunks for the part's checksums (its
+     * CRC-32C, and the SHA-256 of a signed payload, in one pass), then again straight into
+     * curl's buffer as they are sent (xfer_body.h). Bytes that no longer match that CRC-32C
+     * when sent (the file changed), or a file that ends early, fail the part with S3D_EIO:
+     * the object never gets other bytes than its checksums describe. */
+    int from_fd;
+    int fd;
+    uint64_t fd_offset;
 };
 
 struct s3d_put_hooks {
@@ -231,6 +242,11 @@ struct s3d_put_options {
      * caller tells the two apart by reading what is in place. */
     const char *if_match;
     int if_none_match;
+    /* Single PUT of a part from a file (s3d_xfer_put_single_part, from_fd): NULL, or called
+     * with body_ctx once the body's checksums are computed, before any byte is sent; < 0 (an
+     * S3D_E* code, recorded) stops the upload there. The caller checks the file is unchanged. */
+    int (*body_read)(void *body_ctx);
+    void *body_ctx;
 };
 
 /* Uploads one object as a multipart upload fed by hooks: CreateMultipartUpload, UploadPart for
@@ -248,5 +264,27 @@ S3D_NODISCARD int s3d_xfer_put_multipart(struct s3d_client *c, const char *bucke
 S3D_NODISCARD int s3d_xfer_put_single(struct s3d_client *c, const char *bucket, const char *key,
                                       const struct iovec *iov, int iovcnt,
                                       const struct s3d_put_options *o);
+
+/* The same from one part's bytes: an iovec, or a range of a file (from_fd); part_number and
+ * user are not used. */
+S3D_NODISCARD int s3d_xfer_put_single_part(struct s3d_client *c, const char *bucket,
+                                           const char *key, const struct s3d_put_part *p,
+                                           const struct s3d_put_options *o);
+
+/* ---- the body of one upload request (xfer_body.c) ------------------------------------- */
+
+/* The chunk a part from a file is read in for its checksums: one buffer per engine, reused. */
+#define S3D_XFER_BODY_CHUNK (256u << 10)
+
+/* Sets the body of op (built already; the caller adds its x-amz-checksum-crc32c header
+ * after) to p's bytes, and *crc to their CRC-32C (p's own when has_crc32c). An iovec is summed in
+ * place. A file range is read once here in chunks of *scratch (S3D_XFER_BODY_CHUNK bytes, allocated
+ * on first use; the caller frees it) for its CRC-32C and, when s3 signs the body, its SHA-256
+ * (op->payload_hash) in the same pass; curl then reads it from the file as it sends it, checking
+ * the CRC-32C again unless the signature guards the bytes already. Returns 0, or S3D_EIO (a read
+ * failed, or the file ended inside the part) / S3D_ENOMEM, recorded. */
+S3D_NODISCARD int s3d_xfer_body(struct s3d_s3ctx *s3, struct s3d_s3_op *op,
+                                const struct s3d_put_part *p, uint32_t *crc,
+                                unsigned char **scratch);
 
 #endif

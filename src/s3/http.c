@@ -28,10 +28,41 @@
 #include "common/fdio.h"
 #include "s3/xml.h"
 
+/* The next bytes of a file body (s3d_http_fdbody), read straight into curl's buffer: a body
+ * from a file is never held in memory of ours. */
+static size_t read_fd(struct s3d_http_req *r, char *buf, size_t want)
+{
+    const struct s3d_http_fdbody *b = r->fdbody;
+    size_t n = (size_t)S3D_MIN((uint64_t)want, r->body_len - r->sent), got = 0;
+    while (got < n) {
+        ssize_t k = pread(b->fd, buf + got, n - got, (off_t)(b->off + r->sent + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            r->fd_err = k < 0 ? S3D_HTTP_FD_READ : S3D_HTTP_FD_SHORT;
+            r->fd_errno = k < 0 ? errno : 0;
+            return CURL_READFUNC_ABORT;
+        }
+        got += (size_t)k;
+    }
+    if (b->check_crc) {
+        r->fd_crc = s3d_crc32c(r->fd_crc, buf, got);
+        if (r->sent + got == r->body_len && r->fd_crc != b->crc) {
+            /* The last bytes never go: the server sees a body cut short, never stores it. */
+            r->fd_err = S3D_HTTP_FD_CHANGED;
+            return CURL_READFUNC_ABORT;
+        }
+    }
+    r->sent += got;
+    return got;
+}
+
 static size_t read_cb(char *buf, size_t size, size_t nmemb, void *ud)
 {
     struct s3d_http_req *r = ud;
     size_t want = size * nmemb, got = 0;
+    if (r->fdbody != NULL)
+        return read_fd(r, buf, want);
     while (got < want && r->iov_idx < r->iovcnt) {
         const struct iovec *v = &r->iov[r->iov_idx];
         size_t n = S3D_MIN(want - got, v->iov_len - r->iov_off);
@@ -55,6 +86,14 @@ static int seek_cb(void *ud, curl_off_t off, int origin)
     uint64_t left;
     if (origin != SEEK_SET || off < 0 || (uint64_t)off > r->body_len)
         return CURL_SEEKFUNC_FAIL;
+    if (r->fdbody != NULL) {
+        /* The running CRC-32C check restarts with the body only. */
+        if (off != 0 && r->fdbody->check_crc)
+            return CURL_SEEKFUNC_CANTSEEK;
+        r->sent = (uint64_t)off;
+        r->fd_crc = 0;
+        return CURL_SEEKFUNC_OK;
+    }
     r->iov_idx = 0;
     r->iov_off = 0;
     r->sent = (uint64_t)off;
@@ -456,6 +495,9 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
     req->iov_idx = 0;
     req->iov_off = 0;
     req->sent = 0;
+    req->fd_crc = 0;
+    req->fd_err = S3D_HTTP_FD_OK;
+    req->fd_errno = 0;
     req->sock_errno = 0;
     req->socks = NULL; /* s3d_http_track_sockets, after this */
     req->errbuf[0] = '\0';

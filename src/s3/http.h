@@ -71,6 +71,21 @@ struct s3d_sockset {
     size_t n, cap;
 };
 
+/* A request body read from a file instead of memory (s3d_http_req.fdbody): the bytes
+ * [off, off + body_len) of fd, read with pread as curl asks for them, never held in a buffer.
+ * check_crc: their CRC-32C must be crc, checked before the last bytes are handed to curl, so
+ * that a file changed since crc was computed ends the request (fd_err) instead of completing
+ * it with other bytes. A read that fails or ends early (a truncated file) ends it too. */
+struct s3d_http_fdbody {
+    int fd;
+    uint64_t off;
+    int check_crc;
+    uint32_t crc;
+};
+
+/* Why a file body ended its request (s3d_http_req.fd_err). */
+enum { S3D_HTTP_FD_OK = 0, S3D_HTTP_FD_READ, S3D_HTTP_FD_SHORT, S3D_HTTP_FD_CHANGED };
+
 struct s3d_http_req {
     /* Set by the caller. */
     const char *method;         /* "GET", "PUT", "POST", "HEAD", "DELETE" */
@@ -80,6 +95,9 @@ struct s3d_http_req {
     const struct iovec *iov;    /* request body, NULL/0 for none; must stay valid until the
                                    request is finished */
     int iovcnt;
+    /* Non-NULL: the body is read from this file range instead of iov (must stay valid until
+     * the request is finished). */
+    const struct s3d_http_fdbody *fdbody;
     uint64_t body_len; /* sum of iov lengths */
     void *dst;         /* receives a 2xx body; NULL = into resp.body */
     uint64_t dst_cap;  /* bytes writable at dst */
@@ -102,6 +120,11 @@ struct s3d_http_req {
     int iov_idx;
     size_t iov_off;
     uint64_t sent;
+    /* fdbody: the CRC-32C of the bytes read from the body's start; the S3D_HTTP_FD_* that
+     * ended the request, and with S3D_HTTP_FD_READ its errno. */
+    uint32_t fd_crc;
+    int fd_err;
+    int fd_errno;
     int sock_errno; /* errno of a socket() that failed (EMFILE: no descriptor left), else 0 */
     struct s3d_sockset *socks; /* where sockets it opens are kept (s3d_http_track_sockets) */
     char errbuf[CURL_ERROR_SIZE];

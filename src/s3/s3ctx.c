@@ -449,13 +449,9 @@ static int region_valid(const char *r)
     return 1;
 }
 
-/* AUTO over plain http: a body goes unsigned only when it carries an x-amz-checksum-crc32c and
- * the server has shown that it refuses a wrong one (s3d_op_probe_body_crc); the checksum then
- * protects the bytes as the signed hash would. */
-static int body_crc_checked(struct s3d_s3ctx *ctx, const struct s3d_s3_op *op)
+/* Whether op carries an x-amz-checksum-crc32c (s3d_s3ctx_signs_body's with_crc). */
+static int op_has_crc(const struct s3d_s3_op *op)
 {
-    if (atomic_load(&ctx->body_crc) != S3D_BODY_CRC_CHECKED)
-        return 0;
     for (size_t i = 0; i < op->n_headers; i++)
         if (strcasecmp(op->headers[i].name, "x-amz-checksum-crc32c") == 0)
             return 1;
@@ -472,6 +468,37 @@ static void req_sink(struct s3d_http_req *req, const struct s3d_s3_op *op)
     req->dst_off = op->dst_off;
     req->sum_body = op->sum_body;
     req->crc_seed = op->crc_seed;
+}
+
+/* AUTO over plain http: a body goes unsigned only when it carries an x-amz-checksum-crc32c and
+ * the server has shown that it refuses a wrong one (s3d_op_probe_body_crc); the checksum then
+ * protects the bytes as the signed hash would. */
+int s3d_s3ctx_signs_body(struct s3d_s3ctx *ctx, int with_crc)
+{
+    const struct s3d_config *cfg = &ctx->cfg;
+    if (cfg->anonymous)
+        return 0;
+    return cfg->payload_signing == S3D_PAYLOAD_SIGNED ||
+           (cfg->payload_signing == S3D_PAYLOAD_AUTO &&
+            !(with_crc && atomic_load(&ctx->body_crc) == S3D_BODY_CRC_CHECKED));
+}
+
+/* The payload hash op is signed with, computed once (retries reuse it): the body's SHA-256,
+ * or UNSIGNED-PAYLOAD (the empty body's hash when it has none). */
+static int op_payload_hash(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)
+{
+    int sign;
+    if (op->payload_hash[0] != '\0')
+        return 0;
+    sign = s3d_s3ctx_signs_body(ctx, op_has_crc(op));
+    if (sign && op->body_len > 0 && op->from_file)
+        return s3d_fail(S3D_EINVAL, "%s: the payload hash of a body from a file is the caller's",
+                        op->operation);
+    if (sign && op->body_len > 0)
+        return s3d_sha256_iov_hex(op->iov, op->iovcnt, op->payload_hash);
+    snprintf(op->payload_hash, sizeof(op->payload_hash), "%s",
+             sign || op->body_len == 0 ? S3D_EMPTY_SHA256 : S3D_UNSIGNED_PAYLOAD);
+    return 0;
 }
 
 int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
@@ -522,19 +549,8 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
         op->signed_with = NULL;
         if ((rc = s3d_credcache_get(ctx->creds, &op->signed_with)) < 0)
             return s3d_fail_prefix(rc, "%s", op->operation);
-        if (op->payload_hash[0] == '\0') {
-            int sign = cfg->payload_signing == S3D_PAYLOAD_SIGNED ||
-                       (cfg->payload_signing == S3D_PAYLOAD_AUTO && !body_crc_checked(ctx, op));
-            if (sign && op->body_len > 0) {
-                rc = s3d_sha256_iov_hex(op->iov, op->iovcnt, op->payload_hash);
-                if (rc < 0)
-                    return rc;
-            } else if (sign || op->body_len == 0) {
-                snprintf(op->payload_hash, sizeof(op->payload_hash), "%s", S3D_EMPTY_SHA256);
-            } else {
-                snprintf(op->payload_hash, sizeof(op->payload_hash), "%s", S3D_UNSIGNED_PAYLOAD);
-            }
-        }
+        if ((rc = op_payload_hash(ctx, op)) < 0)
+            return rc;
         memset(&sr, 0, sizeof(sr));
         sr.method = op->method;
         sr.host = op->host.data;
@@ -583,6 +599,7 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
     op->req.headers = op->slist;
     op->req.iov = op->iov;
     op->req.iovcnt = op->iovcnt;
+    op->req.fdbody = op->from_file ? &op->body_file : NULL;
     op->req.body_len = op->body_len;
     req_sink(&op->req, op);
     if (op->req.body_max == 0)
@@ -649,6 +666,35 @@ static int precondition_failed(struct s3d_s3_op *op, const struct s3d_err_s3 *d,
     return 0;
 }
 
+/* The server refused a body from a file as not matching its signed SHA-256 or its CRC-32C:
+ * the file changed after its checksums were computed. */
+static int file_changed_answer(const struct s3d_s3_op *op)
+{
+    return op->from_file && (strcmp(op->s3_code, "XAmzContentSHA256Mismatch") == 0 ||
+                             strcmp(op->s3_code, "BadDigest") == 0);
+}
+
+/* A body from a file that ended its request (http.h, fd_err): S3D_EIO, never retried, the
+ * bytes the checksums were computed from no longer being there to send. */
+static int fd_body_failed(struct s3d_s3_op *op, const struct s3d_err_s3 *d, const char *where)
+{
+    const struct s3d_http_req *r = &op->req;
+    uint64_t at = op->body_file.off + r->sent;
+    if (r->fd_err == S3D_HTTP_FD_READ)
+        return s3d_fail_s3(S3D_EIO, d, "%s: reading the file at byte %" PRIu64 ": %s", where, at,
+                           strerror(r->fd_errno));
+    if (r->fd_err == S3D_HTTP_FD_SHORT)
+        return s3d_fail_s3(S3D_EIO, d,
+                           "%s: file changed while reading (it ended at byte %" PRIu64
+                           " while the part was being sent: truncated)",
+                           where, at);
+    return s3d_fail_s3(S3D_EIO, d,
+                       "%s: file changed while reading (bytes %" PRIu64 "-%" PRIu64
+                       " no longer match the CRC-32C computed from them before sending); the "
+                       "request was cut short, nothing stored",
+                       where, op->body_file.off, op->body_file.off + op->body_len - 1);
+}
+
 int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLcode cc)
 {
     struct s3d_http_resp *r = &op->req.resp;
@@ -691,6 +737,8 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
         return s3d_fail_s3(s3d_err_from_errno(r->write_errno), &d,
                            "%s: writing the body into the file at offset %" PRIu64 ": %s", where,
                            op->dst_off + r->received, strerror(r->write_errno));
+    if (op->req.fd_err != S3D_HTTP_FD_OK)
+        return fd_body_failed(op, &d, where);
     if (r->header_toobig)
         return s3d_fail_s3(S3D_EPROTO, &d, "%s: response headers over %u bytes", where,
                            S3D_HTTP_MAX_HEADER_BYTES);
@@ -751,12 +799,17 @@ int s3d_s3_op_result(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e, CURLc
     /* A server that sends no request id (a HEAD's answer has no body to carry one) gets no
      * placeholder in the message. */
     rid = d.request_id != NULL && d.request_id[0] != '\0';
-    err = s3d_fail_s3(err, &d, "%s: HTTP %ld %s%s%s%s%s%s%s%s%s", where, r->status,
+    if (file_changed_answer(op))
+        err = S3D_EIO;
+    err = s3d_fail_s3(err, &d, "%s: HTTP %ld %s%s%s%s%s%s%s%s%s%s", where, r->status,
                       op->s3_code[0] ? op->s3_code : s3d_strerror(err),
                       xe.message && xe.message[0] ? ": " : "", or_empty(xe.message),
                       r->bucket_region[0] ? " (the bucket is in region " : "", r->bucket_region,
                       r->bucket_region[0] ? ")" : "", rid ? " (request id " : "",
-                      rid ? d.request_id : "", rid ? ")" : "");
+                      rid ? d.request_id : "", rid ? ")" : "",
+                      file_changed_answer(op) ? "; file changed while reading: its bytes differ "
+                                                "from the checksums computed before sending"
+                                              : "");
     s3d_xml_error_free(&xe);
     return err;
 }

@@ -147,6 +147,10 @@ struct s3d_s3_op {
     size_t n_headers;
     const struct iovec *iov; /* request body; NULL/0 for none */
     int iovcnt;
+    /* from_file: the body is body_file's range of a file instead (http.h, s3d_http_fdbody);
+     * payload_hash must then be set by the caller (s3d_s3ctx_signs_body says which). */
+    int from_file;
+    struct s3d_http_fdbody body_file;
     uint64_t body_len;
     void *dst; /* 2xx body destination; NULL = op->req.resp.body */
     uint64_t dst_cap;
@@ -206,6 +210,11 @@ S3D_NODISCARD int s3d_s3_op_expired_retry(struct s3d_s3ctx *ctx, struct s3d_s3_o
  * <Region>) and this op has not yet resent for that: the region is remembered for the bucket
  * (logged at info) and the caller resends at once. Called at most once per op. */
 S3D_NODISCARD int s3d_s3_op_region_retry(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, int err);
+
+/* 1 when s3d_s3_op_prepare signs a non-empty body with its SHA-256 (0: UNSIGNED-PAYLOAD).
+ * with_crc: the request carries x-amz-checksum-crc32c. For a caller that hashes a body
+ * itself (from_file) into op->payload_hash before the first prepare. */
+int s3d_s3ctx_signs_body(struct s3d_s3ctx *ctx, int with_crc);
 
 /* Runs op to completion on the calling thread with retries (new signature per attempt,
  * backoff with full jitter, the client's attempts and deadline). Returns 0 or the S3D_E*

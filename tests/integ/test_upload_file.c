@@ -1,0 +1,223 @@
+/* test_upload_file.c - uploads from a regular file (s3d_upload_from_file), whose parts are
+ * ranges of the file that curl reads as it sends them (engine/xfer.h, from_fd), never copies
+ * held in memory:
+ *   1. a connection cut mid-part (multipart) or mid-body (one PUT) is resent with the exact
+ *      bytes, signed or not (the proxy also checks every body against its CRC-32C);
+ *   2. a file changed in place after its checksums were computed, while its bytes are being
+ *      sent, fails the upload with S3D_EIO "file changed while reading": unsigned, the bytes
+ *      sent are checked against the CRC-32C before the last one goes; signed, the server
+ *      refuses them. The key keeps its previous object, no upload stays open;
+ *   3. a file truncated while its bytes are being sent fails the same way, never with zeros.
+ * A slow proxy (tproxy.c, delay_us) keeps the bytes in flight long enough to change the file
+ * between the checksum pass and the send. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "tproxy.h"
+
+#define MiB (1u << 20)
+
+static struct s3d_client *client_at(const char *url, uint64_t part, uint32_t conc, int signing)
+{
+    struct s3d_client_options o;
+    struct s3d_client *c = NULL;
+    memset(&o, 0, sizeof(o));
+    o.endpoint_url = url;
+    o.part_size = part;
+    o.max_concurrency = conc;
+    o.payload_signing = signing;
+    CHECK_OK(s3d_client_new(&o, &c));
+    return c;
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    CHECK(write(fd, p, n) == (ssize_t)n);
+    CHECK(close(fd) == 0);
+}
+
+static int count_upload(void *user, const struct s3d_upload_entry *e)
+{
+    (void)e;
+    (*(int *)user)++;
+    return 0;
+}
+
+static int count_lines(const char *log, const char *a)
+{
+    int n = 0;
+    for (const char *p = log; (p = strstr(p, a)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* At the first progress report (bytes already handed to curl: its checksum pass is over), the
+ * file is changed far past what was sent: one byte flipped at off, or cut to off bytes. */
+struct change {
+    const char *path;
+    uint64_t off;
+    int truncate;
+    int done;
+    uint64_t sent_then;
+};
+
+static int change_cb(void *user, uint64_t done, uint64_t total)
+{
+    struct change *ch = user;
+    (void)total;
+    if (ch->done || done == 0)
+        return 0;
+    ch->done = 1;
+    ch->sent_then = done;
+    if (ch->truncate) {
+        CHECK(truncate(ch->path, (off_t)ch->off) == 0);
+    } else {
+        unsigned char b;
+        int fd = open(ch->path, O_RDWR);
+        CHECK(fd >= 0);
+        CHECK(pread(fd, &b, 1, (off_t)ch->off) == 1);
+        b ^= 0x01;
+        CHECK(pwrite(fd, &b, 1, (off_t)ch->off) == 1);
+        CHECK(close(fd) == 0);
+    }
+    return 0;
+}
+
+/* The key still holds want (n bytes), and no multipart upload is open. */
+static void check_kept(struct s3d_client *direct, const char *bucket, const char *key,
+                       const char *want, size_t n, char *dst)
+{
+    uint64_t got = 0;
+    int uploads = 0;
+    memset(dst, 0, n);
+    CHECK_OK(s3d_download_to_buffer(direct, bucket, key, 0, UINT64_MAX, dst, n, &got, NULL));
+    CHECK_EQ_U64(got, n);
+    CHECK(memcmp(dst, want, n) == 0);
+    CHECK_OK(s3d_list_uploads(direct, bucket, NULL, count_upload, &uploads));
+    CHECK(uploads == 0);
+}
+
+/* 1. Cut connections: the part (or the one PUT) is sent again from the file, exactly. */
+static void cut_case(struct s3d_client *direct, const char *host, int port, const char *bucket,
+                     const char *path, char *src, char *dst, int signing)
+{
+    struct tproxy_opts po;
+    struct tproxy *px;
+    struct s3d_client *via;
+    const size_t n = 20u * MiB, small = 3u * MiB;
+
+    memset(&po, 0, sizeof(po));
+    po.cut_s2c_after = po.stall_s2c_after = -1;
+    po.cut_c2s_after = 8 * MiB; /* inside part 2 of 6 MiB */
+    px = tproxy_start(host, port, &po);
+    via = client_at(tproxy_url(px), 6u * MiB, 1, signing);
+    t_fill_random(src, n, 100 + (uint64_t)signing);
+    write_file(path, src, n);
+    CHECK_OK(s3d_upload_from_file(via, bucket, "cut-mp", path, NULL));
+    CHECK(tproxy_cuts(px) == 1);
+    fprintf(stderr, "proxy log (multipart cut, signing %d):\n%s", signing, tproxy_log(px));
+    CHECK(count_lines(tproxy_log(px), "partNumber=2&") == 2);
+    CHECK(tproxy_crc_checked(px) == 4); /* every part whole, each with its CRC-32C */
+    CHECK(tproxy_crc_bad(px) == 0);
+    check_kept(direct, bucket, "cut-mp", src, n, dst);
+    s3d_client_free(via);
+    tproxy_stop(px);
+
+    po.cut_c2s_after = 1 * MiB; /* inside the one PUT of 3 MiB */
+    px = tproxy_start(host, port, &po);
+    via = client_at(tproxy_url(px), 6u * MiB, 1, signing);
+    t_fill_random(src, small, 200 + (uint64_t)signing);
+    write_file(path, src, small);
+    CHECK_OK(s3d_upload_from_file(via, bucket, "cut-one", path, NULL));
+    CHECK(tproxy_cuts(px) == 1);
+    CHECK(count_lines(tproxy_log(px), "PUT /") == 2);
+    CHECK(tproxy_crc_checked(px) == 1); /* the whole one */
+    CHECK(tproxy_crc_bad(px) == 0);
+    check_kept(direct, bucket, "cut-one", src, small, dst);
+    s3d_client_free(via);
+    tproxy_stop(px);
+}
+
+/* 2 and 3. The file changed (or truncated) under bytes in flight: S3D_EIO, the key keeps v0. */
+static void change_case(struct s3d_client *direct, const char *host, int port, const char *bucket,
+                        const char *path, char *src, char *dst, int signing, int multipart,
+                        int truncate_it)
+{
+    struct tproxy_opts po;
+    struct tproxy *px;
+    struct s3d_client *via;
+    struct s3d_transfer_options to;
+    struct change ch;
+    /* A multipart upload of 3 parts of 8 MiB at 4 requests at once: every part's checksums
+     * are computed before the first byte goes (the file is then checked unchanged); or one
+     * PUT of 40 MiB. Either way far more than goes out before the first progress report. */
+    const size_t n = multipart ? 24u * MiB : 40u * MiB;
+    const uint64_t part = multipart ? 8u * MiB : 64u * MiB;
+
+    t_fill_random(dst, n, 300);
+    CHECK_OK(s3d_upload_from_buffer(direct, bucket, "changed", dst, n, NULL));
+    memcpy(src, dst, n); /* v0, what the key must keep */
+
+    memset(&po, 0, sizeof(po));
+    po.cut_s2c_after = po.cut_c2s_after = po.stall_s2c_after = -1;
+    po.delay_us = 3000; /* per 64 KiB: about 20 MB/s a connection */
+    px = tproxy_start(host, port, &po);
+    via = client_at(tproxy_url(px), part, 4, signing);
+    t_fill_random(dst, n, 301);
+    write_file(path, dst, n);
+    memset(&ch, 0, sizeof(ch));
+    ch.path = path;
+    ch.truncate = truncate_it;
+    ch.off = truncate_it ? n / 2 + 12345 : n - 1;
+    memset(&to, 0, sizeof(to));
+    to.progress = change_cb;
+    to.progress_user = &ch;
+    CHECK_ERR(s3d_upload_from_file(via, bucket, "changed", path, &to), S3D_EIO);
+    fprintf(stderr, "signing %d, multipart %d, truncate %d: changed after %llu bytes sent: %s\n",
+            signing, multipart, truncate_it, (unsigned long long)ch.sent_then,
+            s3d_last_error_message());
+    CHECK(ch.done && ch.sent_then < n / 4);
+    CHECK_MSG_HAS("file changed while reading");
+    /* Unsigned, no body went whole with other bytes than its CRC-32C says; signed, one may
+     * have (the server refused it: its SHA-256 did not match). */
+    CHECK(signing == S3D_PAYLOAD_SIGNED || tproxy_crc_bad(px) == 0);
+    s3d_client_free(via);
+    tproxy_stop(px);
+    check_kept(direct, bucket, "changed", src, n, dst);
+}
+
+int main(void)
+{
+    const char *ep = t_s3_endpoint();
+    char host[256], bucket[128], path[600];
+    int port;
+    struct s3d_client *direct;
+    const size_t cap = 40u * MiB;
+    char *src = malloc(cap), *dst = malloc(cap);
+
+    CHECK(src != NULL && dst != NULL);
+    setenv("S3D_TEST_RETRY_BASE_MS", "20", 1);
+    tproxy_parse_endpoint(ep, host, sizeof(host), &port);
+    direct = t_s3_client();
+    t_s3_bucket(direct, "upfile", bucket, sizeof(bucket));
+    snprintf(path, sizeof(path), "%s/upload-src.bin", t_tmpdir());
+
+    for (int s = 0; s < 2; s++) {
+        int signing = s ? S3D_PAYLOAD_SIGNED : S3D_PAYLOAD_UNSIGNED;
+        cut_case(direct, host, port, bucket, path, src, dst, signing);
+        change_case(direct, host, port, bucket, path, src, dst, signing, 0, 0);
+        change_case(direct, host, port, bucket, path, src, dst, signing, 1, 0);
+        change_case(direct, host, port, bucket, path, src, dst, signing, 0, 1);
+    }
+    unlink(path);
+    s3d_client_free(direct);
+    free(src);
+    free(dst);
+    return 0;
+}
