@@ -10,7 +10,7 @@
  * then a GPU save through a client); a pool pinned for device 1 keeps the default policy, and
  * the pin succeeds whatever the lookup or mbind says. What one node cannot show: pages going
  * to, or moving to, another node. Skipped when a real driver is found first, or where the
- * kernel (no NUMA) or a seccomp filter refuses mbind. */
+ * kernel (no NUMA), a seccomp filter or qemu-user (make test-aarch64) refuses mbind. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -80,6 +80,25 @@ static void set_numa_node(const char *dev, const char *text)
     CHECK(f != NULL);
     fputs(text, f);
     fclose(f);
+}
+
+/* Removes the tree set_numa_node made, and t_tmpdir() when it is empty. */
+static void remove_tree(void)
+{
+    static const char *const dirs[] = {"/sys/bus/pci/devices/0000:3b:00.0",
+                                       "/sys/bus/pci/devices/0000:86:00.0",
+                                       "/sys/bus/pci/devices",
+                                       "/sys/bus/pci",
+                                       "/sys/bus",
+                                       "/sys",
+                                       ""};
+    char path[700];
+    for (size_t i = 0; i < S3D_ARRAY_LEN(dirs); i++) {
+        snprintf(path, sizeof(path), "%s%s/numa_node", t_tmpdir(), dirs[i]);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s%s", t_tmpdir(), dirs[i]);
+        rmdir(path);
+    }
 }
 
 /* The policy numa_maps shows for the one mapping that holds [p, p + n) whole ("default",
@@ -281,10 +300,13 @@ int main(void)
         /* mbind(MPOL_PREFERRED, node 0) of the test's own, not the library's. */
         unsigned long node0 = 1;
         void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        char pol[64];
         CHECK(probe != MAP_FAILED);
         if (syscall(SYS_mbind, probe, 4096ul, 1, &node0, 2ul, 0u) != 0)
-            t_skip("mbind refused here: %s", strerror(errno));
-        CHECK_POLICY(probe, 4096, "prefer:0");
+            t_skip("mbind refused here: %s", strerror(errno)); /* qemu-user: ENOSYS */
+        policy_of(probe, 4096, pol, sizeof(pol));
+        if (strcmp(pol, "prefer:0") != 0)
+            t_skip("/proc/self/numa_maps does not show this process's policies (\"%s\")", pol);
         munmap(probe, 4096);
     }
 
@@ -300,5 +322,6 @@ int main(void)
     client_pool(dev, &seen);
     s3d_device_free(dev);
     s3d_log_set_callback(NULL, NULL, 0);
+    remove_tree();
     return 0;
 }
