@@ -120,9 +120,10 @@ int s3d_host_prefer_node(void *p, size_t size, int node, char *why, size_t why_c
     }
     memset(mask, 0, sizeof(mask));
     mask[(size_t)node / bits] |= 1ul << ((size_t)node % bits);
-    /* maxnode is one more than the bits given: the kernel reads maxnode - 1 of them. */
-    if (syscall(SYS_mbind, p, size, NUMA_MPOL_PREFERRED, mask, (unsigned long)NUMA_MAX_NODES + 1,
-                NUMA_MPOL_MF_MOVE) != 0) {
+    /* maxnode is one more than the bits given: the kernel reads maxnode - 1 of them. Every
+     * argument is long-sized: syscall() passes them on as they come. */
+    if (syscall(SYS_mbind, p, (unsigned long)size, (unsigned long)NUMA_MPOL_PREFERRED, mask,
+                (unsigned long)NUMA_MAX_NODES + 1, (unsigned long)NUMA_MPOL_MF_MOVE) != 0) {
         snprintf(why, why_cap, "mbind(MPOL_PREFERRED, node %d): %s", node, strerror(errno));
         return -1;
     }

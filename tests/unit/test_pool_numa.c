@@ -302,7 +302,7 @@ int main(void)
         void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         char pol[64];
         CHECK(probe != MAP_FAILED);
-        if (syscall(SYS_mbind, probe, 4096ul, 1, &node0, 2ul, 0u) != 0)
+        if (syscall(SYS_mbind, probe, 4096ul, 1ul, &node0, 2ul, 0ul) != 0)
             t_skip("mbind refused here: %s", strerror(errno)); /* qemu-user: ENOSYS */
         policy_of(probe, 4096, pol, sizeof(pol));
         if (strcmp(pol, "prefer:0") != 0)
