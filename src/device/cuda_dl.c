@@ -54,6 +54,7 @@ struct cuda_fns {
     CUresult (*cuDriverGetVersion)(int *version);
     CUresult (*cuDeviceGetCount)(int *count);
     CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+    CUresult (*cuDeviceGetPCIBusId)(char *bus_id, int len, CUdevice dev); /* optional */
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
     CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev); /* _v2 */
     CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
@@ -131,6 +132,7 @@ static int load_symbols(struct s3d_cuda *c, char *why, size_t why_cap)
         SYM(cuDriverGetVersion, "cuDriverGetVersion", 0),
         SYM(cuDeviceGetCount, "cuDeviceGetCount", 0),
         SYM(cuDeviceGet, "cuDeviceGet", 0),
+        SYM(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", 1),
         SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 0),
         SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 0),
         SYM(cuCtxGetCurrent, "cuCtxGetCurrent", 0),
@@ -463,6 +465,22 @@ static void cuda_mem_free(struct s3d_device *dev, int ordinal, uint64_t dptr)
     s3d_cuda_ctx_leave(dev, ordinal, &prev);
 }
 
+/* For the staging pool's NUMA placement (numa.c). Needs no context: cuInit is enough. */
+static int cuda_pci_bus_id(struct s3d_device *dev, int ordinal, char *buf, size_t cap)
+{
+    struct s3d_cuda *c = dev->cuda;
+    CUdevice d;
+    CUresult r;
+    if (c->f.cuDeviceGetPCIBusId == NULL)
+        return s3d_fail(S3D_ENOTSUP, "cuDeviceGetPCIBusId: not in this libcuda.so.1");
+    if ((r = c->f.cuDeviceGet(&d, ordinal)) != CUDA_SUCCESS)
+        return cu_fail(c, "cuDeviceGet", r);
+    if ((r = c->f.cuDeviceGetPCIBusId(buf, (int)cap, d)) != CUDA_SUCCESS)
+        return cu_fail(c, "cuDeviceGetPCIBusId", r);
+    buf[cap - 1] = '\0';
+    return 0;
+}
+
 /* ---- streams and events ---------------------------------------------------------------- */
 
 static int cuda_stream_new(struct s3d_device *dev, struct s3d_stream *s)
@@ -665,4 +683,5 @@ const struct s3d_device_ops s3d_cuda_ops = {
     .event_sync = cuda_event_sync,
     .wait_external = cuda_wait_external,
     .wait_event = cuda_wait_event,
+    .pci_bus_id = cuda_pci_bus_id,
 };

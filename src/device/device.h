@@ -103,6 +103,22 @@ void s3d_device_host_unregister(struct s3d_device *dev, int ordinal, void *p);
  * s3d_device_emu_stale_copies. */
 void s3d_device_host_released(struct s3d_device *dev, const void *p, size_t n);
 
+/* ---- host memory near a device (numa.c) ----------------------------------------------- */
+
+/* The NUMA node of device ordinal's PCI function: cuDeviceGetPCIBusId, then
+ * /sys/bus/pci/devices/<address>/numa_node (S3D_TEST_SYSFS_ROOT replaces /sys in builds with
+ * the test hooks). -1 when there is none to use, the reason written into why (always
+ * terminated): a host or emulated backend (no PCI bus), a driver without the call or failing
+ * it (its message; it is also the thread's last error), no such file, or -1 in it (a one-node
+ * machine, a VM). Not an error: the caller places nothing. */
+int s3d_device_numa_node(struct s3d_device *dev, int ordinal, char *why, size_t why_cap);
+/* Sets the memory policy of [p, p + size) (p page-aligned, a mapping of this process) to
+ * prefer node: pages allocated there later come from node while it has free memory, from
+ * another node after, and pages already present elsewhere are moved to it, but for those
+ * pinned or shared with another process (MPOL_PREFERRED, MPOL_MF_MOVE). 0, or -1 with the
+ * reason (mbind's errno) in why. */
+int s3d_host_prefer_node(void *p, size_t size, int node, char *why, size_t why_cap);
+
 /* ---- device memory (tests and benchmarks: the library itself never allocates any) ---- */
 
 /* size bytes of device memory on ordinal (cuMemAlloc; emulated: host memory). */

@@ -36,6 +36,9 @@ struct s3d_device_ops {
     int (*wait_external)(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_stream);
     int (*wait_event)(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_event);
     void (*host_released)(struct s3d_device *dev, const void *p, size_t n); /* NULL: no-op */
+    /* The PCI address of device ordinal as the driver spells it ("0000:3B:00.0") into buf;
+     * 0, or a negative code with the detail recorded. NULL: no PCI bus (host, emulated). */
+    int (*pci_bus_id)(struct s3d_device *dev, int ordinal, char *buf, size_t cap);
 };
 
 /* A deferred operation of the emulated backend: a copy, a "kernel" that fills device memory,

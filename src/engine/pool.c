@@ -18,6 +18,7 @@
  * blocks (one huge pinned allocation fails more often than several moderate ones), and never
  * grows. Chunk size is a multiple of 4096 and blocks are page-aligned, so every chunk is
  * aligned for O_DIRECT. The blocks are MADV_DONTFORK: a forked child does not get them.
+ * Pinned by s3d_pool_pin for a GPU, they first prefer that GPU's NUMA node (place_blocks).
  *
  * Threads: the locked part (free[], n_free, out[], in_use, high_water) is under mu; cv
  * signals a put. Everything else is set at creation and read-only. mu is a leaf lock. */
@@ -336,12 +337,35 @@ int s3d_pool_owns(const struct s3d_pool *p, const void *ptr)
     return p != NULL && ptr != NULL && chunk_index(p, ptr) != (size_t)-1;
 }
 
+/* Makes the blocks' pages prefer the NUMA node of GPU ordinal, before cuMemHostRegister
+ * faults them all in: the pages land on that GPU's socket, and its copies do not cross the
+ * link between sockets. Pages already touched (host-only transfers used the pool first) are
+ * moved there. Nothing here fails the pin: no node known, or mbind refused, is logged. */
+static void place_blocks(const struct s3d_pool *p, struct s3d_device *dev, int ordinal)
+{
+    char why[512];
+    const int node = s3d_device_numa_node(dev, ordinal, why, sizeof(why));
+    if (node < 0) {
+        S3D_DEBUG("staging pool: no NUMA node for cuda:%d: %s", ordinal, why);
+        return;
+    }
+    for (size_t b = 0; b < p->n_blocks; b++)
+        if (s3d_host_prefer_node(p->blocks[b].base, p->blocks[b].size, node, why, sizeof(why)) <
+            0) {
+            S3D_INFO("staging pool: not placed on NUMA node %d (cuda:%d): %s", node, ordinal, why);
+            return;
+        }
+    S3D_DEBUG("staging pool: %zu x %zu bytes prefer NUMA node %d, cuda:%d's", p->n_chunks,
+              p->chunk_size, node, ordinal);
+}
+
 int s3d_pool_pin(struct s3d_pool *p, struct s3d_device *dev, int ordinal)
 {
     size_t b;
     int rc = 0;
     if (p->dev != NULL || p->pin_dev != NULL)
         return 0; /* allocated pinned, or pinned already */
+    place_blocks(p, dev, ordinal);
     for (b = 0; b < p->n_blocks; b++) {
         rc = s3d_device_host_register(dev, ordinal, p->blocks[b].base, p->blocks[b].size);
         if (rc < 0)

@@ -35,9 +35,12 @@ S3D_NODISCARD int s3d_pool_new(struct s3d_device *dev, uint64_t total_bytes, uin
                                struct s3d_pool **out);
 /* Pins a pool made with dev NULL (plain memory, for host-only transfers) the first time a
  * device transfer needs it: cuMemHostRegister of each block in device ordinal's primary
- * context (retained by dev until s3d_device_free; dev must outlive the pool). No-op when the
- * pool is pinned already. Not thread-safe against itself: the caller serializes (the
- * client's lazy_lock). Chunks may be in use meanwhile. */
+ * context (retained by dev until s3d_device_free; dev must outlive the pool). Before that,
+ * the blocks are made to prefer ordinal's NUMA node (s3d_device_numa_node), their pages
+ * touched already moved there; a node unknown or refused is logged, never an error. No-op
+ * when the pool is pinned already (a pool allocated pinned is not placed). Not thread-safe
+ * against itself: the caller serializes (the client's lazy_lock). Chunks may be in use
+ * meanwhile. */
 S3D_NODISCARD int s3d_pool_pin(struct s3d_pool *pool, struct s3d_device *dev, int ordinal);
 int s3d_pool_is_pinned(const struct s3d_pool *pool);
 /* Frees the pool's memory. Every chunk must have been put back. NULL ok. */

@@ -434,6 +434,15 @@ int main(int argc, char **argv)
            s3d_pool_is_pinned(c.pool) ? "yes" : "no");
     if (cuf)
         printf("cuFile driver mode: %s\n", s3d_cufile_mode_name(s3d_cufile_driver_mode()));
+    {
+        /* Where s3d_pool_pin placed the pool (issue 39): proven only on a GPU host. */
+        char nwhy[512];
+        int node = s3d_device_numa_node(c.dev, 0, nwhy, sizeof(nwhy));
+        if (node >= 0)
+            printf("staging pool: prefers NUMA node %d, cuda:0's\n", node);
+        else
+            printf("staging pool: no NUMA node: %s\n", nwhy);
+    }
     printf("| %-44s | %8s | %s\n", "path", "GB/s", "note");
     printf("|%s|%s|%s\n", "----------------------------------------------", "----------", "------");
     int failed = 0;

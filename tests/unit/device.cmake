@@ -37,3 +37,8 @@ s3d_test(test_cuda_events unit/test_cuda_events.c)
 add_dependencies(test_cuda_events fake_cuda fake_cufile)
 set_target_properties(test_cuda_events PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_RPATH})
 target_link_options(test_cuda_events PRIVATE -Wl,--disable-new-dtags)
+# The staging pool placed on its GPU's NUMA node: the same stand-ins and a sysfs tree of its own.
+s3d_test(test_pool_numa unit/test_pool_numa.c)
+add_dependencies(test_pool_numa fake_cuda fake_cufile)
+set_target_properties(test_pool_numa PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_RPATH})
+target_link_options(test_pool_numa PRIVATE -Wl,--disable-new-dtags)

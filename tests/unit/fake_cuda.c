@@ -26,7 +26,9 @@
  * CUDA_ERROR_ILLEGAL_ADDRESS, FAKE_CUDA_FAIL_RECORD=1 event records (copies queued before
  * stay queued: fake_cuda_pending_copies() shows who returned a buffer before they ran).
  * fake_cuda_stats() reports counters to the test, fake_cuda_ctx_refs(d) the references on device
- * d's primary context. */
+ * d's primary context. cuMemHostRegister faults every page in, as pinning does, and keeps the
+ * memory policy each range had then (fake_cuda_register_modes); cuDeviceGetPCIBusId answers a
+ * fixed address per device (FAKE_CUDA_FAIL_BUSID=1: an error). */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -34,6 +36,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -210,6 +214,19 @@ EXPORT CUresult cuDeviceGet(int *d, int ordinal)
     *d = ordinal;
     return 0;
 }
+/* The PCI addresses as drivers spell them: upper case, device 1 with an 8-digit domain (as
+ * NVML's). FAKE_CUDA_FAIL_BUSID=1 makes the call fail (CUDA_ERROR_INVALID_DEVICE). */
+EXPORT CUresult cuDeviceGetPCIBusId(char *bus, int len, int d)
+{
+    static const char *const ids[NDEV] = {"0000:3B:00.0", "00000000:86:00.0"};
+    const char *f = getenv("FAKE_CUDA_FAIL_BUSID");
+    if ((f && *f == '1') || d < 0 || d >= NDEV)
+        return 101;
+    if (len <= (int)strlen(ids[d]))
+        return 1; /* CUDA_ERROR_INVALID_VALUE */
+    snprintf(bus, (size_t)len, "%s", ids[d]);
+    return 0;
+}
 EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int d)
 {
     BUMP(g_ctx[d].refs);
@@ -249,9 +266,38 @@ EXPORT CUresult cuMemFreeHost(void *p)
     free(p);
     return 0;
 }
+/* The memory policy (get_mempolicy's mode: 0 default, 1 preferred, -1 unknown) that each range
+ * registered had when cuMemHostRegister pinned it, in order (under g_mu). */
+static int g_reg_modes[64];
+static int g_n_reg;
+
 EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags)
 {
-    return need_ctx();
+    int mode = -1, rc = need_ctx();
+    if (rc)
+        return rc;
+    /* As the driver, which pins the pages: each one is faulted in now, from the node the
+     * range's memory policy says, so a policy set after this call places nothing. */
+    if (syscall(SYS_get_mempolicy, &mode, NULL, 0ul, p, 2ul /* MPOL_F_ADDR */) != 0)
+        mode = -1;
+    pthread_mutex_lock(&g_mu);
+    if (g_n_reg < 64)
+        g_reg_modes[g_n_reg] = mode;
+    g_n_reg++;
+    pthread_mutex_unlock(&g_mu);
+    madvise(p, n, 23 /* MADV_POPULATE_WRITE, Linux 5.14; older kernels: no-op */);
+    return 0;
+}
+
+/* How many ranges cuMemHostRegister pinned; the modes of the first cap in out. */
+EXPORT int fake_cuda_register_modes(int *out, int cap)
+{
+    pthread_mutex_lock(&g_mu);
+    int n = g_n_reg;
+    for (int i = 0; i < cap && i < n && i < 64; i++)
+        out[i] = g_reg_modes[i];
+    pthread_mutex_unlock(&g_mu);
+    return n;
 }
 EXPORT CUresult cuMemHostUnregister(void *p)
 {
