@@ -3,7 +3,6 @@
  * download fails with S3D_ECHANGED instead of handing back the start of one version and the
  * rest of the other: into memory, into a file (nothing left at the path), a first range
  * resumed after a broken connection, and a checkpoint read after its open. */
-#include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,19 +81,6 @@ static int count_upload(void *user, const struct s3d_upload_entry *e)
 {
     (*(int *)user)++;
     return 0;
-}
-
-static size_t dir_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    size_t n = 0;
-    CHECK(d != NULL);
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
 }
 
 static void checkpoint_case(struct s3d_client *direct, const char *bucket)
@@ -192,7 +178,7 @@ int main(void)
     CHECK_ERR(s3d_download_to_file(small, bucket, "obj", path, &to), S3D_ECHANGED);
     CHECK(w.done);
     CHECK(stat(path, &st) != 0);
-    CHECK(dir_entries(dir) == 0);
+    CHECK(t_dir_entries(dir) == 0);
     /* A new file follows the umask (not a fixed 0644); an overwritten one keeps its mode. */
     umask(077);
     CHECK_OK(s3d_download_to_file(small, bucket, "obj", path, NULL));
@@ -202,7 +188,7 @@ int main(void)
     CHECK(chmod(path, 0640) == 0);
     CHECK_OK(s3d_download_to_file(small, bucket, "obj", path, NULL));
     CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0640);
-    CHECK(dir_entries(dir) == 1);
+    CHECK(t_dir_entries(dir) == 1);
 
     /* 3. A first range resumed after a broken connection asks for the version it started on:
      * the proxy stalls the one 24 MiB range after 2 MiB, the object is replaced meanwhile, and

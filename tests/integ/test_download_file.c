@@ -13,7 +13,6 @@
  *      on ext4 here, 4,726 when the file was mapped; not asserted, a sanitizer's shadow
  *      memory faults more).
  * Bytes corrupted on the wire into a file are caught by the same sum: test_hostile_server. */
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,20 +44,6 @@ static void check_file(const char *path, const char *want, uint64_t n)
     close(fd);
     CHECK(memcmp(got, want, n) == 0);
     free(got);
-}
-
-/* Entries of dir other than "." and "..". */
-static int dir_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    int n = 0;
-    CHECK(d != NULL);
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
 }
 
 /* GETs in the proxy's log that resumed a range: asking for the same last byte as an earlier
@@ -117,7 +102,7 @@ static void full_file_child(const char *bucket, const char *dir)
     CHECK_MSG_HAS("writing the body into the file at offset");
     CHECK_MSG_HAS("File too large");
     CHECK(stat(path, &st) != 0);
-    CHECK(dir_entries(dir) == 0); /* no temporary file left either */
+    CHECK(t_dir_entries(dir) == 0); /* no temporary file left either */
     s3d_client_free(c);
     exit(0);
 }

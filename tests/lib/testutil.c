@@ -1,6 +1,7 @@
 /* testutil.c - helpers shared by the C tests. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -68,6 +69,19 @@ const char *t_tmpdir(void)
         }
     }
     return dir;
+}
+
+size_t t_dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t n = 0;
+    CHECK(d != NULL);
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
 }
 
 int t_child_read_status(const volatile void *addr)

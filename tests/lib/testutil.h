@@ -81,6 +81,8 @@ void t_s3_bucket(struct s3d_client *c, const char *prefix, char *out, size_t cap
 void t_fill_random(void *buf, size_t len, uint64_t seed);
 /* A scratch directory created for this process under $TMPDIR; removed by nothing. */
 const char *t_tmpdir(void);
+/* How many entries dir holds other than "." and ".." (fails the test if it cannot be read). */
+size_t t_dir_entries(const char *dir);
 
 /* Reads one byte at addr in a forked child with SIGSEGV at its default action (ASan's handler,
  * in make sanitize, would report and exit 1 instead); returns the child's wait status, e.g.
