@@ -27,6 +27,7 @@
 #include "engine/xfer.h"
 #include "s3/limits.h"
 #include "s3/ops.h"
+#include "s3/retry.h"
 #include "s3direct/transfer.h"
 
 /* ---- copy: ranged GETs of a window of parts, then those parts uploaded --------------------- */
@@ -181,7 +182,7 @@ static int ss_next(void *ctx, struct s3d_put_part *p)
  * other error (403, 404, 5xx after the retries) fails the copy: streaming would meet it too. */
 static int copy_refused(int status, const char *code)
 {
-    if (status == 501 || strcmp(code, "NotImplemented") == 0)
+    if (s3d_retry_is_not_implemented(status, code))
         return 1;
     return status == 400 &&
            (strcmp(code, "InvalidRequest") == 0 || strcmp(code, "InvalidArgument") == 0);

@@ -59,6 +59,7 @@
 #include "engine/xfer.h"
 #include "format/index.h"
 #include "format/safetensors.h"
+#include "s3/retry.h"
 #include "s3direct/object.h"
 
 #define S3D_STALE_SHARD_AGE_DEFAULT (24 * 3600)
@@ -675,7 +676,7 @@ static int condition_refused(void)
     memset(&e, 0, sizeof(e));
     e.struct_size = sizeof(e);
     s3d_error_get(&e);
-    return e.http_status == 501 || (e.s3_code != NULL && strcmp(e.s3_code, "NotImplemented") == 0);
+    return s3d_retry_is_not_implemented(e.http_status, e.s3_code);
 }
 
 /* S3: the index written over exactly the one read (If-Match its ETag; If-None-Match: * when

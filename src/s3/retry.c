@@ -9,6 +9,11 @@
 
 #include "common/error.h"
 
+int s3d_retry_is_not_implemented(int http_status, const char *s3_code)
+{
+    return http_status == 501 || (s3_code != NULL && strcmp(s3_code, "NotImplemented") == 0);
+}
+
 int s3d_retry_is_transient(int err, int http_status, const char *s3_code)
 {
     if (s3_code != NULL && s3_code[0] != '\0') {
@@ -18,7 +23,7 @@ int s3d_retry_is_transient(int err, int http_status, const char *s3_code)
     }
     /* 501 Not Implemented is an answer, not a failure (botocore does not retry it either): a
      * copy that a server refuses so goes through the client at once (engine/api_copy.c). */
-    if (http_status == 501 || (s3_code != NULL && strcmp(s3_code, "NotImplemented") == 0))
+    if (s3d_retry_is_not_implemented(http_status, s3_code))
         return 0;
     if (http_status >= 500)
         return 1;

@@ -43,6 +43,11 @@ struct s3d_retry_policy {
  * errors, cancellation. */
 int s3d_retry_is_transient(int err, int http_status, const char *s3_code);
 
+/* 1 when the answer says the server does not do what was asked: HTTP 501 or the S3 code
+ * NotImplemented (NULL or "" when none). An answer, not a failure: never retried; a caller
+ * may try another way (a copy through the client, a write without a condition). */
+int s3d_retry_is_not_implemented(int http_status, const char *s3_code);
+
 /* 1 when the failure is the server asking the client to slow down: HTTP 429 or 503, or the
  * S3 codes SlowDown, Throttling, ThrottlingException, RequestLimitExceeded,
  * TooManyRequestsException, RequestThrottled, ServiceUnavailable. */
