@@ -269,7 +269,7 @@ if [ $nvfs -eq 1 ] && [ -z "$emulate" ]; then
   say "bench_compat: the file rows with cuFile's compatibility mode forced"
   printf '{"properties": {"allow_compat_mode": true, "force_compat_mode": true}}\n' \
     >"$scratch/cufile-compat.json"
-  CUFILE_ENV_PATH_JSON=$scratch/cufile-compat.json \
+  S3D_CUFILE_COMPAT=1 CUFILE_ENV_PATH_JSON=$scratch/cufile-compat.json \
     run_step bench_compat 120 20 "${bench[@]}" --rows file
 fi
 

@@ -33,8 +33,8 @@ cmake --build "$b" -j"$(nproc)" --target s3direct $tests >/dev/null
 # Built but not run: they check what qemu-user does not emulate. Its madvise() returns
 # success and does nothing (MADV_DONTFORK: test_pool's child must fault; MADV_POPULATE_WRITE:
 # test_prefault counts resident pages), and it cannot execve an aarch64 program without
-# binfmt_misc (test_cuda_fake re-executes /proc/self/exe).
-not_under_qemu=" test_pool test_prefault test_cuda_fake "
+# binfmt_misc (test_cuda_fake and test_cufile_compat re-execute /proc/self/exe).
+not_under_qemu=" test_pool test_prefault test_cuda_fake test_cufile_compat "
 echo "test-aarch64: built in $(($(date +%s) - t0))s: $(file -bL "$b/libs3direct.so" | cut -d, -f1-2)"
 pass=0 skip=0 fail=0 notrun=0
 for t in $tests; do

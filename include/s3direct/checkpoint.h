@@ -126,7 +126,9 @@ struct s3d_tensor_dest {
 
 enum s3d_file_io {
     S3D_FILE_IO_AUTO = 0,     /* cuFile for device memory when its driver opens, else DIRECT */
-    S3D_FILE_IO_CUFILE = 1,   /* GPUDirect Storage; S3D_ECUFILE if it cannot be used */
+    S3D_FILE_IO_CUFILE = 1,   /* GPUDirect Storage; S3D_ECUFILE if it cannot be used, or the
+                                  file cannot be reached directly (cuFile's compatibility mode
+                                  is off unless S3D_CUFILE_COMPAT=1) */
     S3D_FILE_IO_DIRECT = 2,   /* O_DIRECT into the staging pool (buffered if the file system
                                   refuses O_DIRECT) */
     S3D_FILE_IO_BUFFERED = 3, /* plain page-cache reads and writes */

@@ -11,7 +11,9 @@
  * counted: another library's open stays; cuFileDriverClose before cuFile 1.7), unless a file
  * handle of ours is still registered (a thread still doing I/O) or the hook runs in a forked
  * child, which never opened it. When the library or the driver is missing the reason is kept
- * and every caller is told "not available", so AUTO falls back to O_DIRECT. */
+ * and every caller is told "not available", so AUTO falls back to O_DIRECT. Before the open,
+ * cuFile's own compatibility mode is turned off (compat_off), so that cuFile refuses a file it
+ * cannot reach directly instead of serving it slowly under the name of GPUDirect Storage. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -35,10 +37,12 @@
 #define CUFILEOP_BASE_ERR             5000
 #define CU_FILE_SUCCESS               0
 #define CU_FILE_HANDLE_TYPE_OPAQUE_FD 1
+#define CU_FILE_IO_NOT_SUPPORTED      5008
 #define CUFILE_PARAM_ENV_LOGFILE_PATH 1 /* CUFileStringConfigParameter_t */
 /* CUFileBoolConfigParameter_t (cuFile 1.14+) */
-#define CUFILE_PARAM_FORCE_COMPAT_MODE 2
-#define CUFILE_PARAM_USE_PCIP2PDMA     7
+#define CUFILE_PARAM_PROPERTIES_ALLOW_COMPAT_MODE 1
+#define CUFILE_PARAM_FORCE_COMPAT_MODE            2
+#define CUFILE_PARAM_USE_PCIP2PDMA                7
 /* Bit positions in CUfileDrvProps_t.nvfs.dstatusflags (CUfileDriverStatusFlags_t) */
 #define CU_FILE_LUSTRE_SUPPORTED        0
 #define CU_FILE_WEKAFS_SUPPORTED        1
@@ -101,8 +105,10 @@ struct cufile_fns {
                           off_t buf_offset);
     ssize_t (*cuFileWrite)(CUfileHandle_t fh, const void *base, size_t size, off_t file_offset,
                            off_t buf_offset);
-    /* cuFile 1.14+ (NULL before): param is a CUFileStringConfigParameter_t */
+    /* cuFile 1.14+ (NULL before): param is a CUFileStringConfigParameter_t, or a
+     * CUFileBoolConfigParameter_t */
     CUfileError_t (*cuFileSetParameterString)(int param, const char *value);
+    CUfileError_t (*cuFileSetParameterBool)(int param, _Bool value);
     /* optional, NULL when missing: cuFile 1.6+ / 1.14+ */
     CUfileError_t (*cuFileGetVersion)(int *version);
     CUfileError_t (*cuFileDriverGetProperties)(CUfileDrvProps_t *props);
@@ -122,7 +128,8 @@ static struct cufile_fns g_f;
 static int g_version;
 static unsigned g_dstatus, g_nvfs_major, g_fflags;
 static int g_have_props, g_p2p, g_force_compat;
-static int g_handles; /* s3d_cufile handles open (each holds a registration reference) */
+static int g_compat_off; /* allow_compat_mode was turned off before the driver opened */
+static int g_handles;    /* s3d_cufile handles open (each holds a registration reference) */
 static struct cufile_reg *g_regs; /* the descriptors registered with cuFile */
 static int g_exit_hooked;         /* close_at_exit registered (once per process image) */
 
@@ -332,6 +339,63 @@ static void close_at_exit(void)
     pthread_mutex_unlock(&g_mu);
 }
 
+/* cuFile's own compatibility mode off, before the driver opens (cuFile 1.14+; the setting is
+ * the process's): a file cuFile cannot reach directly is then refused, at registration
+ * (CU_FILE_IO_NOT_SUPPORTED) or at its I/O, instead of being served through cuFile's bounce
+ * buffers under our cuFile counter where our model judged it direct. AUTO then moves it
+ * through the staging pool; mode CUFILE fails naming the code. Left as cuFile's configuration
+ * says when S3D_CUFILE_COMPAT=1 (the user wants cuFile's compatibility mode), when cufile.json
+ * forces compatibility mode, when this cuFile has no cuFileSetParameterBool (before 1.14:
+ * as before), or when cuFile refuses (another library in the process opened the driver
+ * first). Called with g_mu held. */
+static void compat_off(void *lib)
+{
+    CUfileError_t (*get)(int, _Bool *) = NULL;
+    const char *keep = s3d_env("S3D_CUFILE_COMPAT");
+    _Bool force = 0;
+    dlerror();
+    *(void **)&g_f.cuFileSetParameterBool = dlsym(lib, "cuFileSetParameterBool");
+    *(void **)&get = dlsym(lib, "cuFileGetParameterBool");
+    if (keep != NULL && strcmp(keep, "1") == 0) {
+        S3D_DEBUG("cufile: compatibility mode left as cuFile's configuration says "
+                  "(S3D_CUFILE_COMPAT=1)");
+        return;
+    }
+    if (g_f.cuFileSetParameterBool == NULL) {
+        S3D_DEBUG("cufile: compatibility mode left as configured: this cuFile has no "
+                  "cuFileSetParameterBool (before 1.14)");
+        return;
+    }
+    if (get != NULL && get(CUFILE_PARAM_FORCE_COMPAT_MODE, &force).err == CU_FILE_SUCCESS &&
+        force) {
+        S3D_DEBUG("cufile: compatibility mode left on: cufile.json forces it "
+                  "(force_compat_mode)");
+        return;
+    }
+    CUfileError_t st = g_f.cuFileSetParameterBool(CUFILE_PARAM_PROPERTIES_ALLOW_COMPAT_MODE, 0);
+    if (st.err != CU_FILE_SUCCESS) {
+        char what[160];
+        describe(st, what, sizeof(what));
+        S3D_DEBUG("cufile: compatibility mode left as configured: cuFileSetParameterBool("
+                  "allow_compat_mode) failed: %s (driver already opened in this process?)",
+                  what);
+        return;
+    }
+    g_compat_off = 1;
+    S3D_DEBUG("cufile: compatibility mode off (allow_compat_mode false): a file cuFile cannot "
+              "reach directly is refused and goes through the staging pool in mode AUTO");
+}
+
+/* The end of a message about a cuFile code: why a file was refused when compat_off turned
+ * cuFile's compatibility mode off, else "". */
+static const char *compat_hint(int err)
+{
+    return err == CU_FILE_IO_NOT_SUPPORTED && g_compat_off
+               ? "; cuFile cannot reach this file directly and its compatibility mode is off "
+                 "(S3D_CUFILE_COMPAT=1 allows it)"
+               : "";
+}
+
 static void try_open(void)
 {
     static const struct {
@@ -378,6 +442,7 @@ static void try_open(void)
             S3D_INFO("cufile: log file not redirected: %s (%d)", s3d_cufile_err_name(ps.err),
                      ps.err);
     }
+    compat_off(lib); /* before the open, which reads the parameters */
     CUfileError_t st = g_f.cuFileDriverOpen();
     if (st.err != CU_FILE_SUCCESS) {
         char what[160];
@@ -645,7 +710,8 @@ static int reg_get_locked(int fd, struct cufile_reg **out)
         char what[160];
         free(r);
         describe(st, what, sizeof(what));
-        return s3d_fail(S3D_ECUFILE, "cuFileHandleRegister(fd %d): %s", fd, what);
+        return s3d_fail(S3D_ECUFILE, "cuFileHandleRegister(fd %d): %s%s", fd, what,
+                        compat_hint(st.err));
     }
     r->fd = fd;
     r->dev = sb.st_dev;
@@ -686,8 +752,9 @@ int s3d_cufile_open(struct s3d_device *dev, int ordinal, int fd, struct s3d_cufi
         goto fail;
     pthread_mutex_lock(&g_mu);
     rc = reg_get_locked(fd, &f->reg);
-    /* Registered is not direct: cuFile registers any file and serves the ones it cannot
-     * reach directly in compatibility mode. Which one this is, for AUTO and for --debug. */
+    /* Registered is not direct: with its compatibility mode on (compat_off did not turn it
+     * off) cuFile registers any file and serves the ones it cannot reach directly in that
+     * mode. Which one this is by our model, for AUTO and for --debug. */
     const int dmode = mode_locked();
     if (rc == 0)
         g_handles++;
@@ -760,8 +827,8 @@ static int io_fail(const char *fn, ssize_t r, uint64_t off)
         return s3d_fail(s3d_err_from_errno(e) == S3D_ENOMEM ? S3D_ENOMEM : S3D_EIO,
                         "%s at offset %llu: %s", fn, (unsigned long long)off, strerror(e));
     }
-    return s3d_fail(S3D_ECUFILE, "%s at offset %llu: %s (%d)", fn, (unsigned long long)off,
-                    s3d_cufile_err_name((int)-r), (int)-r);
+    return s3d_fail(S3D_ECUFILE, "%s at offset %llu: %s (%d)%s", fn, (unsigned long long)off,
+                    s3d_cufile_err_name((int)-r), (int)-r, compat_hint((int)-r));
 }
 
 /* One cuFile call moves at most this much (cuFile splits internally as well; a bound keeps

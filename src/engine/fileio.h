@@ -18,7 +18,8 @@
  *     -> pool chunks (after waiting for the caller's CUDA stream) and written from there, up
  *     to 4 chunks in flight; or written with cuFileWrite when mode is CUFILE, or AUTO and
  *     cuFile is available. Writes go through the page cache; commit fsyncs.
- * CUFILE mode fails with S3D_ECUFILE when cuFile is not available (the reason in the message).
+ * CUFILE mode fails with S3D_ECUFILE when cuFile is not available (the reason in the message)
+ * or refuses a file it cannot reach directly (its compatibility mode is off: cufile_dl.c).
  *
  * Errors name the path and the offset: S3D_ENOENT / S3D_EACCESS / S3D_EIO from the OS,
  * S3D_EFMT_TRUNCATED when the file is shorter than a range needs, S3D_ECANCELED.

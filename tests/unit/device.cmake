@@ -42,3 +42,15 @@ s3d_test(test_pool_numa unit/test_pool_numa.c)
 add_dependencies(test_pool_numa fake_cuda fake_cufile)
 set_target_properties(test_pool_numa PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_RPATH})
 target_link_options(test_pool_numa PRIVATE -Wl,--disable-new-dtags)
+# cuFile's compatibility mode turned off before its driver opens (issue 39): the same stand-ins,
+# and a libcufile without the parameter calls (cuFile before 1.14) in fakecuda-old/, which the
+# test loads by its path before the library looks for libcufile.so.0.
+add_library(fake_cufile_old SHARED unit/fake_cuda.c)
+target_compile_definitions(fake_cufile_old PRIVATE _GNU_SOURCE FAKE_CUFILE_PRE_1_14)
+target_link_libraries(fake_cufile_old PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+set_target_properties(fake_cufile_old PROPERTIES OUTPUT_NAME cufile SOVERSION 0
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/fakecuda-old)
+s3d_test(test_cufile_compat unit/test_cufile_compat.c)
+add_dependencies(test_cufile_compat fake_cuda fake_cufile fake_cufile_old)
+set_target_properties(test_cufile_compat PROPERTIES BUILD_RPATH ${S3D_FAKE_CUDA_RPATH})
+target_link_options(test_cufile_compat PRIVATE -Wl,--disable-new-dtags)

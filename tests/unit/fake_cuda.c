@@ -22,6 +22,12 @@
  *   - cuFile does not follow stream order: a cuFileRead/cuFileWrite while stream work that
  *     touches its device memory is still queued is counted (fake_cufile_unordered), and the
  *     I/O goes on, so that work runs after it and the bytes come out wrong, as on a GPU;
+ *   - parameters (cuFileSetParameter*) only before the driver opens; with allow_compat_mode
+ *     off, a file the fake cannot reach directly (every file while FAKE_CUFILE_NOT_DIRECT=1;
+ *     =io: refused at each I/O instead) is refused at registration with
+ *     CU_FILE_IO_NOT_SUPPORTED, as the GDS troubleshooting guide says; with it on, its I/O
+ *     is counted as compatibility mode (fake_cufile_compat_ios). Built with
+ *     FAKE_CUFILE_PRE_1_14 (fakecuda-old/), the parameter calls are missing, as before 1.14;
  * FAKE_CUDA_FAIL_INIT=1 makes cuInit fail; FAKE_CUDA_FAIL_COPY=1 makes copies fail with
  * CUDA_ERROR_ILLEGAL_ADDRESS, FAKE_CUDA_FAIL_RECORD=1 event records (copies queued before
  * stay queued: fake_cuda_pending_copies() shows who returned a buffer before they ran).
@@ -611,6 +617,10 @@ typedef struct {
 } CUfileDescr_t;
 
 static int g_cufile_open;
+/* CUFileBoolConfigParameter_t values as set (the fake's defaults: allow_compat_mode on, the
+ * rest off), and allow_compat_mode as it was when the driver opened (-1: not open yet). */
+static _Bool g_bool_param[12] = {0, 1};
+static int g_compat_at_open = -1;
 static char g_cufile_logfile[256]; /* CUFILE_PARAM_ENV_LOGFILE_PATH as last set */
 EXPORT CUfileError_t cuFileDriverOpen(void)
 {
@@ -621,6 +631,7 @@ EXPORT CUfileError_t cuFileDriverOpen(void)
         return (CUfileError_t){5011, 201}; /* CUDA_DRIVER_ERROR, CUDA_ERROR_INVALID_CONTEXT */
     g_cufile_open++;
     g_cufile_open_dev = cufile_ctx_dev();
+    g_compat_at_open = g_bool_param[1];
     return (CUfileError_t){0, 0};
 }
 /* Successful cuFileDriverOpen calls. */
@@ -646,6 +657,22 @@ EXPORT int fake_cufile_closes(void)
 {
     return g_cufile_closes;
 }
+EXPORT int fake_cufile_allow_compat_at_open(void)
+{
+    return g_compat_at_open;
+}
+#ifndef FAKE_CUFILE_PRE_1_14
+/* cuFile 1.14+: bool parameters, only before the driver is open (as the library's properties
+ * are read at open). */
+EXPORT CUfileError_t cuFileSetParameterBool(int param, _Bool value)
+{
+    if (g_cufile_open)
+        return (CUfileError_t){5026, 0}; /* DRIVER_ALREADY_OPEN */
+    if (param < 0 || param > 11)
+        return (CUfileError_t){5022, 0};
+    g_bool_param[param] = value;
+    return (CUfileError_t){0, 0};
+}
 /* cuFile 1.14+: string parameters, only before the driver is open (as the library's
  * properties are read at open). 1 = CUFILE_PARAM_ENV_LOGFILE_PATH. */
 EXPORT CUfileError_t cuFileSetParameterString(int param, const char *value)
@@ -658,6 +685,7 @@ EXPORT CUfileError_t cuFileSetParameterString(int param, const char *value)
         snprintf(g_cufile_logfile, sizeof(g_cufile_logfile), "%s", value);
     return (CUfileError_t){0, 0};
 }
+#endif
 EXPORT const char *fake_cufile_logfile(void)
 {
     return g_cufile_logfile;
@@ -701,14 +729,32 @@ EXPORT CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *p)
     }
     return (CUfileError_t){0, 0};
 }
-/* CUFileBoolConfigParameter_t: 2 FORCE_COMPAT_MODE, 7 USE_PCIP2PDMA. */
+#ifndef FAKE_CUFILE_PRE_1_14
+/* CUFileBoolConfigParameter_t: 1 PROPERTIES_ALLOW_COMPAT_MODE, 2 FORCE_COMPAT_MODE (on in
+ * mode "compat"), 7 USE_PCIP2PDMA (on in mode "p2pdma"). */
 EXPORT CUfileError_t cuFileGetParameterBool(int param, _Bool *value)
 {
     if (param < 0 || param > 11 || value == NULL)
         return (CUfileError_t){5022, 0};
     *value = (param == 7 && strcmp(fake_mode(), "p2pdma") == 0) ||
-             (param == 2 && strcmp(fake_mode(), "compat") == 0);
+             (param == 2 && strcmp(fake_mode(), "compat") == 0) || g_bool_param[param];
     return (CUfileError_t){0, 0};
+}
+#endif
+/* 1 when the fake cannot reach the file of fd directly: FAKE_CUFILE_NOT_DIRECT set (=1 or
+ * =io), read at each call. Not the file system's type: the tests' scratch folder may be on
+ * tmpfs, and what real cuFile reaches is the library's model to get right, not the fake's. */
+static int cufile_not_direct(int fd)
+{
+    const char *f = getenv("FAKE_CUFILE_NOT_DIRECT");
+    (void)fd;
+    return f != NULL && *f != 0;
+}
+/* I/Os served in compatibility mode (allow_compat_mode on, a file not reached directly). */
+static int g_cufile_compat_ios;
+EXPORT int fake_cufile_compat_ios(void)
+{
+    return g_cufile_compat_ios;
 }
 /* The caller's descriptors registered and not deregistered, by handle (own fd + 1): cuFile
  * refuses a descriptor registered twice. */
@@ -725,6 +771,9 @@ EXPORT CUfileError_t cuFileHandleRegister(void **fh, CUfileDescr_t *d)
             return (CUfileError_t){5028, 0}; /* HANDLE_ALREADY_REGISTERED */
         }
     pthread_mutex_unlock(&g_reg_mu);
+    const char *nd = getenv("FAKE_CUFILE_NOT_DIRECT");
+    if (!g_bool_param[1] && cufile_not_direct(d->handle.fd) && !(nd && strcmp(nd, "io") == 0))
+        return (CUfileError_t){5008, 0}; /* IO_NOT_SUPPORTED: no compatibility mode */
     /* The real cuFile handles unaligned I/O on an O_DIRECT fd; the fake reads through its own
      * buffered descriptor of the same file. */
     char p[64];
@@ -810,6 +859,17 @@ static void note_overlap(void)
         dlclose(lib);
     }
 }
+/* A file not reached directly: refused with compatibility mode off (registered with
+ * FAKE_CUFILE_NOT_DIRECT=io: -CU_FILE_IO_NOT_SUPPORTED), else counted as compatibility I/O. */
+static ssize_t cufile_compat_io(int fd)
+{
+    if (!cufile_not_direct(fd))
+        return 0;
+    if (!g_bool_param[1])
+        return -5008;
+    BUMP(g_cufile_compat_ios);
+    return 0;
+}
 /* Moves at most 1 MiB per call, to exercise the callers' loops over short transfers.
  * FAKE_CUFILE_FAIL_IO=1 makes it fail as a broken GDS path does (CU_FILE_IO_ERROR). */
 EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
@@ -817,6 +877,9 @@ EXPORT ssize_t cuFileRead(void *fh, void *base, size_t n, off_t off, off_t boff)
     const char *f = getenv("FAKE_CUFILE_FAIL_IO");
     if (cufile_ctx_mismatch((char *)base + boff))
         return -5015; /* CONTEXT_MISMATCH */
+    const ssize_t compat = cufile_compat_io((int)(intptr_t)fh - 1);
+    if (compat < 0)
+        return compat;
     BUMP(g_cufile_reads);
     note_overlap();
     note_unordered((char *)base + boff, n > (1u << 20) ? 1u << 20 : n, 1);
@@ -849,6 +912,9 @@ EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t n, off_t off, off_
     int fd = (int)(intptr_t)fh - 1;
     if (cufile_ctx_mismatch((const char *)base + boff))
         return -5015;
+    const ssize_t compat = cufile_compat_io(fd);
+    if (compat < 0)
+        return compat;
     note_overlap();
     note_unordered((const char *)base + boff, n > (1u << 20) ? 1u << 20 : n, 0);
     if (f && *f == '1')
