@@ -251,7 +251,9 @@ struct s3d_write_options {
      * before the call, and must neither record it again nor destroy it until the write
      * returns; the library only waits on the events and never records, queries or destroys
      * them. An event not recorded yet completes at once (as cuStreamWaitEvent has it): the
-     * copies do not wait. Events may belong to any context. */
+     * copies do not wait. Events may belong to any context. An event the driver does not
+     * know (destroyed, or not an event) fails the write with S3D_ECUDA naming
+     * cuda_events[k], the destination left as it was. */
     const uint64_t *cuda_events;
     uint32_t n_cuda_events;
 };

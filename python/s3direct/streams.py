@@ -289,6 +289,7 @@ class S3Writer(_AbortOnError, io.RawIOBase):
         content_type: the object's Content-Type (None: the library's default).
 
     Raises:
+        InvalidArgument: max_concurrency over 1024 or part_size over 5 GiB.
         NoSuchBucket, AccessDenied, TransferError: from write() or close() as the upload
             runs.
     """
@@ -518,6 +519,7 @@ def writer(
         renamed to it on close.
 
     Raises:
+        InvalidArgument: max_concurrency over 1024 or part_size over 5 GiB (S3).
         NoSuchBucket, AccessDenied, TransferError: from write() or close() (S3).
         NoSuchFile (a FileNotFoundError): the local path's folder does not exist;
         AccessDenied (a PermissionError) and the like from the C library: the local temporary

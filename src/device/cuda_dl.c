@@ -33,6 +33,7 @@ typedef struct CUevent_st *CUevent;
 #define CUDA_ERROR_INVALID_VALUE   1
 #define CUDA_ERROR_NOT_INITIALIZED 3
 #define CUDA_ERROR_NO_DEVICE       100
+#define CUDA_ERROR_INVALID_HANDLE  400
 #define CUDA_ERROR_NOT_READY       600
 
 #define CU_MEMHOSTALLOC_PORTABLE            0x01
@@ -654,10 +655,14 @@ out:
 static int cuda_wait_event(struct s3d_device *dev, struct s3d_stream *s, uint64_t caller_event)
 {
     struct s3d_cuda *c = dev->cuda;
+    CUresult r;
     int rc;
     ENTER(dev, s->ordinal);
-    rc = cu_check(c, "cuStreamWaitEvent(caller event)",
-                  c->f.cuStreamWaitEvent((CUstream)s->cu, (CUevent)(uintptr_t)caller_event, 0));
+    r = c->f.cuStreamWaitEvent((CUstream)s->cu, (CUevent)(uintptr_t)caller_event, 0);
+    rc = cu_check(c, "cuStreamWaitEvent(caller event)", r);
+    if (r == CUDA_ERROR_INVALID_HANDLE)
+        rc = s3d_fail_prefix(rc, "not a live event (destroyed, or not made by cuEventCreate; "
+                                 "keep each one until the write returns)");
     LEAVE(dev, s->ordinal);
     return rc;
 }

@@ -32,8 +32,15 @@ void s3d_stream_set_wait_events(struct s3d_stream_set *set, const uint64_t *even
  * stream. */
 static int wait_caller(struct s3d_stream_set *set, int ordinal)
 {
-    if ((uint32_t)ordinal < set->wait_events_n && set->wait_events[ordinal] != 0)
-        return s3d_device_wait_event(set->dev, set->stream[ordinal], set->wait_events[ordinal]);
+    if ((uint32_t)ordinal < set->wait_events_n && set->wait_events[ordinal] != 0) {
+        uint64_t ev = set->wait_events[ordinal];
+        int rc = s3d_device_wait_event(set->dev, set->stream[ordinal], ev);
+        /* The driver's error alone does not say which of the caller's handles it refused. */
+        if (rc < 0)
+            return s3d_fail_prefix(rc, "s3d_write_options.cuda_events[%d] (CUevent 0x%llx)",
+                                   ordinal, (unsigned long long)ev);
+        return 0;
+    }
     return s3d_device_wait_external(
         set->dev, set->stream[ordinal],
         s3d_caller_stream(set->wait_def, set->wait_streams, set->wait_n, ordinal));

@@ -1,8 +1,8 @@
 /* api_transfer.c - what the public byte transfers of transfer.h share (api_transfer_int.h):
  * their arguments checked, their settings resolved (argument, else the client's: one
- * precedence, s3d_transfer_settings, which upload streams use too) and the engine's upload
- * options built from them. The operations have one file each: downloads in
- * api_download.c, uploads in api_upload.c, copies in api_copy.c. */
+ * precedence, s3d_transfer_settings) and bounded, and the engine's upload options built from
+ * them. The operations have one file each: downloads in api_download.c, uploads in
+ * api_upload.c, copies in api_copy.c, upload streams in api_upload_stream.c. */
 #include <inttypes.h>
 #include <string.h>
 

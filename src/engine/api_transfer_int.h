@@ -1,8 +1,7 @@
 /* api_transfer_int.h - what the public byte transfers of transfer.h share (internal):
- * api_download.c, api_upload.c (buffers, files, pipes) and api_copy.c (s3d_copy_object) check
- * their arguments and resolve their options the same way, and upload streams
- * (api_upload_stream.c) take their settings by the same precedence. Defined in
- * api_transfer.c. */
+ * api_download.c, api_upload.c (buffers, files, pipes), api_copy.c (s3d_copy_object) and
+ * api_upload_stream.c (s3d_upload_stream_new) check their arguments and resolve their options
+ * the same way. Defined in api_transfer.c. */
 #ifndef S3D_ENGINE_API_TRANSFER_INT_H
 #define S3D_ENGINE_API_TRANSFER_INT_H
 
@@ -22,7 +21,7 @@ struct s3d_settings {
 /* The one precedence of a transfer's settings: each is t's (the call's argument), else the
  * client's, which s3d_client_new already resolved from its options, else the profile's s3
  * section, else the default (client.c). t: a whole struct (s3d_opts_copy), never NULL. Not
- * checked: s3d_topts_resolve bounds them for the byte transfers. */
+ * checked: s3d_topts_resolve bounds them for every byte transfer. */
 void s3d_transfer_settings(const struct s3d_client *c, const struct s3d_transfer_options *t,
                            struct s3d_settings *out);
 
@@ -38,7 +37,8 @@ struct topts {
 };
 
 /* The caller's options (NULL = all defaults) into *o: S3D_EINVAL (recorded) when
- * max_concurrency or part_size is over its limit. */
+ * max_concurrency or part_size is over its limit; a max_concurrency that ulimit -n cannot
+ * hold is lowered (s3d_fd_clamp, logged at info level). */
 S3D_NODISCARD int s3d_topts_resolve(struct s3d_client *c, const struct s3d_transfer_options *in,
                                     struct topts *o);
 

@@ -17,13 +17,11 @@
 #include "common/alloc.h"
 #include "common/compiler.h"
 #include "common/error.h"
-#include "common/opts.h"
 #include "engine/api_transfer_int.h"
 #include "engine/client_impl.h"
 #include "engine/part_size.h"
 #include "engine/slots.h"
 #include "engine/xfer.h"
-#include "s3/uri.h"
 #include "s3direct/transfer.h"
 
 struct qent {
@@ -104,23 +102,20 @@ static void *worker(void *arg)
 int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *key,
                           const struct s3d_transfer_options *opts, struct s3d_upload_stream **out)
 {
-    struct s3d_transfer_options t;
-    struct s3d_settings set;
+    struct topts o;
     struct s3d_upload_stream *s;
     int rc;
 
     if (out == NULL)
         return s3d_fail(S3D_EINVAL, "s3d_upload_stream_new: out is NULL");
     *out = NULL;
-    rc = s3d_client_check(c);
+    /* The checks and the resolution of every byte transfer (api_transfer.c): max_concurrency
+     * and part_size bounded, the concurrency lowered to what ulimit -n holds. */
+    rc = s3d_topts_check_args(c, bucket, key);
+    if (rc == 0)
+        rc = s3d_topts_resolve(c, opts, &o);
     if (rc < 0)
         return rc;
-    if (bucket == NULL || key == NULL || key[0] == '\0')
-        return s3d_fail(S3D_EINVAL, "bucket or key is empty");
-    rc = s3d_bucket_name_check(bucket, strlen(bucket));
-    if (rc < 0)
-        return rc;
-    s3d_opts_copy(&t, sizeof(t), opts);
     s = calloc(1, sizeof(*s));
     if (s == NULL)
         return s3d_fail(S3D_ENOMEM, "out of memory");
@@ -128,21 +123,16 @@ int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *
     s3d_client_ref(c); /* dropped by s3d_upload_stream_free: it outlives s3d_client_free */
     s->bucket = s3d_strdup(bucket);
     s->key = s3d_strdup(key);
-    s->content_type = s3d_strdup(t.content_type);
-    s3d_transfer_settings(c, &t, &set);
-    s->part = s3d_upload_part_size(set.part_size, 0);
-    s->po.content_type = s->content_type;
-    s->po.max_concurrency = t.max_concurrency;
-    s->po.progress = t.progress;
-    s->po.progress_user = t.progress_user;
-    s->po.cancel = t.cancel;
+    s->content_type = s3d_strdup(o.content_type);
+    s->part = s3d_upload_part_size(o.part_size, 0);
+    s3d_topts_put(&o, 0, s->content_type, &s->po);
     s->next_number = 1;
-    rc = s3d_slots_init(&s->slots, S3D_MAX(s3d_client_buffers(c, set.max_conc, s->part), 2u),
-                        s->part);
+    rc =
+        s3d_slots_init(&s->slots, S3D_MAX(s3d_client_buffers(c, o.max_conc, s->part), 2u), s->part);
     s->q = calloc(s->slots.n, sizeof(*s->q));
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (rc < 0 || s->bucket == NULL || s->key == NULL || (t.content_type && !s->content_type) ||
+    if (rc < 0 || s->bucket == NULL || s->key == NULL || (o.content_type && !s->content_type) ||
         s->q == NULL) {
         s3d_upload_stream_free(s);
         return s3d_fail(S3D_ENOMEM, "out of memory");

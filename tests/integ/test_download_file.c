@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tproxied.h"
 #include "tproxy.h"
 #include "testutil.h"
 
@@ -109,12 +110,11 @@ static void full_file_child(const char *bucket, const char *dir)
 
 int main(void)
 {
-    const char *ep = t_s3_endpoint();
-    char host[256], bucket[128], path[600], dir[512];
-    int port, status;
-    struct s3d_client *direct, *via;
+    char path[600], dir[512];
+    int status;
+    struct t_proxied t;
+    struct s3d_client *via;
     struct tproxy *px;
-    struct tproxy_opts po;
     struct rusage r0, r1;
     struct s3d_transfer_options to;
     struct map_probe probe = {0, 0};
@@ -124,23 +124,13 @@ int main(void)
     long faults;
 
     CHECK(src != NULL);
-    setenv("S3D_TEST_RETRY_BASE_MS", "20", 1);
-    tproxy_parse_endpoint(ep, host, sizeof(host), &port);
-    direct = t_s3_client();
-    t_s3_bucket(direct, "dlfile", bucket, sizeof(bucket));
-    t_fill_random(src, n, 34);
-    CHECK_OK(s3d_upload_from_buffer(direct, bucket, "obj", src, n, NULL));
+    t_proxied_setup(&t, "dlfile", src, n, 34);
 
     /* 1. One connection, cut after 10 MiB of response: inside a range, which resumes from
      * the byte after the last one received. */
-    memset(&po, 0, sizeof(po));
-    po.cut_s2c_after = 10 << 20;
-    po.cut_c2s_after = -1;
-    po.stall_s2c_after = -1;
-    px = tproxy_start(host, port, &po);
-    via = t_s3_client_at(tproxy_url(px), 8u << 20, 1);
+    px = t_proxied_cut_response(&t, 10 << 20, 8u << 20, &via);
     snprintf(path, sizeof(path), "%s/cut.bin", t_tmpdir());
-    CHECK_OK(s3d_download_to_file(via, bucket, "obj", path, NULL));
+    CHECK_OK(s3d_download_to_file(via, t.bucket, "obj", path, NULL));
     CHECK(tproxy_cuts(px) == 1);
     fprintf(stderr, "proxy log (GET to a file):\n%s", tproxy_log(px));
     CHECK(count_resumed(tproxy_log(px)) == 1);
@@ -155,7 +145,7 @@ int main(void)
     pid = fork();
     CHECK(pid >= 0);
     if (pid == 0)
-        full_file_child(bucket, dir);
+        full_file_child(t.bucket, dir);
     CHECK(waitpid(pid, &status, 0) == pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
@@ -163,13 +153,13 @@ int main(void)
      * The minor faults are printed, not asserted: a sanitizer's shadow memory (TSan in CI)
      * faults more pages than the file has, whatever the sink. */
     t_fill_random(src, big, 35);
-    CHECK_OK(s3d_upload_from_buffer(direct, bucket, "big", src, big, NULL));
+    CHECK_OK(s3d_upload_from_buffer(t.direct, t.bucket, "big", src, big, NULL));
     snprintf(path, sizeof(path), "%s/big.bin", t_tmpdir());
     memset(&to, 0, sizeof(to));
     to.progress = probe_maps;
     to.progress_user = &probe;
     CHECK(getrusage(RUSAGE_SELF, &r0) == 0);
-    CHECK_OK(s3d_download_to_file(direct, bucket, "big", path, &to));
+    CHECK_OK(s3d_download_to_file(t.direct, t.bucket, "big", path, &to));
     CHECK(getrusage(RUSAGE_SELF, &r1) == 0);
     faults = r1.ru_minflt - r0.ru_minflt;
     fprintf(stderr, "minor faults of a 128 MiB download to a file: %ld; probes %d, mapped %d\n",
@@ -178,7 +168,7 @@ int main(void)
     check_file(path, src, big);
     CHECK(unlink(path) == 0);
 
-    s3d_client_free(direct);
+    s3d_client_free(t.direct);
     free(src);
     return 0;
 }

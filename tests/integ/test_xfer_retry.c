@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tproxied.h"
 #include "tproxy.h"
 #include "testutil.h"
 
@@ -32,10 +33,10 @@ static int no_upload(void *user, const struct s3d_upload_entry *e)
 
 int main(void)
 {
-    const char *ep = t_s3_endpoint();
-    char host[256], bucket[128], want_range[128];
-    int port, uploads = 0;
-    struct s3d_client *direct, *via;
+    char want_range[128];
+    int uploads = 0;
+    struct t_proxied t;
+    struct s3d_client *via;
     struct tproxy *px;
     struct tproxy_opts po;
     const uint64_t n = 24u << 20;
@@ -44,22 +45,12 @@ int main(void)
     const char *log, *r2;
 
     CHECK(src != NULL && dst != NULL);
-    setenv("S3D_TEST_RETRY_BASE_MS", "20", 1);
-    tproxy_parse_endpoint(ep, host, sizeof(host), &port);
-    direct = t_s3_client();
-    t_s3_bucket(direct, "retry", bucket, sizeof(bucket));
-    t_fill_random(src, n, 42);
-    CHECK_OK(s3d_upload_from_buffer(direct, bucket, "obj", src, n, NULL));
+    t_proxied_setup(&t, "retry", src, n, 42);
 
     /* 1. GET cut after 10 MiB of response: one 24 MiB range, resumed. */
-    memset(&po, 0, sizeof(po));
-    po.cut_s2c_after = 10 << 20;
-    po.cut_c2s_after = -1;
-    po.stall_s2c_after = -1;
-    px = tproxy_start(host, port, &po);
-    via = t_s3_client_at(tproxy_url(px), 32u << 20, 1);
+    px = t_proxied_cut_response(&t, 10 << 20, 32u << 20, &via);
     memset(dst, 0, n);
-    CHECK_OK(s3d_download_to_buffer(via, bucket, "obj", 0, UINT64_MAX, dst, n, &got, NULL));
+    CHECK_OK(s3d_download_to_buffer(via, t.bucket, "obj", 0, UINT64_MAX, dst, n, &got, NULL));
     CHECK_EQ_U64(got, n);
     CHECK(memcmp(src, dst, n) == 0);
     CHECK(tproxy_cuts(px) == 1);
@@ -87,10 +78,10 @@ int main(void)
     po.cut_s2c_after = -1;
     po.cut_c2s_after = 8 << 20;
     po.stall_s2c_after = -1;
-    px = tproxy_start(host, port, &po);
+    px = tproxy_start(t.host, t.port, &po);
     via = t_s3_client_at(tproxy_url(px), 6u << 20, 1);
     t_fill_random(src, n, 43);
-    CHECK_OK(s3d_upload_from_buffer(via, bucket, "mp", src, n, NULL));
+    CHECK_OK(s3d_upload_from_buffer(via, t.bucket, "mp", src, n, NULL));
     CHECK(tproxy_cuts(px) == 1);
     log = tproxy_log(px);
     fprintf(stderr, "proxy log (multipart):\n%s", log);
@@ -101,9 +92,9 @@ int main(void)
     CHECK(count_lines(log, "PUT /", "partNumber=2&") == 2);
     CHECK(count_lines(log, "PUT /", "partNumber=1&") == 2);
     memset(dst, 0, n);
-    CHECK_OK(s3d_download_to_buffer(direct, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
+    CHECK_OK(s3d_download_to_buffer(t.direct, t.bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
     CHECK(memcmp(src, dst, n) == 0);
-    CHECK_OK(s3d_list_uploads(direct, bucket, NULL, no_upload, &uploads));
+    CHECK_OK(s3d_list_uploads(t.direct, t.bucket, NULL, no_upload, &uploads));
     CHECK(uploads == 0);
     s3d_client_free(via);
     tproxy_stop(px);
@@ -113,20 +104,20 @@ int main(void)
     memset(&po, 0, sizeof(po));
     po.cut_s2c_after = po.cut_c2s_after = po.stall_s2c_after = -1;
     po.fail_request = "partNumber=2&";
-    px = tproxy_start(host, port, &po);
+    px = tproxy_start(t.host, t.port, &po);
     via = t_s3_client_at(tproxy_url(px), 6u << 20, 2);
     t_fill_random(src, n, 45);
-    CHECK_OK(s3d_upload_from_buffer(via, bucket, "mp", src, n, NULL));
+    CHECK_OK(s3d_upload_from_buffer(via, t.bucket, "mp", src, n, NULL));
     CHECK(tproxy_failed_requests(px) == 1);
     log = tproxy_log(px);
     fprintf(stderr, "proxy log (500 on part 2):\n%s", log);
     CHECK(count_lines(log, "PUT /", "partNumber=2&") == 2);
     CHECK(count_lines(log, "PUT /", "partNumber=") == 6); /* with the probe */
     memset(dst, 0, n);
-    CHECK_OK(s3d_download_to_buffer(direct, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
+    CHECK_OK(s3d_download_to_buffer(t.direct, t.bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
     CHECK(memcmp(src, dst, n) == 0);
     uploads = 0;
-    CHECK_OK(s3d_list_uploads(direct, bucket, NULL, no_upload, &uploads));
+    CHECK_OK(s3d_list_uploads(t.direct, t.bucket, NULL, no_upload, &uploads));
     CHECK(uploads == 0);
     s3d_client_free(via);
     tproxy_stop(px);
@@ -138,7 +129,7 @@ int main(void)
     po.cut_c2s_after = -1;
     po.stall_s2c_after = 1 << 20;
     po.stall_ms = 5000;
-    px = tproxy_start(host, port, &po);
+    px = tproxy_start(t.host, t.port, &po);
     {
         struct s3d_client_options o;
         memset(&o, 0, sizeof(o));
@@ -150,7 +141,7 @@ int main(void)
         CHECK_OK(s3d_client_new(&o, &via));
     }
     memset(dst, 0, n);
-    CHECK_OK(s3d_download_to_buffer(via, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
+    CHECK_OK(s3d_download_to_buffer(via, t.bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
     CHECK(memcmp(src, dst, n) == 0);
     CHECK(tproxy_stalls(px) == 1);
     log = tproxy_log(px);
@@ -163,7 +154,7 @@ int main(void)
     tproxy_stop(px);
     po.stall_s2c_after = 1 << 20;
     po.stall_ms = 2500;
-    px = tproxy_start(host, port, &po);
+    px = tproxy_start(t.host, t.port, &po);
     {
         struct s3d_client_options o;
         memset(&o, 0, sizeof(o));
@@ -172,7 +163,7 @@ int main(void)
         o.low_speed_time_s = 10;
         CHECK_OK(s3d_client_new(&o, &via));
     }
-    CHECK_ERR(s3d_download_to_buffer(via, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL),
+    CHECK_ERR(s3d_download_to_buffer(via, t.bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL),
               S3D_ETIMEDOUT);
     s3d_client_free(via);
     tproxy_stop(px);
@@ -183,25 +174,25 @@ int main(void)
     memset(&po, 0, sizeof(po));
     po.cut_s2c_after = po.cut_c2s_after = po.stall_s2c_after = -1;
     po.cut_response_to = "mp?uploadId="; /* Complete (POST), not Create (?uploads) */
-    px = tproxy_start(host, port, &po);
+    px = tproxy_start(t.host, t.port, &po);
     via = t_s3_client_at(tproxy_url(px), 6u << 20, 2);
     t_fill_random(src, n, 44);
-    CHECK_OK(s3d_upload_from_buffer(via, bucket, "mp", src, n, NULL));
+    CHECK_OK(s3d_upload_from_buffer(via, t.bucket, "mp", src, n, NULL));
     log = tproxy_log(px);
     fprintf(stderr, "proxy log (lost Complete):\n%s", log);
     CHECK(tproxy_cuts(px) == 1);
     memset(dst, 0, n);
-    CHECK_OK(s3d_download_to_buffer(direct, bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
+    CHECK_OK(s3d_download_to_buffer(t.direct, t.bucket, "mp", 0, UINT64_MAX, dst, n, &got, NULL));
     CHECK(memcmp(src, dst, n) == 0);
     s3d_client_free(via);
     tproxy_stop(px);
 
     {
         const char *keys[] = {"obj", "mp"};
-        CHECK_OK(s3d_delete_objects(direct, bucket, keys, 2));
+        CHECK_OK(s3d_delete_objects(t.direct, t.bucket, keys, 2));
     }
-    CHECK_OK(s3d_delete_bucket(direct, bucket));
-    s3d_client_free(direct);
+    CHECK_OK(s3d_delete_bucket(t.direct, t.bucket));
+    s3d_client_free(t.direct);
     free(src);
     free(dst);
     return 0;

@@ -93,6 +93,16 @@ def test_writer_closed_or_empty_does_not_warn(base):
 
 
 # ---- exceptions ------------------------------------------------------------------------------
+def test_writer_settings_are_bounded_as_every_transfer(lib_path):
+    """An S3 writer's max_concurrency and part_size are checked as every other transfer's: over
+    1024 or 5 GiB is InvalidArgument at once, with the C library's message."""
+    with s3direct.Client(endpoint_url="http://127.0.0.1:9") as c:
+        with pytest.raises(s3direct.InvalidArgument, match="max_concurrency 5000 is over 1024"):
+            s3direct.writer("s3://bucket/key", client=c, max_concurrency=5000)
+        with pytest.raises(s3direct.InvalidArgument, match="part_size 6442450944 is over 5 GiB"):
+            s3direct.writer("s3://bucket/key", client=c, part_size=6 << 30)
+
+
 def test_builtin_bases():
     assert issubclass(s3direct.NoSuchKey, FileNotFoundError)
     assert issubclass(s3direct.NoSuchFile, FileNotFoundError)

@@ -10,6 +10,11 @@
  *     is seen complete (its first cuEventQuery answers CUDA_ERROR_NOT_READY) or the stream is
  *     synchronized or destroyed; cuStreamWaitEvent makes a stream run the other stream's work
  *     up to the event first, so streams are unordered unless a wait orders them;
+ *   - events are handles the driver knows: one that is NULL, was never made by cuEventCreate or
+ *     was destroyed answers CUDA_ERROR_INVALID_HANDLE (400) to every event call, and is never
+ *     read; cuStreamWaitEvent takes an event of any context (the driver's documentation: "may
+ *     be from a different context or device than hStream") and only flags 0
+ *     (CU_EVENT_WAIT_DEFAULT; anything else outside stream capture is CUDA_ERROR_INVALID_VALUE);
  *   - CUDA does not survive fork(): cuInit in a child of a process that initialized the
  *     driver fails with CUDA_ERROR_NOT_INITIALIZED (3), as the real driver refuses (set
  *     FAKE_CUDA_FORK_OK=1 in a child that only tests something else).
@@ -80,11 +85,16 @@ struct fevent {
     struct fstream *s; /* NULL: never recorded */
     unsigned long long seq;
     int queried;
+    struct fevent *next_dead; /* g_dead's list */
 };
 
 static struct fctx g_ctx[NDEV] = {{0, 0}, {1, 0}};
 static struct fstream g_legacy[NDEV];
 static struct fstream *g_streams[256]; /* those cuStreamCreate made and not destroyed (g_mu) */
+static struct fevent *g_events[256];   /* those cuEventCreate made and not destroyed (g_mu) */
+/* Destroyed events, kept (reachable, not leaked) and never freed, so that no later event gets
+ * a destroyed one's address and a stale handle stays stale (g_mu). */
+static struct fevent *g_dead;
 static __thread struct fctx *t_cur;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -340,6 +350,18 @@ static struct fstream *stream_of(void *s)
     return s;
 }
 
+/* e is an event cuEventCreate made and cuEventDestroy has not destroyed (compared, never read:
+ * a destroyed event's memory is gone). Called with g_mu held. */
+static int event_live(const void *e)
+{
+    for (int i = 0; e != NULL && i < 256; i++)
+        if (g_events[i] == e)
+            return 1;
+    return 0;
+}
+
+#define CUDA_ERROR_INVALID_HANDLE 400
+
 static void push(struct fstream *s, struct fop op)
 {
     if (s->n_ops == s->cap_ops) {
@@ -448,8 +470,15 @@ EXPORT CUresult cuStreamWaitEvent(void *s, void *e, unsigned flags)
         BUMP(g_stats.bad_context);
         return 201;
     }
-    BUMP(g_stats.wait_events);
+    if (flags != 0)
+        return 1; /* CUDA_ERROR_INVALID_VALUE: CU_EVENT_WAIT_EXTERNAL is for stream capture */
     pthread_mutex_lock(&g_mu);
+    if (!event_live(ev)) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    /* ev->ctx may be any context: the wait is cross-context (cross-device) on a GPU. */
+    BUMP(g_stats.wait_events);
     if (ev->s != NULL)
         push(st, (struct fop){NULL, NULL, 0, ev->s, ev->seq});
     pthread_mutex_unlock(&g_mu);
@@ -468,14 +497,36 @@ EXPORT CUresult cuEventCreate(void **e, unsigned flags)
     if (flags != 2) /* DISABLE_TIMING expected */
         return 1;
     struct fevent *ev = calloc(1, sizeof(*ev));
+    int i;
+    if (ev == NULL)
+        return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
     ev->ctx = t_cur;
+    pthread_mutex_lock(&g_mu);
+    for (i = 0; i < 256 && g_events[i] != NULL; i++)
+        ;
+    if (i < 256)
+        g_events[i] = ev;
+    pthread_mutex_unlock(&g_mu);
+    if (i == 256) {
+        free(ev);
+        return 2;
+    }
     *e = ev;
     return 0;
 }
 EXPORT CUresult cuEventDestroy_v2(void *e)
 {
-    free(e);
-    return 0;
+    pthread_mutex_lock(&g_mu);
+    int i;
+    for (i = 0; i < 256 && (e == NULL || g_events[i] != e); i++)
+        ;
+    if (i < 256) {
+        g_events[i] = NULL;
+        ((struct fevent *)e)->next_dead = g_dead;
+        g_dead = e;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return i < 256 ? 0 : CUDA_ERROR_INVALID_HANDLE;
 }
 EXPORT CUresult cuEventRecord(void *e, void *s)
 {
@@ -486,11 +537,16 @@ EXPORT CUresult cuEventRecord(void *e, void *s)
     /* Streams 0, 1 (legacy) and 2 (per thread) mean the current context's. */
     struct fstream *st = stream_of(s);
     struct fctx *sc = st != NULL ? st->ctx : NULL;
+    pthread_mutex_lock(&g_mu);
+    if (!event_live(ev)) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
     if (sc == NULL || ev->ctx != sc || sc != t_cur) {
+        pthread_mutex_unlock(&g_mu);
         BUMP(g_stats.bad_context);
         return 201;
     }
-    pthread_mutex_lock(&g_mu);
     ev->s = st;
     ev->seq = st->base + st->n_ops;
     ev->queried = 0;
@@ -503,7 +559,9 @@ EXPORT CUresult cuEventQuery(void *e)
     struct fevent *ev = e;
     CUresult r = 0;
     pthread_mutex_lock(&g_mu);
-    if (ev->s != NULL && !ev->queried) {
+    if (!event_live(ev))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (ev->s != NULL && !ev->queried) {
         ev->queried = 1;
         r = 600;
     } else if (ev->s != NULL) {
@@ -516,6 +574,10 @@ EXPORT CUresult cuEventSynchronize(void *e)
 {
     struct fevent *ev = e;
     pthread_mutex_lock(&g_mu);
+    if (!event_live(ev)) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
     if (ev->s != NULL)
         run(ev->s, ev->seq, 0);
     ev->queried = 1;
@@ -543,6 +605,8 @@ EXPORT CUresult cuGetErrorString(CUresult r, const char **s)
     *s = r == 700   ? "an illegal memory access was encountered"
          : r == 100 ? "no CUDA-capable device is detected"
          : r == 201 ? "invalid device context"
+         : r == 400 ? "invalid resource handle"
+         : r == 1   ? "invalid argument"
                     : "unknown error";
     return 0;
 }
@@ -551,6 +615,8 @@ EXPORT CUresult cuGetErrorName(CUresult r, const char **s)
     *s = r == 700   ? "CUDA_ERROR_ILLEGAL_ADDRESS"
          : r == 100 ? "CUDA_ERROR_NO_DEVICE"
          : r == 201 ? "CUDA_ERROR_INVALID_CONTEXT"
+         : r == 400 ? "CUDA_ERROR_INVALID_HANDLE"
+         : r == 1   ? "CUDA_ERROR_INVALID_VALUE"
                     : "CUDA_ERROR_UNKNOWN";
     return 0;
 }

@@ -1,8 +1,9 @@
 /* test_emfile.c - running out of file descriptors: a request that cannot open a socket fails
  * at once with S3D_EMFILE and a message that says what to do ("too many open files; lower
  * --concurrency or raise ulimit -n"), not as "could not connect" after retries; and a
- * concurrency the descriptor limit cannot hold is lowered when the client is made. No server
- * needed: the socket is refused before any connection. */
+ * concurrency the descriptor limit cannot hold is lowered when the client is made, and when an
+ * upload stream asks for its own. No server needed: the socket is refused before any
+ * connection. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -35,6 +36,31 @@ static struct s3d_client *client(uint32_t conc)
     return c;
 }
 
+static char lowered[256]; /* the last "concurrency ... lowered" info line */
+
+static void on_log(void *user, int level, const char *line, size_t len)
+{
+    (void)user;
+    if (level == S3D_LOG_INFO && strstr(line, "lowered to") != NULL)
+        snprintf(lowered, sizeof(lowered), "%.*s", (int)len, line);
+}
+
+/* A transfer's own max_concurrency is held to the descriptor limit as the client's is: an
+ * upload stream's too (s3d_topts_resolve). */
+static void check_stream_clamped(struct s3d_client *c)
+{
+    struct s3d_transfer_options t = {.struct_size = sizeof(t), .max_concurrency = 100};
+    struct s3d_upload_stream *s = NULL;
+    lowered[0] = '\0';
+    s3d_log_set_callback(on_log, NULL, S3D_LOG_INFO);
+    CHECK_OK(s3d_upload_stream_new(c, "bucket", "key", &t, &s));
+    s3d_log_set_callback(NULL, NULL, 0);
+    s3d_upload_stream_free(s);
+    if (strstr(lowered, "concurrency 100 lowered to ") == NULL)
+        t_fail(__FILE__, __LINE__, "upload stream: max_concurrency 100 not lowered (\"%s\")",
+               lowered);
+}
+
 int main(void)
 {
     struct s3d_client_config cfg = {.struct_size = sizeof(struct s3d_client_config)};
@@ -59,6 +85,7 @@ int main(void)
     c = client(4);
     CHECK_OK(s3d_client_get_config(c, &cfg));
     CHECK(cfg.max_concurrency == 4);
+    check_stream_clamped(c);
 
     /* 2. Every descriptor taken: the request fails at once, named as such. */
     while (n < (int)(sizeof(fds) / sizeof(fds[0]))) {

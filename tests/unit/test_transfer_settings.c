@@ -2,8 +2,9 @@
  * table: the call's argument (struct s3d_transfer_options), else the client's option, else
  * the profile's s3 section (~/.aws/config), else the default. One function folds the argument
  * over the client (s3d_transfer_settings, api_transfer_int.h); s3d_client_new folds the
- * option over the profile and the default (client.c). Byte transfers (s3d_topts_resolve) and
- * upload streams both take their settings from s3d_transfer_settings. */
+ * option over the profile and the default (client.c). Byte transfers and upload streams
+ * both resolve them through s3d_topts_resolve, which also bounds them: an argument over a
+ * limit is the same S3D_EINVAL for an upload stream as for any other transfer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,41 @@ static void check_row(const struct row *r)
     s3d_client_free(c);
 }
 
+/* An argument over a limit fails the same way, with the same message, whether the transfer
+ * is an upload stream or an upload from a buffer; nothing is sent (port 9). */
+static void check_limits(void)
+{
+    struct s3d_client_options co = {.struct_size = sizeof(co)};
+    struct s3d_transfer_options t = {.struct_size = sizeof(t)};
+    struct s3d_upload_stream *s = NULL;
+    struct s3d_client *c = NULL;
+    char msg[256];
+    static const char byte = 'x';
+
+    write_config(0);
+    co.endpoint_url = "http://127.0.0.1:9";
+    co.device = -1;
+    CHECK_OK(s3d_client_new(&co, &c));
+    t.max_concurrency = 5000;
+    CHECK_ERR(s3d_upload_from_buffer(c, "bucket", "key", &byte, 1, &t), S3D_EINVAL);
+    snprintf(msg, sizeof(msg), "%s", s3d_last_error_message());
+    CHECK_MSG_HAS("max_concurrency 5000 is over 1024");
+    CHECK_ERR(s3d_upload_stream_new(c, "bucket", "key", &t, &s), S3D_EINVAL);
+    CHECK(s == NULL);
+    CHECK(strcmp(s3d_last_error_message(), msg) == 0);
+    t.max_concurrency = 0;
+    t.part_size = 6ull << 30;
+    CHECK_ERR(s3d_upload_stream_new(c, "bucket", "key", &t, &s), S3D_EINVAL);
+    CHECK_MSG_HAS("part_size 6442450944 is over 5 GiB");
+    CHECK(s == NULL);
+    /* At the limit: a stream (nothing sent until its first write). */
+    t.part_size = 0;
+    t.max_concurrency = 1024;
+    CHECK_OK(s3d_upload_stream_new(c, "bucket", "key", &t, &s));
+    s3d_upload_stream_free(s);
+    s3d_client_free(c);
+}
+
 int main(void)
 {
     static const char *const env_vars[] = {
@@ -111,6 +147,7 @@ int main(void)
     setenv("AWS_CONFIG_FILE", config_path, 1);
     for (size_t i = 0; i < S3D_ARRAY_LEN(rows); i++)
         check_row(&rows[i]);
+    check_limits();
     printf("ok %zu rows\n", S3D_ARRAY_LEN(rows));
     return 0;
 }
