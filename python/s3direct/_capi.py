@@ -457,6 +457,22 @@ class Lib:
         return rc
 
 
+def set_unsigned(o: Structure, name: str, value: int | None) -> None:
+    """o.name = value for an unsigned integer field (None: 0, the library's default). A value
+    ctypes would wrap (negative, or over the field's width) is refused here, naming the
+    argument, instead of reaching the library as another number."""
+    v = 0 if value is None else value
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an integer: {value!r}")
+    ctype = dict((f[0], f[1]) for f in o._fields_)[name]
+    top = (1 << (8 * ctypes.sizeof(ctype))) - 1
+    if not 0 <= v <= top:
+        raise errors.InvalidArgument(
+            errors.S3D_EINVAL, f"{name} must be from 0 to {top} (None: the default): {v}"
+        )
+    setattr(o, name, v)
+
+
 def _fmt_version(v: int) -> str:
     return f"{(v >> 16) & 0xFF}.{(v >> 8) & 0xFF}.{v & 0xFF}"
 

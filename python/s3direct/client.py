@@ -217,7 +217,7 @@ def _client_options(kw: dict[str, Any], rate: str | None) -> tuple[Any, list[byt
         "low_speed_time_s",
         "low_speed_limit",
     ):
-        setattr(o, name, kw[name] or 0)
+        _capi.set_unsigned(o, name, kw[name])
     o.device = 0 if kw["device"] is None else int(kw["device"])
     return o, strings
 

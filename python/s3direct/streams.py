@@ -310,8 +310,8 @@ class S3Writer(_AbortOnError, io.RawIOBase):
         bucket, key = split_s3(uri)
         o = _capi.TransferOptions()
         o.struct_size = ctypes.sizeof(o)
-        o.part_size = part_size or 0
-        o.max_concurrency = max_concurrency or 0
+        _capi.set_unsigned(o, "part_size", part_size)
+        _capi.set_unsigned(o, "max_concurrency", max_concurrency)
         ct = enc(content_type)
         o.content_type = ct
         h = ctypes.c_void_p()

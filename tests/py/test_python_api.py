@@ -103,6 +103,24 @@ def test_writer_settings_are_bounded_as_every_transfer(lib_path):
             s3direct.writer("s3://bucket/key", client=c, part_size=6 << 30)
 
 
+def test_negative_or_too_wide_numbers_are_refused_not_wrapped(lib_path):
+    """A negative size or count (or one wider than its C field) is InvalidArgument naming the
+    argument; before, ctypes wrapped -1 into 4294967295 (a max_concurrency "over 1024") or
+    2**64 - 5 (a part_size the client then took)."""
+    for kw in ({"part_size": -5}, {"max_concurrency": -1}, {"staging_bytes": -1},
+               {"max_attempts": 1 << 32}, {"deadline_ms": -1}):
+        name = next(iter(kw))
+        with pytest.raises(s3direct.InvalidArgument, match=f"^{name} must be from 0 to"):
+            s3direct.Client(endpoint_url="http://127.0.0.1:9", **kw)
+    with pytest.raises(TypeError, match="part_size must be an integer"):
+        s3direct.Client(endpoint_url="http://127.0.0.1:9", part_size=8.5e6)
+    with s3direct.Client(endpoint_url="http://127.0.0.1:9") as c:
+        with pytest.raises(s3direct.InvalidArgument, match="^max_concurrency must be from 0 to"):
+            s3direct.writer("s3://bucket/key", client=c, max_concurrency=-1)
+        with pytest.raises(s3direct.InvalidArgument, match="^part_size must be from 0 to"):
+            s3direct.writer("s3://bucket/key", client=c, part_size=-1)
+
+
 def test_builtin_bases():
     assert issubclass(s3direct.NoSuchKey, FileNotFoundError)
     assert issubclass(s3direct.NoSuchFile, FileNotFoundError)
