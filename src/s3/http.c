@@ -569,7 +569,7 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
         SETOPT(CURLOPT_UPLOAD, 1L);
         SETOPT(CURLOPT_INFILESIZE_LARGE, (curl_off_t)body_wire_len(req));
         if (req->fdbody != NULL && req->fdbody->chunked)
-            SETOPT(CURLOPT_UPLOAD_BUFFERSIZE, 64L << 10); /* a whole chunk, S3D_HTTP_CHUNK */
+            SETOPT(CURLOPT_UPLOAD_BUFFERSIZE, (long)S3D_HTTP_CHUNK_BUF); /* a whole chunk */
         SETOPT(CURLOPT_READFUNCTION, read_cb);
         SETOPT(CURLOPT_READDATA, req);
         SETOPT(CURLOPT_SEEKFUNCTION, seek_cb);

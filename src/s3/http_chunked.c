@@ -17,6 +17,10 @@
 
 #define SIG_EXT ";chunk-signature="
 
+/* A whole chunk with its header ("3ffa0;chunk-signature=" SIG CRLF) and CRLF fits the buffer. */
+_Static_assert(S3D_HTTP_CHUNK + 5 + sizeof(SIG_EXT) - 1 + 64 + 4 <= S3D_HTTP_CHUNK_BUF,
+               "a chunk must fit curl's upload buffer");
+
 /* The bytes of one chunk of n data bytes with its header and trailing CRLF. */
 static uint64_t frame_len(uint64_t n)
 {
@@ -42,6 +46,7 @@ int s3d_http_chunked_seed(struct s3d_http_chunked *c, const char *sig_headers, c
     memcpy(c->seed, s + 10, 64);
     c->seed[64] = '\0';
     c->corrupt = S3D_TEST_HOOK_INT("S3D_TEST_CHUNK_CORRUPT", 0, 1, &v) == 1 && v == 1;
+    c->stage = S3D_TEST_HOOK_INT("S3D_TEST_CHUNK_STAGE", 0, 1, &v) == 1 && v == 1;
     return s3d_sigv4_chunk_key(secret, region, now, &c->key);
 }
 
@@ -110,7 +115,7 @@ size_t s3d_http_read_chunked(struct s3d_http_req *r, char *buf, size_t want)
         if (r->chunk_final)
             return 0;
         frame = (size_t)frame_len(S3D_MIN((uint64_t)S3D_HTTP_CHUNK, r->body_len - r->sent));
-        if (want >= frame) {
+        if (want >= frame && !r->fdbody->chunked->stage) {
             /* The usual case: straight into curl's buffer. */
             n = next_chunk(r, (unsigned char *)buf);
             return n ? n : CURL_READFUNC_ABORT;

@@ -217,13 +217,18 @@ static uint64_t rchar(void)
     return v;
 }
 
-/* 4. AUTO parts in signed chunks: sizes around the chunk's, each stored exactly, read once. */
-static void sizes_case(const char *ep, const char *bucket, const char *path, char *src, char *dst)
+/* 4. AUTO parts in signed chunks: sizes around the chunk's, each stored exactly, read once;
+ * staged (each chunk copied out of a buffer of ours, as when curl offers less room than a
+ * chunk: S3D_TEST_CHUNK_STAGE) or not. */
+static void sizes_case(const char *ep, const char *bucket, const char *path, char *src, char *dst,
+                       int stage)
 {
     const uint64_t P = 5u * MiB, C = S3D_HTTP_CHUNK;
     const uint64_t sizes[] = {0,        1, P, P + 1, P + C - 1, P + C, P + C + 1, 2 * P + 2 * C,
                               3 * P + 7};
     struct s3d_client *c = client_at(ep, P, 4, S3D_PAYLOAD_AUTO);
+    if (stage)
+        setenv("S3D_TEST_CHUNK_STAGE", "1", 1);
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         uint64_t n = sizes[i], before, read_bytes, got = 0;
         t_fill_random(src, n, 400 + i);
@@ -231,8 +236,8 @@ static void sizes_case(const char *ep, const char *bucket, const char *path, cha
         before = rchar();
         CHECK_OK(s3d_upload_from_file(c, bucket, "sizes", path, NULL));
         read_bytes = rchar() - before;
-        fprintf(stderr, "AUTO upload of %llu bytes read %llu bytes\n", (unsigned long long)n,
-                (unsigned long long)read_bytes);
+        fprintf(stderr, "AUTO upload of %llu bytes (staged %d) read %llu bytes\n",
+                (unsigned long long)n, stage, (unsigned long long)read_bytes);
         /* Once through the file, and the answers' few bytes (twice: two passes). */
         CHECK(n < P || read_bytes < n + n / 8);
         memset(dst, 0x5a, n + 1);
@@ -240,6 +245,7 @@ static void sizes_case(const char *ep, const char *bucket, const char *path, cha
         CHECK_EQ_U64(got, n);
         CHECK(memcmp(dst, src, n) == 0);
     }
+    unsetenv("S3D_TEST_CHUNK_STAGE");
     s3d_client_free(c);
 }
 
@@ -279,7 +285,8 @@ int main(void)
     t_s3_bucket(direct, "upfile", bucket, sizeof(bucket));
     snprintf(path, sizeof(path), "%s/upload-src.bin", t_tmpdir());
 
-    sizes_case(ep, bucket, path, src, dst);
+    sizes_case(ep, bucket, path, src, dst, 0);
+    sizes_case(ep, bucket, path, src, dst, 1);
     corrupt_case(ep, direct, bucket, path, src, dst);
     for (int s = 0; s < 3; s++) {
         int signing = s == 0   ? S3D_PAYLOAD_AUTO
