@@ -110,12 +110,33 @@ struct fd_up {
     int regular;
     struct stat st0;
     uint64_t total;
+    uint64_t released; /* bytes of the parts the server accepted (ranges of the file) */
 };
+
+static int same_time(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* 0 while the file's size, mtime and ctime are what they were when the upload started (as
+ * tar and rsync check): a write or a truncation since then changed them, unless within one
+ * timestamp tick of the first stat. */
+static int check_stat(struct fd_up *f)
+{
+    struct stat st;
+    if (fstat(f->fd, &st) == 0 &&
+        (st.st_size != f->st0.st_size || !same_time(&st.st_mtim, &f->st0.st_mtim) ||
+         !same_time(&st.st_ctim, &f->st0.st_ctim)))
+        return s3d_fail(S3D_EIO,
+                        "%s: file changed while reading (modified during the upload; %lld "
+                        "bytes now)",
+                        f->what, (long long)st.st_size);
+    return 0;
+}
 
 /* 0 while the file read so far still matches what it was when the upload started. */
 static int check_unchanged(struct fd_up *f)
 {
-    struct stat st;
     if (!f->regular)
         return 0;
     if (f->total > (uint64_t)f->st0.st_size || (f->eof && f->total < (uint64_t)f->st0.st_size))
@@ -126,14 +147,7 @@ static int check_unchanged(struct fd_up *f)
                         (unsigned long long)f->total);
     if (!f->eof)
         return 0;
-    if (fstat(f->fd, &st) == 0 &&
-        (st.st_size != f->st0.st_size || st.st_mtim.tv_sec != f->st0.st_mtim.tv_sec ||
-         st.st_mtim.tv_nsec != f->st0.st_mtim.tv_nsec))
-        return s3d_fail(S3D_EIO,
-                        "%s: file changed while reading (modified during the upload; %lld "
-                        "bytes now)",
-                        f->what, (long long)st.st_size);
-    return 0;
+    return check_stat(f);
 }
 
 /* Reads up to n bytes (fewer only at end of input). */
@@ -193,8 +207,9 @@ static int fdup_release(void *ctx, const struct s3d_put_part *p)
 }
 
 /* A regular file's next part: a range of it (s3d_put_part from_fd), which the engine reads
- * for its checksums and again as it sends it, never into a buffer of its own. Once every
- * part is handed out (and read for its checksums), the file must still be what it was. */
+ * for its checksums and again as it sends it, or once as it sends it in signed chunks, never
+ * into a buffer of its own. Once every part is handed out, the file must still be what it was
+ * (and again once every part is accepted: fdup_release_range). */
 static int fdup_next_range(void *ctx, struct s3d_put_part *p)
 {
     struct fd_up *f = ctx;
@@ -216,6 +231,16 @@ static int fdup_next_range(void *ctx, struct s3d_put_part *p)
     return S3D_FEED_OK;
 }
 
+/* A part of a regular file the server accepted: after the last one, before the upload is
+ * completed, the file must still be what it was. With parts sent in signed chunks, each read
+ * once as it is sent (engine/xfer.h), this is what detects a file changed in place. */
+static int fdup_release_range(void *ctx, const struct s3d_put_part *p)
+{
+    struct fd_up *f = ctx;
+    f->released += p->length;
+    return f->released == (uint64_t)f->st0.st_size ? check_stat(f) : 0;
+}
+
 /* The one PUT of a regular file, its checksums computed: the file must still be what it was. */
 static int single_body_read(void *ctx)
 {
@@ -229,7 +254,8 @@ static int single_body_read(void *ctx)
 static int upload_ranges(struct s3d_client *c, const char *bucket, const char *key, struct fd_up *f,
                          struct s3d_put_options *po)
 {
-    const struct s3d_put_hooks h = {.next = fdup_next_range, .ctx = f};
+    const struct s3d_put_hooks h = {
+        .next = fdup_next_range, .release = fdup_release_range, .ctx = f};
     uint64_t size = (uint64_t)f->st0.st_size;
     if (size < c->multipart_threshold) {
         struct s3d_put_part p = {.part_number = 1, .length = size, .from_fd = 1, .fd = f->fd};

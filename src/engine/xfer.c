@@ -256,7 +256,6 @@ static int feed_copy_part(struct engine *g, struct item *it, const struct s3d_pu
 static int feed_part(struct engine *g, struct item *it)
 {
     struct s3d_put_part p;
-    uint32_t crc = 0;
     int r, i;
 
     memset(&p, 0, sizeof(p));
@@ -296,12 +295,9 @@ static int feed_part(struct engine *g, struct item *it)
     /* The body (and its CRC-32C) once the op is built, the CRC-32C header after it. */
     s3d_op_upload_part_init(&it->op, g->bucket, g->key, g->upload_id, p.part_number, it->number,
                             p.iov, p.iovcnt, p.length, NULL);
-    r = s3d_xfer_body(&g->c->s3, &it->op, &p, &crc, &g->scratch);
+    r = s3d_xfer_part_body(&g->c->s3, &it->op, &p, &it->crc_v, it->crc, &g->scratch);
     if (r < 0)
         return s3d_fail_prefix(r, "UploadPart s3://%s/%s", g->bucket, g->key);
-    it->crc_v = crc;
-    s3d_crc32c_base64(crc, it->crc);
-    s3d_s3_op_add_header(&it->op, "x-amz-checksum-crc32c", it->crc);
     return start_attempt(g, it);
 }
 
@@ -427,6 +423,8 @@ static int finish_ok(struct engine *g, struct item *it)
                                "UploadPart s3://%s/%s part %u: no ETag in the "
                                "response",
                                g->bucket, g->key, it->part.part_number);
+        } else if ((rc = s3d_xfer_part_sent(&it->op, &it->crc_v, it->crc)) < 0) {
+            return rc;
         }
         if (g->n_parts == g->cap_parts) {
             size_t cap = g->cap_parts ? g->cap_parts * 2 : 64;

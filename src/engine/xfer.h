@@ -17,6 +17,7 @@
 #include "s3direct/client.h"
 #include "s3direct/object.h"
 #include "common/compiler.h"
+#include "common/crc32c.h"
 
 struct s3d_op_sums;
 struct s3d_s3ctx;
@@ -177,9 +178,12 @@ struct s3d_put_part {
      * [fd_offset, fd_offset + length) of fd, open until the part is released. The engine
      * never holds them: it reads them once in small chunks for the part's checksums (its
      * CRC-32C, and the SHA-256 of a signed payload, in one pass), then again straight into
-     * curl's buffer as they are sent (xfer_body.h). Bytes that no longer match that CRC-32C
-     * when sent (the file changed), or a file that ends early, fail the part with S3D_EIO:
-     * the object never gets other bytes than its checksums describe. */
+     * curl's buffer as they are sent (xfer_body.h); or, where the server does not check a
+     * body's CRC-32C and AUTO signs (s3d_xfer_part_body), once, as they are sent in signed
+     * chunks. Bytes that no longer match that CRC-32C when sent (the file changed), or a file
+     * that ends early, fail the part with S3D_EIO: the object never gets other bytes than
+     * its checksums describe (in signed chunks, the producer checks the file after the last
+     * part: api_upload.c). */
     int from_fd;
     int fd;
     uint64_t fd_offset;
@@ -286,5 +290,20 @@ S3D_NODISCARD int s3d_xfer_put_single_part(struct s3d_client *c, const char *buc
 S3D_NODISCARD int s3d_xfer_body(struct s3d_s3ctx *s3, struct s3d_s3_op *op,
                                 const struct s3d_put_part *p, uint32_t *crc,
                                 unsigned char **scratch);
+
+/* The body of an UploadPart (op built already): as s3d_xfer_body, with *crc in base64 into
+ * crc_b64 (which must outlive op) and sent as x-amz-checksum-crc32c; or, a part from a file
+ * where the server was shown not to check that header (payload_signing AUTO, Ceph RGW 16), in
+ * signed chunks read once as they are sent (s3/http.h, s3d_http_chunked): no header then, and
+ * *crc is known only once the part is sent (s3d_xfer_part_sent). 0, or as s3d_xfer_body. */
+S3D_NODISCARD int s3d_xfer_part_body(struct s3d_s3ctx *s3, struct s3d_s3_op *op,
+                                     const struct s3d_put_part *p, uint32_t *crc,
+                                     char crc_b64[S3D_CRC32C_B64_LEN], unsigned char **scratch);
+
+/* After the server accepted op (built by s3d_xfer_part_body): a part sent in signed chunks
+ * has its CRC-32C, summed as it was read, into *crc and crc_b64; others are left as they
+ * are. 0, or S3D_EPROTO (recorded) when the body was not sent whole. */
+S3D_NODISCARD int s3d_xfer_part_sent(const struct s3d_s3_op *op, uint32_t *crc,
+                                     char crc_b64[S3D_CRC32C_B64_LEN]);
 
 #endif

@@ -62,7 +62,7 @@ static size_t read_cb(char *buf, size_t size, size_t nmemb, void *ud)
     struct s3d_http_req *r = ud;
     size_t want = size * nmemb, got = 0;
     if (r->fdbody != NULL)
-        return read_fd(r, buf, want);
+        return r->fdbody->chunked ? s3d_http_read_chunked(r, buf, want) : read_fd(r, buf, want);
     while (got < want && r->iov_idx < r->iovcnt) {
         const struct iovec *v = &r->iov[r->iov_idx];
         size_t n = S3D_MIN(want - got, v->iov_len - r->iov_off);
@@ -87,9 +87,13 @@ static int seek_cb(void *ud, curl_off_t off, int origin)
     if (origin != SEEK_SET || off < 0 || (uint64_t)off > r->body_len)
         return CURL_SEEKFUNC_FAIL;
     if (r->fdbody != NULL) {
-        /* The running CRC-32C check restarts with the body only. */
-        if (off != 0 && r->fdbody->check_crc)
+        /* The running CRC-32C check (and a chunk chain) restarts with the body only. */
+        if (off != 0 && (r->fdbody->check_crc || r->fdbody->chunked))
             return CURL_SEEKFUNC_CANTSEEK;
+        if (r->fdbody->chunked) {
+            s3d_http_chunked_rewind(r);
+            return CURL_SEEKFUNC_OK;
+        }
         r->sent = (uint64_t)off;
         r->fd_crc = 0;
         return CURL_SEEKFUNC_OK;
@@ -104,6 +108,14 @@ static int seek_cb(void *ud, curl_off_t off, int origin)
     }
     r->iov_off = (size_t)left;
     return CURL_SEEKFUNC_OK;
+}
+
+/* The Content-Length of req's body: aws-chunked is longer than its data. */
+static uint64_t body_wire_len(const struct s3d_http_req *req)
+{
+    if (req->fdbody != NULL && req->fdbody->chunked)
+        return s3d_http_chunked_len(req->body_len);
+    return req->body_len;
 }
 
 static int status_ok(long status)
@@ -263,8 +275,11 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
 
 void s3d_http_req_cleanup(struct s3d_http_req *req)
 {
-    if (req != NULL)
-        s3d_dynbuf_free(&req->resp.body);
+    if (req == NULL)
+        return;
+    s3d_dynbuf_free(&req->resp.body);
+    free(req->stage);
+    req->stage = NULL;
 }
 
 /* Header names (with the colon) whose whole value is a secret: the session token, the SSO
@@ -498,6 +513,8 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
     req->fd_crc = 0;
     req->fd_err = S3D_HTTP_FD_OK;
     req->fd_errno = 0;
+    if (req->fdbody != NULL && req->fdbody->chunked)
+        s3d_http_chunked_rewind(req);
     req->sock_errno = 0;
     req->socks = NULL; /* s3d_http_track_sockets, after this */
     req->errbuf[0] = '\0';
@@ -550,7 +567,9 @@ int s3d_http_setup(CURL *e, struct s3d_http_req *req, const struct s3d_http_conf
         SETOPT(CURLOPT_NOBODY, 1L);
     } else if (strcmp(m, "PUT") == 0) {
         SETOPT(CURLOPT_UPLOAD, 1L);
-        SETOPT(CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
+        SETOPT(CURLOPT_INFILESIZE_LARGE, (curl_off_t)body_wire_len(req));
+        if (req->fdbody != NULL && req->fdbody->chunked)
+            SETOPT(CURLOPT_UPLOAD_BUFFERSIZE, (long)S3D_HTTP_CHUNK_BUF); /* a whole chunk */
         SETOPT(CURLOPT_READFUNCTION, read_cb);
         SETOPT(CURLOPT_READDATA, req);
         SETOPT(CURLOPT_SEEKFUNCTION, seek_cb);

@@ -566,6 +566,11 @@ int s3d_s3_op_prepare(struct s3d_s3ctx *ctx, struct s3d_s3_op *op, CURL *e)
         cr.secret_access_key = op->signed_with->secret_access_key;
         cr.session_token = op->signed_with->session_token;
         rc = s3d_sigv4_sign(&sr, &cr, &op->sig, NULL);
+        if (rc == 0 && op->from_file && op->chunked_body) {
+            rc = s3d_http_chunked_seed(&op->chunk, op->sig.data, cr.secret_access_key, op->region,
+                                       sr.now);
+            op->body_file.chunked = &op->chunk;
+        }
         if (rc < 0)
             return rc;
     }

@@ -151,6 +151,12 @@ struct s3d_s3_op {
      * payload_hash must then be set by the caller (s3d_s3ctx_signs_body says which). */
     int from_file;
     struct s3d_http_fdbody body_file;
+    /* With from_file: the body goes as aws-chunked in signed chunks (payload_hash
+     * S3D_STREAMING_PAYLOAD, Content-Encoding and x-amz-decoded-content-length added by the
+     * caller); each prepare seeds chunk from its signature and points body_file at it. */
+    int chunked_body;
+    struct s3d_http_chunked chunk;
+    char decoded_len[24]; /* x-amz-decoded-content-length's value */
     uint64_t body_len;
     void *dst; /* 2xx body destination; NULL = op->req.resp.body */
     uint64_t dst_cap;

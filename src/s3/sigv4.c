@@ -166,6 +166,35 @@ out:
     return rc;
 }
 
+int s3d_sigv4_chunk_key(const char *secret, const char *region, time_t now,
+                        struct s3d_sigv4_chunk_key *out)
+{
+    char date8[9];
+    int rc = s3d_sigv4_amz_date(now, out->amz_date);
+    if (rc < 0)
+        return rc;
+    memcpy(date8, out->amz_date, 8);
+    date8[8] = '\0';
+    if ((size_t)snprintf(out->scope, sizeof(out->scope), "%s/%s/s3/aws4_request", date8, region) >=
+        sizeof(out->scope))
+        return s3d_fail(S3D_EINVAL, "SigV4: region \"%.40s\" too long", region);
+    return signing_key(secret, date8, region, "s3", out->key);
+}
+
+int s3d_sigv4_chunk_sign(const struct s3d_sigv4_chunk_key *k, const char prev[65],
+                         const char data_sha[65], char sig[65])
+{
+    char sts[400];
+    unsigned char mac[32];
+    int n = snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256-PAYLOAD\n%s\n%s\n%.64s\n%s\n%.64s",
+                     k->amz_date, k->scope, prev, S3D_EMPTY_SHA256, data_sha);
+    int rc = hmac256(k->key, 32, sts, (size_t)n, mac);
+    if (rc < 0)
+        return rc;
+    to_hex(mac, 32, sig);
+    return 0;
+}
+
 /* ---- canonical pieces ------------------------------------------------------------------- */
 
 /* Writes v (0 <= v < 10^n) as exactly n decimal digits. */
@@ -324,7 +353,7 @@ static int reserved_header(const char *lname)
 static int valid_payload_hash(const char *h)
 {
     size_t i;
-    if (strcmp(h, S3D_UNSIGNED_PAYLOAD) == 0)
+    if (strcmp(h, S3D_UNSIGNED_PAYLOAD) == 0 || strcmp(h, S3D_STREAMING_PAYLOAD) == 0)
         return 1;
     for (i = 0; i < 64; i++)
         if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))

@@ -31,6 +31,8 @@
 struct s3d_config;
 
 #define S3D_UNSIGNED_PAYLOAD "UNSIGNED-PAYLOAD"
+/* The payload hash of a body sent in signed chunks (aws-chunked, s3d_sigv4_chunk_sign). */
+#define S3D_STREAMING_PAYLOAD "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
 /* SHA-256 of zero bytes, the payload hash of a request with no body. */
 #define S3D_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -118,6 +120,29 @@ S3D_NODISCARD int s3d_sigv4_canonical_query(const struct s3d_kv *params, size_t 
 /* "YYYYMMDDTHHMMSSZ" for t (UTC) into out. Returns 0, or S3D_EINVAL when t is not
  * representable (before year 0 / after 9999). */
 S3D_NODISCARD int s3d_sigv4_amz_date(time_t t, char out[17]);
+
+/* ---- signed chunks (STREAMING-AWS4-HMAC-SHA256-PAYLOAD) --------------------------------
+ * A body sent as aws-chunked: the request is signed with S3D_STREAMING_PAYLOAD as its payload
+ * hash (its signature is the seed), then each chunk "hex(size);chunk-signature=SIG\r\n" data
+ * "\r\n", the last one empty, where SIG is the HMAC with the request's signing key of
+ *   "AWS4-HMAC-SHA256-PAYLOAD\n" amz_date "\n" scope "\n" previous SIG "\n"
+ *   hex SHA-256("") "\n" hex SHA-256(data)
+ * the previous SIG being the seed for the first chunk. */
+struct s3d_sigv4_chunk_key {
+    unsigned char key[32]; /* the request's signing key */
+    char amz_date[17];
+    char scope[96]; /* DATE/REGION/SERVICE/aws4_request */
+};
+
+/* The signing key and scope of a request signed at now for region (service "s3"). Returns 0,
+ * S3D_EINVAL (a secret too long, a time out of range) or S3D_ENOMEM, recorded. */
+S3D_NODISCARD int s3d_sigv4_chunk_key(const char *secret, const char *region, time_t now,
+                                      struct s3d_sigv4_chunk_key *out);
+
+/* The signature of a chunk whose data hashes (hex SHA-256) to data_sha, after the signature
+ * prev (the seed, or the previous chunk's), into sig. Returns 0 or S3D_ENOMEM, recorded. */
+S3D_NODISCARD int s3d_sigv4_chunk_sign(const struct s3d_sigv4_chunk_key *k, const char prev[65],
+                                       const char data_sha[65], char sig[65]);
 
 /* ---- SHA-256 (OpenSSL EVP) --------------------------------------------------------------- */
 

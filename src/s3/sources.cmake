@@ -9,6 +9,7 @@ set(S3D_S3_SOURCES
   src/s3/xml.c
   src/s3/s3doc.c
   src/s3/http.c
+  src/s3/http_chunked.c
   src/s3/addrs.c
   src/s3/resolve.c
   src/s3/ops.c

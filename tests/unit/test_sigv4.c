@@ -410,9 +410,57 @@ static void test_key_cache_threads(void)
     }
 }
 
+/* AWS's example of a PUT in signed chunks ("Signature Calculations for the Authorization
+ * Header: Transferring Payload in Multiple Chunks"): the seed signature of the request signed
+ * with STREAMING-AWS4-HMAC-SHA256-PAYLOAD, then the chunks of 65536 and 1024 bytes of 'a' and
+ * the final empty one, each signed after the one before. */
+static void test_chunk_signatures(void)
+{
+    static const struct s3d_kv h[] = {{"content-encoding", "aws-chunked"},
+                                      {"content-length", "66824"},
+                                      {"x-amz-decoded-content-length", "66560"},
+                                      {"x-amz-storage-class", "REDUCED_REDUNDANCY"}};
+    static const char *const want[3] = {
+        "ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648",
+        "0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497",
+        "b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9"};
+    const size_t lens[3] = {65536, 1024, 0};
+    struct s3d_sigv4_request req = {0};
+    struct s3d_sigv4_trace tr;
+    struct s3d_sigv4_chunk_key k;
+    struct s3d_dynbuf hdrs;
+    char prev[65], sig[65], sha[65];
+    static char a[65536];
+    memset(a, 'a', sizeof(a));
+    trace_init(&tr);
+    s3d_dynbuf_init(&hdrs, 4096);
+    req.method = "PUT";
+    req.host = "s3.amazonaws.com";
+    req.canonical_path = "/examplebucket/chunkObject.txt";
+    req.headers = h;
+    req.n_headers = S3D_ARRAY_LEN(h);
+    req.payload_hash = S3D_STREAMING_PAYLOAD;
+    req.region = "us-east-1";
+    req.now = T_20130524;
+    CHECK_OK(s3d_sigv4_sign(&req, &creds, &hdrs, &tr));
+    CHECK_STREQ(tr.signature, "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9");
+    CHECK_OK(s3d_sigv4_chunk_key(SECRET, "us-east-1", T_20130524, &k));
+    CHECK_STREQ(k.scope, "20130524/us-east-1/s3/aws4_request");
+    memcpy(prev, tr.signature, 65);
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(s3d_sha256_hex(a, lens[i], sha));
+        CHECK_OK(s3d_sigv4_chunk_sign(&k, prev, sha, sig));
+        CHECK_STREQ(sig, want[i]);
+        memcpy(prev, sig, 65);
+    }
+    trace_free(&tr);
+    s3d_dynbuf_free(&hdrs);
+}
+
 int main(void)
 {
     test_vectors();
+    test_chunk_signatures();
     test_get_object_canonical_text();
     test_presign_example();
     test_session_token_and_errors();
