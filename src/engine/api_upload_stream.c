@@ -102,7 +102,7 @@ static void *worker(void *arg)
 int s3d_upload_stream_new(struct s3d_client *c, const char *bucket, const char *key,
                           const struct s3d_transfer_options *opts, struct s3d_upload_stream **out)
 {
-    struct topts o;
+    struct topts o = {0};
     struct s3d_upload_stream *s;
     int rc;
 
