@@ -30,21 +30,25 @@
 
 /* The next bytes of a file body (s3d_http_fdbody), read straight into curl's buffer: a body
  * from a file is never held in memory of ours. */
+int s3d_http_fd_pread(struct s3d_http_req *r, void *dst, size_t n, size_t *got)
+{
+    const struct s3d_http_fdbody *b = r->fdbody;
+    uint64_t k = 0;
+    int rc = s3d_pread_full(b->fd, dst, n, b->off + r->sent, &k);
+    *got = (size_t)k;
+    if (rc == 0 && k == n)
+        return 0;
+    r->fd_err = rc < 0 ? S3D_HTTP_FD_READ : S3D_HTTP_FD_SHORT;
+    r->fd_errno = rc < 0 ? -rc : 0;
+    return -1;
+}
+
 static size_t read_fd(struct s3d_http_req *r, char *buf, size_t want)
 {
     const struct s3d_http_fdbody *b = r->fdbody;
     size_t n = (size_t)S3D_MIN((uint64_t)want, r->body_len - r->sent), got = 0;
-    while (got < n) {
-        ssize_t k = pread(b->fd, buf + got, n - got, (off_t)(b->off + r->sent + got));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            r->fd_err = k < 0 ? S3D_HTTP_FD_READ : S3D_HTTP_FD_SHORT;
-            r->fd_errno = k < 0 ? errno : 0;
-            return CURL_READFUNC_ABORT;
-        }
-        got += (size_t)k;
-    }
+    if (s3d_http_fd_pread(r, buf, n, &got) < 0)
+        return CURL_READFUNC_ABORT;
     if (b->check_crc) {
         r->fd_crc = s3d_crc32c(r->fd_crc, buf, got);
         if (r->sent + got == r->body_len && r->fd_crc != b->crc) {

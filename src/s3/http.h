@@ -193,6 +193,11 @@ void s3d_sockset_free(struct s3d_sockset *s);
 /* Frees what the response holds (its body buffer). The request itself is the caller's. */
 void s3d_http_req_cleanup(struct s3d_http_req *req);
 
+/* For http.c and http_chunked.c: n bytes of r's file body (fdbody) at data offset r->sent
+ * into dst, by s3d_pread_full; 0, or -1 with fd_err / fd_errno set (a read error, or the file
+ * ended first) and *got the bytes that came. */
+int s3d_http_fd_pread(struct s3d_http_req *r, void *dst, size_t n, size_t *got);
+
 /* For http.c: the read and the rewind of a chunked file body (http_chunked.c). */
 size_t s3d_http_read_chunked(struct s3d_http_req *r, char *buf, size_t want);
 void s3d_http_chunked_rewind(struct s3d_http_req *r);

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/crc32c.h"
 #include "common/env.h"
@@ -62,21 +61,11 @@ void s3d_http_chunked_rewind(struct s3d_http_req *r)
 /* Reads n bytes of the body at data offset r->sent into dst: 0, or -1 with fd_err set. */
 static int read_data(struct s3d_http_req *r, unsigned char *dst, size_t n)
 {
-    const struct s3d_http_fdbody *b = r->fdbody;
     size_t got = 0;
-    while (got < n) {
-        ssize_t k = pread(b->fd, dst + got, n - got, (off_t)(b->off + r->sent + got));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            r->fd_err = k < 0 ? S3D_HTTP_FD_READ : S3D_HTTP_FD_SHORT;
-            r->fd_errno = k < 0 ? errno : 0;
-            r->sent += got; /* where it ended, for the message */
-            return -1;
-        }
-        got += (size_t)k;
-    }
-    return 0;
+    if (s3d_http_fd_pread(r, dst, n, &got) == 0)
+        return 0;
+    r->sent += got; /* where it ended, for the message */
+    return -1;
 }
 
 /* The next chunk, whole, into dst (room for frame_len of it): its length, or 0 on failure
