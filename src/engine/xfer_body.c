@@ -2,16 +2,14 @@
  * range of a file (s3d_put_part from_fd), and the checksums that go with it (see xfer.h). */
 #include "engine/xfer.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "s3/s3ctx.h"
 #include "s3/sigv4.h"
 
@@ -22,39 +20,38 @@ static int file_sums(const struct s3d_put_part *p, unsigned char *buf, uint32_t 
     uint64_t done = 0;
     uint32_t c = 0;
     while (done < p->length) {
-        size_t want = (size_t)S3D_MIN((uint64_t)S3D_XFER_BODY_CHUNK, p->length - done);
-        ssize_t k = pread(p->fd, buf, want, (off_t)(p->fd_offset + done));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
+        uint64_t want = S3D_MIN((uint64_t)S3D_XFER_BODY_CHUNK, p->length - done), k = 0;
+        int rc = s3d_pread_full(p->fd, buf, want, p->fd_offset + done, &k);
+        if (rc < 0)
             return s3d_fail(S3D_EIO, "part %u: reading the file at byte %" PRIu64 ": %s",
-                            p->part_number, p->fd_offset + done, strerror(errno));
-        if (k == 0)
+                            p->part_number, p->fd_offset + done + k, strerror(-rc));
+        if (k < want)
             return s3d_fail(S3D_EIO,
                             "part %u: file changed while reading (it ended at byte %" PRIu64
                             ", before the part's end at %" PRIu64 ": truncated)",
-                            p->part_number, p->fd_offset + done, p->fd_offset + p->length);
+                            p->part_number, p->fd_offset + done + k, p->fd_offset + p->length);
         c = s3d_crc32c(c, buf, (size_t)k);
-        if (h != NULL) {
-            int rc = s3d_sha256_update(h, buf, (size_t)k);
-            if (rc < 0)
-                return rc;
-        }
-        done += (uint64_t)k;
+        if (h != NULL && (rc = s3d_sha256_update(h, buf, (size_t)k)) < 0)
+            return rc;
+        done += k;
     }
     *crc = c;
     return 0;
 }
 
-/* Whether a signed part from a file goes in signed chunks, read once as it is sent: only
- * where AUTO signs because the server was shown not to check a body's CRC-32C (Ceph RGW 16),
- * for that CRC-32C, known only once the body is sent, cannot go in a header before it. A
- * server that checks it gets it in the header (two passes: the sums, then the send), as does
- * one whose answer is not known yet, and a client that forces SIGNED. */
-static int streams_body(struct s3d_s3ctx *s3)
+/* The op's body is p's range of its file, read as it is sent (s3d_http_fdbody); with
+ * check_crc, the bytes sent are summed and must give crc. */
+static void body_from_file(struct s3d_s3_op *op, const struct s3d_put_part *p, int check_crc,
+                           uint32_t crc)
 {
-    return s3->cfg.payload_signing == S3D_PAYLOAD_AUTO && !s3->cfg.anonymous &&
-           atomic_load(&s3->body_crc) == S3D_BODY_CRC_IGNORED;
+    op->iov = NULL;
+    op->iovcnt = 0;
+    op->body_len = p->length;
+    op->from_file = 1;
+    op->body_file.fd = p->fd;
+    op->body_file.off = p->fd_offset;
+    op->body_file.crc = crc;
+    op->body_file.check_crc = check_crc;
 }
 
 /* A part from a file sent in signed chunks: nothing read here (http_chunked.c). */
@@ -64,14 +61,8 @@ static void chunked_body(struct s3d_s3_op *op, const struct s3d_put_part *p)
     snprintf(op->decoded_len, sizeof(op->decoded_len), "%" PRIu64, p->length);
     s3d_s3_op_add_header(op, "Content-Encoding", "aws-chunked");
     s3d_s3_op_add_header(op, "x-amz-decoded-content-length", op->decoded_len);
-    op->iov = NULL;
-    op->iovcnt = 0;
-    op->body_len = p->length;
-    op->from_file = 1;
+    body_from_file(op, p, 0, 0);
     op->chunked_body = 1;
-    op->body_file.fd = p->fd;
-    op->body_file.off = p->fd_offset;
-    op->body_file.check_crc = 0;
 }
 
 /* A part from a file: its checksums from one pass, then the op reads it from the file. */
@@ -93,15 +84,8 @@ static int file_body(struct s3d_s3ctx *s3, struct s3d_s3_op *op, const struct s3
     if (!sign)
         snprintf(op->payload_hash, sizeof(op->payload_hash), "%s",
                  p->length > 0 ? S3D_UNSIGNED_PAYLOAD : S3D_EMPTY_SHA256);
-    op->iov = NULL;
-    op->iovcnt = 0;
-    op->body_len = p->length;
-    op->from_file = 1;
-    op->body_file.fd = p->fd;
-    op->body_file.off = p->fd_offset;
-    op->body_file.crc = *crc;
     /* A signed body is checked by the server against its hash; the rest here, as sent. */
-    op->body_file.check_crc = !sign;
+    body_from_file(op, p, !sign, *crc);
     return 0;
 }
 
@@ -128,7 +112,7 @@ int s3d_xfer_part_body(struct s3d_s3ctx *s3, struct s3d_s3_op *op, const struct 
                        uint32_t *crc, char crc_b64[S3D_CRC32C_B64_LEN], unsigned char **scratch)
 {
     int rc;
-    if (p->from_fd && p->length > 0 && streams_body(s3)) {
+    if (p->from_fd && p->length > 0 && s3d_s3ctx_streams_body(s3)) {
         chunked_body(op, p);
         return 0;
     }

@@ -483,6 +483,16 @@ int s3d_s3ctx_signs_body(struct s3d_s3ctx *ctx, int with_crc)
             !(with_crc && atomic_load(&ctx->body_crc) == S3D_BODY_CRC_CHECKED));
 }
 
+/* Only where AUTO signs because the server was shown not to check a body's CRC-32C (Ceph RGW
+ * 16): that CRC-32C, known only once the body is sent, cannot go in a header before it. A
+ * server that checks it gets it in the header (two passes: the sums, then the send), as does
+ * one whose answer is not known yet, and a client that forces SIGNED. */
+int s3d_s3ctx_streams_body(struct s3d_s3ctx *ctx)
+{
+    return ctx->cfg.payload_signing == S3D_PAYLOAD_AUTO && !ctx->cfg.anonymous &&
+           atomic_load(&ctx->body_crc) == S3D_BODY_CRC_IGNORED;
+}
+
 /* The payload hash op is signed with, computed once (retries reuse it): the body's SHA-256,
  * or UNSIGNED-PAYLOAD (the empty body's hash when it has none). */
 static int op_payload_hash(struct s3d_s3ctx *ctx, struct s3d_s3_op *op)

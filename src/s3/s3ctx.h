@@ -221,6 +221,9 @@ S3D_NODISCARD int s3d_s3_op_region_retry(struct s3d_s3ctx *ctx, struct s3d_s3_op
  * with_crc: the request carries x-amz-checksum-crc32c. For a caller that hashes a body
  * itself (from_file) into op->payload_hash before the first prepare. */
 int s3d_s3ctx_signs_body(struct s3d_s3ctx *ctx, int with_crc);
+/* 1 when a part from a file goes as aws-chunked in signed chunks, read once as it is sent
+ * (s3d_s3_op.chunked_body): AUTO signing against a server shown not to check the CRC-32C. */
+int s3d_s3ctx_streams_body(struct s3d_s3ctx *ctx);
 
 /* Runs op to completion on the calling thread with retries (new signature per attempt,
  * backoff with full jitter, the client's attempts and deadline). Returns 0 or the S3D_E*
