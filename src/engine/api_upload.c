@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/compiler.h"
@@ -111,7 +112,23 @@ struct fd_up {
     struct stat st0;
     uint64_t total;
     uint64_t released; /* bytes of the parts the server accepted (ranges of the file) */
+    /* Last modified more than S3D_SETTLED_S before the upload began: any later write gives it
+     * another mtime, so fstat alone finds a change and its parts may be read once as they are
+     * sent (s3d_put_part.read_once). A file written just before may be written again within
+     * the same timestamp tick (or 2 s on FAT, 1 s on ext4 with small inodes): its parts keep
+     * the two passes, whose checksums catch any change. */
+    int settled;
 };
+
+#define S3D_SETTLED_S 3
+
+/* Whether st was last modified more than S3D_SETTLED_S seconds ago (a future mtime: no). */
+static int settled(const struct stat *st)
+{
+    struct timespec now;
+    return clock_gettime(CLOCK_REALTIME, &now) == 0 &&
+           (int64_t)now.tv_sec - (int64_t)st->st_mtim.tv_sec > S3D_SETTLED_S;
+}
 
 static int same_time(const struct timespec *a, const struct timespec *b)
 {
@@ -224,6 +241,7 @@ static int fdup_next_range(void *ctx, struct s3d_put_part *p)
                         f->what, S3D_MAX_PARTS, f->part);
     p->part_number = f->next_number++;
     p->from_fd = 1;
+    p->read_once = f->settled;
     p->fd = f->fd;
     p->fd_offset = f->total;
     p->length = S3D_MIN(f->part, size - f->total);
@@ -311,6 +329,7 @@ static int upload_fd(struct s3d_client *c, const char *bucket, const char *key, 
     if (st != NULL) {
         f.regular = 1;
         f.st0 = *st;
+        f.settled = settled(st);
     }
     f.part = s3d_upload_part_size(o->part_size, size_hint);
     if (size_hint != 0 && size_hint < c->multipart_threshold)

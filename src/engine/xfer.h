@@ -185,6 +185,11 @@ struct s3d_put_part {
      * its checksums describe (in signed chunks, the producer checks the file after the last
      * part: api_upload.c). */
     int from_fd;
+    /* from_fd: the range may be read once, as it is sent in signed chunks, where the server
+     * does not check CRC-32C: the producer finds a change of the file without a second read
+     * (api_upload.c: a file last modified well before the upload, checked by fstat). 0: the
+     * two passes, whose checksums catch any change. */
+    int read_once;
     int fd;
     uint64_t fd_offset;
 };

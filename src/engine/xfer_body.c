@@ -112,7 +112,7 @@ int s3d_xfer_part_body(struct s3d_s3ctx *s3, struct s3d_s3_op *op, const struct 
                        uint32_t *crc, char crc_b64[S3D_CRC32C_B64_LEN], unsigned char **scratch)
 {
     int rc;
-    if (p->from_fd && p->length > 0 && s3d_s3ctx_streams_body(s3)) {
+    if (p->from_fd && p->read_once && p->length > 0 && s3d_s3ctx_streams_body(s3)) {
         chunked_body(op, p);
         return 0;
     }
